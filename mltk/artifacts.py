@@ -1,0 +1,430 @@
+"""The only reader and writer of mltk artifacts.
+
+An artifact is a directory with data files and ``manifest.json``. Writes are atomic: the directory is built
+under a hidden ``.NAME.partial`` sibling, the manifest is written last, and the directory is renamed into
+place, so an interrupted run never leaves something that looks complete. Stages that resume (shards,
+training state) keep their partial directory between runs and pick up what is already there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mltk import __version__, schema
+from mltk.errors import ArtifactError, SchemaError
+
+PathLike = str | os.PathLike
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Manifests
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def is_artifact(path: PathLike) -> bool:
+    return (Path(path) / schema.MANIFEST).is_file()
+
+
+def read_manifest(path: PathLike, kind: str | None = None) -> dict:
+    """Read and validate ``path/manifest.json``; with ``kind``, insist on that artifact kind."""
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError("no such file or directory", path)
+    manifest_path = path / schema.MANIFEST
+    if not manifest_path.is_file():
+        raise ArtifactError("not an mltk artifact (no manifest.json)", path)
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"manifest.json is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", path)
+    missing = [f for f in schema.MANIFEST_FIELDS if f not in manifest]
+    if missing:
+        raise ArtifactError(f"manifest.json lacks {', '.join(missing)}", path)
+    if manifest["schema_version"] != schema.SCHEMA_VERSION:
+        raise ArtifactError(
+            f"schema_version {manifest['schema_version']} is not supported (this mltk reads "
+            f"{schema.SCHEMA_VERSION})",
+            path,
+        )
+    if kind is not None and manifest["kind"] != kind:
+        raise ArtifactError(f"is a {manifest['kind']} artifact, expected {kind}", path)
+    for name in manifest["files"]:
+        if not (path / name).exists():
+            raise ArtifactError(f"file {name} listed in the manifest is missing", path)
+    return manifest
+
+
+def fingerprint(path: PathLike) -> str:
+    """A content fingerprint of an input: the manifest of an artifact, the bytes of a file, the listing of a
+    plain directory (names and sizes)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    if is_artifact(path):
+        digest.update((path / schema.MANIFEST).read_bytes())
+    elif path.is_file():
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    elif path.is_dir():
+        for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(f"{child.relative_to(path)}\0{child.stat().st_size}\n".encode())
+    else:
+        raise ArtifactError("no such file or directory", path)
+    return "sha256:" + digest.hexdigest()
+
+
+def describe_input(path: PathLike) -> dict:
+    path = Path(path).resolve()
+    entry = {"path": str(path), "fingerprint": fingerprint(path)}
+    if is_artifact(path):
+        entry["kind"] = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))["kind"]
+    return entry
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if hasattr(value, "__dataclass_fields__"):
+        return _jsonable({f: getattr(value, f) for f in value.__dataclass_fields__})
+    return value
+
+
+def write_json(path: PathLike, obj: Any) -> None:
+    """Write JSON atomically (temporary file, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Atomic artifact directories
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def partial_dir(out_dir: PathLike) -> Path:
+    """Where an artifact is built before it is renamed into place (stable, so a rerun can resume)."""
+    out_dir = Path(out_dir).resolve()
+    return out_dir.parent / f".{out_dir.name}.partial"
+
+
+class ArtifactWriter:
+    """Build an artifact atomically::
+
+        with ArtifactWriter(out, "metrics", config=cfg, inputs=[a, b]) as w:
+            write_json(w.dir / "metrics.json", numbers)
+            w.manifest["summary"] = {...}      # extra manifest fields
+        w.path                                  # the final absolute path
+
+    On success the manifest is written last and the directory renamed to ``out``; an existing artifact at
+    ``out`` is replaced. On an exception the partial directory is kept when ``resume`` is true (so the next
+    run continues from it) and removed otherwise.
+    """
+
+    def __init__(
+        self,
+        out_dir: PathLike,
+        kind: str,
+        *,
+        stage: str | None = None,
+        config: Any = None,
+        inputs: Iterable[PathLike] = (),
+        resume: bool = False,
+    ):
+        if kind not in schema.KINDS:
+            raise ValueError(f"unknown artifact kind {kind!r}")
+        self.path = Path(out_dir).resolve()
+        self.kind = kind
+        self.resume = resume
+        self.dir = partial_dir(self.path)
+        self.manifest: dict[str, Any] = {
+            "kind": kind,
+            "schema_version": schema.SCHEMA_VERSION,
+            "created_by": {"stage": stage or kind, "config": _jsonable(config)},
+            "mltk_version": __version__,
+            "inputs": [describe_input(p) for p in inputs],
+        }
+
+    def __enter__(self) -> ArtifactWriter:
+        if self.path.exists() and not (is_artifact(self.path) or _is_empty_dir(self.path)):
+            raise ArtifactError("exists and is not an mltk artifact; refusing to overwrite it", self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.dir.exists() and not self.resume:
+            shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            if not self.resume:
+                shutil.rmtree(self.dir, ignore_errors=True)
+            return
+        self.commit()
+
+    def commit(self) -> Path:
+        files = sorted(
+            str(p.relative_to(self.dir)) for p in self.dir.rglob("*") if p.is_file() and p.name != schema.MANIFEST
+        )
+        self.manifest["files"] = files
+        self.manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        write_json(self.dir / schema.MANIFEST, self.manifest)
+        if self.path.exists():
+            trash = self.path.parent / f".{self.path.name}.old"
+            shutil.rmtree(trash, ignore_errors=True)
+            os.replace(self.path, trash)
+            os.replace(self.dir, self.path)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(self.dir, self.path)
+        return self.path
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def write_table(path: PathLike, table: pa.Table) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def read_table(path: PathLike, columns: Sequence[str] | None = None) -> pa.Table:
+    try:
+        return pq.read_table(path, columns=list(columns) if columns else None)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ArtifactError(f"cannot read Parquet ({str(exc).splitlines()[0]})", path)
+
+
+def require_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> None:
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise SchemaError(f"missing column(s) {', '.join(missing)} (has {', '.join(table.column_names)})", path)
+
+
+def _as_string_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> pa.Table:
+    """Cast id-like columns to string (ids may arrive as ints) and reject nulls."""
+    for name in columns:
+        column = table.column(name)
+        if column.null_count:
+            raise SchemaError(f"column {name} has {column.null_count} null value(s)", path)
+        if not pa.types.is_string(column.type):
+            if pa.types.is_large_string(column.type) or pa.types.is_integer(column.type):
+                table = table.set_column(table.schema.get_field_index(name), name, column.cast(pa.string()))
+            else:
+                raise SchemaError(f"column {name} has type {column.type}, expected string", path)
+    return table
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Captions
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def validate_captions(table: pa.Table, path: PathLike = "<captions>") -> pa.Table:
+    """Check the captions schema; returns the table with the required columns first, all as strings."""
+    require_columns(table, schema.CAPTION_COLUMNS, path)
+    table = _as_string_columns(table, schema.CAPTION_COLUMNS, path)
+    extra = [c for c in table.column_names if c not in schema.CAPTION_COLUMNS]
+    return table.select(list(schema.CAPTION_COLUMNS) + extra)
+
+
+def write_captions(out_dir: PathLike, table: pa.Table, *, stage: str = "captions", config: Any = None,
+                   inputs: Iterable[PathLike] = (), **manifest_fields: Any) -> Path:
+    """Write a captions artifact (one row per caption; see ``schema.CAPTION_COLUMNS``)."""
+    table = validate_captions(table, out_dir)
+    with ArtifactWriter(out_dir, "captions", stage=stage, config=config, inputs=inputs) as writer:
+        write_table(writer.dir / schema.CAPTIONS_FILE, table)
+        writer.manifest["rows"] = table.num_rows
+        writer.manifest["languages"] = sorted(set(table.column("lang").to_pylist()))
+        writer.manifest.update(_jsonable(manifest_fields))
+    return writer.path
+
+
+def load_captions(path: PathLike) -> pa.Table:
+    """Read a captions artifact, or a plain Parquet file that follows the captions schema."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".parquet":
+        return validate_captions(read_table(path), path)
+    read_manifest(path, "captions")
+    return validate_captions(read_table(path / schema.CAPTIONS_FILE), path)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Embeddings
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _check_vectors(vectors: np.ndarray, path: PathLike) -> None:
+    if vectors.ndim != 2:
+        raise ArtifactError(f"vectors must be 2-D, got shape {tuple(vectors.shape)}", path)
+    for start in range(0, len(vectors), 65536):
+        if not np.isfinite(vectors[start:start + 65536]).all():
+            raise ArtifactError("vectors contain NaN or infinite values", path)
+
+
+def write_embedding_shard(directory: PathLike, index: int, ids: Sequence, vectors: np.ndarray,
+                          dtype: str = "float32", **columns: Sequence) -> dict:
+    """Write shard ``index`` (vectors NPY + rows Parquet with ``id`` and extra columns) into ``directory``.
+
+    Both files are written under temporary names and renamed, vectors first, so a shard whose rows file exists
+    is complete. Returns the shard's manifest entry.
+    """
+    directory = Path(directory)
+    if dtype not in schema.EMBEDDING_DTYPES:
+        raise ValueError(f"dtype must be one of {schema.EMBEDDING_DTYPES}")
+    vectors = np.asarray(vectors)
+    _check_vectors(vectors, directory)
+    ids = [str(i) for i in ids]
+    if len(ids) != len(vectors):
+        raise ArtifactError(f"{len(ids)} ids but {len(vectors)} vectors", directory)
+    data = {schema.EMBEDDING_ID_COLUMN: pa.array(ids, pa.string())}
+    for name, values in columns.items():
+        if len(values) != len(ids):
+            raise ArtifactError(f"column {name} has {len(values)} rows, expected {len(ids)}", directory)
+        data[name] = pa.array([str(v) for v in values], pa.string()) if _looks_like_ids(values) else pa.array(values)
+    vectors_name, rows_name = schema.embedding_shard_names(index)
+    tmp_vectors = directory / (vectors_name + ".tmp")
+    with open(tmp_vectors, "wb") as handle:
+        np.save(handle, vectors.astype(dtype, copy=False))
+    os.replace(tmp_vectors, directory / vectors_name)
+    write_table(directory / rows_name, pa.table(data))
+    return {"vectors": vectors_name, "rows": rows_name, "count": len(ids)}
+
+
+def _looks_like_ids(values: Sequence) -> bool:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return False
+    sample = values[0] if len(values) else ""
+    return isinstance(sample, (str, np.str_))
+
+
+def finish_embeddings(writer: ArtifactWriter, shards: list[dict], *, dim: int, dtype: str,
+                      normalized: bool = True, **manifest_fields: Any) -> None:
+    """Record the shards of an embeddings artifact in its manifest (call inside the writer's ``with``)."""
+    writer.manifest.update(
+        shards=shards,
+        count=sum(s["count"] for s in shards),
+        dim=dim,
+        dtype=dtype,
+        normalized=normalized,
+        **_jsonable(manifest_fields),
+    )
+
+
+def write_embeddings(out_dir: PathLike, ids: Sequence, vectors: np.ndarray, *, dtype: str = "float32",
+                     normalized: bool = True, stage: str = "embeddings", config: Any = None,
+                     inputs: Iterable[PathLike] = (), shard_size: int = 1 << 20,
+                     manifest_fields: Mapping[str, Any] | None = None, **columns: Sequence) -> Path:
+    """Write an embeddings artifact: ``vectors[i]`` belongs to ``ids[i]`` and to row i of each extra column.
+
+    ``columns`` are extra per-row columns such as ``lang``, ``image_id`` or ``caption_id``.
+    """
+    vectors = np.asarray(vectors)
+    _check_vectors(vectors, out_dir)
+    if len(ids) != len(vectors):
+        raise ArtifactError(f"{len(ids)} ids but {len(vectors)} vectors", out_dir)
+    if len(set(map(str, ids))) != len(ids):
+        raise ArtifactError("ids are not unique", out_dir)
+    with ArtifactWriter(out_dir, "embeddings", stage=stage, config=config, inputs=inputs) as writer:
+        shards = []
+        for index, start in enumerate(range(0, max(len(ids), 1), shard_size)):
+            stop = start + shard_size
+            shard_columns = {name: values[start:stop] for name, values in columns.items()}
+            shards.append(write_embedding_shard(writer.dir, index, ids[start:stop], vectors[start:stop],
+                                                dtype, **shard_columns))
+        finish_embeddings(writer, shards, dim=int(vectors.shape[1]), dtype=dtype, normalized=normalized,
+                          **dict(manifest_fields or {}))
+    return writer.path
+
+
+def load_embeddings(path: PathLike, *, check_finite: bool = True) -> tuple[pa.Table, np.ndarray]:
+    """Read an embeddings artifact: ``(table, vectors)`` row-aligned; ``table`` holds ``id`` and extra columns.
+
+    A single-shard artifact is memory-mapped; several shards are concatenated in manifest order.
+    """
+    path = Path(path)
+    manifest = read_manifest(path, "embeddings")
+    tables, arrays = [], []
+    for shard in manifest["shards"]:
+        try:
+            vectors = np.load(path / shard["vectors"], mmap_mode="r")
+        except (ValueError, OSError) as exc:
+            raise ArtifactError(f"cannot read {shard['vectors']} ({exc})", path)
+        table = read_table(path / shard["rows"])
+        require_columns(table, [schema.EMBEDDING_ID_COLUMN], path / shard["rows"])
+        if vectors.ndim != 2 or vectors.shape[1] != manifest["dim"]:
+            raise ArtifactError(f"{shard['vectors']} has shape {vectors.shape}, expected dim {manifest['dim']}", path)
+        if table.num_rows != len(vectors) or table.num_rows != shard["count"]:
+            raise ArtifactError(
+                f"ids do not line up with vectors in {shard['rows']}: {table.num_rows} rows, "
+                f"{len(vectors)} vectors, manifest says {shard['count']}",
+                path,
+            )
+        tables.append(table)
+        arrays.append(vectors)
+    if not arrays:
+        raise ArtifactError("embeddings artifact has no shards", path)
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    vectors = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+    if check_finite:
+        _check_vectors(vectors, path)
+    return table, vectors
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inputs from the command line and pipes
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def resolve_input(path: str | None, *, what: str = "input", stdin=None) -> Path:
+    """The main input of a stage: a path, or ``-``/nothing with the path of an artifact piped on stdin.
+
+    A pipe carries the one stdout line of the previous stage (its artifact path, or a JSON object with a
+    ``path`` field).
+    """
+    stdin = stdin if stdin is not None else sys.stdin
+    if path not in (None, "-"):
+        resolved = Path(path)
+        if not resolved.exists():
+            raise ArtifactError("no such file or directory", resolved)
+        return resolved
+    if path is None and (stdin is None or stdin.isatty()):
+        raise ArtifactError(f"no {what} given (pass a path or pipe one on stdin)", "<stdin>")
+    text = stdin.read().strip() if stdin is not None else ""
+    if not text:
+        raise ArtifactError(f"empty stdin; expected the path of an artifact ({what})", "<stdin>")
+    line = text.splitlines()[-1].strip()
+    if line.startswith("{"):
+        try:
+            line = json.loads(line)["path"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ArtifactError("stdin JSON has no 'path' field", "<stdin>")
+    resolved = Path(line)
+    if not is_artifact(resolved):
+        raise ArtifactError("stdin does not name an mltk artifact", line[:200])
+    return resolved

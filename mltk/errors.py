@@ -1,0 +1,31 @@
+"""The one error hierarchy of mltk.
+
+Library code raises these; the CLI maps every ``MltkError`` to exit code 2 and a single line, and any other
+exception to exit code 1 (``MLTK_DEBUG=1`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MltkError(Exception):
+    """Bad input or usage that the user can fix. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, path: str | Path | None = None):
+        self.path = str(path) if path is not None else None
+        super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+class ArtifactError(MltkError):
+    """An artifact is missing, of the wrong kind, or inconsistent."""
+
+
+class SchemaError(ArtifactError):
+    """A table lacks required columns or has the wrong types."""
+
+
+class ConfigError(MltkError):
+    """An option or configuration value is invalid."""
