@@ -428,3 +428,104 @@ def resolve_input(path: str | None, *, what: str = "input", stdin=None) -> Path:
     if not is_artifact(resolved):
         raise ArtifactError("stdin does not name an mltk artifact", line[:200])
     return resolved
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Images (encoded bytes or paths), checkpoints (safetensors + config.json), metrics (JSON)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def write_images(out_dir: PathLike, table: pa.Table, *, stage: str = "images", config: Any = None,
+                 inputs: Iterable[PathLike] = (), **manifest_fields: Any) -> Path:
+    """Write an images artifact: ``image_id``, ``split`` and either ``image`` (encoded bytes, e.g. PNG) or
+    ``path`` (absolute, or relative to the artifact directory)."""
+    table = validate_images(table, out_dir)
+    with ArtifactWriter(out_dir, "images", stage=stage, config=config, inputs=inputs) as writer:
+        write_table(writer.dir / schema.IMAGES_FILE, table)
+        writer.manifest["rows"] = table.num_rows
+        writer.manifest.update(_jsonable(manifest_fields))
+    return writer.path
+
+
+def validate_images(table: pa.Table, path: PathLike = "<images>") -> pa.Table:
+    require_columns(table, schema.IMAGE_COLUMNS, path)
+    sources = [c for c in schema.IMAGE_SOURCE_COLUMNS if c in table.column_names]
+    if len(sources) != 1:
+        raise SchemaError("an images table needs exactly one of the columns 'image' (bytes) or 'path'", path)
+    return _as_string_columns(table, schema.IMAGE_COLUMNS, path)
+
+
+def load_images(path: PathLike) -> pa.Table:
+    """Read an images artifact (or a Parquet file of ``image_id``, ``split``, ``path``/``image``).
+
+    Relative ``path`` values are resolved against the artifact directory (or the Parquet file's folder)."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".parquet":
+        table, base = validate_images(read_table(path), path), path.parent
+    else:
+        read_manifest(path, "images")
+        table, base = validate_images(read_table(path / schema.IMAGES_FILE), path), path
+    if "path" in table.column_names:
+        resolved = [p if os.path.isabs(p) else str((base / p).resolve()) for p in table.column("path").to_pylist()]
+        table = table.set_column(table.schema.get_field_index("path"), "path", pa.array(resolved, pa.string()))
+    return table
+
+
+def save_tensors(path: PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> None:
+    """Save a flat dict of tensors as safetensors, atomically (never pickle)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
+              metadata=dict(metadata) if metadata else None)
+    os.replace(tmp, path)
+
+
+def load_tensors(path: PathLike, device: str = "cpu") -> dict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device=device)
+    except (SafetensorError, OSError) as exc:
+        raise ArtifactError(f"cannot read safetensors ({exc})", path)
+
+
+def write_checkpoint(out_dir: PathLike, tensors: Mapping[str, Any], config: Mapping[str, Any], *,
+                     stage: str = "checkpoint", run_config: Any = None, inputs: Iterable[PathLike] = (),
+                     extra_files: Mapping[str, Any] | None = None, **manifest_fields: Any) -> Path:
+    """Write a checkpoint artifact: the trained tensors (``model.safetensors``) plus ``config.json`` that names the
+    frozen base model and everything needed to rebuild the module. ``extra_files`` maps file names to JSON
+    objects written beside them."""
+    with ArtifactWriter(out_dir, "checkpoint", stage=stage, config=run_config, inputs=inputs) as writer:
+        save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
+        write_json(writer.dir / schema.CHECKPOINT_CONFIG, config)
+        for name, obj in (extra_files or {}).items():
+            write_json(writer.dir / name, obj)
+        writer.manifest.update(_jsonable(manifest_fields))
+    return writer.path
+
+
+def load_checkpoint(path: PathLike, device: str = "cpu") -> tuple[dict, dict]:
+    """Read a checkpoint artifact: ``(tensors, config)``."""
+    path = Path(path)
+    read_manifest(path, "checkpoint")
+    config = json.loads((path / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8"))
+    return load_tensors(path / schema.CHECKPOINT_WEIGHTS, device=device), config
+
+
+def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str = "evaluate", config: Any = None,
+                  inputs: Iterable[PathLike] = (), extra_files: Mapping[str, bytes] | None = None) -> Path:
+    """Write a metrics artifact (``metrics.json``; ``extra_files`` are raw bytes such as a PNG or a CSV)."""
+    with ArtifactWriter(out_dir, "metrics", stage=stage, config=config, inputs=inputs) as writer:
+        write_json(writer.dir / schema.METRICS_FILE, metrics)
+        for name, data in (extra_files or {}).items():
+            (writer.dir / name).write_bytes(data)
+    return writer.path
+
+
+def load_metrics(path: PathLike) -> dict:
+    path = Path(path)
+    read_manifest(path, "metrics")
+    return json.loads((path / schema.METRICS_FILE).read_text(encoding="utf-8"))

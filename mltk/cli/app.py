@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import traceback
 
@@ -15,7 +16,15 @@ from mltk.errors import MltkError
 
 # One module per group of commands; each exposes ``register(app)``. A stage appears here once it is real.
 COMMAND_MODULES = (
-    "mltk.cli.inspect",
+    "mltk.cli.data",        # synth-data, import-data
+    "mltk.cli.translate",   # translate-data
+    "mltk.cli.vocab",       # build-vocab
+    "mltk.cli.pretrain",    # pretrain
+    "mltk.cli.encode",      # encode-images
+    "mltk.cli.train",       # train-nlt, train-le, train-continual, train-ccrk
+    "mltk.cli.index",       # index
+    "mltk.cli.evaluate",    # evaluate
+    "mltk.cli.inspect",     # inspect
 )
 
 
@@ -75,7 +84,8 @@ def _root(
 
 
 for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
+    if importlib.util.find_spec(_module) is not None:  # a stage appears once its module exists
+        importlib.import_module(_module).register(app)
 
 
 def main() -> None:
