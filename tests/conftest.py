@@ -1,0 +1,16 @@
+"""Shared fixtures: where the shared multilingual data lives, and small helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA} (only present in the development checkout)")
+    return SHARED_DATA

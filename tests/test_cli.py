@@ -1,0 +1,71 @@
+"""The command line: version, help, pipes and error mapping (stdout and stderr checked separately)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from typer.testing import CliRunner
+
+from mltk import __version__, artifacts
+from mltk.cli import app
+
+runner = CliRunner()
+
+
+def test_version_and_help():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"mltk {__version__}"
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0 and "inspect" in result.stdout
+
+
+def test_inspect_prints_only_the_path_on_stdout(tmp_path):
+    path = artifacts.write_embeddings(tmp_path / "emb", ["a"], np.ones((1, 2)))
+    result = runner.invoke(app, ["inspect", str(path)])
+    assert result.exit_code == 0
+    assert result.stdout == f"{path}\n"
+    assert "embeddings artifact" in result.stderr
+
+
+def test_inspect_reads_the_path_from_stdin_and_prints_json(tmp_path):
+    path = artifacts.write_embeddings(tmp_path / "emb", ["a"], np.ones((1, 2)))
+    result = runner.invoke(app, ["inspect", "-", "--json"], input=f"{path}\n")
+    assert result.exit_code == 0
+    payload = json.loads(result.stdout)
+    assert payload["path"] == str(path) and payload["manifest"]["kind"] == "embeddings"
+
+
+def test_empty_stdin_is_exit_2_with_one_line():
+    result = runner.invoke(app, ["inspect", "-"], input="")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "empty stdin" in result.stderr
+
+
+def test_non_artifact_stdin_is_exit_2(tmp_path):
+    result = runner.invoke(app, ["inspect", "-"], input=f"{tmp_path}\n")
+    assert result.exit_code == 2
+    assert "does not name an mltk artifact" in result.stderr and str(tmp_path) in result.stderr
+
+
+def test_missing_file_is_exit_2_naming_the_file(tmp_path):
+    result = runner.invoke(app, ["inspect", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert str(tmp_path / "missing") in result.stderr and "no such file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unexpected_errors_are_exit_1_and_debug_shows_traceback(tmp_path, monkeypatch):
+    path = artifacts.write_embeddings(tmp_path / "emb", ["a"], np.ones((1, 2)))
+
+    def boom(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(artifacts, "read_manifest", boom)
+    result = runner.invoke(app, ["inspect", str(path)])
+    assert result.exit_code == 1
+    assert "internal error: ZeroDivisionError: boom" in result.stderr and "Traceback" not in result.stderr
+    monkeypatch.setenv("MLTK_DEBUG", "1")
+    result = runner.invoke(app, ["inspect", str(path)])
+    assert result.exit_code == 1 and "Traceback" in result.stderr

@@ -1,0 +1,107 @@
+"""Model loading paths and the trimmed text forward (equal outputs and gradients to encode_text)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from mltk import artifacts
+from mltk.errors import ConfigError
+from mltk.models.clip import clip_checkpoint_config, load_clip
+from mltk.models.text import OpenClipTextTower, end_positions, trim_tokens
+from mltk.runtime import resolve_runtime
+
+CAPTIONS = ["a red circle", "two green stars left of a small blue square above a ring",
+            "ein roter Kreis", "一个红色的圆"]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return load_clip("mltk-tiny", freeze=False)
+
+
+def test_trimmed_forward_equals_encode_text(tiny):
+    tokens = tiny.tokenizer(CAPTIONS)
+    tower = OpenClipTextTower(tiny.model)
+    with torch.no_grad():
+        expected = tiny.model.encode_text(tokens)
+        trimmed = tower.encode(tokens)
+    assert trimmed.shape == expected.shape
+    assert (trimmed - expected).abs().max().item() <= 1e-5
+
+
+def test_trimmed_forward_gradients_equal_encode_text(tiny):
+    tokens = tiny.tokenizer(CAPTIONS)
+    tower = OpenClipTextTower(tiny.model)
+    params = [tiny.model.token_embedding.weight, tiny.model.transformer.resblocks[0].mlp.c_fc.weight,
+              tiny.model.text_projection]
+    grads = []
+    for forward in (tiny.model.encode_text, tower.encode):
+        tiny.model.zero_grad()
+        forward(tokens).pow(2).sum().backward()
+        grads.append([p.grad.clone() for p in params])
+    for full, trimmed in zip(*grads):
+        assert (full - trimmed).abs().max().item() <= 1e-5 * max(1.0, full.abs().max().item())
+
+
+def test_after_block_hook_runs_after_every_block(tiny):
+    tower = OpenClipTextTower(tiny.model)
+    seen = []
+    tower.encode(tiny.tokenizer(CAPTIONS[:1]), after_block=lambda i, h: seen.append(i) or h)
+    assert seen == list(range(tower.num_blocks))
+
+
+def test_end_positions_use_the_first_end_token_not_argmax():
+    tokens = torch.tensor([[49406, 60000, 49407, 0], [49406, 5, 6, 49407]])  # 60000: an expanded-vocab id
+    assert end_positions(tokens, 49407).tolist() == [2, 3]
+    trimmed, pool = trim_tokens(torch.tensor([[49406, 5, 49407, 0, 0]]))
+    assert trimmed.shape == (1, 3) and pool.tolist() == [2]
+
+
+def test_load_from_local_safetensors_and_state_dict_files(tiny, tmp_path):
+    state = {k: v.contiguous() for k, v in tiny.model.state_dict().items()}
+    save_file(state, str(tmp_path / "w.safetensors"))
+    torch.save(state, tmp_path / "w.pt")
+    tokens = tiny.tokenizer(CAPTIONS[:2])
+    expected = tiny.model.encode_text(tokens).detach()
+    for path in ("w.safetensors", "w.pt"):
+        loaded = load_clip("mltk-tiny", str(tmp_path / path))
+        assert torch.allclose(loaded.model.encode_text(tokens), expected, atol=1e-5), path
+        assert not any(p.requires_grad for p in loaded.model.parameters())
+
+
+def test_load_from_checkpoint_artifact(tiny, tmp_path):
+    path = artifacts.write_checkpoint(tmp_path / "native", tiny.model.state_dict(),
+                                      clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    loaded = load_clip(str(path))
+    tokens = tiny.tokenizer(CAPTIONS[:2])
+    assert torch.allclose(loaded.model.encode_text(tokens), tiny.model.encode_text(tokens).detach(), atol=1e-5)
+    assert loaded.spec["architecture"] == "mltk-tiny"
+
+
+def test_unknown_model_and_missing_weights_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="unknown model"):
+        load_clip("no-such-model")
+    with pytest.raises(ConfigError, match="not found"):
+        load_clip("mltk-tiny", str(tmp_path / "missing" / "w.safetensors"))
+
+
+def test_runtime_resolution_on_cpu():
+    runtime = resolve_runtime("cpu", "auto")
+    assert runtime.device.type == "cpu" and runtime.precision == "fp32"
+    assert resolve_runtime("cpu", "bf16").autocast_dtype is torch.bfloat16
+    with pytest.raises(ConfigError):
+        resolve_runtime("cpu", "fp16")
+    with pytest.raises(ConfigError):
+        resolve_runtime("tpu")
+
+
+@pytest.mark.slow
+def test_vit_b_32_trimmed_forward_equals_encode_text():
+    bundle = load_clip("ViT-B-32")
+    tokens = bundle.tokenizer(CAPTIONS)
+    with torch.no_grad():
+        diff = (bundle.model.encode_text(tokens) - OpenClipTextTower(bundle.model).encode(tokens)).abs().max()
+    assert diff.item() <= 1e-5
