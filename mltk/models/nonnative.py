@@ -1,0 +1,108 @@
+"""The non-native side of MLA: a tokenizer for all non-English languages and the shared word embedding.
+
+Two sources, one interface (``NonNativeTokenizer``):
+
+- a transformers tokenizer by name or path, ``bert-base-multilingual-cased`` as in the paper; its word-embedding
+  table can initialise ours (the real download path for users: only the word embeddings are used, no M-BERT
+  position or type embeddings);
+- a vocabulary artifact built by ``mltk build-vocab`` (CLIP-style BPE), with a randomly initialised table.
+
+Sequences are pooled at the tokenizer's end token (``[SEP]`` for M-BERT, read from the tokenizer, never
+hard-coded), at its first occurrence: argmax-of-id pooling would be wrong for these vocabularies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import torch
+import torch.nn as nn
+
+from mltk import artifacts
+from mltk.errors import ConfigError
+
+
+class NonNativeTokenizer(Protocol):
+    kind: str  # "hf" or "vocab"
+    source: str  # name or path it was loaded from
+    vocab_size: int
+    end_token_id: int
+
+    def __call__(self, texts: list[str], context_length: int = 77) -> torch.Tensor: ...  # [B, L] int64
+
+
+class HFTokenizer:
+    """A transformers tokenizer (M-BERT in the paper): ``[CLS] ... [SEP]``, padded to the longest in the batch."""
+
+    kind = "hf"
+
+    def __init__(self, name_or_path: str):
+        from transformers import AutoTokenizer
+
+        try:
+            self._tok = AutoTokenizer.from_pretrained(name_or_path)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load tokenizer ({str(exc).splitlines()[0]})", name_or_path)
+        end = self._tok.sep_token_id if self._tok.sep_token_id is not None else self._tok.eos_token_id
+        if end is None:
+            raise ConfigError("tokenizer has neither a [SEP] nor an end-of-sequence token", name_or_path)
+        self.source = str(name_or_path)
+        self.end_token_id = int(end)
+        self.vocab_size = len(self._tok)
+
+    def __call__(self, texts: list[str], context_length: int = 77) -> torch.Tensor:
+        encoded = self._tok(list(texts), padding="longest", truncation=True, max_length=context_length,
+                            return_tensors="pt")
+        return encoded["input_ids"].long()
+
+    def word_embeddings(self) -> torch.Tensor:
+        """The pretrained word-embedding table of the model that ships with this tokenizer ([V, E])."""
+        from transformers import AutoModel
+
+        model = AutoModel.from_pretrained(self.source)
+        return model.get_input_embeddings().weight.detach().clone()
+
+
+class VocabTokenizer:
+    """An mltk vocabulary artifact (``mltk build-vocab``): CLIP-style BPE grown over languages."""
+
+    kind = "vocab"
+
+    def __init__(self, path: str | Path):
+        from mltk.vocab import load_tokenizer
+
+        self.source = str(Path(path).resolve())
+        self._tok = load_tokenizer(path)
+        self.end_token_id = int(self._tok.eot_token_id)
+        self.vocab_size = int(self._tok.vocab_size)
+
+    def __call__(self, texts: list[str], context_length: int = 77) -> torch.Tensor:
+        return self._tok(list(texts), context_length=context_length).long()
+
+
+def load_non_native_tokenizer(source: str) -> NonNativeTokenizer:
+    """A vocabulary artifact path, or a transformers tokenizer name/path."""
+    if artifacts.is_artifact(source):
+        return VocabTokenizer(source)
+    return HFTokenizer(source)
+
+
+class NonNativeEmbedding(nn.Module):
+    """Shared word embedding of all non-native languages, projected to the text width by a linear layer with
+    bias; CLIP's own positional embedding is added by the text tower."""
+
+    def __init__(self, vocab_size: int, embed_dim: int, width: int, init: torch.Tensor | None = None):
+        super().__init__()
+        self.table = nn.Embedding(vocab_size, embed_dim)
+        self.proj = nn.Linear(embed_dim, width)
+        if init is not None:
+            if tuple(init.shape) != (vocab_size, embed_dim):
+                raise ConfigError(f"embedding init has shape {tuple(init.shape)}, expected {(vocab_size, embed_dim)}")
+            with torch.no_grad():
+                self.table.weight.copy_(init)
+        else:
+            nn.init.normal_(self.table.weight, std=0.02)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # [B, L] -> [B, L, width]
+        return self.proj(self.table(tokens))
