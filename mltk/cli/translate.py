@@ -1,0 +1,89 @@
+"""``mltk translate-data``: captions plus their machine translations (or joined existing translations)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from mltk import artifacts
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit
+from mltk.errors import ConfigError
+from mltk.translate import DEFAULT_MODEL, GuardConfig, JoinConfig, TranslateConfig, join_translations, translate_captions
+
+BACKENDS = ("seq2seq", "join")
+
+
+def _split_languages(values: Optional[list[str]]) -> tuple[str, ...]:
+    """``--target de --target fr`` and ``--target de,fr`` both give (de, fr)."""
+    return tuple(code.strip() for value in values or [] for code in value.split(",") if code.strip())
+
+
+def translate_data(
+    captions: Optional[str] = typer.Argument(
+        None, help="Captions artifact (or a captions Parquet file); - or nothing reads its path from stdin."),
+    out: str = typer.Option(..., "--out", "-o", help="Output captions artifact directory."),
+    source_lang: str = typer.Option("en", "--source-lang", help="ISO 639-1 code of the captions to translate."),
+    target: Optional[list[str]] = typer.Option(
+        None, "--target", "-t", help="Target ISO 639-1 code; repeat it or give a comma list (de,fr). With "
+        "--backend join, leaving it out takes every language in the files."),
+    backend: str = typer.Option("seq2seq", "--backend", help="seq2seq (a transformers model) or join (existing "
+                                "translations from --translations files)."),
+    model: str = typer.Option(
+        DEFAULT_MODEL, "--model", help="Hub name or local directory of a transformers seq2seq model: M2M-100 "
+        "(facebook/m2m100_418M), NLLB (facebook/nllb-200-distilled-600M; ISO codes are mapped to NLLB's, e.g. "
+        "de -> deu_Latn) or Marian/OPUS-MT, where {src} and {tgt} are filled per language pair."),
+    family: str = typer.Option("auto", "--family", help="Model family: auto (from the model's files or name), "
+                               "marian, m2m100, nllb or seq2seq (no language codes)."),
+    translations: Optional[list[str]] = typer.Option(
+        None, "--translations", help="For --backend join (repeatable): a table with columns caption_id (or "
+        "image_id), lang and caption, as .csv, .tsv/.tab (tab-separated, no quoting), .jsonl/.ndjson (one JSON "
+        "object per line), .parquet, or a captions artifact directory. A caption_id key keeps the id (a "
+        "translation of that caption); an image_id key takes the id of the image's only source caption, or a new "
+        "id <image_id>#<lang>-<k> when the image has several."),
+    beams: int = typer.Option(4, "--beams", help="Beam size."),
+    max_length: int = typer.Option(128, "--max-length", help="Most tokens read from a caption and generated."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Captions per batch (batches hold similar lengths)."),
+    shard_size: int = typer.Option(1024, "--shard-size",
+                                   help="Unique captions per resumable shard (a rerun skips finished shards)."),
+    cache: Optional[str] = typer.Option(
+        None, "--cache", help="Translation cache directory (SQLite, keyed by model, decoding settings, languages "
+        "and source text); default $MLTK_CACHE_DIR/translate or ~/.cache/mltk/translate."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the translation cache."),
+    drop_bad: bool = typer.Option(False, "--drop-bad", help="Drop translations failing a quality guard (empty, "
+                                  "over-long, identical to the source, repeated n-gram loop); they are counted "
+                                  "in the manifest's quality field either way."),
+    max_length_ratio: float = typer.Option(3.0, "--max-length-ratio",
+                                           help="Over-long guard: translation chars / source chars above this."),
+    device: str = DeviceOption,
+    precision: str = PrecisionOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Translate captions into target languages for translate-train data, keeping caption_id.
+
+    Writes a captions artifact with the input rows plus one row per translation (same image_id, caption_id and
+    split; lang = target; a source column says human, mt:<model> or join:<file>). Identical captions are
+    translated once; a cache and resumable shards make reruns and interrupted runs translate nothing twice.
+    """
+    input_path = artifacts.resolve_input(captions, what="captions artifact")
+    guards = GuardConfig(max_length_ratio=max_length_ratio)
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "join":
+        config = JoinConfig(translations=tuple(translations or ()), source_lang=source_lang,
+                            targets=_split_languages(target), drop_bad=drop_bad, guards=guards)
+        path = join_translations(input_path, out, config)
+    else:
+        if translations:
+            raise ConfigError("--translations needs --backend join")
+        config = TranslateConfig(
+            targets=_split_languages(target), source_lang=source_lang, model=model, family=family, beams=beams,
+            max_length=max_length, batch_size=batch_size, shard_size=shard_size, device=device,
+            precision=precision, cache_dir=cache, use_cache=not no_cache, drop_bad=drop_bad, guards=guards)
+        path = translate_captions(input_path, out, config)
+    manifest = artifacts.read_manifest(path, "captions")
+    emit(path, as_json, rows=manifest["rows"], languages=manifest["languages"], quality=manifest["quality"]["total"])
+
+
+def register(app: typer.Typer) -> None:
+    app.command("translate-data")(translate_data)
