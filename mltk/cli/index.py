@@ -1,0 +1,74 @@
+"""``mltk index build`` and ``mltk index query``: FAISS search over embeddings artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from mltk import artifacts
+from mltk.cli.common import JsonOption, SeedOption, emit
+from mltk.errors import ConfigError
+from mltk.index import (
+    IndexConfig,
+    build_index,
+    open_index,
+    query_vectors_from_embeddings,
+    query_vectors_from_npy,
+    write_contact_sheet,
+)
+from mltk.runtime import log
+
+index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True)
+
+
+@index_app.command("build")
+def build(
+    embeddings: Optional[str] = typer.Argument(None, help="Embeddings artifact, or - / nothing to read it from stdin."),
+    out: Path = typer.Option(..., "--out", help="Directory of the index artifact to write."),
+    kind: str = typer.Option("flat", "--kind", help="flat (exact inner product), ivf or hnsw (approximate)."),
+    nlist: int = typer.Option(0, "--nlist", help="IVF lists (0: about 4 * sqrt(count))."),
+    nprobe: int = typer.Option(16, "--nprobe", help="IVF lists visited per query."),
+    hnsw_m: int = typer.Option(32, "--hnsw-m", help="HNSW neighbours per node."),
+    ef_search: int = typer.Option(64, "--ef-search", help="HNSW search breadth."),
+    seed: int = SeedOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Index the vectors of an embeddings artifact (cosine similarity) and print the index artifact path."""
+    path = artifacts.resolve_input(embeddings, what="embeddings")
+    config = IndexConfig(embeddings=path, out=out, kind=kind, nlist=nlist, nprobe=nprobe, hnsw_m=hnsw_m,
+                         ef_search=ef_search, seed=seed)
+    emit(build_index(config), as_json)
+
+
+@index_app.command("query")
+def query(
+    index: str = typer.Argument(..., help="Index artifact."),
+    image_emb: Optional[Path] = typer.Option(None, "--image-emb", help="Embeddings artifact holding the queries."),
+    ids: List[str] = typer.Option([], "--ids", help="Ids of the query rows in --image-emb (default: all rows)."),
+    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Query vectors as a [queries, dim] .npy file."),
+    k: int = typer.Option(10, "--k", help="Results per query."),
+    contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Images artifact for --contact-sheet."),
+) -> None:
+    """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}."""
+    if (image_emb is None) == (vectors is None):
+        raise ConfigError("give exactly one of --image-emb or --vectors")
+    if contact_sheet is not None and images is None:
+        raise ConfigError("--contact-sheet needs --images (the images artifact to draw from)")
+    opened = open_index(artifacts.resolve_input(index, what="index"))
+    query_ids, query_matrix = (query_vectors_from_embeddings(image_emb, [i for v in ids for i in v.split(",") if i])
+                               if image_emb is not None else query_vectors_from_npy(vectors))
+    results = opened.search(query_matrix, k)
+    for query_id, (result_ids, scores) in zip(query_ids, results):
+        typer.echo(json.dumps({"query": query_id,
+                               "results": [{"id": i, "score": s} for i, s in zip(result_ids, scores)]},
+                              ensure_ascii=False))
+    if contact_sheet is not None:
+        log(f"contact sheet written to {write_contact_sheet(contact_sheet, query_ids, results, images, index=opened)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(index_app, name="index")

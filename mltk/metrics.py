@@ -1,0 +1,315 @@
+"""Retrieval metrics: ranks by counting, Recall@K, median/mean rank, MRV and the continual-learning metrics.
+
+Conventions (stated again in every metrics artifact, see ``SETTINGS``):
+
+- **Similarity** is the float32 dot product of the vectors as given (cosine for L2-normalised embeddings).
+- **Rank** of a ground truth (0-based) = the number of gallery items whose score is *strictly greater* than the
+  ground truth's score. Tie rule, *optimistic*: items that tie with the ground truth count in its favour (they do
+  not push it down). 1-based rank = 0-based rank + 1.
+- **Image-to-text** has several ground truths per image (its captions in the language evaluated): the rank is
+  that of the best-ranked caption, i.e. the count of captions scoring strictly above the image's best caption
+  score, so a hit at K means *any* of its captions is in the top K. **Text-to-image** ranks each caption's one
+  image.
+- Ranks are never obtained by sorting rows. Scores are computed in chunks of query rows (``chunk_mb`` bounds the
+  chunk), and both directions are counted from the same chunk of the one similarity matrix, so the full N x M
+  matrix is never held and each score is computed once. Every comparison uses scores produced by the same
+  matrix product as the ground truth's own score, so the ground truth never outranks itself through rounding.
+
+Public functions: ``bidirectional_ranks`` and ``ranks_from_scores`` (rank helpers), ``recall_at_k``,
+``rank_summary``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV), ``continual_metrics``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+DEFAULT_KS = (1, 5, 10)
+MRV_VARIANTS = ("paper", "code")
+
+TIE_RULE = "optimistic: gallery items whose score ties with the ground truth's count in its favour"
+RANK_BASE = ("median_rank and mean_rank are 1-based (a ground truth at the top has rank 1); MRV uses 0-based "
+             "ranks (variance and standard deviation do not depend on the base)")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Ranks by counting
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def bidirectional_ranks(
+    left: np.ndarray | torch.Tensor,
+    right: np.ndarray | torch.Tensor,
+    right_to_left: Sequence[int] | np.ndarray,
+    *,
+    chunk_mb: float = 256,
+    device: str | torch.device = "cpu",
+) -> tuple[np.ndarray, np.ndarray]:
+    """0-based ranks of the ground truths in both retrieval directions, from one chunked pass.
+
+    ``left`` [N, d] are e.g. images, ``right`` [M, d] e.g. captions; ``right_to_left[j]`` is the index of the one
+    left item that right item j belongs to (a left item may own zero, one or many right items).
+
+    Returns ``(left_ranks [N], right_ranks [M])``, int64:
+
+    - ``left_ranks[i]`` = #{j : S[i, j] > max_{j' owned by i} S[i, j']}: the rank of i's best-ranked own right
+      item among all M right items (image-to-text); -1 when i owns none.
+    - ``right_ranks[j]`` = #{i : S[i, j] > S[owner(j), j]}: the rank of j's owner among all N left items
+      (text-to-image).
+
+    with S = left @ right.T computed ``chunk`` rows at a time (a chunk of S takes at most ``chunk_mb`` MiB).
+
+    How the right direction stays exact in one pass: a right item's threshold S[owner(j), j] is needed before
+    the chunks that precede its owner's chunk are counted. A cheap pre-pass computes those thresholds with small
+    products of the owners against their own right items (about 64 * M * d multiply-adds in all); the main pass
+    then checks each threshold against the value the big product gives. Any right item whose two values differ
+    in the last bit (a BLAS that picks a different kernel for the small shape) is re-ranked by a pass over its
+    own row, so the result never depends on that.
+    """
+    device = torch.device(device)
+    left_t = _as_float32_tensor(left, device)     # [N, d]
+    right_t = _as_float32_tensor(right, device)   # [M, d]
+    owner = torch.as_tensor(np.asarray(right_to_left, dtype=np.int64), device=device)  # [M]
+    n_left, n_right = left_t.shape[0], right_t.shape[0]
+    _check_rank_inputs(left_t, right_t, owner)
+    left_ranks = np.full(n_left, -1, dtype=np.int64)
+    right_ranks = np.zeros(n_right, dtype=np.int64)
+    if n_left == 0 or n_right == 0:
+        return left_ranks, right_ranks
+
+    by_owner = torch.argsort(owner, stable=True)                        # right items grouped by owner
+    owner_start = torch.searchsorted(owner[by_owner], torch.arange(n_left + 1, device=device))  # [N + 1]
+    thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start)  # [M] S[owner(j), j]
+    mismatched = torch.zeros(n_right, dtype=torch.bool, device=device)
+    rows = _rows_per_chunk(n_right, chunk_mb)
+    scores_buffer = torch.empty((min(rows, n_left), n_right), dtype=torch.float32, device=device)
+    right_t_transposed = right_t.T
+    for start in range(0, n_left, rows):
+        stop = min(start + rows, n_left)
+        scores = torch.mm(left_t[start:stop], right_t_transposed, out=scores_buffer[: stop - start])  # [c, M]
+        own = by_owner[owner_start[start]:owner_start[stop]]            # right items owned by this chunk
+        own_rows = owner[own] - start
+        own_scores = scores[own_rows, own]
+        mismatched[own] = own_scores != thresholds[own]
+        best = torch.full((stop - start,), -math.inf, device=device)     # best own score per left row
+        best.scatter_reduce_(0, own_rows, own_scores, reduce="amax")
+        left_ranks[start:stop] = _count_greater(scores, best[:, None], dim=1)
+        right_ranks += _count_greater(scores, thresholds[None, :], dim=0)
+    has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
+    left_ranks[~has_own] = -1
+    if bool(mismatched.any()):
+        redo = torch.nonzero(mismatched).flatten()
+        right_ranks[redo.cpu().numpy()] = _single_owner_ranks(right_t[redo], left_t, owner[redo], chunk_mb)
+    return left_ranks, right_ranks
+
+
+def ranks_from_scores(scores: np.ndarray | torch.Tensor, positives: Sequence[Iterable[int]]) -> np.ndarray:
+    """0-based rank of the best-ranked positive in each row of a small, fully computed score matrix.
+
+    ``scores`` [Q, G]; ``positives[q]`` the gallery indices that are correct for query q. Same counting and tie
+    rule as ``bidirectional_ranks`` (-1 for a query without positives). Meant for small matrices and tests.
+    """
+    scores = np.asarray(scores.cpu() if isinstance(scores, torch.Tensor) else scores, dtype=np.float32)
+    ranks = np.full(scores.shape[0], -1, dtype=np.int64)
+    for query, cols in enumerate(positives):
+        cols = list(cols)
+        if cols:
+            ranks[query] = int(np.count_nonzero(scores[query] > scores[query, cols].max()))
+    return ranks
+
+
+def _as_float32_tensor(values: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A float32 tensor on ``device``; a read-only array (a memory-mapped artifact) is copied first, because torch
+    must not wrap memory it cannot write."""
+    if not isinstance(values, torch.Tensor):
+        values = np.ascontiguousarray(values)
+        if not values.flags.writeable:
+            values = values.astype(np.float32, copy=True)
+        values = torch.from_numpy(values)
+    return values.to(device=device, dtype=torch.float32).contiguous()
+
+
+def _check_rank_inputs(left: torch.Tensor, right: torch.Tensor, owner: torch.Tensor) -> None:
+    if left.ndim != 2 or right.ndim != 2 or left.shape[1] != right.shape[1]:
+        raise ValueError(f"left {tuple(left.shape)} and right {tuple(right.shape)} must be [N, d] and [M, d]")
+    if owner.shape != (right.shape[0],):
+        raise ValueError(f"right_to_left has shape {tuple(owner.shape)}, expected ({right.shape[0]},)")
+    if len(owner) and (int(owner.min()) < 0 or int(owner.max()) >= left.shape[0]):
+        raise ValueError("right_to_left holds an index outside the left items")
+
+
+def _rows_per_chunk(n_columns: int, chunk_mb: float) -> int:
+    """Rows of a score chunk (float32 scores plus one comparison byte per score) that fit in ``chunk_mb``."""
+    bytes_per_row = max(n_columns, 1) * 5
+    return max(8, int(chunk_mb * 2**20) // bytes_per_row)
+
+
+def _owner_scores(left: torch.Tensor, right: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
+                  owner_start: torch.Tensor, block: int = 64) -> torch.Tensor:
+    """S[owner(j), j] for every right item j, from small products of ``block`` left rows with their own items."""
+    thresholds = torch.empty(right.shape[0], dtype=torch.float32, device=left.device)
+    for start in range(0, left.shape[0], block):
+        stop = min(start + block, left.shape[0])
+        own = by_owner[owner_start[start]:owner_start[stop]]
+        if len(own):
+            small = torch.mm(left[start:stop], right[own].T)            # [block, own]
+            thresholds[own] = small[owner[own] - start, torch.arange(len(own), device=left.device)]
+    return thresholds
+
+
+def _single_owner_ranks(queries: torch.Tensor, gallery: torch.Tensor, targets: torch.Tensor,
+                        chunk_mb: float) -> np.ndarray:
+    """Rank of ``gallery[targets[q]]`` for each query row, each row scored by one product (self-consistent)."""
+    ranks = np.empty(len(queries), dtype=np.int64)
+    rows = _rows_per_chunk(gallery.shape[0], chunk_mb)
+    for start in range(0, len(queries), rows):
+        stop = min(start + rows, len(queries))
+        scores = torch.mm(queries[start:stop], gallery.T)                # [c, N]
+        own = scores[torch.arange(stop - start, device=scores.device), targets[start:stop]]
+        ranks[start:stop] = _count_greater(scores, own[:, None], dim=1)
+    return ranks
+
+
+def _count_greater(scores: torch.Tensor, thresholds: torch.Tensor, dim: int) -> np.ndarray:
+    """Count of ``scores > thresholds`` along ``dim`` (numpy's count_nonzero is several times faster than a torch
+    bool sum on the CPU; on CUDA the torch reduction is the fast one)."""
+    if scores.device.type == "cpu":
+        return np.count_nonzero(scores.numpy() > thresholds.numpy(), axis=dim).astype(np.int64)
+    return (scores > thresholds).sum(dim=dim).cpu().numpy()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Recall@K, median and mean rank
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def recall_at_k(ranks: Sequence[int] | np.ndarray, k: int | Sequence[int] = DEFAULT_KS) -> float | dict:
+    """Recall@K in percent from 0-based ranks: 100 * fraction of queries whose ground truth has rank < K.
+
+    ``k`` an int gives one float; a sequence gives ``{"R@k": value}``. Queries with rank -1 (no ground truth)
+    must be removed first. Empty input gives NaN.
+    """
+    ranks = np.asarray(ranks)
+    if not isinstance(k, (int, np.integer)):
+        return {f"R@{int(one)}": recall_at_k(ranks, int(one)) for one in k}
+    if k < 1:
+        raise ValueError(f"K must be >= 1, got {k}")
+    if ranks.size == 0:
+        return math.nan
+    return float(100.0 * np.count_nonzero(ranks < k) / ranks.size)
+
+
+def rank_summary(ranks: Sequence[int] | np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> dict:
+    """``{"R@1", "R@5", "R@10", "median_rank", "mean_rank"}`` from 0-based ranks; the median and mean rank are
+    1-based (``np.median``: the mean of the two middle values for an even count)."""
+    ranks = np.asarray(ranks)
+    summary = recall_at_k(ranks, tuple(ks))
+    one_based = ranks + 1
+    summary["median_rank"] = float(np.median(one_based)) if ranks.size else math.nan
+    summary["mean_rank"] = float(one_based.mean()) if ranks.size else math.nan
+    return summary
+
+
+def average_recall(i2t: Mapping[str, float], t2i: Mapping[str, float], ks: Sequence[int] = DEFAULT_KS) -> float:
+    """AR: the mean of R@K over ``ks`` in both directions (six numbers for K = 1, 5, 10)."""
+    values = [i2t[f"R@{k}"] for k in ks] + [t2i[f"R@{k}"] for k in ks]
+    return float(np.mean(values))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# MRV: mean rank variance across languages
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def mean_rank_variance(ranks: Sequence[Sequence[float]] | np.ndarray, variant: str = "paper") -> float:
+    """Mean Rank Variance of instances ranked in K languages (Nie et al. 2024, "Improving the Consistency in
+    Cross-Lingual Cross-Modal Retrieval with 1-to-K Contrastive Learning", eq. 7).
+
+    ``ranks`` [N, K]: row j holds Rank_jk, the rank of instance j's ground truth in each of the K languages.
+
+    - ``variant="paper"`` (default): MRV_K = 1/(N K) * sum_j sum_k (Rank_jk - mean_k Rank_jk)^2, i.e. the
+      population variance of each instance's ranks, averaged over instances.
+    - ``variant="code"``: the authors' released code, the mean over instances of the population *standard
+      deviation* of the ranks.
+
+    Both are shift-invariant, so 0- or 1-based ranks give the same value. Rows holding NaN (an instance missing
+    in some language) are left out; use ``align_instance_ranks`` to build the matrix and count them.
+    Worked example, 0-based ranks [[0, 2], [1, 1], [0, 4]]: paper 1.6667, code 1.0.
+    """
+    if variant not in MRV_VARIANTS:
+        raise ValueError(f"MRV variant must be one of {MRV_VARIANTS}, got {variant!r}")
+    matrix = np.asarray(ranks, dtype=np.float64)
+    if matrix.ndim != 2:
+        raise ValueError(f"ranks must be [instances, languages], got shape {matrix.shape}")
+    matrix = matrix[~np.isnan(matrix).any(axis=1)]
+    if matrix.shape[0] == 0 or matrix.shape[1] < 2:
+        return math.nan
+    per_instance = matrix.var(axis=1) if variant == "paper" else matrix.std(axis=1)
+    return float(per_instance.mean())
+
+
+def align_instance_ranks(
+    ranks_by_language: Mapping[str, tuple[Sequence[Hashable], Sequence[int] | np.ndarray]],
+) -> tuple[np.ndarray, list, int]:
+    """Match instances by id across languages for MRV.
+
+    ``ranks_by_language[lang] = (instance_ids, ranks)`` (ids unique within a language). Returns
+    ``(matrix [N, K], ids, excluded)``: one row per instance present in *every* language (sorted by id, columns in
+    the mapping's language order) and the number of instances left out because some language lacked them.
+    """
+    languages = list(ranks_by_language)
+    lookups = []
+    for lang in languages:
+        ids, values = ranks_by_language[lang]
+        lookups.append(dict(zip(ids, np.asarray(values).tolist())))
+    all_ids = set().union(*(lookup.keys() for lookup in lookups)) if lookups else set()
+    common = sorted(set.intersection(*(set(lookup) for lookup in lookups))) if lookups else []
+    matrix = np.array([[lookup[i] for lookup in lookups] for i in common], dtype=np.float64).reshape(
+        len(common), len(languages))
+    return matrix, common, len(all_ids) - len(common)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Continual learning: average recall and forgetting over a sequence of tasks
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> dict:
+    """Average recall and forgetting after each task of a continual run (CLL-CLIP, Yang et al. 2024).
+
+    ``matrix[j][i]`` = a_{j,i}, the recall on task i after training task j (None/NaN where not evaluated; only
+    i <= j is needed, plus a_{k,i} with k < i where present).
+
+    - AR_j = mean_{i <= j} a_{j,i}
+    - F_j  = mean_{i < j} max_{k < j} (a_{k,i} - a_{j,i}); the max runs over the evaluated k (NaN entries are
+      skipped) and is not clipped at 0, so improved tasks lower F. F_0 is undefined: None.
+
+    Returns ``{"matrix": [[...]], "AR": [AR_0, ...], "F": [None, F_1, ...]}`` (None for undefined values, so the
+    result is valid JSON).
+    """
+    a = np.array([[math.nan if v is None else v for v in row] for row in matrix], dtype=np.float64) \
+        if not isinstance(matrix, np.ndarray) else matrix.astype(np.float64)
+    if a.ndim != 2 or a.shape[0] > a.shape[1]:
+        raise ValueError(f"continual matrix must be [tasks_trained, tasks] with tasks_trained <= tasks, got {a.shape}")
+    average, forgetting = [], []
+    for j in range(a.shape[0]):
+        seen = a[j, : j + 1]
+        average.append(_nan_to_none(np.nanmean(seen)) if not np.isnan(seen).all() else None)
+        if j == 0:
+            forgetting.append(None)
+            continue
+        drops = []
+        for i in range(j):
+            earlier = a[:j, i] - a[j, i]
+            if not np.isnan(earlier).all():
+                drops.append(np.nanmax(earlier))
+        forgetting.append(_nan_to_none(float(np.mean(drops)) if drops else math.nan))
+    return {"matrix": [[_nan_to_none(v) for v in row] for row in a.tolist()], "AR": average, "F": forgetting}
+
+
+def _nan_to_none(value: float) -> float | None:
+    value = float(value)
+    return None if math.isnan(value) else value

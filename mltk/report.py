@@ -1,0 +1,182 @@
+"""Tables of metrics for people: rich on stderr, Markdown for papers, CSV for spreadsheets.
+
+``metrics_tables(metrics)`` turns a ``metrics.json`` document (see ``mltk.evaluate``) into ``ReportTable``s, one per
+section present (per-language retrieval, MRV, caption-to-caption, continual); ``print_tables``, ``to_markdown`` and
+``to_csv`` render them. Training stages reuse ``print_metrics`` to show their validation table.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mltk.runtime import console
+
+FORMATS = ("table", "markdown", "csv")
+DIRECTION_LABELS = {"i2t": "I→T", "t2i": "T→I"}
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """One titled table; ``rows`` hold raw values (floats, ints, strings or None), formatted by the renderers."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+def metrics_tables(metrics: Mapping[str, Any]) -> list[ReportTable]:
+    """Every table a metrics document supports, in reading order."""
+    tables = []
+    ks = tuple(metrics.get("settings", {}).get("ks", (1, 5, 10)))
+    if metrics.get("per_language"):
+        tables.append(per_language_table(metrics["per_language"], ks))
+    if metrics.get("mrv"):
+        tables.append(mrv_table(metrics["mrv"]))
+    if metrics.get("c2c"):
+        tables.append(c2c_table(metrics["c2c"], ks))
+    if metrics.get("continual"):
+        tables.append(continual_table(metrics["continual"]))
+    return tables
+
+
+def _direction_columns(ks: Sequence[int]) -> list[str]:
+    return [f"R@{k}" for k in ks] + ["medR", "meanR"]
+
+
+def _direction_values(summary: Mapping[str, float], ks: Sequence[int]) -> list[float]:
+    return [summary.get(f"R@{k}") for k in ks] + [summary.get("median_rank"), summary.get("mean_rank")]
+
+
+def per_language_table(per_language: Mapping[str, Mapping], ks: Sequence[int] = (1, 5, 10)) -> ReportTable:
+    """Language | I→T R@K, medR, meanR | T→I R@K, medR, meanR | AR, plus a ``mean`` row over languages."""
+    headers = ["lang"]
+    for direction in ("i2t", "t2i"):
+        headers += [f"{DIRECTION_LABELS[direction]} {column}" for column in _direction_columns(ks)]
+    headers.append("AR")
+    rows = []
+    for lang, entry in per_language.items():
+        rows.append([lang, *_direction_values(entry["i2t"], ks), *_direction_values(entry["t2i"], ks), entry["AR"]])
+    if len(rows) > 1:
+        rows.append(["mean", *(_mean(column) for column in list(zip(*rows))[1:])])
+    return ReportTable("Retrieval per language", tuple(headers), tuple(tuple(r) for r in rows))
+
+
+def mrv_table(mrv: Mapping[str, Any]) -> ReportTable:
+    rows = tuple((direction, mrv.get(direction), mrv.get("instances", {}).get(direction),
+                  mrv.get("excluded_instances", {}).get(direction)) for direction in ("i2t", "t2i"))
+    title = f"MRV ({mrv.get('variant')}, K={mrv.get('K', len(mrv.get('languages', [])))})"
+    return ReportTable(title, ("direction", "MRV", "instances", "excluded"), rows)
+
+
+def c2c_table(c2c: Mapping[str, Mapping], ks: Sequence[int] = (1, 5, 10)) -> ReportTable:
+    rows = []
+    for entry in c2c.values():
+        for direction, summary in entry.items():
+            if isinstance(summary, Mapping):
+                rows.append((direction, *_direction_values(summary, ks), entry.get("sentences")))
+    return ReportTable("Caption-to-caption retrieval", ("direction", *_direction_columns(ks), "sentences"),
+                       tuple(rows))
+
+
+def continual_table(continual: Mapping[str, Any]) -> ReportTable:
+    """a_{j,i} with one row per trained task j, followed by AR_j and F_j."""
+    tasks = list(continual["tasks"])
+    rows = []
+    for j, row in enumerate(continual["matrix"]):
+        rows.append((f"after {tasks[j]}", *row, continual["AR"][j], continual["F"][j]))
+    return ReportTable(f"Continual ({continual.get('metric')})", ("trained", *tasks, "AR", "F"), tuple(rows))
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    numbers = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Renderers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def format_value(value: Any, digits: int = 2) -> str:
+    """Numbers to text: None/NaN as an en dash, integers as they are, floats with ``digits`` decimals."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return str(int(value))
+    return f"{value:.{digits}f}"
+
+
+def to_rich(table: ReportTable) -> Table:
+    """A rich table; a header "I→T R@1" is shown on two lines ("I→T" over "R@1") to keep columns narrow."""
+    rich_table = Table(title=table.title, title_justify="left")
+    for index, header in enumerate(table.headers):
+        rich_table.add_column(header.replace(" ", "\n", 1), justify="left" if index == 0 else "right",
+                              no_wrap=True)
+    for row in table.rows:
+        rich_table.add_row(*(format_value(v) for v in row))
+    return rich_table
+
+
+def _rich_width(table: ReportTable) -> int:
+    """Characters a rich rendering of ``table`` needs without squeezing (cell padding and borders included)."""
+    widths = [max([len(part) for part in header.split(" ", 1)] + [len(format_value(row[i])) for row in table.rows])
+              for i, header in enumerate(table.headers)]
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def to_markdown(tables: Sequence[ReportTable]) -> str:
+    """GitHub-flavoured Markdown, one ``###`` section per table, numbers with two decimals."""
+    blocks = []
+    for table in tables:
+        lines = [f"### {table.title}", "", "| " + " | ".join(table.headers) + " |",
+                 "|" + "|".join([":---"] + ["---:"] * (len(table.headers) - 1)) + "|"]
+        lines += ["| " + " | ".join(format_value(v) for v in row) + " |" for row in table.rows]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def to_csv(tables: Sequence[ReportTable]) -> str:
+    """CSV with full precision; several tables are separate blocks (a header row each) split by a blank line, and
+    the first column of each header names its table."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for index, table in enumerate(tables):
+        if index:
+            buffer.write("\n")
+        writer.writerow([f"{table.title}: {table.headers[0]}", *table.headers[1:]])
+        for row in table.rows:
+            writer.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else
+                             (round(v, 6) if isinstance(v, float) else v) for v in row])
+    return buffer.getvalue()
+
+
+def print_tables(tables: Sequence[ReportTable], report_format: str = "table") -> None:
+    """Show tables on stderr as rich tables, Markdown or CSV."""
+    if report_format == "table":
+        for table in tables:
+            # Off a terminal (a log file, a pipe) rich assumes 80 columns; never squeeze numbers to fit that.
+            needed = _rich_width(table)
+            target = console if console.is_terminal or needed <= console.width else \
+                Console(stderr=True, highlight=False, width=needed)
+            target.print(to_rich(table))
+    elif report_format == "markdown":
+        console.print(to_markdown(tables), markup=False, highlight=False, soft_wrap=True)
+    elif report_format == "csv":
+        console.print(to_csv(tables), markup=False, highlight=False, soft_wrap=True)
+    else:
+        raise ValueError(f"unknown report format {report_format!r}; choose from {', '.join(FORMATS)}")
+
+
+def print_metrics(metrics: Mapping[str, Any], report_format: str = "table") -> None:
+    """Print every table of a metrics document on stderr."""
+    print_tables(metrics_tables(metrics), report_format)
