@@ -1,0 +1,125 @@
+"""``mltk index``: the exact index equals brute force, approximate kinds work, JSON-lines queries, contact sheets,
+and bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from mltk import artifacts
+from mltk.cli import app
+from mltk.index import INDEX_FILE, IndexConfig, build_index, open_index, query
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def image_embeddings(tmp_path):
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((200, 16)).astype(np.float32) * rng.uniform(0.5, 2.0, size=(200, 1)).astype(
+        np.float32)  # not normalised: the index must normalise
+    ids = [f"img{i:03d}" for i in range(200)]
+    return artifacts.write_embeddings(tmp_path / "img", ids, vectors, normalized=False), ids, vectors
+
+
+def _brute_force(vectors, queries, k):
+    base = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    scores = q.astype(np.float64) @ base.T.astype(np.float64)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(scores, order, axis=1)
+
+
+def test_exact_index_results_equal_brute_force(tmp_path, image_embeddings):
+    path, ids, vectors = image_embeddings
+    index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
+    manifest = artifacts.read_manifest(index_path, "index")
+    assert manifest["index_kind"] == "flat" and manifest["count"] == 200
+    assert isinstance(faiss.read_index(str(index_path / INDEX_FILE)), faiss.IndexFlatIP)
+    queries = np.random.default_rng(1).standard_normal((25, 16)).astype(np.float32)
+    results = query(index_path, queries, k=10)
+    order, scores = _brute_force(vectors, queries, 10)
+    for (result_ids, result_scores), expected_rows, expected_scores in zip(results, order, scores):
+        assert result_ids == [ids[i] for i in expected_rows]
+        assert result_scores == pytest.approx(expected_scores.tolist(), abs=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_approximate_kinds_find_the_vector_itself(tmp_path, image_embeddings, kind):
+    path, ids, vectors = image_embeddings
+    index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / kind, kind=kind, nlist=4, nprobe=4))
+    assert artifacts.read_manifest(index_path)["index_kind"] == kind
+    results = open_index(index_path).search(vectors[:20], k=3)
+    hits = sum(result_ids[0] == ids[i] for i, (result_ids, _) in enumerate(results))
+    assert hits == 20
+
+
+def test_k_larger_than_the_index_returns_every_vector(tmp_path, image_embeddings):
+    path, ids, vectors = image_embeddings
+    index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
+    (result_ids, scores), = query(index_path, vectors[:1], k=500)
+    assert len(result_ids) == 200 and sorted(result_ids) == sorted(ids) and scores == sorted(scores, reverse=True)
+
+
+def _images_artifact(tmp_path, ids):
+    encoded = []
+    for i, _ in enumerate(ids):
+        buffer = io.BytesIO()
+        Image.new("RGB", (32, 24), (i % 256, 100, 200)).save(buffer, format="PNG")
+        encoded.append(buffer.getvalue())
+    table = pa.table({"image_id": ids, "split": ["test"] * len(ids), "image": pa.array(encoded, pa.binary())})
+    return artifacts.write_images(tmp_path / "images", table)
+
+
+def test_cli_build_and_query_print_json_lines_and_a_contact_sheet(tmp_path, image_embeddings):
+    path, ids, vectors = image_embeddings
+    result = runner.invoke(app, ["index", "build", str(path), "--out", str(tmp_path / "index")])
+    assert result.exit_code == 0, result.stderr
+    index_path = result.stdout.strip()
+    assert index_path == str((tmp_path / "index").resolve())
+    sheet = tmp_path / "sheet.png"
+    images = _images_artifact(tmp_path, ids)
+    result = runner.invoke(app, ["index", "query", index_path, "--image-emb", str(path), "--ids", "img003",
+                                 "--ids", "img007", "--k", "4", "--contact-sheet", str(sheet), "--images",
+                                 str(images)])
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["query"] for line in lines] == ["img003", "img007"]
+    assert [len(line["results"]) for line in lines] == [4, 4]
+    assert lines[0]["results"][0]["id"] == "img003" and lines[0]["results"][0]["score"] == pytest.approx(1.0)
+    with Image.open(sheet) as picture:
+        assert picture.size == (5 * 128, 2 * (128 + 14))
+    assert "contact sheet" in result.stderr
+
+
+def test_cli_query_from_a_npy_file(tmp_path, image_embeddings):
+    path, ids, vectors = image_embeddings
+    index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
+    np.save(tmp_path / "q.npy", vectors[[5, 9]])
+    result = runner.invoke(app, ["index", "query", str(index_path), "--vectors", str(tmp_path / "q.npy"),
+                                 "--k", "2"])
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(line["query"], line["results"][0]["id"]) for line in lines] == [("0", ids[5]), ("1", ids[9])]
+
+
+def test_cli_bad_inputs_are_exit_2_naming_the_file(tmp_path, image_embeddings):
+    path, ids, vectors = image_embeddings
+    result = runner.invoke(app, ["index", "query", str(path), "--image-emb", str(path)])
+    assert result.exit_code == 2 and str(path) in result.stderr and "expected index" in result.stderr
+    missing = tmp_path / "missing"
+    result = runner.invoke(app, ["index", "build", str(missing), "--out", str(tmp_path / "i")])
+    assert result.exit_code == 2 and str(missing) in result.stderr and result.stdout == ""
+    result = runner.invoke(app, ["index", "build", str(path), "--out", str(tmp_path / "i"), "--kind", "lsh"])
+    assert result.exit_code == 2 and "--kind" in result.stderr
+    index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
+    np.save(tmp_path / "wrong.npy", np.ones((2, 3), np.float32))
+    result = runner.invoke(app, ["index", "query", str(index_path), "--vectors", str(tmp_path / "wrong.npy")])
+    assert result.exit_code == 2 and "dim 16" in result.stderr and result.stderr.count("\n") == 1
