@@ -1,0 +1,452 @@
+"""The embedded synthetic world: images of simple scenes with parallel captions in ten languages.
+
+A scene holds 1 to 3 objects (8 shapes x 8 colours x 2 sizes) on a 3 x 3 grid of cells, so that "left of" and
+"above" have crisp truth values; sometimes two or three objects share shape and colour so that captions can count
+("two red circles"). Images get a tinted, textured background, per-object jitter of position, rotation, size
+and colour, and pixel noise, so two scenes with the same content never give the same pixels.
+
+Each image gets ``translated_per_image`` captions (``kind`` "translation") plus ``independent_per_image``
+captions (``kind`` "independent") that mention a different subset of the scene when the scene allows it. Each
+caption content is sampled once (which objects, which attributes, which relation, which sentence frame) and
+rendered in every language, so the renderings share one ``caption_id``. A caption names 1..all objects, usually
+by colour and shape, sometimes by size or relation, so English retrieval is good but not perfect.
+
+Determinism: image ``index`` of split ``s`` draws everything from ``numpy.random.default_rng([seed, s, index])``,
+so the same seed gives byte-identical tables, and changing the size of one split changes no image of another
+split and no earlier image of the same split.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from PIL import Image, ImageDraw
+
+from mltk import artifacts
+from mltk.data import lang
+from mltk.data.lang.content import (COLOURS, INVERSE_RELATION, N_FRAMES, SHAPES, SIZES, CaptionContent, Item,
+                                    Mention, Relation)
+from mltk.errors import ArtifactError, ConfigError
+from mltk.runtime import log, track
+
+SPLITS = ("train", "val", "test")
+WORLD_FILE = "world.json"
+IMAGES_DIR, CAPTIONS_DIR = "images", "captions"
+GRID = 3  # the image is a GRID x GRID board of cells, at most one object per cell
+
+# Well separated at 64 x 64, and all far from the low-saturation mid-tone backgrounds.
+PALETTE = {
+    "red": (215, 35, 35), "green": (35, 165, 60), "blue": (40, 80, 225), "yellow": (240, 215, 30),
+    "purple": (140, 50, 190), "orange": (250, 135, 25), "white": (245, 245, 245), "black": (25, 25, 25),
+}
+# Radius as a fraction of the image side.
+RADIUS_RANGE = {"small": (0.070, 0.090), "large": (0.120, 0.150)}
+SUPERSAMPLE = 4  # shapes are drawn at 4x and box-filtered down, for anti-aliased edges
+
+# Caption sampling probabilities.
+P_NAME_COLOUR = 0.9
+P_NAME_SIZE = 0.25
+P_RELATION = 0.4
+N_OBJECTS_WEIGHTS = (0.3, 0.35, 0.35)  # 1, 2, 3 objects
+P_GROUP = 0.2  # a scene with >= 2 objects repeats one shape+colour (so captions can count)
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Everything that determines the world. ``langs`` is a tuple of codes from ``mltk.data.lang``."""
+
+    seed: int = 0
+    train: int = 2000
+    val: int = 250
+    test: int = 250
+    image_size: int = 64
+    langs: tuple[str, ...] = lang.LANGUAGE_CODES
+    translated_per_image: int = 2
+    independent_per_image: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("train", "val", "test", "translated_per_image", "independent_per_image"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.train + self.val + self.test == 0:
+            raise ConfigError("the world needs at least one image (--train/--val/--test are all 0)")
+        if self.translated_per_image + self.independent_per_image == 0:
+            raise ConfigError("every image needs at least one caption")
+        if not 32 <= self.image_size <= 1024:
+            raise ConfigError(f"--size must be between 32 and 1024 pixels, got {self.image_size}")
+        if not 0 <= self.seed < 2**63:
+            raise ConfigError(f"--seed must be a non-negative integer, got {self.seed}")
+        object.__setattr__(self, "langs", lang.parse_languages(self.langs))
+
+    def split_sizes(self) -> dict[str, int]:
+        return {"train": self.train, "val": self.val, "test": self.test}
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    """Where a world lives: the world directory and its two artifacts."""
+
+    path: Path
+    images_path: Path
+    captions_path: Path
+    n_images: int = 0
+    n_captions: int = 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scenes
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    shape: str
+    colour: str
+    size: str
+    cell: tuple[int, int]  # (row, column) on the GRID x GRID board; row 0 is the top
+
+
+@dataclass(frozen=True)
+class Scene:
+    objects: tuple[SceneObject, ...]
+
+    def groups(self) -> list[list[int]]:
+        """Indices of objects grouped by (shape, colour), in order of first appearance."""
+        by_key: dict[tuple[str, str], list[int]] = {}
+        for i, obj in enumerate(self.objects):
+            by_key.setdefault((obj.shape, obj.colour), []).append(i)
+        return list(by_key.values())
+
+    def to_json(self) -> str:
+        return json.dumps([{"shape": o.shape, "colour": o.colour, "size": o.size, "cell": list(o.cell)}
+                           for o in self.objects], separators=(",", ":"))
+
+
+def sample_scene(rng: np.random.Generator) -> Scene:
+    """1 to 3 objects in distinct cells; distinct (shape, colour) unless a deliberate group of 2 or 3."""
+    n_objects = int(rng.choice(3, p=N_OBJECTS_WEIGHTS)) + 1
+    cells = rng.choice(GRID * GRID, size=n_objects, replace=False)
+    kinds: list[tuple[str, str]] = []
+    group_size = 0
+    if n_objects >= 2 and rng.random() < P_GROUP:
+        group_size = 3 if n_objects == 3 and rng.random() < 0.3 else 2
+    while len(kinds) < n_objects:
+        kind = (SHAPES[rng.integers(len(SHAPES))], COLOURS[rng.integers(len(COLOURS))])
+        if kind in kinds:
+            continue
+        kinds.extend([kind] * (group_size if not kinds and group_size else 1))
+    order = rng.permutation(n_objects)  # the group should not always come first
+    objects = tuple(
+        SceneObject(kinds[k][0], kinds[k][1], SIZES[rng.integers(len(SIZES))], divmod(int(cells[i]), GRID))
+        for i, k in enumerate(order)
+    )
+    return Scene(objects)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rendering
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _regular_polygon(n: int, radius: float, inner: float | None = None, start: float = -math.pi / 2) -> np.ndarray:
+    """Vertices (x, y) of a regular polygon, or of a star when ``inner`` (the inner radius) is given."""
+    points = []
+    steps = 2 * n if inner is not None else n
+    for k in range(steps):
+        r = inner if inner is not None and k % 2 else radius
+        angle = start + 2 * math.pi * k / steps
+        points.append((r * math.cos(angle), r * math.sin(angle)))
+    return np.array(points)
+
+
+def _heart() -> np.ndarray:
+    t = np.linspace(0, 2 * math.pi, 48, endpoint=False)
+    x = 16 * np.sin(t) ** 3
+    y = -(13 * np.cos(t) - 5 * np.cos(2 * t) - 2 * np.cos(3 * t) - np.cos(4 * t))
+    points = np.stack([x, y + 2.5], axis=1) / 16.5
+    return points
+
+
+def _cross(arm: float = 0.32) -> np.ndarray:
+    a, r = arm, 1.0
+    return np.array([(-a, -r), (a, -r), (a, -a), (r, -a), (r, a), (a, a), (a, r), (-a, r), (-a, a), (-r, a),
+                     (-r, -a), (-a, -a)])
+
+
+# Unit outlines (radius 1, y pointing down). Circle and ring are drawn as ellipses.
+OUTLINES = {
+    "square": np.array([(-0.8, -0.8), (0.8, -0.8), (0.8, 0.8), (-0.8, 0.8)]),
+    "triangle": _regular_polygon(3, 1.0) + np.array([0.0, 0.15]),
+    "star": _regular_polygon(5, 1.0, inner=0.42),
+    "cross": _cross(),
+    "heart": _heart(),
+    "diamond": np.array([(0.0, -1.0), (0.62, 0.0), (0.0, 1.0), (-0.62, 0.0)]),
+}
+RING_INNER = 0.55
+MAX_ROTATION_DEG = 10.0  # small, so a square never turns into a diamond or a plus into an x
+
+
+def _background(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A low-saturation mid-tone base colour, a gentle gradient and a blotchy texture: float32 (size, size, 3)."""
+    hue, saturation, value = rng.random(), rng.uniform(0.0, 0.22), rng.uniform(0.42, 0.70)
+    base = np.array(_hsv_to_rgb(hue, saturation, value), dtype=np.float32) * 255
+    coords = (np.arange(size, dtype=np.float32) / (size - 1) - 0.5)
+    angle = rng.uniform(0, 2 * math.pi)
+    gradient = (np.cos(angle) * coords[None, :] + np.sin(angle) * coords[:, None]) * rng.uniform(0, 30)
+    coarse = (128 + rng.normal(0, rng.uniform(2, 10), (4, 4))).clip(0, 255).astype(np.uint8)
+    texture = np.asarray(Image.fromarray(coarse).resize((size, size), Image.BILINEAR), dtype=np.float32) - 128
+    return base[None, None, :] + (gradient + texture)[:, :, None]
+
+
+def _hsv_to_rgb(h: float, s: float, v: float) -> tuple[float, float, float]:
+    i = int(h * 6) % 6
+    f = h * 6 - int(h * 6)
+    p, q, t = v * (1 - s), v * (1 - f * s), v * (1 - (1 - f) * s)
+    return [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)][i]
+
+
+def _object_mask(shape: str, radius: float, rotation: float, centre: tuple[float, float],
+                 box: tuple[int, int, int, int]) -> np.ndarray:
+    """Anti-aliased coverage in [0, 1] of one object over the pixel box (x0, y0, x1, y1)."""
+    x0, y0, x1, y1 = box
+    s = SUPERSAMPLE
+    canvas = Image.new("L", ((x1 - x0) * s, (y1 - y0) * s), 0)
+    draw = ImageDraw.Draw(canvas)
+    cx, cy = (centre[0] - x0) * s, (centre[1] - y0) * s
+    r = radius * s
+    if shape in ("circle", "ring"):
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=255)
+        if shape == "ring":
+            ri = r * RING_INNER
+            draw.ellipse((cx - ri, cy - ri, cx + ri, cy + ri), fill=0)
+    else:
+        c, si = math.cos(rotation), math.sin(rotation)
+        points = OUTLINES[shape] @ np.array([[c, si], [-si, c]]) * r + np.array([cx, cy])
+        draw.polygon([tuple(p) for p in points.tolist()], fill=255)
+    return np.asarray(canvas.reduce(s), dtype=np.float32) / 255.0
+
+
+def render_scene(scene: Scene, rng: np.random.Generator, size: int) -> np.ndarray:
+    """Draw ``scene`` as a uint8 RGB array (size, size, 3)."""
+    image = _background(rng, size)
+    cell = size / GRID
+    for obj in scene.objects:
+        radius = rng.uniform(*RADIUS_RANGE[obj.size]) * size
+        slack = max(cell / 2 - radius - 0.5, 0.0)
+        row, col = obj.cell
+        centre = ((col + 0.5) * cell + rng.uniform(-slack, slack), (row + 0.5) * cell + rng.uniform(-slack, slack))
+        rotation = math.radians(rng.uniform(-MAX_ROTATION_DEG, MAX_ROTATION_DEG))
+        colour = np.clip(np.array(PALETTE[obj.colour]) + rng.integers(-15, 16, 3), 0, 255).astype(np.float32)
+        x0, y0 = max(int(centre[0] - radius) - 1, 0), max(int(centre[1] - radius) - 1, 0)
+        x1, y1 = min(int(math.ceil(centre[0] + radius)) + 1, size), min(int(math.ceil(centre[1] + radius)) + 1, size)
+        alpha = _object_mask(obj.shape, radius, rotation, centre, (x0, y0, x1, y1))[:, :, None]
+        patch = image[y0:y1, x0:x1]
+        image[y0:y1, x0:x1] = patch * (1 - alpha) + colour * alpha
+    image += rng.standard_normal(image.shape, dtype=np.float32) * np.float32(rng.uniform(2.0, 6.0))
+    return np.clip(np.rint(image), 0, 255).astype(np.uint8)
+
+
+def encode_png(array: np.ndarray) -> bytes:
+    """Encode a uint8 RGB array (h, w, 3) as PNG with the fixed "Sub" filter and zlib level 1.
+
+    Pillow tries all five PNG filters on every row, which makes encoding 4x slower than everything else in
+    this module together; on these noisy images the fixed Sub filter compresses as well (about 8.4 KB per 64 x 64
+    image). Any PNG reader decodes the result (tests check the round trip through Pillow)."""
+    height, width, channels = array.shape
+    if array.dtype != np.uint8 or channels != 3:
+        raise ValueError("encode_png expects a uint8 RGB array")
+    rows = array.reshape(height, width * 3)
+    filtered = rows.copy()
+    filtered[:, 3:] -= rows[:, :-3]  # Sub: each byte minus the same channel of the pixel to its left (mod 256)
+    scanlines = np.concatenate([np.ones((height, 1), np.uint8), filtered], axis=1)  # filter-type byte 1 = Sub
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit truecolour, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
+            + _png_chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 1)) + _png_chunk(b"IEND", b""))
+
+
+def _png_chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Caption contents
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _true_relations(a: SceneObject, b: SceneObject) -> list[str]:
+    """Relations "a REL b" that hold on the grid (cells differ, so at least one does)."""
+    relations = []
+    if a.cell[1] != b.cell[1]:
+        relations.append("left_of" if a.cell[1] < b.cell[1] else "right_of")
+    if a.cell[0] != b.cell[0]:
+        relations.append("above" if a.cell[0] < b.cell[0] else "below")
+    return relations
+
+
+def _mention(scene: Scene, group: list[int], rng: np.random.Generator) -> Mention:
+    obj = scene.objects[group[0]]
+    colour = obj.colour if rng.random() < P_NAME_COLOUR else None
+    size = obj.size if len(group) == 1 and rng.random() < P_NAME_SIZE else None
+    return Mention(obj.shape, colour, size, count=len(group))
+
+
+def sample_content(scene: Scene, rng: np.random.Generator) -> tuple[CaptionContent, frozenset[int]]:
+    """One caption's content and the set of groups it mentions."""
+    groups = scene.groups()
+    k = int(rng.integers(1, len(groups) + 1))
+    chosen = sorted(int(g) for g in rng.choice(len(groups), size=k, replace=False))
+    mentions = {g: _mention(scene, groups[g], rng) for g in chosen}
+    items: list[Item] = []
+    singles = [g for g in chosen if len(groups[g]) == 1]
+    if len(singles) >= 2 and rng.random() < P_RELATION:
+        a, b = (int(g) for g in rng.choice(singles, size=2, replace=False))
+        relations = _true_relations(scene.objects[groups[a][0]], scene.objects[groups[b][0]])
+        relation = relations[int(rng.integers(len(relations)))]
+        if rng.random() < 0.5:  # say it from the other end: "B right of A" instead of "A left of B"
+            a, b, relation = b, a, INVERSE_RELATION[relation]
+        items.append(Relation(mentions.pop(a), relation, mentions.pop(b)))
+    items.extend(mentions.values())
+    order = rng.permutation(len(items))
+    content = CaptionContent(tuple(items[i] for i in order), frame=int(rng.integers(N_FRAMES)))
+    return content, frozenset(chosen)
+
+
+def sample_captions(scene: Scene, rng: np.random.Generator, translated: int,
+                    independent: int) -> list[tuple[str, CaptionContent]]:
+    """``(kind, content)`` for each caption of an image: translated ones first, then independent ones whose set
+    of mentioned objects differs from every translated caption's (when the scene has more than one group)."""
+    captions, seen = [], set()
+    for _ in range(translated):
+        content, subset = sample_content(scene, rng)
+        captions.append(("translation", content))
+        seen.add(subset)
+    for _ in range(independent):
+        for _attempt in range(10):
+            content, subset = sample_content(scene, rng)
+            if subset not in seen or len(scene.groups()) == 1:
+                break
+        captions.append(("independent", content))
+        seen.add(subset)
+    return captions
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The world
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Example:
+    image_id: str
+    split: str
+    scene: Scene
+    png: bytes
+    captions: list[tuple[str, CaptionContent]] = field(default_factory=list)
+
+
+def image_id(split: str, index: int) -> str:
+    return f"{split}-{index:06d}"
+
+
+def generate_example(config: SynthConfig, split: str, index: int) -> Example:
+    """Image ``index`` of ``split``: depends only on (seed, split, index) and the image size."""
+    seed_sequence = np.random.SeedSequence([config.seed, SPLITS.index(split), index])
+    scene_rng, render_rng, caption_rng = (np.random.default_rng(s) for s in seed_sequence.spawn(3))
+    scene = sample_scene(scene_rng)
+    png = encode_png(render_scene(scene, render_rng, config.image_size))
+    captions = sample_captions(scene, caption_rng, config.translated_per_image, config.independent_per_image)
+    return Example(image_id(split, index), split, scene, png, captions)
+
+
+def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> SynthResult:
+    """Generate the world into ``out_dir``: ``images/`` and ``captions/`` artifacts plus ``world.json``.
+
+    ``world.json`` is written last and removed first, so a world directory with it is complete."""
+    out_dir = Path(out_dir).resolve()
+    _prepare_world_dir(out_dir)
+    images = {"image_id": [], "split": [], "image": [], "scene": []}
+    captions = {"image_id": [], "lang": [], "caption": [], "caption_id": [], "split": [], "kind": []}
+    tasks = [(split, i) for split in SPLITS for i in range(config.split_sizes()[split])]
+    for split, index in track(tasks, "synth-data", total=len(tasks)):
+        example = generate_example(config, split, index)
+        images["image_id"].append(example.image_id)
+        images["split"].append(split)
+        images["image"].append(example.png)
+        images["scene"].append(example.scene.to_json())
+        for number, (kind, content) in enumerate(example.captions):
+            caption_id = f"{example.image_id}#{number}"
+            for code in config.langs:
+                captions["image_id"].append(example.image_id)
+                captions["lang"].append(code)
+                captions["caption"].append(lang.render(content, code))
+                captions["caption_id"].append(caption_id)
+                captions["split"].append(split)
+                captions["kind"].append(kind)
+    images_table = pa.table({
+        "image_id": pa.array(images["image_id"], pa.string()), "split": pa.array(images["split"], pa.string()),
+        "image": pa.array(images["image"], pa.binary()), "scene": pa.array(images["scene"], pa.string()),
+    })
+    captions_table = pa.table({name: pa.array(values, pa.string()) for name, values in captions.items()})
+    summary = {"splits": config.split_sizes(), "image_size": config.image_size, "format": "png"}
+    images_path = artifacts.write_images(out_dir / IMAGES_DIR, images_table, stage="synth-data", config=config,
+                                         **summary)
+    captions_path = artifacts.write_captions(out_dir / CAPTIONS_DIR, captions_table, stage="synth-data",
+                                             config=config, splits=config.split_sizes())
+    world = {
+        "kind": "synthetic-world",
+        "config": asdict(config),
+        "images": IMAGES_DIR,
+        "captions": CAPTIONS_DIR,
+        "n_images": images_table.num_rows,
+        "n_captions": captions_table.num_rows,
+        "vocabulary": {"shapes": list(SHAPES), "colours": list(COLOURS), "sizes": list(SIZES),
+                       "relations": sorted(INVERSE_RELATION), "frames": N_FRAMES},
+    }
+    artifacts.write_json(out_dir / WORLD_FILE, world)
+    log(f"synth-data: {images_table.num_rows} images, {captions_table.num_rows} captions in "
+        f"{len(config.langs)} language(s) -> {out_dir}")
+    return SynthResult(out_dir, images_path, captions_path, images_table.num_rows, captions_table.num_rows)
+
+
+def _prepare_world_dir(out_dir: Path) -> None:
+    """Refuse to write into a directory that holds something other than a world; forget an old world's
+    completeness marker before its artifacts are replaced."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ArtifactError("exists and is not a directory", out_dir)
+    if out_dir.is_dir():
+        ours = {WORLD_FILE, IMAGES_DIR, CAPTIONS_DIR}
+        foreign = [p.name for p in out_dir.iterdir() if p.name not in ours and not p.name.startswith(".")]
+        if foreign:
+            raise ArtifactError(f"exists and holds other files ({', '.join(sorted(foreign)[:3])}); refusing to "
+                                f"write a synthetic world into it", out_dir)
+        (out_dir / WORLD_FILE).unlink(missing_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def load_world(path: str | Path) -> SynthResult:
+    """Locate the artifacts of a world written by ``synthesize`` (``path`` is the world directory or its
+    ``world.json``)."""
+    path = Path(path)
+    world_file = path if path.name == WORLD_FILE else path / WORLD_FILE
+    if not world_file.is_file():
+        raise ArtifactError(f"not a synthetic world (no {WORLD_FILE})", path)
+    try:
+        world = json.loads(world_file.read_text(encoding="utf-8"))
+        images_path, captions_path = world_file.parent / world["images"], world_file.parent / world["captions"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"{WORLD_FILE} is unreadable ({exc})", world_file)
+    artifacts.read_manifest(images_path, "images")
+    artifacts.read_manifest(captions_path, "captions")
+    return SynthResult(world_file.parent.resolve(), images_path.resolve(), captions_path.resolve(),
+                       world.get("n_images", 0), world.get("n_captions", 0))
+
+
+__all__ = ["SynthConfig", "SynthResult", "Scene", "SceneObject", "sample_scene", "render_scene", "sample_content",
+           "sample_captions", "generate_example", "synthesize", "load_world", "SPLITS"]
