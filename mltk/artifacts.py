@@ -458,7 +458,8 @@ def validate_images(table: pa.Table, path: PathLike = "<images>") -> pa.Table:
 def load_images(path: PathLike) -> pa.Table:
     """Read an images artifact (or a Parquet file of ``image_id``, ``split``, ``path``/``image``).
 
-    Relative ``path`` values are resolved against the artifact directory (or the Parquet file's folder)."""
+    Relative ``path`` values are resolved against the artifact directory (or the Parquet file's folder); URLs
+    (``scheme://...``, e.g. Conceptual Captions) are kept as they are."""
     path = Path(path)
     if path.is_file() and path.suffix == ".parquet":
         table, base = validate_images(read_table(path), path), path.parent
@@ -466,7 +467,8 @@ def load_images(path: PathLike) -> pa.Table:
         read_manifest(path, "images")
         table, base = validate_images(read_table(path / schema.IMAGES_FILE), path), path
     if "path" in table.column_names:
-        resolved = [p if os.path.isabs(p) else str((base / p).resolve()) for p in table.column("path").to_pylist()]
+        resolved = [p if os.path.isabs(p) or "://" in p else str((base / p).resolve())
+                    for p in table.column("path").to_pylist()]
         table = table.set_column(table.schema.get_field_index("path"), "path", pa.array(resolved, pa.string()))
     return table
 
