@@ -69,3 +69,9 @@ def test_unexpected_errors_are_exit_1_and_debug_shows_traceback(tmp_path, monkey
     monkeypatch.setenv("MLTK_DEBUG", "1")
     result = runner.invoke(app, ["inspect", str(path)])
     assert result.exit_code == 1 and "Traceback" in result.stderr
+
+
+def test_unknown_command_is_a_usage_error():
+    result = runner.invoke(app, ["no-such-command"])
+    assert result.exit_code == 2
+    assert "No such command" in result.stderr

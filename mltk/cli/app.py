@@ -7,7 +7,6 @@ import importlib.util
 import os
 import traceback
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -31,29 +30,34 @@ COMMAND_MODULES = (
 class MltkGroup(TyperGroup):
     """Maps ``MltkError`` to exit code 2 and other exceptions to exit code 1, each as one line on stderr."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx) -> list[str]:
         return list(self.commands)  # registration order, not alphabetical: the pipeline reads top to bottom
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
         except MltkError as exc:
             _report(exc, f"mltk: error: {exc}")
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
-            click.echo("mltk: interrupted", err=True)
+            typer.echo("mltk: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if _from_cli_framework(exc):  # usage errors, --help, exits: click/typer report them (exit code 2)
+                raise
             _report(exc, f"mltk: internal error: {type(exc).__name__}: {exc} (set MLTK_DEBUG=1 for a traceback)")
             ctx.exit(1)
+
+
+def _from_cli_framework(exc: BaseException) -> bool:
+    """typer vendors click (``typer._click``) in recent versions, so match both by module."""
+    return type(exc).__module__.split(".")[0] in ("click", "typer")
 
 
 def _report(exc: BaseException, line: str) -> None:
     if os.environ.get("MLTK_DEBUG") == "1":
         traceback.print_exception(exc)
-    click.echo(" ".join(line.split("\n")[:1]), err=True)
+    typer.echo(" ".join(line.split("\n")[:1]), err=True)
 
 
 app = typer.Typer(

@@ -1,0 +1,144 @@
+"""Text encoders behind one interface, and batched caption encoding for evaluation, indexing and training.
+
+``load_text_encoder(model)`` accepts:
+
+- an MLA checkpoint artifact (``train-nlt``/``train-le``): English through CLIP, other languages through their
+  acquirers;
+- a CLIP (an mltk ``pretrain`` checkpoint, or an open_clip name with ``pretrained``): every language through CLIP's
+  own tokenizer and tower, the English-only baseline;
+- any other checkpoint format registered in ``TEXT_ENCODER_LOADERS`` (train-continual, train-ccrk add theirs).
+
+Every encoder has ``encode_batch(texts, lang) -> Tensor [B, D]`` (unnormalised) and ``languages`` (``None`` when it
+reads any language).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+import torch.nn.functional as F
+
+from mltk import artifacts, schema
+from mltk.errors import ConfigError
+from mltk.models.clip import ClipBundle, load_clip
+from mltk.models.text import OpenClipTextTower
+from mltk.runtime import Runtime, track
+
+
+class TextEncoder(Protocol):
+    languages: list[str] | None
+
+    def tokenize(self, texts: list[str], lang: str) -> torch.Tensor: ...
+
+    def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor: ...
+
+
+class ClipTextEncoder(torch.nn.Module):
+    """A plain CLIP: every language through CLIP's tokenizer and text tower (trimmed forward)."""
+
+    languages = None
+
+    def __init__(self, clip: ClipBundle):
+        super().__init__()
+        self.clip = clip
+        self.tower = OpenClipTextTower(clip.model)
+
+    def tokenize(self, texts: list[str], lang: str) -> torch.Tensor:
+        return self.clip.tokenizer(list(texts))
+
+    def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor:
+        return self.tower.encode(tokens)
+
+
+def _load_mla(path: Path, device) -> TextEncoder:
+    from mltk.models.multilingual import load_encoder
+
+    return load_encoder(path, device=device)
+
+
+# checkpoint config "format" -> loader(path, device); other stages register their formats here.
+TEXT_ENCODER_LOADERS: dict[str, Callable[[Path, torch.device], TextEncoder]] = {
+    "mla": _load_mla,
+    "open_clip": lambda path, device: ClipTextEncoder(load_clip(str(path), device=device)),
+}
+
+
+def load_text_encoder(model: str | Path, pretrained: str | None = None,
+                      device: str | torch.device = "cpu") -> TextEncoder:
+    path = Path(model)
+    if artifacts.is_artifact(path):
+        artifacts.read_manifest(path, "checkpoint")
+        fmt = json.loads((path / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8")).get("format")
+        if fmt not in TEXT_ENCODER_LOADERS:
+            raise ConfigError(f"checkpoint format {fmt!r} has no text encoder (known: "
+                              f"{', '.join(TEXT_ENCODER_LOADERS)})", path)
+        encoder = TEXT_ENCODER_LOADERS[fmt](path, torch.device(device))
+    else:
+        encoder = ClipTextEncoder(load_clip(str(model), pretrained, device=device))
+    encoder.eval()
+    return encoder
+
+
+@torch.no_grad()
+def encode_texts(encoder: TextEncoder, texts: list[str], lang: str, runtime: Runtime, batch_size: int = 256,
+                 normalize: bool = True, description: str | None = None) -> np.ndarray:
+    """Encode texts of one language -> float32 [N, D], in input order.
+
+    Texts are tokenised once and batched by token length (then put back in order), so each batch is trimmed to
+    sequences of similar length.
+    """
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    tokens = encoder.tokenize(list(texts), lang)  # [N, L]
+    lengths = (tokens != 0).sum(dim=1)
+    order = torch.argsort(lengths, stable=True)
+    out = None
+    batches = range(0, len(texts), batch_size)
+    for start in track(batches, description or f"encoding {lang}", total=len(batches)):
+        index = order[start:start + batch_size]
+        with runtime.autocast():
+            features = encoder.encode_tokens(tokens[index].to(runtime.device), lang).float()
+        if normalize:
+            features = F.normalize(features, dim=-1)
+        if out is None:
+            out = torch.empty(len(texts), features.shape[1], dtype=torch.float32)
+        out[index] = features.cpu()
+    return out.numpy()
+
+
+def encode_captions(encoder: TextEncoder, captions: pa.Table, runtime: Runtime, batch_size: int = 256,
+                    languages: list[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+    """Encode a captions table, each language through its own path.
+
+    Returns ``(table, vectors)``: ``table`` has ``id`` (``lang:caption_id``), ``image_id``, ``lang``,
+    ``caption_id``, ``split``, row-aligned with L2-normalised float32 ``vectors``.
+    """
+    langs = languages or sorted(set(captions.column("lang").to_pylist()))
+    supported = encoder.languages
+    tables, arrays = [], []
+    for lang in langs:
+        if supported is not None and lang not in supported and lang != getattr(encoder, "native_lang", "en"):
+            raise ConfigError(f"the model has no path for language {lang!r} (it reads: "
+                              f"{', '.join(['en'] + list(supported))}); pick languages with --lang")
+        rows = captions.filter(pc.equal(captions.column("lang"), lang))
+        if rows.num_rows == 0:
+            continue
+        arrays.append(encode_texts(encoder, rows.column("caption").to_pylist(), lang, runtime, batch_size))
+        caption_ids = rows.column("caption_id").to_pylist()
+        tables.append(pa.table({
+            "id": [f"{lang}:{cid}" for cid in caption_ids],
+            "image_id": rows.column("image_id"),
+            "lang": rows.column("lang"),
+            "caption_id": rows.column("caption_id"),
+            "split": rows.column("split"),
+        }))
+    if not tables:
+        raise ConfigError(f"no captions in the languages {', '.join(langs)}")
+    return pa.concat_tables(tables), np.concatenate(arrays)
