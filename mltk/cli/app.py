@@ -20,7 +20,9 @@ COMMAND_MODULES = (
     "mltk.cli.vocab",       # build-vocab
     "mltk.cli.pretrain",    # pretrain
     "mltk.cli.encode",      # encode-images
-    "mltk.cli.train",       # train-nlt, train-le, train-continual, train-ccrk
+    "mltk.cli.train",       # train-nlt, train-le
+    "mltk.cli.continual",   # train-continual
+    "mltk.cli.ccrk",        # train-ccrk
     "mltk.cli.index",       # index
     "mltk.cli.evaluate",    # evaluate
     "mltk.cli.inspect",     # inspect
