@@ -123,7 +123,8 @@ class TeirAdamW(torch.optim.Optimizer):
 
     Other parameters (and all of them when nothing is registered) follow ``torch.optim.AdamW`` exactly
     (non-amsgrad, non-maximize). Clip gradients *before* ``step()``; the lambdas act on the clipped gradients.
-    Dense gradients only (``nn.Embedding(sparse=False)``, the default).
+    Dense gradients only (``nn.Embedding(sparse=False)``, the default). ``state_dict()`` holds the moments and
+    steps like torch's; the lambdas are configuration, not state: register them again after ``load_state_dict``.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,

@@ -132,6 +132,26 @@ def test_unregistered_and_sparse_cases():
     assert (table.detach() != 1).all()
 
 
+def test_resuming_from_a_state_dict_continues_exactly():
+    lambdas = torch.tensor([1.0, 0.5, 0, 0, 0.25, 0, 1, 0, 0, 0.5, 0, 0])
+    table_a, temp_a = _model(2)
+    straight = TeirAdamW([table_a, temp_a], lr=LR, weight_decay=WD, row_scales={table_a: lambdas})
+    table_b, temp_b = _model(2)
+    first = TeirAdamW([table_b, temp_b], lr=LR, weight_decay=WD, row_scales={table_b: lambdas})
+    for step in range(3):
+        for table, temp, optimizer in ((table_a, temp_a, straight), (table_b, temp_b, first)):
+            _set_grads(table, temp, step)
+            optimizer.step()
+    resumed = TeirAdamW([table_b, temp_b], lr=LR, weight_decay=WD)
+    resumed.load_state_dict(first.state_dict())
+    resumed.set_row_scale(table_b, lambdas)
+    for step in range(3, 5):
+        for table, temp, optimizer in ((table_a, temp_a, straight), (table_b, temp_b, resumed)):
+            _set_grads(table, temp, step)
+            optimizer.step()
+    assert torch.equal(table_a, table_b) and torch.equal(temp_a, temp_b)
+
+
 def test_teir_init_matches_the_mean_and_std_of_the_old_table():
     old = torch.randn(3000, 64, generator=torch.Generator().manual_seed(0)) * 0.3 + 0.1
     rows = init_new_rows(old, 4000, torch.Generator().manual_seed(1), mode="teir")

@@ -251,6 +251,13 @@ def test_vocab_files_are_text_json_and_npy(chain):
     assert manifest["sizes"]["merges_total"] == len(vocab.load_tokenizer(path).merges)
 
 
+def test_build_vocab_takes_an_in_memory_table(tmp_path):
+    path = vocab.build_vocab(captions_table(("ru",)), "ru", tmp_path / "ru", size=600, split=None)
+    manifest = artifacts.read_manifest(path, "vocab")
+    assert manifest["inputs"] == [] and manifest["languages"] == ["ru"]
+    assert manifest["tasks"][0]["captions"] == len(corpus("ru"))
+
+
 def test_bad_inputs_raise_mltk_errors(chain, tmp_path):
     captions, paths = chain
     with pytest.raises(ConfigError, match="no captions with lang='fr'"):
@@ -297,10 +304,13 @@ def test_german_vocabulary_and_english_captions(shared_data, open_clip_tokenizer
 def test_cli_build_vocab_chain_and_pipe(chain, tmp_path):
     captions, _ = chain
     result = runner.invoke(app, ["build-vocab", str(captions), "--lang", "de", "--size", "600",
-                                 "--out", str(tmp_path / "de")])
+                                 "--protect-lang", "en", "--out", str(tmp_path / "de")])
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{tmp_path / 'de'}\n"
     assert "vocab de" in result.stderr
+    manifest = artifacts.read_manifest(tmp_path / "de", "vocab")
+    assert manifest["created_by"]["config"]["protect_lang"] == "en"
+    assert manifest["inputs"][0]["path"] == str(captions) and manifest["inputs"][0]["kind"] == "captions"
     result = runner.invoke(app, ["build-vocab", "-", "--lang", "ru", "--parent", str(tmp_path / "de"),
                                  "--size", "600", "--out", str(tmp_path / "ru"), "--json"], input=f"{captions}\n")
     assert result.exit_code == 0, result.stderr
