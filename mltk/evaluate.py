@@ -29,7 +29,7 @@ import torch
 
 from mltk import artifacts, metrics as M, report
 from mltk.errors import ArtifactError, ConfigError, SchemaError
-from mltk.runtime import log, resolve_runtime, track
+from mltk.runtime import log, resolve_runtime
 
 METRIC_NAMES = ("recall", "mrv", "c2c")
 REPORT_FORMATS = ("table", "markdown", "csv")
@@ -109,10 +109,10 @@ def evaluate_retrieval(
     image_tensor = M._as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
 
     per_language, counts, i2t_by_lang, t2i_by_lang = {}, {}, {}, {}
-    for lang in track(langs, "evaluating languages"):
+    for lang in langs:
         rows = np.flatnonzero(texts.lang == lang)
         i2t, t2i = M.bidirectional_ranks(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
-                                         device=device)
+                                         device=device, progress=f"ranking {lang}")
         queried = i2t >= 0
         per_language[lang] = _direction_summary(i2t[queried], t2i, ks)
         counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}

@@ -27,6 +27,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
+from mltk.runtime import track
+
 DEFAULT_KS = (1, 5, 10)
 MRV_VARIANTS = ("paper", "code")
 
@@ -47,6 +49,7 @@ def bidirectional_ranks(
     *,
     chunk_mb: float = 256,
     device: str | torch.device = "cpu",
+    progress: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """0-based ranks of the ground truths in both retrieval directions, from one chunked pass.
 
@@ -61,10 +64,11 @@ def bidirectional_ranks(
       (text-to-image).
 
     with S = left @ right.T computed ``chunk`` rows at a time (a chunk of S takes at most ``chunk_mb`` MiB).
+    ``progress`` names a progress bar over the chunks (on stderr, shown on a terminal).
 
     How the right direction stays exact in one pass: a right item's threshold S[owner(j), j] is needed before
     the chunks that precede its owner's chunk are counted. A cheap pre-pass computes those thresholds with small
-    products of the owners against their own right items (about 64 * M * d multiply-adds in all); the main pass
+    products of the owners against their own right items (about 128 * M * d multiply-adds in all); the main pass
     then checks each threshold against the value the big product gives. Any right item whose two values differ
     in the last bit (a BLAS that picks a different kernel for the small shape) is re-ranked by a pass over its
     own row, so the result never depends on that.
@@ -87,10 +91,12 @@ def bidirectional_ranks(
     rows = _rows_per_chunk(n_right, chunk_mb)
     scores_buffer = torch.empty((min(rows, n_left), n_right), dtype=torch.float32, device=device)
     right_t_transposed = right_t.T
-    for start in range(0, n_left, rows):
+    bounds = owner_start.tolist()
+    starts = range(0, n_left, rows)
+    for start in track(starts, progress) if progress else starts:
         stop = min(start + rows, n_left)
         scores = torch.mm(left_t[start:stop], right_t_transposed, out=scores_buffer[: stop - start])  # [c, M]
-        own = by_owner[owner_start[start]:owner_start[stop]]            # right items owned by this chunk
+        own = by_owner[bounds[start]:bounds[stop]]                      # right items owned by this chunk
         own_rows = owner[own] - start
         own_scores = scores[own_rows, own]
         mismatched[own] = own_scores != thresholds[own]
@@ -148,12 +154,14 @@ def _rows_per_chunk(n_columns: int, chunk_mb: float) -> int:
 
 
 def _owner_scores(left: torch.Tensor, right: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
-                  owner_start: torch.Tensor, block: int = 64) -> torch.Tensor:
-    """S[owner(j), j] for every right item j, from small products of ``block`` left rows with their own items."""
+                  owner_start: torch.Tensor, block: int = 128) -> torch.Tensor:
+    """S[owner(j), j] for every right item j, from products of ``block`` left rows with the right items they own
+    (about block / N of the full product's work; blocks of >= 8 rows use the same BLAS kernel as the big product)."""
     thresholds = torch.empty(right.shape[0], dtype=torch.float32, device=left.device)
+    bounds = owner_start.tolist()
     for start in range(0, left.shape[0], block):
         stop = min(start + block, left.shape[0])
-        own = by_owner[owner_start[start]:owner_start[stop]]
+        own = by_owner[bounds[start]:bounds[stop]]
         if len(own):
             small = torch.mm(left[start:stop], right[own].T)            # [block, own]
             thresholds[own] = small[owner[own] - start, torch.arange(len(own), device=left.device)]

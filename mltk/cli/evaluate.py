@@ -25,7 +25,8 @@ def evaluate(
         "paper", "--mrv-variant", help="paper: mean per-instance rank variance (eq. 7); code: mean per-instance "
         "standard deviation of 0-based ranks (the authors' code)."),
     split: Optional[str] = typer.Option(None, "--split", help="Evaluate only rows of this split (e.g. test)."),
-    lang: List[str] = typer.Option([], "--lang", help="Languages to evaluate (default: all); repeat or comma-separate."),
+    lang: List[str] = typer.Option(
+        [], "--lang", help="Languages to evaluate (default: all); repeat or comma-separate."),
     c2c_pair: List[str] = typer.Option(
         [], "--c2c-pair", help="SRC:TGT language pair for --metric c2c (default: every pair); repeatable."),
     report_format: str = typer.Option(

@@ -1,0 +1,166 @@
+"""Benchmark ``mltk evaluate`` against a straightforward reference, and its memory on a set too large for 4 GiB.
+
+Part 1 (5,000 images x 25,000 captions, 5 per image, random L2-normalised 512-d float32 embeddings):
+  - mltk: ``mltk.evaluate.evaluate_retrieval`` (the function ``mltk evaluate`` runs): chunked products, ranks by
+    counting the scores above each ground truth, both directions from one pass.
+  - reference: the full similarity matrix (the same torch product, so the same float32 scores), then
+    ``np.argsort`` of every row (images x captions for image-to-text, captions x images for text-to-image) and
+    the ground truth's place in the sorted row (ties resolved the same optimistic way, so results can match).
+  Runs alternate (mltk, reference, mltk, ...); medians are reported, and the metrics must be identical.
+
+Part 2 (20,000 images x 60,000 captions: a full float32 score matrix of 4.8 GB): runs ``mltk evaluate`` as a
+subprocess on embeddings artifacts and reports its wall time and peak resident memory (``ru_maxrss``).
+
+    .venv/bin/python benchmarks/evaluate.py            # both parts
+    .venv/bin/python benchmarks/evaluate.py --no-large # part 1 only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mltk import artifacts
+from mltk.evaluate import evaluate_retrieval
+
+KS = (1, 5, 10)
+
+
+def random_world(n_images: int, n_captions: int, dim: int, seed: int = 0):
+    """Random unit vectors; caption j describes image j // (n_captions // n_images)."""
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((n_images, dim), dtype=np.float32)
+    images /= np.linalg.norm(images, axis=1, keepdims=True)
+    captions = rng.standard_normal((n_captions, dim), dtype=np.float32)
+    captions /= np.linalg.norm(captions, axis=1, keepdims=True)
+    owner = np.arange(n_captions) // max(n_captions // n_images, 1) % n_images
+    return images, captions, owner
+
+
+def tables(n_images: int, owner: np.ndarray):
+    image_ids = [f"i{i}" for i in range(n_images)]
+    text_table = {"id": [f"c{j}" for j in range(len(owner))], "image_id": [image_ids[o] for o in owner],
+                  "lang": ["en"] * len(owner), "caption_id": [f"c{j}" for j in range(len(owner))]}
+    return {"id": image_ids}, text_table
+
+
+def reference_metrics(images: np.ndarray, captions: np.ndarray, owner: np.ndarray) -> dict:
+    """Full similarity matrix, argsort of every row, position of the ground truth in the sorted row."""
+    scores = (torch.from_numpy(images) @ torch.from_numpy(captions).T).numpy()        # [N, M], all of it
+    captions_of = [[] for _ in range(len(images))]
+    for caption, image in enumerate(owner):
+        captions_of[image].append(caption)
+    i2t = []
+    for row, own in enumerate(captions_of):
+        if not own:
+            continue
+        order = np.argsort(-scores[row])                   # best first
+        best = scores[row, own].max()
+        # position of the best own caption, ties with it resolved in its favour (mltk's documented rule)
+        i2t.append(int(np.searchsorted(-scores[row, order], -best, side="left")))
+    t2i = []
+    columns = np.ascontiguousarray(scores.T)                # [M, N]
+    for caption, image in enumerate(owner):
+        order = np.argsort(-columns[caption])
+        t2i.append(int(np.searchsorted(-columns[caption, order], -columns[caption, image], side="left")))
+    return {"i2t": summary(np.array(i2t)), "t2i": summary(np.array(t2i))}
+
+
+def summary(ranks: np.ndarray) -> dict:
+    result = {f"R@{k}": 100.0 * np.count_nonzero(ranks < k) / ranks.size for k in KS}
+    result["median_rank"] = float(np.median(ranks + 1))
+    result["mean_rank"] = float((ranks + 1).mean())
+    return result
+
+
+def timed(function, *args, **kwargs):
+    start = time.perf_counter()
+    value = function(*args, **kwargs)
+    return time.perf_counter() - start, value
+
+
+def compare_with_reference(n_images: int, n_captions: int, dim: int, repeats: int) -> None:
+    images, captions, owner = random_world(n_images, n_captions, dim)
+    image_table, text_table = tables(n_images, owner)
+    print(f"part 1: {n_images:,} images x {n_captions:,} captions, dim {dim}, torch threads "
+          f"{torch.get_num_threads()}, {repeats} alternating runs each")
+    ours_times, reference_times, product_times = [], [], []
+    ours = reference = None
+    for _ in range(repeats):
+        seconds, result = timed(evaluate_retrieval, image_table, images, text_table, captions)
+        ours_times.append(seconds)
+        ours = {d: result["per_language"]["en"][d] for d in ("i2t", "t2i")}
+        seconds, reference = timed(reference_metrics, images, captions, owner)
+        reference_times.append(seconds)
+        product_times.append(timed(lambda: torch.from_numpy(images) @ torch.from_numpy(captions).T)[0])
+    ours_s, reference_s, product_s = map(statistics.median, (ours_times, reference_times, product_times))
+    identical = ours == reference
+    print(f"  mltk evaluate (chunked counting) : {ours_s:8.2f} s  (runs: "
+          + ", ".join(f"{t:.2f}" for t in ours_times) + ")")
+    print(f"  reference (full matrix, argsort)  : {reference_s:8.2f} s  (runs: "
+          + ", ".join(f"{t:.2f}" for t in reference_times) + ")")
+    print(f"  speed-up                          : {reference_s / ours_s:8.1f} x   (target >= 10x)")
+    print(f"  similarity product alone (shared by both): {product_s:.2f} s; ranking work alone: mltk "
+          f"{ours_s - product_s:.2f} s vs reference {reference_s - product_s:.2f} s")
+    print(f"  identical metrics: {identical}")
+    for direction in ("i2t", "t2i"):
+        print(f"    {direction}: " + ", ".join(f"{k} {v:.4f}" for k, v in ours[direction].items()))
+    if not identical:
+        print(f"    reference differs: {reference}")
+        raise SystemExit(1)
+
+
+def large_set_memory(n_images: int, n_captions: int, dim: int) -> None:
+    full_bytes = n_images * n_captions * 4
+    print(f"part 2: {n_images:,} images x {n_captions:,} captions, dim {dim}: the full float32 score matrix would "
+          f"take {full_bytes / 2**30:.2f} GiB")
+    images, captions, owner = random_world(n_images, n_captions, dim, seed=1)
+    image_table, text_table = tables(n_images, owner)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        artifacts.write_embeddings(tmp / "img", image_table["id"], images)
+        artifacts.write_embeddings(tmp / "txt", text_table["id"], captions, image_id=text_table["image_id"],
+                                   lang=text_table["lang"], caption_id=text_table["caption_id"])
+        del images, captions
+        mltk = Path(sys.executable).with_name("mltk")
+        command = [str(mltk), "evaluate", "--images", str(tmp / "img"), "--texts", str(tmp / "txt"),
+                   "--out", str(tmp / "metrics"), "--device", "cpu"]
+        seconds, completed = timed(subprocess.run, command, capture_output=True, text=True)
+        if completed.returncode != 0:
+            print(completed.stderr)
+            raise SystemExit(1)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # Linux reports KiB
+        en = artifacts.load_metrics(tmp / "metrics")["per_language"]["en"]
+    print(f"  mltk evaluate (CLI, artifacts on disk): {seconds:.1f} s, peak resident memory "
+          f"{peak / 2**30:.2f} GiB (< 4 GiB: {peak < 4 * 2**30}), i2t R@10 {en['i2t']['R@10']:.3f}, "
+          f"t2i R@10 {en['t2i']['R@10']:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=5000)
+    parser.add_argument("--captions", type=int, default=25000)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--large-images", type=int, default=20000)
+    parser.add_argument("--large-captions", type=int, default=60000)
+    parser.add_argument("--no-large", action="store_true", help="skip part 2")
+    args = parser.parse_args()
+    print(f"cpu cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, device: cpu")
+    if not args.no_large:  # first, so the peak of the child is not mixed with anything else
+        large_set_memory(args.large_images, args.large_captions, args.dim)
+    compare_with_reference(args.images, args.captions, args.dim, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
