@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "mltk.cli.train",       # train-nlt, train-le
     "mltk.cli.continual",   # train-continual
     "mltk.cli.ccrk",        # train-ccrk
+    "mltk.cli.convert",     # import-mla
     "mltk.cli.index",       # index
     "mltk.cli.evaluate",    # evaluate
     "mltk.cli.inspect",     # inspect
