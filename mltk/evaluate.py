@@ -168,15 +168,21 @@ def _image_rows(table: pa.Table, vectors, source: str) -> _ImageRows:
     ids = _column_strings(table, "id")
     if len(set(ids)) != len(ids):
         raise SchemaError("image ids (column id) are not unique", source)
-    split = _column_strings(table, "split") if "split" in table.column_names else None
-    return _ImageRows(ids, _to_numpy(vectors), split)
+    return _ImageRows(ids, _to_numpy(vectors), _split_column(table))
 
 
 def _text_rows(table: pa.Table, vectors, source: str) -> _TextRows:
     _check_rows(table, vectors, TEXT_COLUMNS, source)
-    split = _column_strings(table, "split") if "split" in table.column_names else None
     return _TextRows(_column_strings(table, "image_id"), _column_strings(table, "lang"),
-                     _column_strings(table, "caption_id"), _to_numpy(vectors), split, source)
+                     _column_strings(table, "caption_id"), _to_numpy(vectors), _split_column(table), source)
+
+
+def _split_column(table: pa.Table) -> np.ndarray | None:
+    """The ``split`` column, or None when there is none or it is all empty (images encoded from a folder)."""
+    if "split" not in table.column_names:
+        return None
+    split = _column_strings(table, "split")
+    return split if any(split) else None
 
 
 def _to_numpy(vectors: np.ndarray | torch.Tensor) -> np.ndarray:
@@ -184,8 +190,9 @@ def _to_numpy(vectors: np.ndarray | torch.Tensor) -> np.ndarray:
 
 
 def _select_split(images: _ImageRows, texts: _TextRows, split: str | None) -> tuple[_ImageRows, _TextRows]:
-    """Keep rows of ``split``. A table without a ``split`` column follows the other one: images are kept when a
-    kept caption refers to them, captions when their image is kept. Neither table having the column is an error."""
+    """Keep rows of ``split``. A table without a ``split`` column (or with only empty values) follows the other
+    one: images are kept when a kept caption refers to them, captions when their image is kept. Neither table
+    having the column is an error."""
     if split is None:
         return images, texts
     if images.split is None and texts.split is None:

@@ -123,3 +123,24 @@ def test_cli_bad_inputs_are_exit_2_naming_the_file(tmp_path, image_embeddings):
     np.save(tmp_path / "wrong.npy", np.ones((2, 3), np.float32))
     result = runner.invoke(app, ["index", "query", str(index_path), "--vectors", str(tmp_path / "wrong.npy")])
     assert result.exit_code == 2 and "dim 16" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_contact_sheet_of_a_caption_index_shows_the_captions_images(tmp_path):
+    from mltk.index import write_contact_sheet
+
+    image_ids = ["a", "b", "c"]
+    captions = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float32)
+    caption_index = build_index(IndexConfig(
+        embeddings=artifacts.write_embeddings(tmp_path / "txt", ["en:1", "en:2", "en:3"], captions,
+                                              image_id=["c", "a", "b"]),
+        out=tmp_path / "index"))
+    opened = open_index(caption_index)
+    results = opened.search(np.array([[0, 1, 0.1]], np.float32), k=2)
+    assert results[0][0] == ["en:2", "en:3"]
+    sheet = write_contact_sheet(tmp_path / "sheet.png", ["q"], results, _images_artifact(tmp_path, image_ids),
+                                index=opened)
+    with Image.open(sheet) as picture:
+        # query "q" has no image (grey tile); caption en:2 shows image "a" (red 0), en:3 image "b" (red 1)
+        assert picture.getpixel((64, 64)) == (200, 200, 200)
+        assert picture.getpixel((128 + 64, 64)) == (0, 100, 200)
+        assert picture.getpixel((256 + 64, 64)) == (1, 100, 200)

@@ -179,3 +179,15 @@ def test_continual_metrics_hand_computed():
     assert result["F"][0] is None
     assert result["F"][1:] == pytest.approx([10, 17.5])
     assert result["matrix"][0] == [50, None, None]
+
+
+def test_split_selection_follows_the_table_that_has_splits():
+    image_table, image_vectors, text_table, text_vectors = _two_language_world()
+    images_without_splits = dict(image_table, split=["", "", ""])      # encoded from a folder: no split known
+    texts_with_splits = dict(text_table, split=["test", "test", "train", "test", "test"])
+    result = evaluate_retrieval(images_without_splits, image_vectors, texts_with_splits, text_vectors, split="test")
+    # image i2 is only described by a train caption, so the gallery is {i0, i1}
+    assert result["settings"]["counts"]["images"] == 2
+    assert result["settings"]["counts"]["per_language"]["en"] == {"i2t_queries": 2, "t2i_queries": 2}
+    with pytest.raises(ConfigError, match="neither"):
+        evaluate_retrieval(image_table, image_vectors, text_table, text_vectors, split="test")
