@@ -105,8 +105,11 @@ def evaluate_retrieval(
     images, texts = _select_split(images, texts, split)
     owner = _caption_owners(images, texts)
     langs = _languages(texts, languages)
+    if "mrv" in metrics and len(langs) < 2:
+        raise ConfigError(f"--metric mrv needs captions in at least 2 languages, found {len(langs)}")
+    pairs = _c2c_pairs(langs, c2c_pairs) if "c2c" in metrics else []
     device = torch.device(device)
-    image_tensor = M._as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
+    image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
 
     per_language, counts, i2t_by_lang, t2i_by_lang = {}, {}, {}, {}
     for lang in langs:
@@ -124,7 +127,7 @@ def evaluate_retrieval(
     if "mrv" in metrics:
         result["mrv"] = _mrv(i2t_by_lang, t2i_by_lang, langs, mrv_variant, text_source)
     if "c2c" in metrics:
-        result["c2c"] = _caption_to_caption(texts, langs, c2c_pairs, ks, device, chunk_mb, text_source)
+        result["c2c"] = _caption_to_caption(texts, pairs, ks, device, chunk_mb, text_source)
     result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids), counts, device)
     return result
 
@@ -257,8 +260,6 @@ def _direction_summary(i2t: np.ndarray, t2i: np.ndarray, ks: tuple[int, ...]) ->
 def _mrv(i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str], variant: str, source: str) -> dict:
     """MRV in both directions: i2t instances are images (ranks of their best caption per language), t2i instances
     are sentences (caption_id) with one caption per language. Only instances present in all K languages count."""
-    if len(langs) < 2:
-        raise ConfigError(f"--metric mrv needs captions in at least 2 languages, found {len(langs)}")
     for lang in langs:
         caption_ids = t2i_by_lang[lang][0]
         if len(set(caption_ids.tolist())) != len(caption_ids):
@@ -273,17 +274,24 @@ def _mrv(i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str], variant: str, s
     return result
 
 
-def _caption_to_caption(texts: _TextRows, langs: list[str], pairs: Sequence[tuple[str, str]] | None,
-                        ks: tuple[int, ...], device: torch.device, chunk_mb: float, source: str) -> dict:
-    """Caption-to-caption retrieval between two languages (as in AME, Mohammadshahi et al. 2019): a caption in
-    one language retrieves its translation (same ``caption_id``) among the other language's captions. Only
-    sentences present in both languages take part, as queries and as gallery."""
-    pairs = list(pairs) if pairs else list(itertools.combinations(langs, 2))
-    result = {}
+def _c2c_pairs(langs: list[str], pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    """The language pairs for caption-to-caption retrieval: the given ones, checked, or every pair."""
+    if not pairs:
+        return list(itertools.combinations(langs, 2))
     for src, tgt in pairs:
         if src == tgt or src not in langs or tgt not in langs:
             raise ConfigError(f"--c2c-pair {src}:{tgt} must name two different evaluated languages "
                               f"({', '.join(langs)})")
+    return list(pairs)
+
+
+def _caption_to_caption(texts: _TextRows, pairs: list[tuple[str, str]], ks: tuple[int, ...],
+                        device: torch.device, chunk_mb: float, source: str) -> dict:
+    """Caption-to-caption retrieval between two languages (as in AME, Mohammadshahi et al. 2019): a caption in
+    one language retrieves its translation (same ``caption_id``) among the other language's captions. Only
+    sentences present in both languages take part, as queries and as gallery."""
+    result = {}
+    for src, tgt in pairs:
         src_rows, tgt_rows = _translation_rows(texts, src, tgt, source)
         forward, backward = M.bidirectional_ranks(texts.vectors[src_rows], texts.vectors[tgt_rows],
                                                   np.arange(len(src_rows)), chunk_mb=chunk_mb, device=device)

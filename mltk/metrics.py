@@ -16,7 +16,8 @@ Conventions (stated again in every metrics artifact, see ``SETTINGS``):
   matrix product as the ground truth's own score, so the ground truth never outranks itself through rounding.
 
 Public functions: ``bidirectional_ranks`` and ``ranks_from_scores`` (rank helpers), ``recall_at_k``,
-``rank_summary``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV), ``continual_metrics``.
+``rank_summary``, ``average_recall``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV),
+``continual_metrics``; ``as_float32_tensor`` prepares vectors for them once.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def bidirectional_ranks(
     own row, so the result never depends on that.
     """
     device = torch.device(device)
-    left_t = _as_float32_tensor(left, device)     # [N, d]
-    right_t = _as_float32_tensor(right, device)   # [M, d]
+    left_t = as_float32_tensor(left, device)     # [N, d]
+    right_t = as_float32_tensor(right, device)   # [M, d]
     owner = torch.as_tensor(np.asarray(right_to_left, dtype=np.int64), device=device)  # [M]
     n_left, n_right = left_t.shape[0], right_t.shape[0]
     _check_rank_inputs(left_t, right_t, owner)
@@ -127,7 +128,7 @@ def ranks_from_scores(scores: np.ndarray | torch.Tensor, positives: Sequence[Ite
     return ranks
 
 
-def _as_float32_tensor(values: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+def as_float32_tensor(values: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
     """A float32 tensor on ``device``; a read-only array (a memory-mapped artifact) is copied first, because torch
     must not wrap memory it cannot write."""
     if not isinstance(values, torch.Tensor):

@@ -43,8 +43,9 @@ def evaluate(
 ) -> None:
     """Evaluate cross-lingual, cross-modal retrieval per language and write a metrics artifact.
 
-    Ranks count the scores strictly above each ground truth in chunks (ties count in its favour); median and
-    mean rank are 1-based; recalls are percentages. Conventions are recorded under settings in metrics.json.
+    Ranks count the scores strictly above each ground truth (ties count in its favour).
+
+    Median and mean rank are 1-based; recalls are percentages; metrics.json records every convention.
     """
     if continual:
         path = run_continual(ContinualConfig(runs=tuple(continual), tasks=split_list(task), out=out,
