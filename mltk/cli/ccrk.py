@@ -1,0 +1,108 @@
+"""``mltk train-ccrk`` (1-to-K contrastive training of a multilingual text tower) and ``mltk compare`` (the
+consistency report of several evaluated runs, side by side)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from mltk import artifacts
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.errors import ConfigError
+
+
+def _split(values: List[str]) -> tuple[str, ...]:
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def train_ccrk_command(
+    images: Optional[str] = typer.Argument(
+        None, help="Image embeddings artifact (mltk encode-images), or - / nothing to read its path from stdin."),
+    captions: Path = typer.Option(..., "--captions", help="Captions artifact (parallel captions share caption_id)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory of the checkpoint artifact to write (MLA format)."),
+    init: Optional[Path] = typer.Option(
+        None, "--init", help="MLA checkpoint to start from (e.g. the train-nlt result); languages it lacks get "
+        "fresh acquirers."),
+    model: str = typer.Option(
+        "mltk-tiny", "--model", "-m", help="Base CLIP when starting without --init: open_clip name or a checkpoint "
+        "artifact from `mltk pretrain`."),
+    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag for --model."),
+    tokenizer: Optional[str] = typer.Option(
+        None, "--tokenizer", help="Non-native tokenizer without --init: a vocabulary artifact (mltk build-vocab) "
+        "or a transformers name (bert-base-multilingual-cased)."),
+    init_embeddings: bool = typer.Option(
+        False, "--init-embeddings", help="Copy the transformers model's word embeddings (M-BERT) into the table."),
+    loss: str = typer.Option(
+        "one-to-k", "--loss", help="one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge "
+        "(MSE to English), hinge (ranking, margin), mlmme (ranking with beta-weighted English-language term)."),
+    weighting: str = typer.Option(
+        "paper", "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: "
+        "divided by K)."),
+    lang: List[str] = typer.Option(
+        [], "--lang", help="The K languages of a batch (en included for its frozen captions); default: en and every "
+        "language of --init, or every language of the captions. Repeat or comma-separate."),
+    steps: int = typer.Option(1000, "--steps", help="Optimizer updates."),
+    batch_size: int = typer.Option(128, "--batch-size", help="Distinct images per batch (each with K captions)."),
+    lr: float = typer.Option(1e-4, "--lr", help="Peak learning rate (AdamW, 10% linear warm-up)."),
+    warmup: float = typer.Option(0.1, "--warmup", help="Fraction of steps of linear warm-up."),
+    weight_decay: float = typer.Option(0.2, "--weight-decay", help="Decoupled weight decay on weight matrices."),
+    temperature: float = typer.Option(0.07, "--temperature", help="Initial temperature of the contrastive losses."),
+    fixed_temperature: bool = typer.Option(
+        False, "--fixed-temperature", help="Keep the temperature fixed instead of learning it."),
+    margin: float = typer.Option(0.2, "--margin", help="Margin of the hinge and mlmme losses."),
+    beta: float = typer.Option(1.0, "--beta", help="Weight of the sentence-sentence term of mlmme."),
+    hard_negatives: int = typer.Option(
+        0, "--hard-negatives", help="N > 0: batches of anchors each followed by its N most similar training images "
+        "(by image embedding), so in-batch negatives are look-alikes."),
+    freeze_embedding: bool = typer.Option(
+        False, "--freeze-embedding", help="Train the acquirers only, not the shared non-native embedding."),
+    eval_every: int = typer.Option(0, "--eval-every", help="Validate every N steps (0: only at the end)."),
+    val_split: str = typer.Option("val", "--val-split", help="Split whose captions validate (mean AR)."),
+    val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
+    device: str = DeviceOption,
+    precision: str = PrecisionOption,
+    seed: int = SeedOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Train the MLA acquisition encoder against frozen image embeddings with 1-to-K contrastive learning (or a
+    baseline loss); English stays the frozen CLIP. Writes an MLA checkpoint that evaluate and index read."""
+    from mltk.train.ccrk import CcrkConfig, train_ccrk
+
+    if init is None and tokenizer is None:
+        raise ConfigError("give --init MLA_CHECKPOINT, or --model BASE with --tokenizer VOCAB_OR_HF")
+    config = CcrkConfig(
+        images=artifacts.resolve_input(images, what="image embeddings"), captions=captions, out=out, init=init,
+        model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
+        languages=_split(lang), loss=loss, weighting=weighting, temperature=temperature,
+        learn_temperature=not fixed_temperature, margin=margin, beta=beta, hard_negatives=hard_negatives,
+        train_embedding=not freeze_embedding, steps=steps, batch_size=batch_size, lr=lr, warmup_fraction=warmup,
+        weight_decay=weight_decay, eval_every=eval_every, val_split=val_split, val_images=val_images, seed=seed,
+        device=device, precision=precision)
+    path = train_ccrk(config)
+    manifest = artifacts.read_manifest(path, "checkpoint")
+    emit(path, as_json, best_score=manifest.get("best_score"), best_step=manifest.get("best_step"),
+         languages=manifest.get("languages"))
+
+
+def compare_command(
+    runs: List[Path] = typer.Argument(..., help="Metrics artifacts from `mltk evaluate` (with --metric mrv)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory of the comparison metrics artifact to write."),
+    name: List[str] = typer.Option([], "--name", help="A label per run, in order (default: folder names)."),
+    lang: List[str] = typer.Option(
+        [], "--lang", help="Languages for mean AR and spread (default: those every run evaluated)."),
+    report_format: str = typer.Option("table", "--format", help="table (rich on stderr), markdown or csv."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Print mean AR, MRV (both directions) and the per-language recall spread (max - min AR) of several evaluated
+    runs side by side on stderr, and write them as a metrics artifact."""
+    from mltk.consistency import CompareConfig, compare_runs
+
+    emit(compare_runs(CompareConfig(runs=tuple(runs), out=out, names=_split(name), languages=_split(lang),
+                                    report_format=report_format)), as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train-ccrk")(train_ccrk_command)
+    app.command("compare")(compare_command)

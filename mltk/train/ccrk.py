@@ -1,0 +1,487 @@
+"""``mltk train-ccrk``: train a multilingual text tower against frozen image embeddings with 1-to-K contrastive
+learning (default) or one of its baselines, so that retrieval is consistent across languages.
+
+Nie et al. 2024, "Improving the Consistency in Cross-Lingual Cross-Modal Retrieval with 1-to-K Contrastive
+Learning" (CCR_k). What trains is MLA's language acquisition encoder (Zhang et al. 2023): the acquirers of every
+non-English language and, by default, the shared non-native embedding. English stays the frozen CLIP text tower,
+so its caption features are constants, computed once before training.
+
+A batch holds ``B`` distinct images, each with one caption in every language it has (``K`` language slots; a
+missing language is masked out by ``text_mask``, never padded with a made-up caption). The caption of each
+(image, language) is chosen from ``(seed, step)``, preferring translations of one sentence: the batch takes one
+``caption_id`` of the image among those present in the most languages, and only a language lacking that
+``caption_id`` gets another caption of the same image in that language.
+
+Losses (``mltk.losses``; ``--loss``):
+
+- ``one-to-k`` (default): ``one_to_k_contrastive``; image -> text with the image's K captions as positives
+  (weight 1/K each) against every caption of the batch in every language, text -> image ordinary InfoNCE;
+  temperature learnable from 0.07. ``--weighting code`` is the authors' released weighting.
+- ``one-to-one``: the baseline 1-to-K replaces; one language is sampled per image (uniform over its present
+  languages, English included, from ``(seed, step)``) and only that caption is encoded; symmetric InfoNCE with a
+  temperature learnable from 0.07.
+- ``english-bridge``: MSE of each language's L2-normalised caption feature to the (frozen) English one of the
+  same image, the cross-lingual style where English bridges the languages; images take no part in the loss.
+- ``hinge``: bidirectional pairwise ranking loss (margin 0.2, VSE) between the images and their captions, one
+  term per language slot, averaged over the slots.
+- ``mlmme``: MLMME (Gella et al. 2017) per non-English language: image-English and image-language ranking plus
+  beta times English-language ranking; averaged over the languages.
+
+The learnable temperature trains under the key ``loss.logit_scale.log_scale``; it is saved in the training state,
+and its value at the best step is written to ``config.json`` (``train_ccrk.temperature``), not into
+``model.safetensors``, so the checkpoint is an ordinary MLA checkpoint (format ``mla``) that ``evaluate`` and
+``index`` read as it is.
+
+Hard negatives (``--hard-negatives N``): each batch is built from ``ceil(B / (N + 1))`` anchor images (an epoch
+walk, as without the option) and, after each anchor, its N most similar other training images by frozen image
+embedding (cosine; neighbours computed once, in chunks), duplicates skipped and the batch topped up with random
+images when they overlap. Every in-batch negative of an anchor's captions is then a look-alike image and its
+captions.
+
+Cost: the captions of a batch are encoded grouped by language, one forward per language through its own
+acquirers (at most ``B`` captions each), and the loss holds one ``[B, B*K]`` score matrix: time and memory grow
+linearly with K (``benchmarks/ccrk.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mltk import artifacts
+from mltk.encoders import encode_texts
+from mltk.errors import ConfigError
+from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
+                         pairwise_ranking_hinge)
+from mltk.models.multilingual import NATIVE_LANG, LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
+from mltk.train.batches import LanguageBatches
+from mltk.train.distributed import gather_with_grad, init_from_env, shard
+from mltk.train.loop import LoopConfig
+from mltk.train.stage import train_to_checkpoint
+from mltk.train.validate import RetrievalValidator
+
+LOSSES = ("one-to-k", "one-to-one", "english-bridge", "hinge", "mlmme")
+CONTRASTIVE_LOSSES = ("one-to-k", "one-to-one")
+NEEDS_ENGLISH = ("english-bridge", "mlmme")
+NO_CAPTION = -1  # a language slot an image has no caption in
+LOSS_PREFIX = "loss."
+
+
+@dataclass(frozen=True)
+class CcrkConfig:
+    """Options of ``mltk train-ccrk`` (built by the CLI, received by ``train_ccrk``)."""
+
+    images: Path  # image embeddings (encode-images); frozen
+    captions: Path
+    out: Path
+    init: Path | None = None  # an MLA checkpoint (e.g. the NLT result) to start from
+    model: str = "mltk-tiny"  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
+    pretrained: str | None = None
+    tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
+    init_embeddings: bool = False
+    languages: tuple[str, ...] = ()  # the K language slots; default: en + every language the captions have
+    loss: str = "one-to-k"
+    weighting: str = "paper"
+    temperature: float = 0.07
+    learn_temperature: bool = True
+    margin: float = 0.2
+    beta: float = 1.0
+    hard_negatives: int = 0
+    train_embedding: bool = True
+    steps: int = 1000
+    batch_size: int = 128
+    lr: float = 1e-4
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.2
+    grad_clip: float | None = 1.0
+    eval_every: int = 0
+    split: str = "train"
+    val_split: str = "val"
+    val_images: int | None = 1000
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.loss not in LOSSES:
+            problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if self.weighting not in ONE_TO_K_WEIGHTINGS:
+            problems.append(f"--weighting must be one of {', '.join(ONE_TO_K_WEIGHTINGS)}, got {self.weighting!r}")
+        if self.batch_size < 2:
+            problems.append(f"--batch-size must be at least 2 (in-batch negatives), got {self.batch_size}")
+        if self.hard_negatives < 0:
+            problems.append(f"--hard-negatives must be >= 0, got {self.hard_negatives}")
+        if not self.temperature > 0:
+            problems.append(f"--temperature must be positive, got {self.temperature}")
+        if self.margin < 0 or self.beta < 0:
+            problems.append(f"--margin and --beta must be >= 0, got {self.margin} and {self.beta}")
+        if self.val_images is not None and self.val_images < 1:
+            problems.append(f"--val-images must be at least 1, got {self.val_images}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    def loop(self) -> LoopConfig:
+        return LoopConfig(steps=self.steps, lr=self.lr, warmup_fraction=self.warmup_fraction,
+                          weight_decay=self.weight_decay, grad_clip=self.grad_clip, eval_every=self.eval_every,
+                          seed=self.seed)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Captions of each image, per language slot
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageCaptions:
+    """The training images and their captions by language slot.
+
+    ``image_rows[i]``: row of image i in the image embeddings. ``options[i]``: int array [C_i, K], one row per
+    ``caption_id`` of image i, entry k the index of that caption in ``texts[languages[k]]`` or ``NO_CAPTION``.
+    """
+
+    languages: tuple[str, ...]
+    image_rows: np.ndarray
+    options: tuple[np.ndarray, ...]
+    texts: dict[str, list[str]]
+
+
+def group_captions(captions: pa.Table, split: str, languages: list[str], image_row: dict[str, int]) -> ImageCaptions:
+    """Captions of ``split`` in ``languages`` whose image is in the embeddings, grouped by image and caption_id.
+
+    Images without any caption in the languages are left out; an image lacking one language simply has
+    ``NO_CAPTION`` in that slot of every option.
+    """
+    keep = pc.and_(pc.equal(captions.column("split"), split),
+                   pc.is_in(captions.column("lang"), pa.array(languages, pa.string())))
+    rows = captions.filter(keep)
+    slot = {lang: k for k, lang in enumerate(languages)}
+    texts: dict[str, list[str]] = {lang: [] for lang in languages}
+    by_image: dict[str, dict[str, np.ndarray]] = {}
+    for image_id, lang, caption_id, caption in zip(*(rows.column(c).to_pylist() for c in
+                                                     ("image_id", "lang", "caption_id", "caption"))):
+        if image_id not in image_row:
+            continue
+        entry = by_image.setdefault(image_id, {}).setdefault(caption_id, np.full(len(languages), NO_CAPTION))
+        if entry[slot[lang]] == NO_CAPTION:  # a duplicate caption_id within one language keeps its first caption
+            entry[slot[lang]] = len(texts[lang])
+            texts[lang].append(caption)
+    image_ids = sorted(by_image, key=image_row.__getitem__)
+    options = tuple(np.stack([by_image[i][c] for c in sorted(by_image[i])]).astype(np.int64) for i in image_ids)
+    return ImageCaptions(tuple(languages), np.array([image_row[i] for i in image_ids], dtype=np.int64), options,
+                         texts)
+
+
+def pick_captions(options: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One caption per language slot for one image: ``options`` [C, K] -> [K] (``NO_CAPTION`` where the image
+    has none). Takes a caption_id present in the most languages (uniformly among ties), so the captions are
+    translations of each other where the data has them; a language lacking that caption_id gets a random
+    caption of the image in that language."""
+    present = options != NO_CAPTION
+    coverage = present.sum(axis=1)
+    best = np.flatnonzero(coverage == coverage.max())
+    chosen = options[best[rng.integers(len(best))]].copy()
+    for k in np.flatnonzero(chosen == NO_CAPTION):
+        candidates = options[present[:, k], k]
+        if len(candidates):
+            chosen[k] = candidates[rng.integers(len(candidates))]
+    return chosen
+
+
+def nearest_images(vectors: torch.Tensor, count: int, chunk: int = 1024) -> np.ndarray:
+    """For each row of L2-normalised ``vectors`` [N, D], the ``count`` most similar other rows (cosine), [N, count],
+    most similar first. Computed in chunks of rows, so an N x N matrix is never held."""
+    count = min(count, len(vectors) - 1)
+    out = np.empty((len(vectors), count), dtype=np.int64)
+    for start in range(0, len(vectors), chunk):
+        scores = vectors[start:start + chunk] @ vectors.T  # [c, N]
+        own = torch.arange(start, start + len(scores))
+        scores[torch.arange(len(scores)), own] = -math.inf
+        out[start:start + len(scores)] = scores.topk(count, dim=1).indices.numpy()
+    return out
+
+
+class MultilingualBatches:
+    """Batches of step ``s`` as a pure function of ``(seed, s)``: ``B`` distinct images (indices into
+    ``ImageCaptions``) and, for each, one caption per language slot ([B, K], ``NO_CAPTION`` when missing).
+
+    Images walk through the training set in a fresh random order every epoch (``LanguageBatches`` with a single
+    stream). With ``neighbours`` [N, n], a batch is ``ceil(B / (n + 1))`` anchors each followed by its neighbours
+    (hard negatives), duplicates skipped, topped up with random images. ``one_language`` keeps one present
+    language per image (uniform), the 1-to-1 baseline's sampling, done before encoding so nothing is wasted.
+    """
+
+    def __init__(self, data: ImageCaptions, batch_size: int, steps: int, seed: int,
+                 neighbours: np.ndarray | None = None, one_language: bool = False):
+        self.data, self.seed, self.one_language = data, seed, one_language
+        self.size = min(batch_size, len(data.image_rows))
+        self.neighbours = neighbours
+        anchors = self.size if neighbours is None else math.ceil(self.size / (neighbours.shape[1] + 1))
+        self.walk = LanguageBatches({"images": len(data.image_rows)}, anchors, steps, seed)
+
+    def batch(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        _, images = self.walk.batch(step)
+        rng = np.random.default_rng([self.seed, step, 0xCC4])
+        if self.neighbours is not None:
+            images = self._with_hard_negatives(images, rng)
+        captions = np.stack([pick_captions(self.data.options[i], rng) for i in images])  # [B, K]
+        if self.one_language:
+            captions = keep_one_language(captions, rng)
+        return images, captions
+
+    def _with_hard_negatives(self, anchors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        chosen = dict.fromkeys(int(i) for anchor in anchors
+                               for i in (anchor, *self.neighbours[anchor]))  # ordered, no duplicates
+        images = list(chosen)[:self.size]
+        if len(images) < self.size:
+            rest = np.setdiff1d(np.arange(len(self.data.image_rows)), images)
+            images += rng.permutation(rest)[:self.size - len(images)].tolist()
+        return np.array(images, dtype=np.int64)
+
+
+def keep_one_language(captions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """[B, K] captions -> the same with one present slot per row kept (uniform over the present ones)."""
+    out = np.full_like(captions, NO_CAPTION)
+    for row, options in enumerate(captions):
+        present = np.flatnonzero(options != NO_CAPTION)
+        k = present[rng.integers(len(present))]
+        out[row, k] = options[k]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The objective
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class CcrkObjective(nn.Module):
+    """The selected loss on ``image [B, D]``, ``text [B, K, D]`` (both L2-normalised) and ``text_mask [B, K]``.
+
+    Holds the learnable temperature of the contrastive losses (``self.criterion.logit_scale``).
+    """
+
+    def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
+                 learn_temperature: bool = True, margin: float = 0.2, beta: float = 1.0):
+        super().__init__()
+        if loss not in LOSSES:
+            raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+        if loss in NEEDS_ENGLISH and NATIVE_LANG not in languages:
+            raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
+        self.name, self.margin, self.beta = loss, margin, beta
+        self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
+        self.criterion = None
+        if loss == "one-to-k":
+            self.criterion = OneToKLoss(temperature, learn_temperature, weighting)
+        elif loss == "one-to-one":
+            self.criterion = OneToOneLoss(temperature, learn_temperature)
+
+    def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.name in CONTRASTIVE_LOSSES:
+            return self.criterion(image, text, mask)
+        if self.name == "english-bridge":
+            return english_bridge_mse(text, self.english, mask)
+        if self.name == "hinge":
+            terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], self.margin)
+                     for k in range(text.shape[1]) if int(mask[:, k].sum()) >= 2]
+        else:  # mlmme: image pivots English and each other language
+            terms = []
+            for k in range(text.shape[1]):
+                both = mask[:, k] & mask[:, self.english]
+                if k != self.english and int(both.sum()) >= 2:
+                    terms.append(mlmme_loss(image[both], text[both, self.english], text[both, k], self.margin,
+                                            self.beta))
+        return torch.stack(terms).mean() if terms else (text * 0).sum()
+
+    def trainable(self) -> dict[str, nn.Parameter]:
+        return {f"{LOSS_PREFIX}{name}": p for name, p in (self.criterion.named_parameters() if self.criterion
+                                                          else []) if p.requires_grad}
+
+    def temperature(self) -> float | None:
+        return self.criterion.logit_scale.temperature if self.criterion is not None else None
+
+    def load_trained(self, tensors: dict[str, torch.Tensor]) -> None:
+        own = self.trainable()
+        with torch.no_grad():
+            for key, value in tensors.items():
+                if key in own:
+                    own[key].copy_(value)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The task
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class CcrkTask:
+    """Frozen image embeddings against the multilingual caption features of each batch, one forward per
+    language; the English slot reads precomputed features (the frozen CLIP tower never runs twice)."""
+
+    def __init__(self, encoder: LanguageAcquisitionEncoder, objective: CcrkObjective, data: ImageCaptions,
+                 batches: MultilingualBatches, image_vectors: torch.Tensor, train_embedding: bool, runtime: Runtime,
+                 validator: RetrievalValidator):
+        self.encoder, self.objective, self.data, self.batches = encoder, objective, data, batches
+        self.image_vectors = image_vectors  # [N_all, D] L2-normalised, CPU
+        self.train_embedding, self.runtime, self.validator = train_embedding, runtime, validator
+        self.languages = list(data.languages)
+        self.trained_languages = [lang for lang in self.languages if lang != NATIVE_LANG]
+        self.tokens = {lang: encoder.tokenize(data.texts[lang], lang) for lang in self.trained_languages}
+        self.english = None
+        if NATIVE_LANG in self.languages:  # [N_en, D] L2-normalised constants
+            self.english = torch.from_numpy(encode_texts(encoder, data.texts[NATIVE_LANG], NATIVE_LANG, runtime,
+                                                         description="encoding English (frozen)"))
+            if self.english.shape[1] != image_vectors.shape[1]:
+                raise ConfigError(f"text features have dim {self.english.shape[1]} but the image embeddings have "
+                                  f"dim {image_vectors.shape[1]}: encode the images with the encoder's base CLIP")
+
+    def parameters_to_train(self) -> dict[str, nn.Parameter]:
+        return {**self.encoder.trainable_tensors(self.trained_languages, embedding=self.train_embedding),
+                **self.objective.trainable()}
+
+    def loss(self, step: int) -> torch.Tensor:
+        images, captions = self.batches.batch(step)
+        images, captions = shard(images), shard(captions)
+        text, mask = self.text_features(captions)
+        image = self.image_vectors[self.data.image_rows[images]].to(self.runtime.device)
+        image, text = gather_with_grad(image), gather_with_grad(text)
+        mask = gather_with_grad(mask.float()) > 0.5
+        with torch.autocast(self.runtime.device.type, enabled=False):  # the loss in fp32
+            return self.objective(image.float(), text.float(), mask)
+
+    def text_features(self, captions: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """[b, K] caption indices -> (L2-normalised features [b, K, D], text_mask [b, K]), each language through
+        its own path in one forward; missing slots stay zero and are masked."""
+        device = self.runtime.device
+        batch, dim = len(captions), self.image_vectors.shape[1]
+        slots = []
+        for k, lang in enumerate(self.languages):
+            present = np.flatnonzero(captions[:, k] != NO_CAPTION)
+            slot = torch.zeros(batch, dim, device=device)
+            if len(present):
+                index = torch.as_tensor(captions[present, k])
+                if lang == NATIVE_LANG:
+                    features = self.english[index].to(device)
+                else:
+                    features = self.encoder.encode_tokens(self.tokens[lang][index].to(device), lang)
+                    features = F.normalize(features.float(), dim=-1)
+                slot = slot.index_copy(0, torch.as_tensor(present, device=device), features)
+            slots.append(slot)
+        mask = torch.as_tensor(captions != NO_CAPTION, device=device)
+        return torch.stack(slots, dim=1), mask
+
+    def validate(self) -> dict[str, float]:
+        scores = self.validator()
+        temperature = self.objective.temperature()
+        return {**scores, "temperature": temperature} if temperature is not None else scores
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The stage
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
+                    ) -> tuple[LanguageAcquisitionEncoder, list[str]]:
+    """The encoder and the K language slots (English first when present)."""
+    available = sorted(set(captions.filter(pc.equal(captions.column("split"), config.split))
+                           .column("lang").to_pylist()))
+    if not available:
+        raise ConfigError(f"no captions in split {config.split!r}", config.captions)
+    if config.init is not None:
+        encoder = load_encoder(config.init, device=runtime.device)
+        english = [NATIVE_LANG] if NATIVE_LANG in available else []
+        languages = list(config.languages) or [*english, *encoder.languages]
+    else:
+        if not config.tokenizer:
+            raise ConfigError("--tokenizer is needed when no --init checkpoint is given (a vocabulary artifact "
+                              "from `mltk build-vocab`, or a transformers name like bert-base-multilingual-cased)")
+        languages = list(config.languages) or available
+        encoder = None
+    languages = sorted(dict.fromkeys(languages), key=lambda lang: (lang != NATIVE_LANG, lang))
+    missing = [lang for lang in languages if lang not in available]
+    if missing:
+        raise ConfigError(f"no {config.split} captions in language(s) {', '.join(missing)} (has "
+                          f"{', '.join(available)})", config.captions)
+    non_native = [lang for lang in languages if lang != NATIVE_LANG]
+    if not non_native:
+        raise ConfigError("nothing to train: English is the frozen native language; add other languages")
+    if encoder is None:
+        encoder = build_encoder(config.model, config.pretrained, config.tokenizer, non_native,
+                                init_embeddings=config.init_embeddings, device=runtime.device)
+    for lang in non_native:
+        encoder.add_language(lang)  # a language the --init checkpoint lacks starts with fresh acquirers
+    return encoder.to(runtime.device), languages
+
+
+def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
+    """Everything ``train_ccrk`` fits: loads the inputs, builds encoder, data, batches, objective, validator."""
+    runtime = init_from_env(resolve_runtime(config.device, config.precision))
+    seed_everything(config.seed)
+    captions = artifacts.load_captions(config.captions)
+    image_table, image_vectors = artifacts.load_embeddings(config.images)
+    image_vectors = F.normalize(torch.from_numpy(np.asarray(image_vectors, dtype=np.float32)), dim=-1)
+    encoder, languages = prepare_encoder(config, captions, runtime)
+    image_row = {image_id: i for i, image_id in enumerate(image_table.column("id").to_pylist())}
+    data = group_captions(captions, config.split, languages, image_row)
+    if not len(data.image_rows):
+        raise ConfigError(f"no {config.split} captions describe an image of the image embeddings", config.images)
+    log(f"train-ccrk: {len(data.image_rows)} images, K = {len(languages)} ({', '.join(languages)}); captions "
+        + ", ".join(f"{lang} {len(data.texts[lang])}" for lang in languages) + f"; loss {config.loss}")
+    neighbours = None
+    if config.hard_negatives:
+        neighbours = nearest_images(image_vectors[data.image_rows], config.hard_negatives)
+    batches = MultilingualBatches(data, config.batch_size, config.steps, config.seed, neighbours,
+                                  one_language=config.loss == "one-to-one")
+    objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
+                              config.learn_temperature, config.margin, config.beta).to(runtime.device)
+    validator = _validator(config, encoder, captions, image_table, image_vectors.numpy(), languages, runtime)
+    task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
+    return task, runtime
+
+
+def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
+    """``mltk train-ccrk``: returns the path of the MLA-format checkpoint artifact it wrote."""
+    task, runtime = build_task(config)
+    encoder, objective = task.encoder, task.objective
+    encoder.train()
+
+    def checkpoint_tensors(best: dict) -> dict:
+        """Every acquirer and the embedding (frozen ones unchanged); the best temperature goes to config.json."""
+        objective.load_trained({k: v for k, v in best.items() if k.startswith(LOSS_PREFIX)})
+        encoder_best = {k: v for k, v in best.items() if not k.startswith(LOSS_PREFIX)}
+        return {**{k: v.detach().cpu() for k, v in encoder.state_tensors().items()}, **encoder_best}
+
+    def checkpoint_config() -> dict:
+        return {**encoder.checkpoint_config(),
+                "train_ccrk": {"loss": config.loss, "languages": task.languages,
+                               "weighting": config.weighting if config.loss == "one-to-k" else None,
+                               "temperature": objective.temperature()}}
+
+    inputs = [p for p in (config.images, config.captions, config.init) if p is not None]
+    return train_to_checkpoint(task, config.loop(), runtime, config.out, stage="train-ccrk",
+                               checkpoint_config=checkpoint_config, checkpoint_tensors=checkpoint_tensors,
+                               run_config=config, inputs=inputs, on_step=on_step, loss=config.loss,
+                               languages=task.languages, K=len(task.languages))
+
+
+def _validator(config: CcrkConfig, encoder, captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray,
+               languages: list[str], runtime: Runtime) -> RetrievalValidator:
+    """Mean AR over the trained (non-English) languages on the validation split, on at most ``val_images``
+    images: the score that picks the checkpoint's step."""
+    val_captions = captions.filter(pc.equal(captions.column("split"), config.val_split))
+    val_image_ids = set(val_captions.column("image_id").to_pylist())
+    keep = np.array([i in val_image_ids for i in image_table.column("id").to_pylist()])
+    trained = [lang for lang in languages if lang != NATIVE_LANG]
+    if not keep.any() or not set(trained) & set(val_captions.column("lang").to_pylist()):
+        raise ConfigError(f"no {config.val_split!r} captions in {', '.join(trained)} describe an image of the image "
+                          f"embeddings: train-ccrk validates on them (--val-split)", config.captions)
+    return RetrievalValidator(encoder, val_captions, image_table.filter(pa.array(keep)), image_vectors[keep],
+                              trained, runtime, max_images=config.val_images)
