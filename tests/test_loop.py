@@ -301,6 +301,31 @@ def test_interrupt_during_an_update_waits_for_it(tmp_path):
     assert_same_tensors(resumed.last_state, full.last_state)
 
 
+def test_interrupt_inside_a_step_resumes_from_its_start(tmp_path):
+    class InterruptedLoss(ToyTask):
+        def __init__(self, at: int):
+            super().__init__()
+            self.at = at
+
+        def loss(self, step):
+            value = super().loss(step)  # random streams already consumed
+            if step == self.at:
+                raise KeyboardInterrupt
+            return value
+
+    cfg = config()
+    full, _ = run(tmp_path, cfg, name="full")
+    for at, saved_step in ((0, 0), (13, 13)):
+        with pytest.raises(KeyboardInterrupt):
+            run(tmp_path, cfg, InterruptedLoss(at), name="cut")
+        assert json.loads((tmp_path / "cut" / "loop.json").read_text())["step"] == saved_step
+        scramble_global_rngs()
+    resumed, task = run(tmp_path, cfg, ToyTask(), name="cut")
+    assert task.loss_calls == list(range(13, 20))
+    assert_same_tensors(resumed.last_state, full.last_state)
+    assert resumed.history == full.history
+
+
 def test_custom_optimizer_state_resumes_exactly(tmp_path):
     class Momentum(ToyTask):
         def make_optimizer(self, params, cfg):
@@ -388,3 +413,21 @@ def test_fp16_uses_a_grad_scaler_and_resumes_it(tmp_path):
     assert scaler_state["scale"] > 1
     resumed, _ = run(tmp_path, cfg, ToyTask(), name="cut", runtime=fp16)
     assert_same_tensors(resumed.last_state, full.last_state)
+
+
+def test_progress_bar_on_a_terminal(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    import mltk.runtime
+    import mltk.train.loop
+
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=100)
+    monkeypatch.setattr(mltk.runtime, "console", terminal)
+    monkeypatch.setattr(mltk.train.loop, "console", terminal)
+    result, _ = run(tmp_path, config(steps=10), description="train-le")
+    shown = terminal.file.getvalue()
+    assert "train-le" in shown and "10/10" in shown and "validation score" in shown
+    assert "it/s" not in shown  # the bar replaces the plain lines
+    assert result.best_step == 10

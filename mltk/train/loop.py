@@ -365,14 +365,11 @@ def _save_state(state_dir: Path, state: _LoopState, params: dict, optimizer: tor
     names = {id(p): name for name, p in params.items()}
     optimizer_tensors, optimizer_scalars = _optimizer_tensors(optimizer, names)
     rng_tensors, rng_json = _rng_for_files(state.rng)
-    state_file = f"state-{state.step:08d}.safetensors"
+    state_file, best_file = _state_files(state)
     save_tensors(state_dir / state_file, {**{f"trained/{n}": p for n, p in params.items()}, **optimizer_tensors,
                                           **rng_tensors})
-    best_file = None
-    if state.best_score is not None:
-        best_file = f"best-{state.best_step:08d}.safetensors"
-        if not (state_dir / best_file).exists():  # unchanged since the last save: already on disk
-            save_tensors(state_dir / best_file, state.best_state)
+    if best_file is not None and not (state_dir / best_file).exists():  # else unchanged since the last save
+        save_tensors(state_dir / best_file, state.best_state)
     write_json(state_dir / LOOP_JSON, {
         "step": state.step, "steps": config.steps, "state_file": state_file, "best_file": best_file,
         "best_score": state.best_score, "best_step": state.best_step, "last_validated": state.last_validated,
@@ -385,7 +382,13 @@ def _save_state(state_dir: Path, state: _LoopState, params: dict, optimizer: tor
     state.saved_step = state.step
 
 
+def _state_files(state: _LoopState) -> tuple[str, str | None]:
+    best_file = f"best-{state.best_step:08d}.safetensors" if state.best_score is not None else None
+    return f"state-{state.step:08d}.safetensors", best_file
+
+
 def _remove_unreferenced(state_dir: Path, keep: set) -> None:
+    """Delete state files that ``loop.json`` does not name (older saves, leftovers of a crash)."""
     for path in [*state_dir.glob("state-*.safetensors"), *state_dir.glob("best-*.safetensors"),
                  *state_dir.glob("*.tmp")]:
         if path.name not in keep:
@@ -418,7 +421,6 @@ def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
                        window=[torch.tensor(v, dtype=torch.float64, device=runtime.device) for v in saved["window"]],
                        saved_step=saved["step"])
     restore_rng(state.rng)
-    _remove_unreferenced(state_dir, {saved["state_file"], saved["best_file"]})
     return state
 
 
@@ -460,12 +462,12 @@ class _Reporter:
         if self.progress is not None:
             self.progress.stop()
 
-    def begin(self, step: int) -> None:
+    def begin(self, step: int, summary: str) -> None:
         self._mark = (step, time.perf_counter())
         if self.progress is not None:
             self._bar = self.progress.add_task(self.description, total=self.steps, completed=step)
-        if step > 0:
-            self.note(f"{self.description}: resuming at step {step}/{self.steps}")
+        start = f"resuming at step {step}/{self.steps}" if step else f"{self.steps} steps"
+        self.note(f"{self.description}: {start}; {summary}")
 
     def advance(self, step: int) -> None:
         if self._bar is not None:
@@ -510,16 +512,19 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
     is_main = distributed.is_main_process()
     state = _load_state(state_dir, params, optimizer, scaler, config, runtime)
-    if state is None:
+    resumed = state is not None
+    if not resumed:
         seed_everything(config.seed)
         state = _LoopState(rng=capture_rng(runtime))
-        if is_main and state_dir.is_dir():
-            _remove_unreferenced(state_dir, set())
+    if is_main and state_dir.is_dir():
+        _remove_unreferenced(state_dir, set(_state_files(state)) if resumed else set())
     if not distributed.same_on_all_ranks(state.step):
         raise ArtifactError("the processes found different saved states; the state directory must be on a file "
                             "system every process reads", state_dir)
     with _Signals() as signals, _Reporter(description, config.steps, is_main) as reporter:
-        reporter.begin(state.step)
+        reporter.begin(state.step, f"{sum(p.numel() for p in params.values()):,} trained values in {len(params)} "
+                                   f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
+                                   f"{runtime.precision}")
         try:
             _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
         except (KeyboardInterrupt, SystemExit):
