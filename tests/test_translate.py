@@ -9,6 +9,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from mltk import artifacts
@@ -28,6 +29,15 @@ runner = CliRunner()
 # ----------------------------------------------------------------------------------------------------------------
 # fixtures: tiny models (built once per session) and a small captions artifact with duplicate captions
 # ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """The models here are tiny: one thread is as fast and does not fight other processes for the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
@@ -180,9 +190,9 @@ def test_plan_deduplicates_and_sorts_by_length():
 
 
 def test_sorted_batches_group_similar_lengths():
-    texts = ["x" * n for n in (9, 1, 8, 2, 7, 3)]
-    assert plan_batches(texts, 2) == [[1, 3], [5, 4], [2, 0]]
-    assert plan_batches(texts, 4, sort_by_length=False) == [[0, 1, 2, 3], [4, 5]]
+    lengths = [9, 1, 8, 2, 7, 3, 1]
+    assert plan_batches(lengths, 2) == [[1, 6], [3, 5], [4, 2], [0]]
+    assert plan_batches(lengths, 4, sort_by_length=False) == [[0, 1, 2, 3], [4, 5, 6]]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -277,6 +287,16 @@ def test_existing_human_translations_are_kept(marian_dir, tmp_path, model_calls)
     german = [r for r in _rows(out) if r["lang"] == "de"]
     assert len(german) == 6 and [r["caption"] for r in german if r["caption_id"] == "cap000"] == ["Ein Hund."]
     assert artifacts.read_manifest(out)["translation"]["by_language"]["de"]["kept_existing"] == 1
+
+
+def test_blank_captions_never_reach_the_model(marian_dir, tmp_path, model_calls):
+    table = _captions_table(4, duplicates=0)
+    table = table.set_column(2, "caption", pa.array(["  ", *table.column("caption").to_pylist()[1:]]))
+    captions = artifacts.write_captions(tmp_path / "captions", table)
+    out = translate_captions(captions, tmp_path / "out", _config(marian_dir, tmp_path, targets=("de",)))
+    assert ("de", "  ") not in model_calls["texts"] and len(model_calls["texts"]) == 3
+    assert [r["caption"] for r in _rows(out) if r["caption_id"] == "cap000" and r["lang"] == "de"] == [""]
+    assert artifacts.read_manifest(out)["quality"]["by_language"]["de"]["empty"] >= 1
 
 
 def test_drop_bad_removes_exactly_the_flagged_rows(marian_dir, captions, tmp_path):

@@ -152,8 +152,9 @@ def _translate_all(table, sources, config, store, cache, models, report, on_shar
 
 
 def make_plan(texts: Sequence[str], sort_by_length: bool = True) -> list[str]:
-    """The unique texts, ordered by (length, text) so shards and batches hold similar lengths; first-occurrence
-    order without sorting."""
+    """The unique texts, ordered by (character length, text) so each shard holds similar lengths (the translator
+    then batches a shard by token count); first-occurrence order without sorting. Characters, not tokens, so the
+    plan, and with it the shards of an interrupted run, is fixed before any model is loaded."""
     unique = list(dict.fromkeys(texts))
     return sorted(unique, key=lambda t: (len(t), t)) if sort_by_length else unique
 
@@ -173,16 +174,18 @@ def _translate_plan(target, name, plan, config, store, cache, models, advance, o
             continue
         cached = cache.lookup(key, config.source_lang, target, chunk)
         advance(len(cached))
-        missing = [text for text in chunk if text not in cached]
+        blank = {text: "" for text in chunk if not text.strip()}  # nothing to translate; the empty guard counts it
+        missing = [text for text in chunk if text not in cached and text not in blank]
         new = {}
         if missing:
             translator = models.get(name, target)
             new = dict(zip(missing, translator.translate(missing, target, config.batch_size,
                                                          sort_by_length=config.sort_by_length, on_batch=advance)))
-        merged = {**cached, **new}
+        merged = {**cached, **blank, **new}
         store.write(target, index, chunk, [merged[text] for text in chunk])
         cache.store(key, config.source_lang, target, new)
         translations.update(merged)
+        advance(len(blank))
         counts["translated"] += len(new)
         counts["from_cache"] += len(cached)
         if on_shard is not None:

@@ -5,18 +5,18 @@ steered by forcing the target-language token as the first generated token; Maria
 pair (the name template ``{src}``/``{tgt}`` is filled per target), or a ``>>de<<`` prefix for its
 multilingual-target models.
 
-Batches are cut from texts sorted by length so that padding, and the decoder steps spent waiting for the
+Batches are cut from texts sorted by token count so that padding, and the decoder steps spent waiting for the
 longest output of a batch, stay small (``benchmarks/translate.py`` measures the gain).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
-from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.runtime import Runtime
 from mltk.translate.languages import NLLB_CODES, is_local_model, model_language_code
@@ -28,16 +28,26 @@ def model_key(name: str, beams: int, max_length: int) -> str:
     key = name
     if is_local_model(name) and Path(name).expanduser().is_dir():
         path = Path(name).expanduser().resolve()
-        key = f"{path}@{artifacts.fingerprint(path)[:23]}"
+        key = f"{path}@{_directory_fingerprint(path)}"
     return f"{key}|beams={beams}|max_length={max_length}"
 
 
-def plan_batches(texts: Sequence[str], batch_size: int, sort_by_length: bool = True) -> list[list[int]]:
-    """Index batches over ``texts``: consecutive runs of the texts ordered by character length (a cheap proxy
-    for token length, independent of the tokenizer) when ``sort_by_length``, else in the given order."""
-    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i)) if sort_by_length else range(len(texts))
-    order = list(order)
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+def _directory_fingerprint(path: Path) -> str:
+    """Names, sizes and modification times of the files (retrained weights keep their size, not their mtime);
+    cheap enough for multi-gigabyte models, unlike hashing their bytes."""
+    digest = hashlib.sha256()
+    for child in sorted(p for p in path.rglob("*") if p.is_file()):
+        stat = child.stat()
+        digest.update(f"{child.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool = True) -> list[list[int]]:
+    """Index batches: consecutive runs of the items ordered by ``lengths`` (stable) when ``sort_by_length``,
+    else in the given order."""
+    count = len(lengths)
+    order = sorted(range(count), key=lambda i: (lengths[i], i)) if sort_by_length else list(range(count))
+    return [order[start:start + batch_size] for start in range(0, count, batch_size)]
 
 
 class Seq2SeqTranslator:
@@ -97,6 +107,9 @@ class Seq2SeqTranslator:
             return {"forced_bos_token_id": self.tokenizer.convert_tokens_to_ids(model_language_code("nllb", target))}
         return {}
 
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        return [len(ids) for ids in self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]]
+
     @torch.inference_mode()
     def translate_batch(self, texts: Sequence[str], target: str) -> list[str]:
         """Translate one batch (beam search, at most ``max_length`` tokens in and out)."""
@@ -111,9 +124,11 @@ class Seq2SeqTranslator:
 
     def translate(self, texts: Sequence[str], target: str, batch_size: int, *, sort_by_length: bool = True,
                   on_batch: Callable[[int], None] | None = None) -> list[str]:
-        """Translate ``texts`` in batches; the result is in the order of ``texts``."""
+        """Translate ``texts`` in batches (of similar token counts with ``sort_by_length``; tokenizing twice costs
+        far less than decoding padding); the result is in the order of ``texts``."""
+        lengths = self.token_lengths(texts) if sort_by_length else [0] * len(texts)
         results: list[str] = [""] * len(texts)
-        for indices in plan_batches(texts, batch_size, sort_by_length):
+        for indices in plan_batches(lengths, batch_size, sort_by_length):
             for index, translation in zip(indices, self.translate_batch([texts[i] for i in indices], target)):
                 results[index] = translation
             if on_batch is not None:

@@ -46,11 +46,11 @@ def _pieces(spm_model: bytes) -> list[str]:
 
 def build_tiny_marian(out_dir: str | Path, *, source_lang: str = "en", target_lang: str = "de",
                       texts: Sequence[str] | None = None, d_model: int = 16, layers: int = 1, seed: int = 0,
-                      vocab_size: int = 120) -> Path:
+                      vocab_size: int = 120, init_std: float = 1.0) -> Path:
     """Save a tiny ``MarianMTModel`` + ``MarianTokenizer`` to ``out_dir`` (loadable with ``from_pretrained``).
 
-    ``init_std`` 1.0 (instead of 0.02) makes the random model's output depend on its input, so different
-    captions get different "translations".
+    ``init_std`` 1.0 (instead of Marian's 0.02) makes the random model's output depend on its input, so
+    different captions get different "translations"; pass 0.02 for a model that is to be trained.
     """
     from transformers import MarianConfig, MarianMTModel
 
@@ -70,7 +70,7 @@ def build_tiny_marian(out_dir: str | Path, *, source_lang: str = "en", target_la
     config = MarianConfig(
         vocab_size=len(vocab), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=2 * d_model,
-        decoder_ffn_dim=2 * d_model, max_position_embeddings=256, init_std=1.0, scale_embedding=False,
+        decoder_ffn_dim=2 * d_model, max_position_embeddings=256, init_std=init_std, scale_embedding=False,
         pad_token_id=vocab["<pad>"], eos_token_id=0, decoder_start_token_id=vocab["<pad>"], forced_eos_token_id=0,
     )
     torch.manual_seed(seed)
