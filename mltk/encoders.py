@@ -67,6 +67,7 @@ def _load_mla(path: Path, device) -> TextEncoder:
 TEXT_ENCODER_LOADERS: dict[str, Callable[[Path, torch.device], TextEncoder]] = {
     "mla": _load_mla,
     "open_clip": lambda path, device: ClipTextEncoder(load_clip(str(path), device=device)),
+    "cll": lambda path, device: __import__("mltk.continual.model", fromlist=["_"]).load_continual_encoder(path, device),
 }
 
 

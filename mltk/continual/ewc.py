@@ -1,0 +1,84 @@
+"""Online EWC on the token-embedding table (Schwarz et al. 2018, "Progress & Compress"; Kirkpatrick et al. 2017).
+
+After task t the diagonal Fisher information F_t of the table is estimated at the task's final weights theta*_t
+and folded into a running estimate, earlier tasks decayed by gamma::
+
+    F~_t = gamma * F~_{t-1} + F_t
+    penalty(theta) = lambda / 2 * sum_j F~_t[j] * (theta[j] - theta*_t[j])^2       (while training task t + 1)
+
+CLL-CLIP's setting: lambda = 1000, gamma = 1. The table grows with every task; rows that did not exist when the
+Fisher was estimated have no information (their F is 0), so only the first V_t rows are anchored.
+
+Fisher estimate: the empirical Fisher, mean over ``fisher_batches`` training batches of the squared gradient of
+the batch's CLL-CLIP loss. A per-example Fisher is undefined here, because the contrastive term of a single pair
+is constant; batch gradients are the usual approximation and make F smaller than a per-example estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from mltk.continual.base import ContinualMethod
+
+
+def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], torch.Tensor],
+                     batches: Iterable[int]) -> torch.Tensor:
+    """Mean over ``batches`` of grad(loss_of_batch(b), param)^2, same shape as ``param``."""
+    total = torch.zeros_like(param, dtype=torch.float32)
+    count = 0
+    for batch in batches:
+        (grad,) = torch.autograd.grad(loss_of_batch(batch).float(), [param])
+        total += grad.float() ** 2
+        count += 1
+    return total / max(count, 1)
+
+
+def ewc_penalty(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor, weight: float) -> torch.Tensor:
+    """weight / 2 * sum(fisher * (table[:R] - anchor)^2), R = rows of the anchor (rows added later are free)."""
+    rows = anchor.shape[0]
+    difference = table[:rows].float() - anchor
+    return 0.5 * weight * (fisher * difference * difference).sum()
+
+
+def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamma: float) -> torch.Tensor:
+    """gamma * previous (zero-padded to the current rows) + current."""
+    if previous is None:
+        return current.clone()
+    padded = torch.zeros_like(current)
+    padded[:previous.shape[0]] = previous
+    return gamma * padded + current
+
+
+class OnlineEWC(ContinualMethod):
+    name = "oewc"
+    description = "online EWC on the table (lambda, gamma; Fisher from each finished task, accumulated)"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fisher: torch.Tensor | None = None  # [R, W]
+        self.anchor: torch.Tensor | None = None  # [R, W]: the table after the last finished task
+
+    def extra_loss(self, run, step: int) -> torch.Tensor | None:
+        if self.fisher is None:
+            return None
+        table = run.encoder.table
+        if self.fisher.device != table.device:  # plain tensors (their shape grows), moved on first use
+            self.fisher, self.anchor = self.fisher.to(table.device), self.anchor.to(table.device)
+        return ewc_penalty(run.encoder.table, self.fisher, self.anchor, self.options.ewc_lambda)
+
+    def end_task(self, run) -> None:
+        steps = min(self.options.fisher_batches, run.steps)
+        fisher = empirical_fisher(run.encoder.table, run.data_loss, range(steps))
+        self.fisher = accumulate_fisher(self.fisher, fisher, self.options.ewc_gamma)
+        self.anchor = run.encoder.table.detach().float().clone()
+
+    def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        if self.fisher is None:
+            return {}, {}
+        return {"fisher": self.fisher, "anchor": self.anchor}, {}
+
+    def load_training_state(self, tensors: dict[str, torch.Tensor], info: dict[str, Any]) -> None:
+        self.fisher, self.anchor = tensors.get("fisher"), tensors.get("anchor")

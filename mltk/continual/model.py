@@ -1,0 +1,156 @@
+"""CLL-CLIP's text encoder: the frozen CLIP text tower reading an expandable token-embedding table.
+
+Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Continual Language Learning" (AAAI
+2024). The tower (positions, blocks, final norm, projection) stays frozen; its token-embedding table is replaced
+by a trainable table ``[V_t, W]`` that grows with each task's vocabulary (``mltk.vocab``: old ids never change, new
+tokens are appended). Every language is tokenised with the current vocabulary, so English keeps CLIP's ids. The
+features are pooled at the FIRST end token: after expansion the end token is no longer the largest id.
+
+A continual-learning method (``mltk.continual.base.ContinualMethod``) may change the forward (adapters, LoRA,
+prompts); plain CLL-CLIP runs the tower as it is.
+
+Checkpoint format ``cll`` (``config.json``): ``base`` (the frozen CLIP, as ``load_clip`` takes it), ``vocab``
+(the vocabulary artifact, a path relative to the checkpoint), ``method`` (name, options, structure),
+``languages`` (tasks trained, in order) and ``needs_task_identity``; ``model.safetensors`` holds ``table``
+[V, W], ``logit_scale`` (log 1/T) and ``method.*``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mltk import artifacts, schema
+from mltk.continual.base import ContinualMethod, MethodOptions
+from mltk.errors import ConfigError
+from mltk.losses import LogitScale
+from mltk.models.clip import ClipBundle, load_clip
+from mltk.models.text import OpenClipTextTower, trim_tokens
+from mltk.vocab import ClipBpeTokenizer, load_tokenizer
+
+CHECKPOINT_FORMAT = "cll"
+VOCAB_SUBDIR = "vocab"
+INIT_TEMPERATURE = 0.07
+
+
+class ContinualTextEncoder(nn.Module):
+    """Frozen CLIP text tower + trainable table [V, W] + learnable temperature + a method's own modules."""
+
+    languages = None  # reads every language; methods that route by language say so (needs_task_identity)
+    native_lang = "en"
+
+    def __init__(self, clip: ClipBundle, tokenizer: ClipBpeTokenizer, method: ContinualMethod,
+                 table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE):
+        super().__init__()
+        self.clip = clip
+        self.tower = OpenClipTextTower(clip.model, end_token_id=tokenizer.eot_token_id)
+        self.tower.requires_grad_(False)
+        device = clip.model.positional_embedding.device
+        weight = clip.model.token_embedding.weight if table is None else table
+        self.table = nn.Parameter(weight.detach().to(device=device, dtype=torch.float32).clone())
+        self.logit_scale = LogitScale(init_temperature).to(device)
+        self.method = method.to(device)
+        self.tokenizer = tokenizer
+        self.trained_languages: list[str] = []
+        self._check_vocabulary()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.table.shape[0]
+
+    def _check_vocabulary(self) -> None:
+        if self.tokenizer.vocab_size != self.vocab_size:
+            raise ConfigError(f"the vocabulary has {self.tokenizer.vocab_size} tokens but the embedding table "
+                              f"{self.vocab_size} rows")
+
+    def grow(self, tokenizer: ClipBpeTokenizer, new_rows: torch.Tensor) -> None:
+        """Switch to the next task's vocabulary: append ``new_rows`` [V_t - V_{t-1}, W] to the table."""
+        with torch.no_grad():
+            grown = torch.cat([self.table.detach(), new_rows.to(self.table.device, self.table.dtype)])
+        self.table = nn.Parameter(grown)
+        self.tokenizer = tokenizer
+        self._check_vocabulary()
+
+    def tokenize(self, texts: list[str], lang: str | None = None) -> torch.Tensor:
+        """Texts (any language) -> ids [B, context - reserved] with the current vocabulary."""
+        return self.tokenizer(list(texts), context_length=self.tower.context_length - self.method.reserved_positions)
+
+    def encode_tokens(self, tokens: torch.Tensor, lang: str | None = None) -> torch.Tensor:
+        """Token ids [B, L] -> unnormalised text features [B, D] (``lang`` selects a language's adapter)."""
+        tokens, pool_index = trim_tokens(tokens, self.tokenizer.eot_token_id)
+        return self.method.encode(self, F.embedding(tokens, self.table), pool_index, lang)
+
+    def encode(self, texts: list[str], lang: str | None = None) -> torch.Tensor:
+        return self.encode_tokens(self.tokenize(texts, lang).to(self.table.device), lang)
+
+    # --- checkpoints ------------------------------------------------------------------------------------------
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"table": self.table.detach(), "logit_scale": self.logit_scale.log_scale.detach(),
+                **{f"method.{k}": v for k, v in self.method.state_tensors().items()}}
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            if tuple(tensors["table"].shape) != tuple(self.table.shape):
+                raise ConfigError(f"checkpoint table has shape {tuple(tensors['table'].shape)}, the encoder "
+                                  f"{tuple(self.table.shape)}")
+            self.table.copy_(tensors["table"])
+            self.logit_scale.log_scale.copy_(tensors["logit_scale"])
+        self.method.load_state_tensors({k[len("method."):]: v for k, v in tensors.items() if k.startswith("method.")})
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "base": base_spec(self.clip),
+            "vocab": VOCAB_SUBDIR,
+            "vocab_size": self.vocab_size,
+            "languages": list(self.trained_languages),
+            "method": {"name": self.method.name, "options": self.method.options,
+                       "structure": self.method.structure()},
+            "needs_task_identity": self.method.needs_task_identity,
+            "pooling": "first end token",
+        }
+
+
+def base_spec(clip: ClipBundle) -> dict[str, Any]:
+    """How a checkpoint names its frozen CLIP; random weights cannot be named (save them as a checkpoint)."""
+    if not clip.spec.get("pretrained") and not artifacts.is_artifact(clip.spec.get("model", "")):
+        raise ConfigError("the base CLIP has random weights, so a checkpoint could not name it; train or save it "
+                          "first (mltk pretrain) and train on that checkpoint")
+    return {k: v for k, v in clip.spec.items() if k in ("model", "pretrained")}
+
+
+def method_options(raw: dict[str, Any]) -> MethodOptions:
+    known = MethodOptions.__dataclass_fields__
+    return MethodOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in known})
+
+
+def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu") -> ContinualTextEncoder:
+    """Rebuild an encoder from a ``cll`` checkpoint (``mltk train-continual``, or one task of it)."""
+    from mltk.continual import make_method
+
+    path = Path(path)
+    tensors, config = artifacts.load_checkpoint(path)
+    if config.get("format") != CHECKPOINT_FORMAT:
+        raise ConfigError(f"not a train-continual checkpoint (format {config.get('format')!r})", path)
+    clip = load_clip(config["base"]["model"], config["base"].get("pretrained"), device=device)
+    tokenizer = load_tokenizer(path / config["vocab"])
+    spec = config["method"]
+    method = make_method(spec["name"], method_options(spec.get("options", {})), clip)
+    method.build(spec.get("structure", {}))
+    encoder = ContinualTextEncoder(clip, tokenizer, method, table=tensors["table"])
+    encoder.load_state_tensors(tensors)
+    encoder.trained_languages = list(config.get("languages", []))
+    return encoder.to(device)
+
+
+def is_continual_checkpoint(path: str | Path) -> bool:
+    path = Path(path)
+    config = path / schema.CHECKPOINT_CONFIG
+    return artifacts.is_artifact(path) and config.is_file() and \
+        json.loads(config.read_text(encoding="utf-8")).get("format") == CHECKPOINT_FORMAT

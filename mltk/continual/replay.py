@@ -1,0 +1,143 @@
+"""Rehearsal baselines: Experience Replay and Dark Experience Replay with a reservoir memory.
+
+- Reservoir sampling (Vitter 1985, algorithm R): the n-th example of the stream (1-based) enters a full memory of
+  capacity M with probability M / n, replacing a uniformly chosen slot, so at any time the memory is a uniform
+  sample of everything seen. After task t its training pairs (image, caption, language) are streamed into the
+  memory in a random order; during task t + 1 the memory holds a uniform sample of tasks 0..t (8K in the paper).
+- ER (Chaudhry et al. 2019): each step adds the CLL-CLIP loss of a batch drawn from the memory (captions in
+  their own languages, re-tokenised with the current vocabulary, their English teachers and images).
+- DER (Buzzega et al. 2020) stores the model's output with each example and regresses to it:
+  ``alpha * MSE(f(x_mem), z_mem)``. CLL-CLIP has no class logits, so z is the text feature [D] of the caption,
+  recorded with the final weights of the task that inserted it (DER records the output at insertion time during
+  training; here insertion happens when the task ends, after its best epoch is restored).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mltk.continual.base import ContinualMethod
+
+
+class Reservoir:
+    """A uniform sample of at most ``capacity`` items (int64 rows) of a stream; ``seen`` counts the stream."""
+
+    def __init__(self, capacity: int, width: int = 2):
+        if capacity < 1:
+            raise ValueError(f"reservoir capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self.items = np.zeros((0, width), dtype=np.int64)
+        self.seen = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, items: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Stream ``items`` [n, width] in order; returns the memory slots written (those whose item changed)."""
+        items = np.asarray(items, dtype=np.int64).reshape(len(items), -1)
+        free = min(self.capacity - len(self.items), len(items))
+        written = list(range(len(self.items), len(self.items) + free))
+        self.items = np.concatenate([self.items, items[:free]])
+        self.seen += free
+        for item in items[free:]:
+            slot = int(rng.integers(0, self.seen + 1))  # item number seen+1 enters with probability M / (seen+1)
+            self.seen += 1
+            if slot < self.capacity:
+                self.items[slot] = item
+                written.append(slot)
+        return np.unique(np.asarray(written, dtype=np.int64))
+
+
+class ExperienceReplay(ContinualMethod):
+    name = "er"
+    description = "experience replay from a reservoir memory of earlier tasks' (image, caption, language)"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.memory = Reservoir(self.options.memory_size)
+        self.replay = None  # examples of the memory, tokenised with the current vocabulary
+
+    def begin_task(self, run) -> None:
+        self.replay = run.corpus.examples(self.memory.items, run.encoder) if len(self.memory) else None
+
+    def replay_indices(self, run, step: int) -> np.ndarray:
+        """The memory rows replayed at ``step`` (distinct; a pure function of (seed, task, step))."""
+        size = min(self.options.replay_batch or run.batch_size, len(self.memory))
+        rng = np.random.default_rng([self.seed, run.index, step, 0xE2])
+        return np.sort(rng.choice(len(self.memory), size=size, replace=False))
+
+    def replayed_features(self, run, rows: np.ndarray) -> torch.Tensor:
+        device = run.encoder.table.device
+        return run.encoder.encode_tokens(self.replay.tokens[rows].to(device), None).float()
+
+    def extra_loss(self, run, step: int) -> torch.Tensor | None:
+        if self.replay is None:
+            return None
+        rows = self.replay_indices(run, step)
+        device = run.encoder.table.device
+        return run.pair_loss(self.replay.images[rows].to(device), self.replayed_features(run, rows),
+                             self.replay.teacher[rows].to(device))
+
+    def end_task(self, run) -> None:
+        keys = run.corpus.keys(run.lang)  # [n, 2]: (language index, example index)
+        order = np.random.default_rng([self.seed, run.index, 0x5E]).permutation(len(keys))
+        written = self.memory.add(keys[order], np.random.default_rng([self.seed, run.index, 0x5A]))
+        self.record(run, written)
+        self.replay = None
+
+    def record(self, run, written: np.ndarray) -> None:
+        """What a subclass stores beside the memory slots just written."""
+
+    def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        return {"memory": torch.from_numpy(self.memory.items.copy())}, {"seen": self.memory.seen}
+
+    def load_training_state(self, tensors: dict[str, torch.Tensor], info: dict[str, Any]) -> None:
+        if "memory" in tensors:
+            self.memory.items = tensors["memory"].numpy().astype(np.int64)
+            self.memory.seen = int(info["seen"])
+
+
+class DarkExperienceReplay(ExperienceReplay):
+    name = "der"
+    description = "dark experience replay: regress the text features stored with each memory example"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.features = torch.zeros(0, self.output_dim)  # [len(memory), D], row-aligned with the memory
+
+    def extra_loss(self, run, step: int) -> torch.Tensor | None:
+        if self.replay is None:
+            return None
+        rows = self.replay_indices(run, step)
+        stored = self.features[torch.from_numpy(rows)].to(run.encoder.table.device)
+        return self.options.der_alpha * F.mse_loss(self.replayed_features(run, rows), stored)
+
+    @torch.no_grad()
+    def record(self, run, written: np.ndarray) -> None:
+        if len(self.features) < len(self.memory):
+            grown = torch.zeros(len(self.memory), self.output_dim)
+            grown[:len(self.features)] = self.features
+            self.features = grown
+        if not len(written):
+            return
+        examples = run.corpus.examples(self.memory.items[written], run.encoder)
+        was_training = run.encoder.training
+        run.encoder.eval()
+        device = run.encoder.table.device
+        for start in range(0, len(written), 256):
+            chunk = examples.tokens[start:start + 256].to(device)
+            self.features[written[start:start + 256]] = run.encoder.encode_tokens(chunk, None).float().cpu()
+        run.encoder.train(was_training)
+
+    def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        tensors, info = super().training_state()
+        return {**tensors, "features": self.features}, info
+
+    def load_training_state(self, tensors: dict[str, torch.Tensor], info: dict[str, Any]) -> None:
+        super().load_training_state(tensors, info)
+        if "features" in tensors:
+            self.features = tensors["features"].float()
