@@ -9,7 +9,8 @@ import typer
 from mltk import artifacts
 from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit
 from mltk.errors import ConfigError
-from mltk.translate import DEFAULT_MODEL, GuardConfig, JoinConfig, TranslateConfig, join_translations, translate_captions
+from mltk.translate import (DEFAULT_MODEL, GuardConfig, JoinConfig, TranslateConfig, join_translations,
+                            translate_captions)
 
 BACKENDS = ("seq2seq", "join")
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
-from mltk import artifacts, schema
+from mltk import artifacts
 from mltk.errors import ConfigError, MltkError, SchemaError
 from mltk.runtime import log
 from mltk.translate import rows as R
@@ -191,7 +191,8 @@ class _Joiner:
                 if per_image[image_id]:
                     caption_id, reference = f"{image_id}#{lang}-{per_image[image_id]}", None
             else:
-                row, caption_id, reference = self.any_row_by_image[image_id], f"{image_id}#{lang}-{per_image[image_id]}", None
+                row, reference = self.any_row_by_image[image_id], None
+                caption_id = f"{image_id}#{lang}-{per_image[image_id]}"
             per_image[image_id] += 1
             rows.append(row), ids.append(caption_id), texts.append(caption), references.append(reference)
             counts["joined"] += 1

@@ -60,11 +60,7 @@ def translate_captions(input_path: str | Path, out_dir: str | Path, config: Tran
     the new captions artifact (input rows plus translated rows sharing ``caption_id``)."""
     config = validate_config(config)
     family = config.family if config.family != "auto" else detect_family(config.model)
-    for lang in (config.source_lang, *config.targets):
-        model_language_code(family, lang)  # unknown codes fail here, before any loading
-        name = fill_model_name(config.model, config.source_lang, lang)
-        if lang != config.source_lang and is_local_model(name) and not Path(name).expanduser().is_dir():
-            raise ConfigError("translation model directory not found", name)
+    _check_models_exist(config, family)
     table = R.with_origin_column(artifacts.load_captions(input_path))
     sources = R.source_row_indices(table, config.source_lang, input_path)
     runtime = resolve_runtime(config.device, config.precision)
@@ -110,6 +106,16 @@ def validate_config(config: TranslateConfig) -> TranslateConfig:
     if config.guards.max_length_ratio <= 0:
         raise ConfigError(f"--max-length-ratio must be positive, got {config.guards.max_length_ratio}")
     return replace(config, source_lang=source, targets=targets)
+
+
+def _check_models_exist(config: TranslateConfig, family: str) -> None:
+    """Fail on an unknown language code or a missing local model now, before any output or model loading."""
+    model_language_code(family, config.source_lang)
+    for target in config.targets:
+        model_language_code(family, target)
+        name = fill_model_name(config.model, config.source_lang, target)
+        if is_local_model(name) and not Path(name).expanduser().is_dir():
+            raise ConfigError("translation model directory not found", name)
 
 
 def _plan_fields(config: TranslateConfig, family: str) -> dict:

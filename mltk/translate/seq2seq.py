@@ -108,7 +108,8 @@ class Seq2SeqTranslator:
         return {}
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]]
+        encoded = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)
+        return [len(ids) for ids in encoded["input_ids"]]
 
     @torch.inference_mode()
     def translate_batch(self, texts: Sequence[str], target: str) -> list[str]:
