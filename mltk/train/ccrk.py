@@ -427,7 +427,7 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     seed_everything(config.seed)
     captions = artifacts.load_captions(config.captions)
     image_table, image_vectors = artifacts.load_embeddings(config.images)
-    image_vectors = F.normalize(torch.from_numpy(np.asarray(image_vectors, dtype=np.float32)), dim=-1)
+    image_vectors = F.normalize(torch.from_numpy(np.array(image_vectors, dtype=np.float32)), dim=-1)  # a copy
     encoder, languages = prepare_encoder(config, captions, runtime)
     image_row = {image_id: i for i, image_id in enumerate(image_table.column("id").to_pylist())}
     data = group_captions(captions, config.split, languages, image_row)
