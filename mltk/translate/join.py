@@ -149,7 +149,7 @@ class _Joiner:
             part = R.make_rows(self.table, rows, lang, texts, ids, origin=f"join:{path.name}")
             parts.append(R.guarded(report, part, references))
             stats[lang] = counts
-            log(f"translate-data: joined {counts['joined']} {lang} rows from {path.name} "
+            log(f"joined {counts['joined']} {lang} rows from {path.name} "
                 f"({counts['unmatched']} unmatched, {counts['kept_existing']} already present)")
         return parts, stats
 

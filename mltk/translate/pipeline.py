@@ -151,9 +151,8 @@ def _translate_all(table, sources, config, store, cache, models, report, on_shar
             parts.append(R.guarded(report, part, [texts[i] for i in rows]))
             stats[target] = {"model": name, "rows": len(rows), "unique_sources": len(plans[target]),
                              "kept_existing": len(sources) - len(rows), **counts}
-            log(f"translate-data: {config.source_lang}->{target}: {len(rows)} rows, {len(plans[target])} unique, "
-                f"{counts['translated']} translated, {counts['from_cache']} from cache, "
-                f"{counts['resumed']} from finished shards")
+            log(f"{config.source_lang}->{target}: {len(rows)} rows, {len(plans[target])} unique: "
+                f"{counts['translated']} translated, {counts['from_cache']} cached, {counts['resumed']} resumed")
     return parts, stats
 
 
@@ -213,7 +212,7 @@ class _ModelSlot:
     def get(self, name: str, target: str) -> Seq2SeqTranslator:
         if self.translator is None or self.translator.name != name:
             self.release()
-            log(f"translate-data: loading {name} ({self.family}) on {self.runtime.device}, {self.runtime.precision}")
+            log(f"loading {name} ({self.family}) on {self.runtime.device}, {self.runtime.precision}")
             self.translator = Seq2SeqTranslator(name, self.family, self.config.source_lang, self.runtime,
                                                 beams=self.config.beams, max_length=self.config.max_length)
         translator = self.translator
