@@ -446,3 +446,21 @@ def test_pictures_are_pngs_with_the_values():
     assert centre(1, 1) == plots.colour(0.75)
     curve = Image.open(io.BytesIO(plots.continual_curves([50.0, 50.0, 51.7], [None, 10.0, 12.5], ["en", "de", "ru"])))
     assert curve.size == (640, 400) and curve.format == "PNG"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt",
+                                    "codaprompt"])
+def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix(world, method):
+    cfg = config(world, f"run-{method}", languages=("en", "de"), method=method, teir_init=True, teir_reg=True,
+                 options=MethodOptions(memory_size=40, fisher_batches=2, coda_components=2, adapter_hidden=16))
+    out = C.train_continual(cfg)
+    document = json.loads((out / "continual.json").read_text())
+    assert document["method"]["name"] == method
+    assert document["method"]["needs_task_identity"] == (method == "mla")
+    encoder = load_text_encoder(out)
+    test = world["test"]
+    table, vectors = encode_captions(encoder, test.captions, world["runtime"], languages=["en", "de"])
+    again = evaluate_retrieval(test.image_table, test.image_vectors, table, vectors)
+    assert [again["per_language"][lang]["t2i"]["R@1"] for lang in ("en", "de")] == \
+        pytest.approx(document["continual"]["matrix"][1])
