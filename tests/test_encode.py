@@ -21,9 +21,10 @@ from typer.testing import CliRunner
 
 from mltk import artifacts, encode
 from mltk.cli import app
-from mltk.encode import encode_images
+from mltk.encode import encode_images, encode_with_frozen_tower, frozen_tower_session
 from mltk.errors import SchemaError
 from mltk.models.clip import clip_checkpoint_config, clip_state_for_checkpoint, load_clip
+from mltk.runtime import resolve_runtime
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +82,20 @@ def test_vectors_match_a_plain_open_clip_forward_pass(tmp_path, tiny_checkpoint)
     with torch.no_grad():
         expected = torch.nn.functional.normalize(bundle.model.encode_image(pixels), dim=-1).numpy()
     np.testing.assert_allclose(vectors, expected, atol=1e-5)
+
+
+def test_frozen_tower_session_gives_plain_autocast_vectors_and_stays_frozen(tiny_checkpoint):
+    bundle = load_clip(str(tiny_checkpoint))
+    batches = [torch.randn(3, 3, 64, 64, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = [torch.nn.functional.normalize(bundle.model.encode_image(x).float(), dim=-1) for x in batches]
+    with frozen_tower_session(bundle.model.visual, resolve_runtime("cpu", "bf16")):
+        got = [encode_with_frozen_tower(bundle.model.encode_image, x) for x in batches]
+    assert all(torch.equal(g, e) and g.dtype == torch.float32 and not g.requires_grad for g, e in zip(got, expected))
+    assert not any(p.requires_grad for p in bundle.model.parameters())
+    with pytest.raises(RuntimeError), frozen_tower_session(bundle.model.visual, resolve_runtime("cpu", "fp32")):
+        raise RuntimeError("interrupted")
+    assert not any(p.requires_grad for p in bundle.model.parameters())
 
 
 def test_corrupt_images_are_skipped_counted_and_listed(tmp_path, tiny_checkpoint):
