@@ -19,6 +19,7 @@ import dataclasses
 import io
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -433,7 +434,8 @@ def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: i
     done = [state.done[str(i)] for i in range(shard_count)]
     entries = [record["entry"] for record in done if record["entry"]]
     skipped = [item for record in done for item in record["skipped"]]
-    if not entries:
+    if not entries:  # nothing worth resuming: the next run reads every image again
+        shutil.rmtree(writer.dir, ignore_errors=True)
         first = skipped[0]["error"] if skipped else "no rows"
         raise MltkError(f"none of the {len(skipped)} images could be read (first error: {first})", source)
     dims = {record["dim"] for record in done if record["entry"]}

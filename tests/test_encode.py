@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from mltk import artifacts, encode
 from mltk.cli import app
 from mltk.encode import encode_images, encode_with_frozen_tower, frozen_tower_session
-from mltk.errors import SchemaError
+from mltk.errors import MltkError, SchemaError
 from mltk.models.clip import clip_checkpoint_config, clip_state_for_checkpoint, load_clip
 from mltk.runtime import resolve_runtime
 
@@ -112,6 +112,15 @@ def test_corrupt_images_are_skipped_counted_and_listed(tmp_path, tiny_checkpoint
     assert set(skipped) == {"garbage", "truncated"}
     assert all(error for error in skipped.values())
     assert vectors.dtype == np.float16
+
+
+def test_no_readable_image_is_an_error_and_leaves_nothing_to_resume(tmp_path, tiny_checkpoint):
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    (folder / "broken.png").write_bytes(b"\x89PNG not really")
+    with pytest.raises(MltkError, match="none of the 1 images could be read"):
+        encode_images(folder, tmp_path / "emb", model=str(tiny_checkpoint), workers=0)
+    assert not (tmp_path / "emb").exists() and not artifacts.partial_dir(tmp_path / "emb").exists()
 
 
 def test_images_artifact_of_bytes_with_split_filter(tmp_path, tiny_checkpoint):
