@@ -106,8 +106,8 @@ def _records_from_parquet(path: Path) -> ImageRecords:
         table = table.append_column("split", pa.array([NO_SPLIT] * table.num_rows, pa.string()))
     table = artifacts.validate_images(table, path)
     if "path" in table.column_names:
-        base = path.parent
-        resolved = [p if _is_absolute_or_url(p) else str((base / p).resolve()) for p in table.column("path").to_pylist()]
+        resolved = [p if _is_absolute_or_url(p) else str((path.parent / p).resolve())
+                    for p in table.column("path").to_pylist()]
         table = table.set_column(table.schema.get_field_index("path"), "path", pa.array(resolved, pa.string()))
     return _records_from_table(table, path)
 

@@ -188,7 +188,8 @@ def test_xflickrco_mixed_ids_empty_captions_and_split_files(tmp_path):
     few_shot = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations", tmp_path / "xf1",
                               splits=["train_1"])
     assert [(r["image_id"], r["lang"], r["split"]) for r in load(few_shot)[0]] == [("2115631346", "de", "train_1")]
-    one_file = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations" / "ja" / "test.jsonl", tmp_path / "xf2")
+    one_file = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations" / "ja" / "test.jsonl",
+                              tmp_path / "xf2")
     assert Counter(r["lang"] for r in load(one_file)[0]) == {"ja": 3}
 
 
