@@ -1,0 +1,103 @@
+"""Training commands: ``train-nlt`` and ``train-le`` (MLA)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from mltk import artifacts
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.train.mla import MlaConfig, train_le, train_nlt
+
+
+def _languages(values: list[str]) -> tuple[str, ...]:
+    return tuple(lang.strip() for value in values for lang in value.split(",") if lang.strip())
+
+
+LangOption = typer.Option([], "--lang", help="Languages to train (default: all non-English ones); repeat or "
+                          "comma-separate.")
+StepsOption = typer.Option(1000, "--steps", min=1, help="Optimizer steps (one language per step, drawn uniformly).")
+BatchOption = typer.Option(128, "--batch-size", min=2, help="Captions per step (paper: 128).")
+EvalOption = typer.Option(0, "--eval-every", help="Validate every N steps (0: at the end only); the best "
+                          "validation state is kept.")
+TrainEmbeddingOption = typer.Option(
+    None, "--train-embedding/--freeze-embedding", help="Train the shared non-native embedding (default: yes, "
+    "unless languages are added to an --init checkpoint, which keeps the other languages bit-identical).")
+CacheOption = typer.Option(None, "--cache-dir", help="Cache of English teacher embeddings (default: $MLTK_CACHE "
+                           "or ~/.cache/mltk).")
+
+
+def train_nlt_command(
+    captions: Optional[str] = typer.Argument(None, help="Captions artifact with translation pairs (shared "
+                                             "caption_id between English and each language), or - for stdin."),
+    out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    model: str = typer.Option("mltk-tiny", "--model", help="Frozen base CLIP: open_clip name or checkpoint."),
+    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Pretrained tag or weights file."),
+    tokenizer: Optional[str] = typer.Option(
+        None, "--tokenizer", help="Non-native tokenizer: a vocab artifact (mltk build-vocab) or a transformers "
+        "name such as bert-base-multilingual-cased."),
+    init_embeddings: bool = typer.Option(False, "--init-embeddings", help="Initialise the shared embedding from "
+                                         "the transformers model's word embeddings (the paper's M-BERT init)."),
+    init: Optional[Path] = typer.Option(None, "--init", help="MLA checkpoint to continue from or add languages to."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, to validate by retrieval "
+                                          "(otherwise by validation MSE)."),
+    lang: List[str] = LangOption,
+    steps: int = StepsOption,
+    batch_size: int = BatchOption,
+    lr: float = typer.Option(1e-4, "--lr", help="Peak learning rate (paper: 1e-4; 10% linear warm-up)."),
+    weight_decay: float = typer.Option(0.2, "--weight-decay"),
+    grad_clip: float = typer.Option(1.0, "--grad-clip", help="Per-tensor gradient norm clip (0: off)."),
+    train_embedding: Optional[bool] = TrainEmbeddingOption,
+    eval_every: int = EvalOption,
+    cache_dir: Optional[Path] = CacheOption,
+    seed: int = SeedOption,
+    device: str = DeviceOption,
+    precision: str = PrecisionOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """MLA Native Language Transfer: MSE from each language to the frozen English CLIP text embedding.
+
+    Rerun the same command after an interruption to resume exactly where it stopped.
+    """
+    config = MlaConfig(captions=artifacts.resolve_input(captions, what="captions"), out=out, images=images,
+                       init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
+                       init_embeddings=init_embeddings, languages=_languages(lang), steps=steps,
+                       batch_size=batch_size, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
+                       train_embedding=train_embedding, eval_every=eval_every, cache_dir=cache_dir, seed=seed,
+                       device=device, precision=precision)
+    emit(train_nlt(config), as_json)
+
+
+def train_le_command(
+    images: Optional[str] = typer.Argument(None, help="Image embeddings (encode-images), or -/piped stdin."),
+    captions: Path = typer.Option(..., "--captions", help="Captions artifact with image-caption pairs."),
+    init: Path = typer.Option(..., "--init", help="The NLT checkpoint to start from."),
+    out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    lang: List[str] = LangOption,
+    steps: int = StepsOption,
+    batch_size: int = BatchOption,
+    lr: float = typer.Option(3e-6, "--lr", help="Peak learning rate (paper: 3e-6; 10% linear warm-up)."),
+    weight_decay: float = typer.Option(0.2, "--weight-decay"),
+    grad_clip: float = typer.Option(1.0, "--grad-clip", help="Per-tensor gradient norm clip (0: off)."),
+    temperature: float = typer.Option(0.01, "--temperature", help="Fixed InfoNCE temperature (paper: 0.01)."),
+    train_embedding: Optional[bool] = TrainEmbeddingOption,
+    eval_every: int = EvalOption,
+    seed: int = SeedOption,
+    device: str = DeviceOption,
+    precision: str = PrecisionOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions."""
+    config = MlaConfig(captions=captions, out=out, images=artifacts.resolve_input(images, what="image embeddings"),
+                       init=init, languages=_languages(lang), steps=steps, batch_size=batch_size, lr=lr,
+                       weight_decay=weight_decay, grad_clip=grad_clip or None, temperature=temperature,
+                       train_embedding=train_embedding, eval_every=eval_every, seed=seed, device=device,
+                       precision=precision)
+    emit(train_le(config), as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train-nlt")(train_nlt_command)
+    app.command("train-le")(train_le_command)

@@ -1,0 +1,37 @@
+"""Run a training task into a checkpoint artifact, resumably.
+
+The loop's resumable state lives in ``state/`` inside the artifact's partial directory, so rerunning the same
+command after an interruption continues from the last saved step; the finished artifact holds the best trained
+tensors (``model.safetensors``), ``config.json``, the training history, and the final optimizer state beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from mltk import artifacts, schema
+from mltk.runtime import Runtime, log
+from mltk.train.loop import LoopConfig, TrainTask, fit
+
+
+def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *, stage: str,
+                        checkpoint_config: Callable[[], dict], run_config: Any, inputs: Iterable[Path],
+                        on_step: Callable[[int, float], None] | None = None,
+                        checkpoint_tensors: Callable[[dict], dict] | None = None, **manifest_fields: Any) -> Path:
+    """Fit ``task`` and write its best tensors as a checkpoint artifact at ``out``; returns the path.
+
+    ``checkpoint_tensors(best_state)`` may complete the trained tensors with frozen ones the checkpoint must hold.
+    """
+    with artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=run_config, inputs=inputs,
+                                  resume=True) as writer:
+        result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage)
+        tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
+        artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
+        artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, checkpoint_config())
+        artifacts.write_json(writer.dir / "history.json", result.history)
+        writer.manifest.update(best_step=result.best_step, best_score=result.best_score, steps=loop.steps,
+                               **manifest_fields)
+    log(f"{stage}: best validation score {result.best_score:.4f} at step {result.best_step}; wrote {writer.path}")
+    return writer.path

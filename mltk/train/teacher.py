@@ -1,0 +1,46 @@
+"""English teacher embeddings, computed once per (frozen model, dataset) and cached as an embeddings artifact.
+
+NLT and CLL-CLIP regress non-native text onto the frozen English CLIP text embedding of its source sentence.
+That target never changes, so it is computed once, keyed by ``caption_id``, and reused by every step, epoch and
+rerun (never recomputed per step).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from mltk import artifacts
+from mltk.encoders import encode_texts
+from mltk.runtime import Runtime, log
+
+
+def cache_root() -> Path:
+    """``$MLTK_CACHE``, else ``$XDG_CACHE_HOME/mltk``, else ``~/.cache/mltk``."""
+    if os.environ.get("MLTK_CACHE"):
+        return Path(os.environ["MLTK_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mltk"
+
+
+def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts: list[str], runtime: Runtime,
+                       cache_dir: Path | None = None, batch_size: int = 256) -> np.ndarray:
+    """Unnormalised English text embeddings [N, D] of ``texts`` (row i belongs to ``caption_ids[i]``).
+
+    ``encoder`` is any ``mltk.encoders`` text encoder whose ``en`` path is the frozen CLIP.
+    """
+    key = hashlib.sha256(json.dumps([model_spec, caption_ids, texts], ensure_ascii=False).encode()).hexdigest()[:20]
+    path = (cache_dir or cache_root()) / f"teacher-{key}"
+    if artifacts.is_artifact(path):
+        table, vectors = artifacts.load_embeddings(path)
+        if table.column("id").to_pylist() == list(caption_ids):
+            log(f"teacher embeddings: cached ({len(caption_ids)} captions) at {path}")
+            return np.asarray(vectors, dtype=np.float32)
+    log(f"teacher embeddings: encoding {len(texts)} English captions once (cache {path})")
+    vectors = encode_texts(encoder, texts, "en", runtime, batch_size, normalize=False, description="teacher")
+    artifacts.write_embeddings(path, caption_ids, vectors, normalized=False, stage="teacher",
+                               config={"model": model_spec})
+    return vectors

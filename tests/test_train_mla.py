@@ -1,0 +1,120 @@
+"""MLA training stages end to end on a tiny world: NLT, LE, exact resume, adding a language, teacher cache."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mltk import artifacts
+from mltk.cli import app
+from mltk.models.clip import clip_checkpoint_config, load_clip
+from mltk.train import mla
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A small synthetic world, a random-weight 'native' CLIP saved as a checkpoint, image embeddings and a BPE
+    vocabulary grown over German and Russian."""
+    from mltk.data.synth import SynthConfig, synthesize
+    from mltk.encode import encode_images
+    from mltk.vocab import build_vocab
+
+    root = tmp_path_factory.mktemp("world")
+    result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=("en", "de", "ru", "zh")))
+    torch.manual_seed(0)
+    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
+                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    images = encode_images(result.images_path, root / "img", model=str(native), device="cpu", workers=0)
+    vocab = build_vocab(result.captions_path, "de", root / "vocab-de", size=600)
+    vocab = build_vocab(result.captions_path, "ru", root / "vocab-ru", parent=vocab, size=600)
+    return {"root": root, "captions": result.captions_path, "native": native, "images": images, "vocab": vocab}
+
+
+def nlt_config(world, out, **changes) -> mla.MlaConfig:
+    base = mla.MlaConfig(captions=world["captions"], out=out, model=str(world["native"]), tokenizer=str(world["vocab"]),
+                         languages=("de", "ru"), steps=6, batch_size=8, lr=1e-3, device="cpu",
+                         cache_dir=world["root"] / "cache")
+    return dataclasses.replace(base, **changes)
+
+
+def test_train_nlt_cli_writes_a_checkpoint_of_acquirers_only(world, tmp_path):
+    out = tmp_path / "nlt"
+    result = runner.invoke(app, ["train-nlt", str(world["captions"]), "--out", str(out), "--model",
+                                 str(world["native"]), "--tokenizer", str(world["vocab"]), "--lang", "de,ru",
+                                 "--steps", "4", "--batch-size", "8", "--device", "cpu",
+                                 "--cache-dir", str(world["root"] / "cache")])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"{out.resolve()}\n"
+    tensors, config = artifacts.load_checkpoint(out)
+    assert config["format"] == "mla" and config["languages"] == ["de", "ru"]
+    assert all(k.startswith(("acquirers.", "embedding.")) for k in tensors)
+    assert any(k.startswith("acquirers.ru.") for k in tensors)
+
+
+def test_nlt_resumes_exactly_after_an_interruption(world, tmp_path):
+    full = mla.train_nlt(nlt_config(world, tmp_path / "full"))
+
+    def interrupt(step, loss):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        mla.train_nlt(nlt_config(world, tmp_path / "resumed"), on_step=interrupt)
+    assert not (tmp_path / "resumed").exists()  # nothing that looks complete
+    resumed = mla.train_nlt(nlt_config(world, tmp_path / "resumed"))
+    a, _ = artifacts.load_checkpoint(full)
+    b, _ = artifacts.load_checkpoint(resumed)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_adding_a_language_leaves_the_others_bit_identical(world, tmp_path):
+    first = mla.train_nlt(nlt_config(world, tmp_path / "de", languages=("de",), tokenizer=str(world["vocab"])))
+    added = mla.train_nlt(nlt_config(world, tmp_path / "de-ru", languages=("ru",), init=first, tokenizer=None))
+    before, _ = artifacts.load_checkpoint(first)
+    after, config = artifacts.load_checkpoint(added)
+    assert config["languages"] == ["de", "ru"]
+    for key, value in before.items():
+        assert torch.equal(value, after[key]), key
+    assert any(not torch.all(v == 0) for k, v in after.items() if k.startswith("acquirers.ru.") and "c_proj" in k)
+
+
+def test_teacher_embeddings_are_computed_once(world, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    mla.train_nlt(nlt_config(world, tmp_path / "a", cache_dir=cache, steps=1))
+    calls = []
+    import mltk.train.teacher as teacher
+
+    monkeypatch.setattr(teacher, "encode_texts", lambda *a, **k: calls.append(1))
+    mla.train_nlt(nlt_config(world, tmp_path / "b", cache_dir=cache, steps=2))
+    assert calls == []
+
+
+def test_train_le_reads_image_embeddings_from_a_pipe(world, tmp_path):
+    nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
+    out = tmp_path / "le"
+    result = runner.invoke(app, ["train-le", "--captions", str(world["captions"]), "--init", str(nlt),
+                                 "--out", str(out), "--steps", "3", "--batch-size", "8", "--lr", "1e-4",
+                                 "--device", "cpu"], input=f"{world['images']}\n")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == str(out.resolve())
+    manifest = artifacts.read_manifest(out, "checkpoint")
+    assert manifest["created_by"]["stage"] == "train-le" and "best_score" in manifest
+
+
+def test_bad_inputs_are_one_line_errors(world, tmp_path):
+    result = runner.invoke(app, ["train-nlt", str(world["captions"]), "--out", str(tmp_path / "x"), "--model",
+                                 str(world["native"]), "--device", "cpu"])
+    assert result.exit_code == 2 and "--tokenizer" in result.stderr
+    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
+                                 "--init", str(world["native"]), "--out", str(tmp_path / "y"), "--device", "cpu"])
+    assert result.exit_code == 2 and "not an MLA checkpoint" in result.stderr
+    result = runner.invoke(app, ["train-nlt", str(tmp_path / "missing"), "--out", str(tmp_path / "z")])
+    assert result.exit_code == 2 and str(tmp_path / "missing") in result.stderr
