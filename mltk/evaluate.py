@@ -6,8 +6,8 @@ Two entry points:
 - ``evaluate_retrieval(image_table, image_vectors, text_table, text_vectors, ...) -> dict`` works on tables and
   vectors in memory (training stages call it for validation) and returns the ``metrics.json`` content.
 - ``run_evaluation(EvaluateConfig) -> Path`` loads embeddings artifacts, calls it, writes the artifact and prints
-  the report on stderr. Text vectors come from ``text_embeddings_for(config)``, the one place that will also
-  encode captions through a checkpoint.
+  the report on stderr. Text vectors come from ``text_embeddings_for``: a text embeddings artifact, or the
+  captions encoded through a checkpoint (``mltk.encoders``), each language through its own path.
 
 Inputs: the image table has ``id`` (the image id); the text table has ``id``, ``image_id`` (the image a caption
 describes), ``lang`` and ``caption_id`` (shared by translations of one sentence). Each language is evaluated
@@ -18,10 +18,11 @@ base, tie rule) are in ``mltk.metrics`` and are copied into ``settings``.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +30,10 @@ import torch
 
 from mltk import artifacts, metrics as M, report
 from mltk.errors import ArtifactError, ConfigError, SchemaError
-from mltk.runtime import log, resolve_runtime
+from mltk.runtime import Runtime, log, resolve_runtime
+
+if TYPE_CHECKING:  # mltk.encoders imports open_clip; evaluating embeddings artifacts does not need it
+    from mltk.encoders import TextEncoder
 
 METRIC_NAMES = ("recall", "mrv", "c2c")
 REPORT_FORMATS = ("table", "markdown", "csv")
@@ -41,8 +45,11 @@ class EvaluateConfig:
     """Everything ``mltk evaluate`` needs (built by the CLI, received by ``run_evaluation``)."""
 
     images: Path
-    texts: Path
     out: Path
+    texts: Path | None = None          # a text embeddings artifact, or:
+    model: str | None = None           # a checkpoint (or open_clip name) that encodes ``captions``
+    pretrained: str | None = None      # open_clip pretrained tag or weights file, for a model name
+    captions: Path | None = None
     metrics: tuple[str, ...] = ("recall",)
     mrv_variant: str = "paper"
     split: str | None = None
@@ -51,6 +58,8 @@ class EvaluateConfig:
     ks: tuple[int, ...] = M.DEFAULT_KS
     report_format: str = "table"
     device: str = "auto"
+    precision: str = "auto"            # autocast of the text encoder; ranking is always float32
+    batch_size: int = 256              # captions per encoder batch
     chunk_mb: float = 256
 
 
@@ -360,26 +369,135 @@ def load_normalized_embeddings(path: Path) -> tuple[pa.Table, np.ndarray]:
     return table, vectors
 
 
-def text_embeddings_for(config: EvaluateConfig) -> tuple[pa.Table, np.ndarray, list[Path]]:
-    """The caption vectors to evaluate and the input paths they came from: a text embeddings artifact today;
-    encoding captions through a checkpoint plugs in here."""
-    return (*load_normalized_embeddings(config.texts), [config.texts])
+@dataclass(frozen=True)
+class TextVectors:
+    """The caption vectors to evaluate, where they came from (``inputs`` for the manifest, ``source`` for error
+    messages) and how they were obtained (``settings``, copied into ``metrics.json`` as ``settings.texts``)."""
+
+    table: pa.Table
+    vectors: np.ndarray
+    inputs: list[Path]
+    source: str
+    settings: dict
+
+
+def check_text_source(config: EvaluateConfig) -> None:
+    """Exactly one source of caption vectors: ``--texts``, or ``--model`` with ``--captions``."""
+    if config.texts is not None and config.model is not None:
+        raise ConfigError("give either --texts (text embeddings) or --model with --captions (captions to encode), "
+                          "not both")
+    if config.texts is None and config.model is None:
+        raise ConfigError("--texts (text embeddings with image_id, lang and caption_id) or --model with --captions "
+                          "is required")
+    if config.model is not None and config.captions is None:
+        raise ConfigError(f"--model {config.model} needs --captions (the captions artifact to encode)")
+    if config.model is None and (config.captions is not None or config.pretrained is not None):
+        raise ConfigError("--captions and --pretrained go with --model (the checkpoint that encodes the captions)")
+    if config.batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {config.batch_size}")
+
+
+def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table, runtime: Runtime) -> TextVectors:
+    """The caption vectors to evaluate: a text embeddings artifact (``--texts``), or the captions of
+    ``--captions`` encoded by ``--model``, each language through its own path.
+
+    Only the captions that will be evaluated are encoded: those of ``--split`` (the captions' own split column,
+    or, when it is empty, the images of that split) and of the ``--lang`` languages.
+    """
+    if config.texts is not None:
+        table, vectors = load_normalized_embeddings(config.texts)
+        return TextVectors(table, vectors, [config.texts], str(config.texts),
+                           {"from": "embeddings", "texts": str(Path(config.texts).resolve())})
+    source = str(config.captions)
+    captions = _captions_to_encode(artifacts.load_captions(config.captions), image_table, config, source)
+    languages = sorted(set(captions.column("lang").to_pylist()))
+    encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
+    check_model_languages(encoder, languages, config.model)
+    log(f"encoding {captions.num_rows} caption(s) in {', '.join(languages)} with {config.model} "
+        f"({runtime.device}, {runtime.precision})")
+    from mltk.encoders import encode_captions
+
+    table, vectors = encode_captions(encoder, captions, runtime, batch_size=config.batch_size, languages=languages)
+    model_path = Path(config.model)
+    settings = {"from": "model", "model": str(model_path.resolve()) if model_path.exists() else config.model,
+                "pretrained": config.pretrained, "captions": str(Path(config.captions).resolve()),
+                "captions_encoded": table.num_rows, "languages_encoded": languages,
+                "precision": runtime.precision, "batch_size": config.batch_size}
+    inputs = [config.captions, *([model_path] if model_path.exists() else [])]
+    return TextVectors(table, vectors, inputs, source, settings)
+
+
+def _captions_to_encode(captions: pa.Table, image_table: pa.Table, config: EvaluateConfig, source: str) -> pa.Table:
+    """The rows of a captions table that the evaluation will use (see ``text_embeddings_for``), checked before
+    any encoding: the asked languages exist and every caption's image has an embedding."""
+    if config.split is not None:
+        caption_split, image_split = _split_column(captions), _split_column(image_table)
+        if caption_split is not None:
+            keep = caption_split == config.split
+        elif image_split is not None:
+            in_split = set(_column_strings(image_table, "id")[image_split == config.split].tolist())
+            keep = np.isin(_column_strings(captions, "image_id"), list(in_split))
+        else:
+            raise ConfigError(f"--split {config.split}: neither the image embeddings nor the captions have a split "
+                              "value")
+        captions = captions.filter(pa.array(keep, pa.bool_()))
+    if config.languages:
+        present = set(captions.column("lang").to_pylist())
+        unknown = [lang for lang in config.languages if lang not in present]
+        if unknown:
+            raise ConfigError(f"language(s) {', '.join(unknown)} have no captions"
+                              + (f" in split {config.split}" if config.split else ""), source)
+        captions = captions.filter(pa.array(np.isin(_column_strings(captions, "lang"), list(config.languages)),
+                                            pa.bool_()))
+    if captions.num_rows == 0:
+        raise ConfigError("no captions to evaluate" + (f" in split {config.split}" if config.split else ""), source)
+    image_ids = set(_column_strings(image_table, "id").tolist())
+    orphans = [i for i in dict.fromkeys(captions.column("image_id").to_pylist()) if i not in image_ids]
+    if orphans:
+        raise SchemaError(f"{len(orphans)} image id(s) of the captions have no image embedding (first: "
+                          f"{orphans[0]!r})", source)
+    return captions
+
+
+def load_model_encoder(model: str, pretrained: str | None, device: torch.device) -> TextEncoder:
+    """A text encoder from a checkpoint artifact (any format in ``mltk.encoders.TEXT_ENCODER_LOADERS``) or an
+    open_clip architecture name (with ``pretrained`` weights). A path that does not exist is named as such
+    instead of being taken for an unknown architecture."""
+    from mltk.encoders import load_text_encoder
+
+    path = Path(model)
+    if pretrained is None and (path.exists() or os.sep in model or model.startswith(".")):
+        artifacts.read_manifest(path, "checkpoint")
+    return load_text_encoder(model, pretrained, device=device)
+
+
+def check_model_languages(encoder: TextEncoder, languages: Sequence[str], model: str) -> None:
+    """Every language must have a path through the encoder (an encoder whose ``languages`` is None reads any)."""
+    if encoder.languages is None:
+        return
+    known = [getattr(encoder, "native_lang", "en"), *encoder.languages]
+    unknown = [lang for lang in languages if lang not in known]
+    if unknown:
+        raise ConfigError(f"the model has no path for language(s) {', '.join(unknown)} (it reads "
+                          f"{', '.join(known)}); pick languages with --lang", model)
 
 
 def run_evaluation(config: EvaluateConfig) -> Path:
-    """Evaluate embeddings artifacts, write the metrics artifact (plus metrics.md/metrics.csv for those formats),
-    print the report on stderr, and return the artifact path."""
+    """Evaluate embeddings artifacts (or captions encoded by a checkpoint), write the metrics artifact (plus
+    metrics.md/metrics.csv for those formats), print the report on stderr, and return the artifact path."""
     _check_report_format(config.report_format)
-    runtime = resolve_runtime(config.device, "fp32")
+    check_text_source(config)
+    runtime = resolve_runtime(config.device, config.precision)
     image_table, image_vectors = load_normalized_embeddings(config.images)
-    text_table, text_vectors, text_inputs = text_embeddings_for(config)
+    texts = text_embeddings_for(config, image_table, runtime)
     result = evaluate_retrieval(
-        image_table, image_vectors, text_table, text_vectors,
+        image_table, image_vectors, texts.table, texts.vectors,
         metrics=config.metrics, mrv_variant=config.mrv_variant, ks=config.ks, languages=config.languages,
         c2c_pairs=config.c2c_pairs, split=config.split, device=runtime.device, chunk_mb=config.chunk_mb,
-        image_source=str(config.images), text_source=str(text_inputs[0]),
+        image_source=str(config.images), text_source=texts.source,
     )
-    return _write_and_report(config.out, result, config, [config.images, *text_inputs], config.report_format)
+    result["settings"]["texts"] = texts.settings
+    return _write_and_report(config.out, result, config, [config.images, *texts.inputs], config.report_format)
 
 
 def run_continual(config: ContinualConfig) -> Path:

@@ -9,8 +9,9 @@ index's vector i. Scores are inner products; vectors (and queries) are L2-normal
   are visited per query (more: slower, closer to exact).
 - ``hnsw``: ``IndexHNSWFlat`` with ``hnsw_m`` neighbours per node; ``ef_search`` trades speed for recall.
 
-``query(index_path, vectors, k)`` is the one search entry point: image queries pass image vectors; text queries
-pass caption vectors encoded by a checkpoint.
+``query(index_path, vectors, k)`` is the one search entry point: image queries pass image vectors
+(``query_vectors_from_embeddings``, ``query_vectors_from_npy``); text queries pass texts encoded by a checkpoint
+in their language (``query_vectors_from_texts``, through ``mltk.encoders``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pyarrow as pa
 
 from mltk import artifacts, schema
 from mltk.errors import ArtifactError, ConfigError
-from mltk.runtime import log
+from mltk.runtime import log, resolve_runtime
 
 INDEX_FILE = "index.faiss"
 IDS_FILE = "ids.parquet"
@@ -160,6 +161,40 @@ def query_vectors_from_embeddings(path: Path, ids: Sequence[str] = ()) -> tuple[
     if missing:
         raise ArtifactError(f"no row with id {missing[0]!r} ({len(missing)} id(s) not found)", path)
     return list(ids), np.asarray(vectors[[position[i] for i in ids]])
+
+
+def query_vectors_from_texts(texts: Sequence[str], lang: str, model: str, *, pretrained: str | None = None,
+                             device: str = "auto", precision: str = "auto", batch_size: int = 256
+                             ) -> tuple[list[str], np.ndarray]:
+    """Text queries of one language encoded through ``model`` (a checkpoint artifact of any format that
+    ``mltk.encoders`` reads, or an open_clip name with ``pretrained``), by that language's own path. The query
+    ids are the texts; vectors [Q, d] are L2-normalised float32."""
+    from mltk.encoders import encode_texts
+    from mltk.evaluate import check_model_languages, load_model_encoder
+
+    texts = [text.strip() for text in texts]
+    if not texts or not all(texts):
+        raise ConfigError("text queries must not be empty (give --text or a --text-file with non-blank lines)")
+    runtime = resolve_runtime(device, precision)
+    encoder = load_model_encoder(model, pretrained, runtime.device)
+    check_model_languages(encoder, [lang], model)
+    log(f"encoding {len(texts)} {lang} text quer{'y' if len(texts) == 1 else 'ies'} with {model}")
+    return texts, encode_texts(encoder, texts, lang, runtime, batch_size, description=f"encoding {lang} queries")
+
+
+def read_query_lines(path: Path) -> list[str]:
+    """The non-blank lines of a UTF-8 text file, stripped (one query per line; blank lines are skipped)."""
+    path = Path(path)
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    except FileNotFoundError:
+        raise ArtifactError("no such file or directory", path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"cannot read the query lines ({exc})", path)
+    lines = [line for line in lines if line]
+    if not lines:
+        raise ArtifactError("holds no query (every line is blank)", path)
+    return lines
 
 
 def query_vectors_from_npy(path: Path) -> tuple[list[str], np.ndarray]:

@@ -149,3 +149,120 @@ def test_texts_option_is_required(tmp_path, embeddings):
     image_path, _ = embeddings
     result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--out", str(tmp_path / "m")])
     _one_error_line(result, "--texts")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# --model CKPT --captions CAPS: the captions are encoded by a checkpoint (tiny random-weight models built here)
+# ----------------------------------------------------------------------------------------------------------------
+
+SENTENCES = {  # image i -> (en, de, fr): words the tiny WordPiece tokenizer knows
+    "en": ["two red circle", "blue square", "red square", "two blue circle", "blue circle", "red circle",
+           "two red square", "two blue square"],
+    "de": ["ein roter kreis", "blaues quadrat", "roter quadrat", "ein blauer kreis", "blauer kreis", "roter kreis",
+           "ein roter quadrat links von einem kreis", "ein blaues quadrat"],
+    "fr": ["un cercle rouge", "carré bleu", "carré rouge", "un cercle bleu", "cercle bleu", "cercle rouge",
+           "un carré rouge à gauche", "un carré bleu"],
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A random-weight tiny CLIP saved as a checkpoint (open_clip format), an MLA checkpoint over it that reads
+    German (a tiny WordPiece tokenizer), a captions artifact of 8 images in en/de/fr (images 0-5 test, 6-7
+    train) and image embeddings of the model's width."""
+    import pyarrow as pa
+
+    from helpers_encoders import tiny_clip_and_mla
+    from mltk.models.clip import load_clip
+
+    root = tmp_path_factory.mktemp("evaluate-models")
+    native, mla = tiny_clip_and_mla(root, ("de",))
+    splits = ["test"] * 6 + ["train"] * 2
+    rows = [(f"img{i}", lang, text, f"s{i}", splits[i]) for lang, texts in SENTENCES.items()
+            for i, text in enumerate(texts)]
+    captions = artifacts.write_captions(root / "captions", pa.table(dict(zip(
+        ("image_id", "lang", "caption", "caption_id", "split"), map(list, zip(*rows))))))
+    dim = load_clip(str(native)).model.text_projection.shape[1]
+    vectors = np.random.default_rng(0).standard_normal((8, dim)).astype(np.float32)
+    images = artifacts.write_embeddings(root / "img", [f"img{i}" for i in range(8)],
+                                        vectors / np.linalg.norm(vectors, axis=1, keepdims=True), split=splits)
+    return {"native": native, "mla": mla, "captions": captions, "images": images}
+
+
+def _text_embeddings_by_hand(models, model, languages, out):
+    """What a user would write without --model: the test captions of ``languages`` encoded and saved."""
+    import pyarrow.compute as pc
+
+    from mltk.encoders import encode_captions, load_text_encoder
+    from mltk.runtime import resolve_runtime
+
+    table = artifacts.load_captions(models["captions"])
+    table = table.filter(pc.equal(table.column("split"), "test"))
+    rows, vectors = encode_captions(load_text_encoder(models[model]), table, resolve_runtime("cpu", "fp32"),
+                                    languages=list(languages))
+    return artifacts.write_embeddings(out, rows.column("id").to_pylist(), vectors,
+                                      **{c: rows.column(c).to_pylist() for c in ("image_id", "lang", "caption_id",
+                                                                                  "split")})
+
+
+@pytest.mark.parametrize("model, languages", [("native", ("de", "en", "fr")), ("mla", ("de", "en"))])
+def test_model_and_captions_give_the_metrics_of_hand_written_text_embeddings(tmp_path, models, model, languages):
+    texts = _text_embeddings_by_hand(models, model, languages, tmp_path / "txt")
+    common = ["--images", str(models["images"]), "--split", "test", "--metric", "mrv", "--device", "cpu"]
+    by_hand = runner.invoke(app, ["evaluate", *common, "--texts", str(texts), "--out", str(tmp_path / "a")])
+    assert by_hand.exit_code == 0, by_hand.stderr
+    lang_options = [] if model == "native" else ["--lang", ",".join(languages)]
+    encoded = runner.invoke(app, ["evaluate", *common, "--model", str(models[model]), "--captions",
+                                  str(models["captions"]), *lang_options, "--out", str(tmp_path / "b")])
+    assert encoded.exit_code == 0, encoded.stderr
+    assert encoded.stdout == f"{(tmp_path / 'b').resolve()}\n"
+    expected, metrics = artifacts.load_metrics(tmp_path / "a"), artifacts.load_metrics(tmp_path / "b")
+    assert set(metrics["per_language"]) == set(languages)
+    assert metrics["per_language"] == expected["per_language"] and metrics["mrv"] == expected["mrv"]
+    settings = metrics["settings"]["texts"]
+    assert settings["from"] == "model" and settings["model"] == str(models[model].resolve())
+    assert settings["captions"] == str(models["captions"].resolve())
+    assert settings["languages_encoded"] == sorted(languages)
+    assert settings["captions_encoded"] == 6 * len(languages)  # only the test split was encoded
+    assert expected["settings"]["texts"] == {"from": "embeddings", "texts": str(texts.resolve())}
+    inputs = [entry["path"] for entry in artifacts.read_manifest(tmp_path / "b")["inputs"]]
+    assert inputs == [str(p.resolve()) for p in (models["images"], models["captions"], models[model])]
+
+
+def test_model_encodes_only_the_asked_languages_of_the_split(tmp_path, models, monkeypatch):
+    import mltk.encoders
+
+    seen = []
+    original = mltk.encoders.encode_texts
+
+    def spy(encoder, texts, lang, *args, **kwargs):
+        seen.append((lang, list(texts)))
+        return original(encoder, texts, lang, *args, **kwargs)
+
+    monkeypatch.setattr(mltk.encoders, "encode_texts", spy)
+    result = runner.invoke(app, ["evaluate", "--images", str(models["images"]), "--model", str(models["mla"]),
+                                 "--captions", str(models["captions"]), "--split", "test", "--lang", "de",
+                                 "--device", "cpu", "--precision", "fp32", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.stderr
+    assert seen == [("de", SENTENCES["de"][:6])]
+    assert list(artifacts.load_metrics(tmp_path / "m")["per_language"]) == ["de"]
+
+
+def test_model_and_captions_bad_combinations_are_exit_2(tmp_path, models, embeddings):
+    _, text_path = embeddings
+    images, captions, mla = str(models["images"]), str(models["captions"]), str(models["mla"])
+    out = ["--out", str(tmp_path / "m"), "--device", "cpu"]
+    cases = [
+        (["--texts", str(text_path), "--model", mla, "--captions", captions], ["not both"]),
+        ([], ["--texts", "--model"]),
+        (["--model", mla], ["--captions"]),
+        (["--captions", captions], ["--model"]),
+        (["--model", mla, "--captions", captions, "--split", "test"], [mla, "fr"]),  # fr has no acquirers
+        (["--model", mla, "--captions", captions, "--lang", "ja"], [captions, "ja"]),
+        (["--model", str(tmp_path / "nope"), "--captions", captions], [str(tmp_path / "nope"), "no such file"]),
+        (["--model", captions, "--captions", captions], [captions, "expected checkpoint"]),
+    ]
+    for options, fragments in cases:
+        result = runner.invoke(app, ["evaluate", "--images", images, *options, *out])
+        _one_error_line(result, *fragments)
+    assert not (tmp_path / "m").exists()

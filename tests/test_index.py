@@ -144,3 +144,79 @@ def test_contact_sheet_of_a_caption_index_shows_the_captions_images(tmp_path):
         assert picture.getpixel((64, 64)) == (200, 200, 200)
         assert picture.getpixel((128 + 64, 64)) == (0, 100, 200)
         assert picture.getpixel((256 + 64, 64)) == (1, 100, 200)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Text queries through a checkpoint (tiny random-weight models built here)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def text_world(tmp_path_factory):
+    """A tiny CLIP checkpoint, an MLA checkpoint over it that reads German, and an index of 30 image vectors of
+    the models' width."""
+    from helpers_encoders import tiny_clip_and_mla
+    from mltk.models.clip import load_clip
+
+    root = tmp_path_factory.mktemp("text-queries")
+    clip, mla = tiny_clip_and_mla(root, ("de",))
+    dim = load_clip(str(clip)).model.text_projection.shape[1]
+    vectors = np.random.default_rng(2).standard_normal((30, dim)).astype(np.float32)
+    ids = [f"img{i:02d}" for i in range(30)]
+    embeddings = artifacts.write_embeddings(root / "img", ids, vectors, normalized=False)
+    return {"clip": clip, "mla": mla, "ids": ids, "vectors": vectors, "embeddings": embeddings,
+            "index": build_index(IndexConfig(embeddings=embeddings, out=root / "index"))}
+
+
+def _encoded(model, texts, lang):
+    from mltk.encoders import encode_texts, load_text_encoder
+    from mltk.runtime import resolve_runtime
+
+    return encode_texts(load_text_encoder(model), texts, lang, resolve_runtime("cpu", "fp32"))
+
+
+@pytest.mark.parametrize("model, lang, texts", [("mla", "de", ["ein roter kreis", "blaues quadrat links"]),
+                                                ("clip", "en", ["two red circle"])])
+def test_text_queries_are_encoded_in_their_language_and_match_brute_force(text_world, model, lang, texts):
+    options = [option for text in texts for option in ("--text", text)]
+    result = runner.invoke(app, ["index", "query", str(text_world["index"]), *options, "--lang", lang, "--model",
+                                 str(text_world[model]), "--k", "5", "--device", "cpu"])
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["query"] for line in lines] == texts
+    order, scores = _brute_force(text_world["vectors"], _encoded(text_world[model], texts, lang), 5)
+    for line, expected_rows, expected_scores in zip(lines, order, scores):
+        assert [hit["id"] for hit in line["results"]] == [text_world["ids"][i] for i in expected_rows]
+        assert [hit["score"] for hit in line["results"]] == pytest.approx(expected_scores.tolist(), abs=1e-5)
+
+
+def test_text_queries_from_a_file_skip_blank_lines_and_add_to_text(text_world, tmp_path):
+    queries = tmp_path / "queries.txt"
+    queries.write_text("ein roter kreis\n\n  blaues quadrat  \n\n", encoding="utf-8")
+    result = runner.invoke(app, ["index", "query", str(text_world["index"]), "--text", "roter kreis", "--text-file",
+                                 str(queries), "--lang", "de", "--model", str(text_world["mla"]), "--k", "2",
+                                 "--device", "cpu"])
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["query"] for line in lines] == ["roter kreis", "ein roter kreis", "blaues quadrat"]
+    assert all(len(line["results"]) == 2 for line in lines)
+
+
+def test_text_query_bad_inputs_are_exit_2_naming_the_file(text_world, tmp_path):
+    index, mla = str(text_world["index"]), str(text_world["mla"])
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n", encoding="utf-8")
+    cases = [
+        (["--text", "roter kreis"], ["--model"]),
+        (["--text", "roter kreis", "--model", mla, "--image-emb", str(text_world["embeddings"])], ["one kind"]),
+        (["--text", "un cercle rouge", "--lang", "fr", "--model", mla], [mla, "fr"]),
+        (["--text-file", str(blank), "--model", mla], [str(blank), "no query"]),
+        (["--text-file", str(tmp_path / "none.txt"), "--model", mla], [str(tmp_path / "none.txt"), "no such file"]),
+        (["--vectors", str(tmp_path / "q.npy"), "--model", mla], ["--text"]),
+    ]
+    for options, fragments in cases:
+        result = runner.invoke(app, ["index", "query", index, *options, "--device", "cpu"])
+        assert result.exit_code == 2, result.stderr
+        assert result.stdout == "" and result.stderr.count("\n") == 1
+        for fragment in fragments:
+            assert fragment in result.stderr, result.stderr

@@ -8,8 +8,7 @@ from typing import List, Optional
 import typer
 
 from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, emit
-from mltk.errors import ConfigError
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit
 from mltk.evaluate import ContinualConfig, EvaluateConfig, parse_pair, run_continual, run_evaluation, split_list
 
 
@@ -19,6 +18,14 @@ def evaluate(
         None, "--images", help="Image embeddings artifact (rows: id = image_id), or - to read its path from stdin."),
     texts: Optional[str] = typer.Option(
         None, "--texts", help="Text embeddings artifact with image_id, lang and caption_id columns."),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="Instead of --texts: a checkpoint (MLA, train-continual, a whole CLIP) or an open_clip "
+        "name that encodes --captions, each language through its own path."),
+    pretrained: Optional[str] = typer.Option(
+        None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
+    captions: Optional[str] = typer.Option(
+        None, "--captions", help="Captions artifact (or .parquet) to encode with --model; only the rows of --split "
+        "and --lang are encoded."),
     metric: List[str] = typer.Option(
         ["recall"], "--metric", help="recall (always computed), mrv, c2c; repeat the option for several."),
     mrv_variant: str = typer.Option(
@@ -38,11 +45,14 @@ def evaluate(
     continual_metric: str = typer.Option(
         "t2i.R@1", "--continual-metric", help="a_{j,i} for --continual: AR or <i2t|t2i>.R@<K>."),
     device: str = DeviceOption,
+    precision: str = PrecisionOption,
+    batch_size: int = typer.Option(256, "--batch-size", help="Captions per encoder batch (with --model)."),
     chunk_mb: float = typer.Option(256, "--chunk-mb", help="Memory bound of one chunk of the score matrix (MiB)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Evaluate cross-lingual, cross-modal retrieval per language and write a metrics artifact.
 
+    Caption vectors come from --texts, or from --model encoding --captions (only the --split and --lang rows).
     Ranks count the scores strictly above each ground truth (ties count in its favour).
 
     Median and mean rank are 1-based; recalls are percentages; metrics.json records every convention.
@@ -52,11 +62,12 @@ def evaluate(
                                              metric=continual_metric, report_format=report_format))
         emit(path, as_json)
         return
-    if texts is None:
-        raise ConfigError("--texts is required (a text embeddings artifact with image_id, lang and caption_id)")
     config = EvaluateConfig(
         images=artifacts.resolve_input(images, what="image embeddings"),
-        texts=artifacts.resolve_input(texts, what="text embeddings"),
+        texts=artifacts.resolve_input(texts, what="text embeddings") if texts is not None else None,
+        model=model,
+        pretrained=pretrained,
+        captions=artifacts.resolve_input(captions, what="captions") if captions is not None else None,
         out=out,
         metrics=tuple(metric),
         mrv_variant=mrv_variant,
@@ -65,6 +76,8 @@ def evaluate(
         c2c_pairs=tuple(parse_pair(pair) for pair in c2c_pair),
         report_format=report_format,
         device=device,
+        precision=precision,
+        batch_size=batch_size,
         chunk_mb=chunk_mb,
     )
     emit(run_evaluation(config), as_json)

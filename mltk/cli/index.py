@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from mltk import artifacts
-from mltk.cli.common import JsonOption, SeedOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
 from mltk.errors import ConfigError
 from mltk.index import (
     IndexConfig,
@@ -17,6 +17,8 @@ from mltk.index import (
     open_index,
     query_vectors_from_embeddings,
     query_vectors_from_npy,
+    query_vectors_from_texts,
+    read_query_lines,
     write_contact_sheet,
 )
 from mltk.runtime import log
@@ -49,18 +51,41 @@ def query(
     image_emb: Optional[Path] = typer.Option(None, "--image-emb", help="Embeddings artifact holding the queries."),
     ids: List[str] = typer.Option([], "--ids", help="Ids of the query rows in --image-emb (default: all rows)."),
     vectors: Optional[Path] = typer.Option(None, "--vectors", help="Query vectors as a [queries, dim] .npy file."),
+    text: List[str] = typer.Option([], "--text", help="A text query (repeatable), encoded by --model in --lang."),
+    text_file: Optional[Path] = typer.Option(
+        None, "--text-file", help="A UTF-8 file of text queries, one per line (blank lines skipped)."),
+    lang: str = typer.Option("en", "--lang", help="Language of the text queries (its own path through --model)."),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="Checkpoint (MLA, train-continual, a whole CLIP) or open_clip name for text queries."),
+    pretrained: Optional[str] = typer.Option(
+        None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
     k: int = typer.Option(10, "--k", help="Results per query."),
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
     images: Optional[Path] = typer.Option(None, "--images", help="Images artifact for --contact-sheet."),
+    device: str = DeviceOption,
+    precision: str = PrecisionOption,
 ) -> None:
-    """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}."""
-    if (image_emb is None) == (vectors is None):
-        raise ConfigError("give exactly one of --image-emb or --vectors")
+    """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}.
+
+    Queries are image vectors (--image-emb or --vectors) or texts (--text / --text-file with --model and --lang;
+    the query id is the text)."""
+    texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
+    if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
+        raise ConfigError("give exactly one kind of query: --image-emb, --vectors, or --text/--text-file")
+    if texts and model is None:
+        raise ConfigError("text queries need --model (the checkpoint that encodes them)")
+    if model is not None and not texts:
+        raise ConfigError("--model encodes text queries; give --text or --text-file")
     if contact_sheet is not None and images is None:
         raise ConfigError("--contact-sheet needs --images (the images artifact to draw from)")
     opened = open_index(artifacts.resolve_input(index, what="index"))
-    query_ids, query_matrix = (query_vectors_from_embeddings(image_emb, [i for v in ids for i in v.split(",") if i])
-                               if image_emb is not None else query_vectors_from_npy(vectors))
+    if texts:
+        query_ids, query_matrix = query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device,
+                                                           precision=precision)
+    elif image_emb is not None:
+        query_ids, query_matrix = query_vectors_from_embeddings(image_emb, [i for v in ids for i in v.split(",") if i])
+    else:
+        query_ids, query_matrix = query_vectors_from_npy(vectors)
     results = opened.search(query_matrix, k)
     for query_id, (result_ids, scores) in zip(query_ids, results):
         typer.echo(json.dumps({"query": query_id,
