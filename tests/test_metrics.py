@@ -61,7 +61,9 @@ def test_chunked_ranks_equal_a_full_matrix_reference():
     images = rng.standard_normal((97, 8)).astype(np.float32)
     captions = rng.standard_normal((300, 8)).astype(np.float32)
     owners = rng.integers(0, 90, size=300)          # images 90..96 own no caption
+    threads = torch.get_num_threads()
     image_ranks, caption_ranks = M.bidirectional_ranks(images, captions, owners, chunk_mb=0.01)  # 8-row chunks
+    assert torch.get_num_threads() == threads       # the one-thread pre-pass gives the caller's threads back
     scores = torch.from_numpy(images) @ torch.from_numpy(captions).T
     expected_images = M.ranks_from_scores(scores, [np.flatnonzero(owners == i) for i in range(97)])
     expected_captions = M.ranks_from_scores(scores.T, [[o] for o in owners])
