@@ -11,16 +11,6 @@ import typer
 from mltk import artifacts
 from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
 from mltk.errors import ConfigError
-from mltk.index import (
-    IndexConfig,
-    build_index,
-    open_index,
-    query_vectors_from_embeddings,
-    query_vectors_from_npy,
-    query_vectors_from_texts,
-    read_query_lines,
-    write_contact_sheet,
-)
 from mltk.runtime import log
 
 index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True)
@@ -39,6 +29,8 @@ def build(
     as_json: bool = JsonOption,
 ) -> None:
     """Index the vectors of an embeddings artifact (cosine similarity) and print the index artifact path."""
+    from mltk.index import IndexConfig, build_index  # faiss is imported only by the index commands
+
     path = artifacts.resolve_input(embeddings, what="embeddings")
     config = IndexConfig(embeddings=path, out=out, kind=kind, nlist=nlist, nprobe=nprobe, hnsw_m=hnsw_m,
                          ef_search=ef_search, seed=seed)
@@ -69,6 +61,9 @@ def query(
 
     Queries are image vectors (--image-emb or --vectors) or texts (--text / --text-file with --model and --lang;
     the query id is the text)."""
+    from mltk.index import (open_index, query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
+                            read_query_lines, write_contact_sheet)
+
     texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
     if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
         raise ConfigError("give exactly one kind of query: --image-emb, --vectors, or --text/--text-file")
