@@ -453,8 +453,9 @@ def describe_preprocess(bundle) -> dict:
     """How pixels were prepared (enough to reproduce or to compare with another run)."""
     transforms = getattr(bundle.preprocess, "transforms", [bundle.preprocess])
     normalize = next((t for t in transforms if hasattr(t, "mean") and hasattr(t, "std")), None)
+    image_size = getattr(bundle.model.visual, "image_size", ())  # (H, W) for ViTs, an int for ModifiedResNet
     return {
-        "image_size": list(getattr(bundle.model.visual, "image_size", ())),
+        "image_size": [image_size] * 2 if isinstance(image_size, int) else list(image_size),
         "mean": [float(v) for v in normalize.mean] if normalize is not None else None,
         "std": [float(v) for v in normalize.std] if normalize is not None else None,
         "transforms": [str(t) for t in transforms],

@@ -274,7 +274,9 @@ def test_sampled_captions_are_true_and_do_not_always_name_everything():
                 named += item.count
         complete += named == len(scene.objects)
         partial += named < len(scene.objects)
-    assert complete > 50 and partial > 50 and relations > 20
+    # most captions name every object (the world is calibrated for a native t2i R@1 of 40-90%), some do not;
+    # independent descriptions (sample_captions) add further partial ones
+    assert complete > 50 and partial > 10 and relations > 20
 
 
 def test_scenes_cover_the_vocabulary_and_counts():

@@ -109,6 +109,21 @@ def test_train_le_reads_image_embeddings_from_a_pipe(world, tmp_path):
     assert manifest["created_by"]["stage"] == "train-le" and "best_score" in manifest
 
 
+def test_train_le_without_nlt_trains_fresh_acquirers(world, tmp_path):
+    """The paper's LE-only ablation: acquirers trained from scratch by the contrastive loss alone."""
+    out = tmp_path / "le-only"
+    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
+                                 "--model", str(world["native"]), "--tokenizer", str(world["vocab"]), "--lang", "de",
+                                 "--out", str(out), "--steps", "3", "--batch-size", "8", "--device", "cpu"])
+    assert result.exit_code == 0, result.stderr
+    tensors, config = artifacts.load_checkpoint(out)
+    assert config["format"] == "mla" and config["languages"] == ["de"]
+    assert any(k.startswith("acquirers.de.") for k in tensors)
+    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
+                                 "--out", str(tmp_path / "x"), "--device", "cpu"])
+    assert result.exit_code == 2 and "--init" in result.stderr and "--tokenizer" in result.stderr
+
+
 def test_bad_inputs_are_one_line_errors(world, tmp_path):
     result = runner.invoke(app, ["train-nlt", str(world["captions"]), "--out", str(tmp_path / "x"), "--model",
                                  str(world["native"]), "--device", "cpu"])

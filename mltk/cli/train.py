@@ -73,8 +73,12 @@ def train_nlt_command(
 def train_le_command(
     images: Optional[str] = typer.Argument(None, help="Image embeddings (encode-images), or -/piped stdin."),
     captions: Path = typer.Option(..., "--captions", help="Captions artifact with image-caption pairs."),
-    init: Path = typer.Option(..., "--init", help="The NLT checkpoint to start from."),
+    init: Optional[Path] = typer.Option(None, "--init", help="The NLT checkpoint to start from (the MLA recipe)."),
     out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    model: str = typer.Option("mltk-tiny", "--model", help="Without --init: frozen base CLIP of fresh acquirers."),
+    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Without --init: pretrained tag or file."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Without --init: non-native tokenizer (LE "
+                                            "only, the paper's ablation)."),
     lang: List[str] = LangOption,
     steps: int = StepsOption,
     batch_size: int = BatchOption,
@@ -91,7 +95,8 @@ def train_le_command(
 ) -> None:
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions."""
     config = MlaConfig(captions=captions, out=out, images=artifacts.resolve_input(images, what="image embeddings"),
-                       init=init, languages=_languages(lang), steps=steps, batch_size=batch_size, lr=lr,
+                       init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
+                       languages=_languages(lang), steps=steps, batch_size=batch_size, lr=lr,
                        weight_decay=weight_decay, grad_clip=grad_clip or None, temperature=temperature,
                        train_embedding=train_embedding, eval_every=eval_every, seed=seed, device=device,
                        precision=precision)

@@ -51,9 +51,10 @@ RADIUS_RANGE = {"small": (0.070, 0.090), "large": (0.120, 0.150)}
 SUPERSAMPLE = 4  # shapes are drawn at 4x and box-filtered down, for anti-aliased edges
 
 # Caption sampling probabilities.
-P_NAME_COLOUR = 0.9
-P_NAME_SIZE = 0.25
+P_NAME_COLOUR = 0.95
+P_NAME_SIZE = 0.75
 P_RELATION = 0.4
+P_MENTION_ALL = 0.8  # a caption names every object group; otherwise a random non-empty subset
 N_OBJECTS_WEIGHTS = (0.3, 0.35, 0.35)  # 1, 2, 3 objects
 P_GROUP = 0.2  # a scene with >= 2 objects repeats one shape+colour (so captions can count)
 
@@ -300,7 +301,7 @@ def _mention(scene: Scene, group: list[int], rng: np.random.Generator) -> Mentio
 def sample_content(scene: Scene, rng: np.random.Generator) -> tuple[CaptionContent, frozenset[int]]:
     """One caption's content and the set of groups it mentions."""
     groups = scene.groups()
-    k = int(rng.integers(1, len(groups) + 1))
+    k = len(groups) if rng.random() < P_MENTION_ALL else int(rng.integers(1, len(groups) + 1))
     chosen = sorted(int(g) for g in rng.choice(len(groups), size=k, replace=False))
     mentions = {g: _mention(scene, groups[g], rng) for g in chosen}
     items: list[Item] = []

@@ -257,9 +257,11 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
 
 
 def train_le(config: MlaConfig, on_step=None) -> Path:
-    """``mltk train-le``: Language Exposure, starting from an NLT checkpoint. Returns the checkpoint path."""
-    if config.init is None:
-        raise ConfigError("train-le starts from an NLT checkpoint: pass --init")
+    """``mltk train-le``: Language Exposure, normally starting from an NLT checkpoint (``init``); without one it
+    trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
+    if config.init is None and not config.tokenizer:
+        raise ConfigError("train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
+                          "--model and --tokenizer (the paper's LE-only ablation)")
     if config.images is None:
         raise ConfigError("train-le needs image embeddings (positional IMAGES, or piped from encode-images)")
     runtime, captions, images = _setup(config)

@@ -1,0 +1,127 @@
+"""The typer app, its error mapping and the registry of command modules."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+import traceback
+from typing import Iterable
+
+import typer
+from typer.core import TyperGroup
+
+from mltk import __version__
+from mltk.errors import MltkError
+
+# Every command and the module that registers it (``register(app)``), in pipeline order (the order of --help).
+# A command runs with only its own module imported, so `mltk evaluate` does not pay for open_clip or transformers.
+COMMAND_MODULES = {
+    "synth-data": "mltk.cli.data",
+    "import-data": "mltk.cli.data",
+    "translate-data": "mltk.cli.translate",
+    "build-vocab": "mltk.cli.vocab",
+    "pretrain": "mltk.cli.pretrain",
+    "encode-images": "mltk.cli.encode",
+    "train-nlt": "mltk.cli.train",
+    "train-le": "mltk.cli.train",
+    "train-continual": "mltk.cli.continual",
+    "train-ccrk": "mltk.cli.ccrk",
+    "compare": "mltk.cli.ccrk",
+    "import-mla": "mltk.cli.convert",
+    "index": "mltk.cli.index",
+    "evaluate": "mltk.cli.evaluate",
+    "inspect": "mltk.cli.inspect",
+}
+
+
+class MltkGroup(TyperGroup):
+    """Maps ``MltkError`` to exit code 2 and other exceptions to exit code 1, each as one line on stderr."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(self.commands)  # registration order, not alphabetical: the pipeline reads top to bottom
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except MltkError as exc:
+            _report(exc, f"mltk: error: {exc}")
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            typer.echo("mltk: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if _from_cli_framework(exc):  # usage errors, --help, exits: click/typer report them (exit code 2)
+                raise
+            _report(exc, f"mltk: internal error: {type(exc).__name__}: {exc} (set MLTK_DEBUG=1 for a traceback)")
+            ctx.exit(1)
+
+
+def _from_cli_framework(exc: BaseException) -> bool:
+    """typer vendors click (``typer._click``) in recent versions, so match both by module."""
+    return type(exc).__module__.split(".")[0] in ("click", "typer")
+
+
+def _report(exc: BaseException, line: str) -> None:
+    if os.environ.get("MLTK_DEBUG") == "1":
+        traceback.print_exception(exc)
+    typer.echo(" ".join(line.split("\n")[:1]), err=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mltk {__version__}")
+        raise typer.Exit()
+
+
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """mltk: multilingual CLIP toolkit."""
+
+
+def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
+    """The typer app with the commands of ``modules`` (default: all of them)."""
+    app = typer.Typer(
+        cls=MltkGroup,
+        name="mltk",
+        help="Turn an English CLIP into a multilingual one and measure cross-lingual retrieval.\n\n"
+        "Every command prints one line on stdout, the path of the artifact it wrote (or JSON with --json); "
+        "logs and progress go to stderr. Exit codes: 0 ok, 2 bad input, 1 internal error (MLTK_DEBUG=1 for a "
+        "traceback).",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    for module in dict.fromkeys(modules if modules is not None else COMMAND_MODULES.values()):
+        importlib.import_module(module).register(app)
+    return app
+
+
+def _modules_for(argv: list[str]) -> list[str] | None:
+    """Only the module of the command being run; all of them for `mltk`, `mltk --help` or an unknown command."""
+    if argv[:1] == ["--version"]:
+        return []
+    return [COMMAND_MODULES[argv[0]]] if argv and argv[0] in COMMAND_MODULES else None
+
+
+@functools.cache
+def full_app() -> typer.Typer:
+    return build_app()
+
+
+def __getattr__(name: str):
+    """``mltk.cli.application.app`` (as used by tests with ``typer.testing``) is the app with every command, built lazily."""
+    if name == "app":
+        return full_app()
+    raise AttributeError(name)
+
+
+def main() -> None:
+    try:
+        build_app(_modules_for(sys.argv[1:]))()
+    except BrokenPipeError:  # `mltk ... | head`: the reader left, nothing is wrong
+        sys.stderr.close()
