@@ -16,5 +16,6 @@ def tiny_wordpiece_tokenizer(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS))
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    BertTokenizerFast(vocab_file=str(directory / "vocab.txt"), do_lower_case=False).save_pretrained(directory)
+    # a dict, not vocab_file=: transformers 5 ignores vocab_file= and would leave only the special tokens
+    BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)}, do_lower_case=False).save_pretrained(directory)
     return directory
