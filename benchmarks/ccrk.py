@@ -5,7 +5,7 @@ The captions of a batch are encoded grouped by language (one forward per languag
 the loss holds one [B, B*K] score matrix, so both should grow linearly in K: the time per language (ms/K) and the
 memory added per extra language should stay about constant.
 
-    .venv/bin/python benchmarks/ccrk.py [--batch-size 64] [--rounds 5] [--device auto]
+    .venv/bin/python benchmarks/ccrk.py [--batch-size 64] [--rounds 9] [--threads 1] [--device auto] [--own-captions]
 
 Time: the K settings are interleaved round by round in one process, medians reported. Memory: on CUDA the peak
 ``torch.cuda.max_memory_allocated`` of a step above what was allocated before it; on the CPU the growth of the
@@ -13,7 +13,14 @@ process's peak resident set (``VmHWM``, reset through ``/proc/self/clear_refs`` 
 resident set before two steps, each K in its own fresh subprocess (an allocator keeps freed memory, so one
 process could not measure several K). Slots are non-English languages, so every slot
 runs the text tower (English captions would be precomputed constants). Base: a random-weight ``mltk-tiny`` CLIP,
-random image embeddings, a BPE vocabulary grown over the 8 languages of a small synthetic world.
+random image embeddings, a BPE vocabulary of a small synthetic world.
+
+Every slot does the same work: the K language slots (de, fr, es, it, ru, el, zh, ja, each with its own
+acquirers) all hold the German captions of the world, so only K changes between the settings. With each
+language's own captions the cost per slot follows its token count (``--own-captions``): batches are cut to
+their longest caption, and Russian, Greek, Japanese and Chinese captions tokenise 1.3-2x longer than the Latin
+ones in this vocabulary, so K = 8 (which adds those four) costs more than 8x K = 1 for that reason alone; the
+``tokens/step`` column shows it.
 """
 
 from __future__ import annotations
@@ -28,11 +35,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from mltk import artifacts
 from mltk.data.synth import SynthConfig, synthesize
 from mltk.models.clip import clip_checkpoint_config, load_clip
+from mltk.models.multilingual import trim_tokens
 from mltk.train import ccrk
 from mltk.vocab import build_vocab
 
@@ -40,9 +50,19 @@ LANGS = ("de", "fr", "es", "it", "ru", "el", "zh", "ja")
 KS = (1, 2, 4, 8)
 
 
-def make_world(root: Path, train_images: int) -> None:
-    """World, random base checkpoint, random image embeddings and a vocabulary over LANGS, under ``root``."""
+def make_world(root: Path, train_images: int, own_captions: bool = False) -> None:
+    """World, random base checkpoint, random image embeddings and a vocabulary, under ``root``: captions in every
+    language of LANGS (``root/captions``), by default the German ones copied under each code (equal work per
+    slot), with ``own_captions`` each language's own."""
     world = synthesize(root / "world", SynthConfig(train=train_images, val=16, test=0, langs=("en", *LANGS)))
+    captions = artifacts.load_captions(world.captions_path)
+    if not own_captions:
+        german = captions.filter(pc.equal(captions.column("lang"), "de"))
+        english = captions.filter(pc.equal(captions.column("lang"), "en"))
+        relabelled = [german.set_column(german.schema.get_field_index("lang"), "lang",
+                                        pa.array([lang] * german.num_rows, pa.string())) for lang in LANGS]
+        captions = pa.concat_tables([english, *relabelled])
+    artifacts.write_captions(root / "captions", captions, stage="benchmark")
     torch.manual_seed(0)
     artifacts.write_checkpoint(root / "base", load_clip("mltk-tiny").model.state_dict(),
                                clip_checkpoint_config("mltk-tiny"), stage="benchmark")
@@ -53,11 +73,11 @@ def make_world(root: Path, train_images: int) -> None:
                                split=table.column("split").to_pylist())
     vocab = None
     for lang in LANGS:
-        vocab = build_vocab(world.captions_path, lang, root / f"vocab-{lang}", parent=vocab, size=600)
+        vocab = build_vocab(root / "captions", lang, root / f"vocab-{lang}", parent=vocab, size=600)
 
 
 def build(root: Path, k: int, batch_size: int, device: str) -> ccrk.CcrkTask:
-    config = ccrk.CcrkConfig(images=root / "img", captions=root / "world" / "captions", out=root / "unused",
+    config = ccrk.CcrkConfig(images=root / "img", captions=root / "captions", out=root / "unused",
                              model=str(root / "base"), tokenizer=str(root / f"vocab-{LANGS[-1]}"),
                              languages=LANGS[:k], batch_size=batch_size, steps=1000, device=device,
                              precision="fp32", val_images=8)
@@ -74,6 +94,19 @@ def train_step(task: ccrk.CcrkTask, step: int) -> None:
         p.grad = None
     if task.runtime.device.type == "cuda":
         torch.cuda.synchronize()
+
+
+def tokens_per_step(task: ccrk.CcrkTask, steps: range) -> float:
+    """Mean number of token positions the text tower runs per step: sum over slots of captions x the length the
+    slot's batch is cut to (its longest caption)."""
+    end = task.encoder.non_native.end_token_id
+    total = 0
+    for step in steps:
+        _, captions = task.batches.batch(step)
+        for k, lang in enumerate(task.languages):
+            tokens, _ = trim_tokens(task.tokens[lang][captions[:, k]], end)
+            total += tokens.numel()
+    return total / len(steps)
 
 
 def time_steps(tasks: dict[int, ccrk.CcrkTask], rounds: int) -> dict[int, float]:
@@ -97,10 +130,11 @@ def cuda_peak_bytes(task: ccrk.CcrkTask) -> int:
     return torch.cuda.max_memory_allocated() - before
 
 
-def cpu_peak_bytes(root: Path, k: int, batch_size: int) -> int:
+def cpu_peak_bytes(root: Path, k: int, batch_size: int, threads: int) -> int:
     """Peak-RSS growth of two steps, measured in a fresh subprocess."""
     out = subprocess.run([sys.executable, __file__, "--memory-child", str(k), "--root", str(root),
-                          "--batch-size", str(batch_size)], check=True, capture_output=True, text=True)
+                          "--batch-size", str(batch_size), "--threads", str(threads)],
+                         check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["bytes"]
 
 
@@ -123,12 +157,18 @@ def memory_child(root: Path, k: int, batch_size: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1: steady timings on a shared machine; 0 = torch's default)")
     parser.add_argument("--train-images", type=int, default=256)
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--own-captions", action="store_true",
+                        help="each language slot its own captions (cost per slot follows its token count)")
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if args.memory_child is not None:
         memory_child(args.root, args.memory_child, args.batch_size)
         return
@@ -136,23 +176,27 @@ def main() -> None:
     device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        make_world(root, args.train_images)
+        make_world(root, args.train_images, args.own_captions)
         tasks = {k: build(root, k, args.batch_size, device) for k in KS}
+        tokens = {k: tokens_per_step(task, range(1, args.rounds + 1)) for k, task in tasks.items()}
         seconds = time_steps(tasks, args.rounds)
         if device == "cuda":
             memory = {k: cuda_peak_bytes(task) for k, task in tasks.items()}
         else:
             del tasks
-            memory = {k: cpu_peak_bytes(root, k, args.batch_size) for k in KS}
+            memory = {k: cpu_peak_bytes(root, k, args.batch_size, args.threads) for k in KS}
 
     memory_kind = "CUDA max_memory_allocated" if device == "cuda" else "peak RSS growth (VmHWM), a subprocess per K"
-    print(f"train-ccrk step (1-to-K loss, forward + backward), mltk-tiny, B = {args.batch_size} images, "
-          f"device {device}, median of {args.rounds} interleaved rounds; memory: {memory_kind}")
-    print(f"{'K':>3} {'step ms':>9} {'ms/K':>8} {'time xK=1':>10} {'peak MiB':>9} {'MiB per added lang':>19}")
+    slots = "each language its own captions" if args.own_captions else "every slot the same (German) captions"
+    print(f"train-ccrk step (1-to-K loss, forward + backward), mltk-tiny, B = {args.batch_size} images, {slots}, "
+          f"device {device}" + (f" ({torch.get_num_threads()} thread(s))" if device == "cpu" else "")
+          + f", median of {args.rounds} interleaved rounds; memory: {memory_kind}")
+    print(f"{'K':>3} {'tokens/step':>12} {'step ms':>9} {'ms/K':>8} {'time xK=1':>10} {'peak MiB':>9} "
+          f"{'MiB per added lang':>19}")
     for k in KS:
         added = (memory[k] - memory[KS[0]]) / (k - KS[0]) / 2**20 if k != KS[0] else float("nan")
-        print(f"{k:>3} {seconds[k] * 1e3:>9.1f} {seconds[k] * 1e3 / k:>8.1f} {seconds[k] / seconds[KS[0]]:>10.2f} "
-              f"{memory[k] / 2**20:>9.1f} {added:>19.1f}")
+        print(f"{k:>3} {tokens[k]:>12.0f} {seconds[k] * 1e3:>9.1f} {seconds[k] * 1e3 / k:>8.1f} "
+              f"{seconds[k] / seconds[KS[0]]:>10.2f} {memory[k] / 2**20:>9.1f} {added:>19.1f}")
 
 
 if __name__ == "__main__":
