@@ -133,3 +133,27 @@ def test_bad_inputs_are_one_line_errors(world, tmp_path):
     assert result.exit_code == 2 and "not an MLA checkpoint" in result.stderr
     result = runner.invoke(app, ["train-nlt", str(tmp_path / "missing"), "--out", str(tmp_path / "z")])
     assert result.exit_code == 2 and str(tmp_path / "missing") in result.stderr
+
+
+def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
+    """NLT/LE run a batch as groups of similar length: same features, same gradients, fewer padded tokens."""
+    from mltk.models.multilingual import build_encoder
+
+    torch.manual_seed(0)
+    encoder = build_encoder(str(world["native"]), None, str(world["vocab"]), ["de"])
+    texts = ["ein roter Kreis", "ein sehr kleiner roter Kreis links von einem großen blauen Quadrat und ein Stern",
+             "Quadrat", "ein blaues Quadrat links von einem Kreis", "Stern", "zwei rote Kreise", "ein Herz", "Kreuz",
+             "drei kleine gelbe Sterne über einem großen schwarzen Herz"]
+    tokens = encoder.tokenize(texts, "de")
+    params = list(encoder.trainable_tensors(["de"]).values())
+
+    def features_and_grads(buckets):
+        encoder.zero_grad()
+        features = mla.encode_in_length_buckets(encoder, tokens, "de", buckets=buckets)
+        (features ** 2).sum().backward()
+        return features.detach(), [p.grad.clone() for p in params]
+
+    one, grads_one = features_and_grads(1)
+    bucketed, grads_bucketed = features_and_grads(4)
+    assert torch.allclose(bucketed, one, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-4, rtol=1e-4) for a, b in zip(grads_bucketed, grads_one))
