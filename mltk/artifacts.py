@@ -67,12 +67,17 @@ def read_manifest(path: PathLike, kind: str | None = None) -> dict:
 
 
 def fingerprint(path: PathLike) -> str:
-    """A content fingerprint of an input: the manifest of an artifact, the bytes of a file, the listing of a
-    plain directory (names and sizes)."""
+    """A content fingerprint of an input: the bytes of a file; for an artifact its manifest plus the name, size and
+    modification time of each of its files (weights rewritten at the same path within the same second keep an
+    identical manifest; hashing every byte of a large embeddings artifact would cost more than a stage's start);
+    the listing of a plain directory (names and sizes)."""
     path = Path(path)
     digest = hashlib.sha256()
     if is_artifact(path):
         digest.update((path / schema.MANIFEST).read_bytes())
+        for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            stat = child.stat()
+            digest.update(f"{child.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     elif path.is_file():
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):

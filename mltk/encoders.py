@@ -48,7 +48,7 @@ class ClipTextEncoder(torch.nn.Module):
     def __init__(self, clip: ClipBundle):
         super().__init__()
         self.clip = clip
-        self.tower = OpenClipTextTower(clip.model)
+        self.tower = OpenClipTextTower(clip.model, clip.end_token_id)
 
     def tokenize(self, texts: list[str], lang: str) -> torch.Tensor:
         return self.clip.tokenizer(list(texts))

@@ -456,6 +456,17 @@ def clip_vocabulary() -> Vocabulary:
     return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64))
 
 
+def minimum_vocabulary_size() -> int:
+    """A trained vocabulary holds at least the byte-level base symbols and the special tokens."""
+    return len(base_symbols()) + len(SPECIAL_TOKENS)
+
+
+def check_vocabulary_size(size: int, option: str) -> None:
+    if size < minimum_vocabulary_size():
+        raise ConfigError(f"{option} must be at least {minimum_vocabulary_size()} (the byte-level base symbols and "
+                          f"the special tokens), got {size}")
+
+
 def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None = None,
                      size: int = DEFAULT_NEW_VOCAB_SIZE, min_frequency: int = 2,
                      protected_texts: Sequence[str] = ()) -> Vocabulary:
@@ -466,9 +477,7 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
     their words are dropped (``drop_merges_changing``), so those texts keep exactly the parent's ids. Off by
     default, as in the paper, where later vocabularies may re-merge rare words of earlier languages.
     """
-    if size < len(base_symbols()) + len(SPECIAL_TOKENS):
-        raise ConfigError(f"--size must be at least {len(base_symbols()) + len(SPECIAL_TOKENS)} (the byte-level "
-                          f"base symbols and the special tokens), got {size}")
+    check_vocabulary_size(size, "--size")
     if not texts:
         raise ConfigError(f"no captions to train a vocabulary for language {lang!r}")
     parent = parent if parent is not None else clip_vocabulary()

@@ -429,6 +429,9 @@ def test_bad_options_are_one_line_errors(world, tmp_path):
     assert result.exit_code == 2 and "--method must be one of" in result.stderr
     result = runner.invoke(app, base + ["--metric", "t2i.R@3"])
     assert result.exit_code == 2 and "--metric" in result.stderr
+    result = runner.invoke(app, base + ["--vocab-size", "100"])  # refused before any model or teacher work
+    assert result.exit_code == 2 and "--vocab-size must be at least 514" in result.stderr
+    assert "teacher" not in result.stderr
     vocab_dir = tmp_path / "vocabs"
     shutil.copytree(world["vocab"]["de"].path, vocab_dir / "en")  # the de chain where en alone is expected
     result = runner.invoke(app, base + ["--vocab-dir", str(vocab_dir), "--cache-dir", str(world["root"] / "cache")])

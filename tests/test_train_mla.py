@@ -97,6 +97,28 @@ def test_teacher_embeddings_are_computed_once(world, tmp_path, monkeypatch):
     assert calls == []
 
 
+def test_teacher_cache_follows_the_weights_not_the_path(world, tmp_path):
+    """A base CLIP rewritten at the same path (pretrain rerun) gets new teacher embeddings, not the cached ones."""
+    from mltk.encoders import ClipTextEncoder
+    from mltk.runtime import resolve_runtime
+    from mltk.train.teacher import teacher_embeddings
+
+    runtime = resolve_runtime("cpu", "fp32")
+    native = tmp_path / "native"
+    ids, texts = ["c1", "c2"], ["a red circle", "two blue squares"]
+
+    def teacher_of(seed: int) -> np.ndarray:
+        torch.manual_seed(seed)
+        artifacts.write_checkpoint(native, load_clip("mltk-tiny").model.state_dict(),
+                                   clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+        clip = load_clip(str(native))
+        return np.array(teacher_embeddings(ClipTextEncoder(clip), clip.spec, ids, texts, runtime, tmp_path / "cache"))
+
+    first, second = teacher_of(0), teacher_of(1)
+    expected = ClipTextEncoder(load_clip(str(native))).encode_tokens(load_clip(str(native)).tokenizer(texts), "en")
+    assert not np.allclose(first, second)
+    np.testing.assert_allclose(second, expected.detach().numpy(), atol=1e-6)
+
 def test_train_le_reads_image_embeddings_from_a_pipe(world, tmp_path):
     nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
     out = tmp_path / "le"

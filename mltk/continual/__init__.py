@@ -25,7 +25,7 @@ def make_method(name: str, options: MethodOptions, clip, seed: int = 0) -> Conti
     """A fresh method for the text tower of ``clip`` (a ``ClipBundle``)."""
     if name not in METHODS:
         raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {name!r}")
-    tower = OpenClipTextTower(clip.model)
+    tower = OpenClipTextTower(clip.model, clip.end_token_id)
     method = METHODS[name](options, tower.width, tower.num_blocks, tower.output_dim, seed)
     return method.to(clip.model.positional_embedding.device)
 

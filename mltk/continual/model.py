@@ -3,7 +3,8 @@
 Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Continual Language Learning" (AAAI
 2024). The tower (positions, blocks, final norm, projection) stays frozen; its token-embedding table is replaced
 by a trainable table ``[V_t, W]`` that grows with each task's vocabulary (``mltk.vocab``: old ids never change, new
-tokens are appended). Every language is tokenised with the current vocabulary, so English keeps CLIP's ids. The
+tokens are appended). Every language is tokenised with the current vocabulary; English keeps CLIP's ids unless a
+later task's merges re-merge its rare words (``--protect-lang en`` prevents that, see ``mltk.vocab``). The
 features are pooled at the FIRST end token: after expansion the end token is no longer the largest id.
 
 A continual-learning method (``mltk.continual.base.ContinualMethod``) may change the forward (adapters, LoRA,

@@ -44,6 +44,11 @@ class ClipBundle:
     tokenizer: Callable  # list[str] -> LongTensor [B, context_length]
     spec: dict[str, Any] = field(default_factory=dict)  # how to rebuild it: {"model": ..., "pretrained": ...}
 
+    @property
+    def end_token_id(self) -> int:
+        """The id CLIP's text tower pools at, read from the tokenizer (49407 for OpenAI's BPE)."""
+        return getattr(self.tokenizer, "eot_token_id", 49407)
+
 
 def available_models() -> list[str]:
     return open_clip.list_models()

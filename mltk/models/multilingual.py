@@ -34,7 +34,7 @@ class LanguageAcquisitionEncoder(nn.Module):
                  embedding_init: torch.Tensor | None = None):
         super().__init__()
         self.clip = clip
-        self.tower = OpenClipTextTower(clip.model)
+        self.tower = OpenClipTextTower(clip.model, clip.end_token_id)
         self.tower.requires_grad_(False)
         self.non_native = non_native
         self.native_lang = native_lang

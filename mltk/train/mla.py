@@ -291,7 +291,8 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
     if validator is None:
         raise ConfigError(f"no {config.val_split!r} captions match the image embeddings: LE validates on them",
                           config.captions)
-    task = LeTask(encoder, torch.from_numpy(np.asarray(image_vectors, dtype=np.float32)), data, languages,
+    unit_images = F.normalize(torch.from_numpy(np.array(image_vectors, dtype=np.float32)), dim=-1)  # [N, D]
+    task = LeTask(encoder, unit_images, data, languages,
                   train_embedding, config.batch_size, config.steps, config.seed, config.temperature, runtime,
                   validator)
     return _fit_and_save(task, encoder, config, runtime, "train-le", languages, on_step)

@@ -66,11 +66,11 @@ class ClipPretrainTask:
     """Standard CLIP loss on (image, English caption) batches of distinct images."""
 
     def __init__(self, clip, pixels: torch.Tensor, tokens: torch.Tensor, offsets: np.ndarray, counts: np.ndarray,
-                 batch_size: int, steps: int, seed: int, runtime: Runtime, validate_fn):
+                 batch_size: int, steps: int, seed: int, runtime: Runtime, validate_fn, end_token_id: int):
         self.clip, self.pixels, self.tokens = clip, pixels, tokens  # [N, 3, H, W], [M, 77] captions grouped by image
         self.offsets, self.counts, self.seed, self.runtime = offsets, counts, seed, runtime
         self.batches = LanguageBatches({NATIVE_LANG: len(pixels)}, batch_size, steps, seed)
-        self.tower = OpenClipTextTower(clip)
+        self.tower = OpenClipTextTower(clip, end_token_id)
         self.validate_fn = validate_fn
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
@@ -131,7 +131,7 @@ def pretrain(config: PretrainConfig) -> Path:
     validate_fn = _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime)
 
     task = ClipPretrainTask(clip, pixels, tokens, offsets, counts, config.batch_size, config.steps, config.seed,
-                            runtime, validate_fn)
+                            runtime, validate_fn, bundle.end_token_id)
     loop = LoopConfig(steps=config.steps, lr=config.lr, warmup_fraction=config.warmup_fraction,
                       schedule="cosine", weight_decay=config.weight_decay, eval_every=config.eval_every,
                       clip_mode="global", seed=config.seed)
@@ -147,7 +147,7 @@ def _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime: Run
     """English retrieval on the validation split: the score is the mean AR of both directions."""
     from mltk.evaluate import evaluate_retrieval
 
-    tower = OpenClipTextTower(clip)
+    tower = OpenClipTextTower(clip, bundle.end_token_id)
 
     @torch.no_grad()
     def validate() -> dict[str, float]:

@@ -32,7 +32,8 @@ def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts:
 
     ``encoder`` is any ``mltk.encoders`` text encoder whose ``en`` path is the frozen CLIP.
     """
-    key = hashlib.sha256(json.dumps([model_spec, caption_ids, texts], ensure_ascii=False).encode()).hexdigest()[:20]
+    identity = [model_spec, _local_weights_fingerprints(model_spec), runtime.precision, caption_ids, texts]
+    key = hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode()).hexdigest()[:20]
     path = (cache_dir or cache_root()) / f"teacher-{key}"
     if artifacts.is_artifact(path):
         table, vectors = artifacts.load_embeddings(path)
@@ -44,3 +45,12 @@ def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts:
     artifacts.write_embeddings(path, caption_ids, vectors, normalized=False, stage="teacher",
                                config={"model": model_spec})
     return vectors
+
+
+def _local_weights_fingerprints(model_spec: dict) -> list[str]:
+    """Content fingerprints of the local files or artifacts a model spec names.
+
+    A spec names weights by path; the same path can hold other weights later (``mltk pretrain --out runs/native``
+    run again), and a cache keyed by the path alone would then serve the old model's embeddings."""
+    paths = [model_spec.get(key) for key in ("model", "pretrained")]
+    return [artifacts.fingerprint(path) for path in paths if isinstance(path, str) and Path(path).exists()]
