@@ -2,7 +2,8 @@
 # MLA's ablation on the embedded default (the paper's Table 6 order: NLT then LE >= NLT only > LE only), test split,
 # five languages (de, fr, ru, zh, ar). It reuses the main job's run directory: NLT only is its train-nlt checkpoint
 # (500 steps), NLT then LE is its final checkpoint (500 + 200 steps), and LE only trains fresh acquirers with the
-# contrastive loss alone for the same 700 steps at NLT's learning rate.
+# contrastive loss alone (the same LE loss: the base CLIP's own temperature) for the same 700 steps at NLT's
+# learning rate.
 # Usage: bash examples/mla_ablation.sh [RUN_DIR] [BASE_DIR]   (BASE_DIR: the quickstart's run, built if missing;
 # about 3 minutes on 2 cores beyond it)
 set -euo pipefail
@@ -14,8 +15,8 @@ mkdir -p "$run"
 
 [ -f "$base/metrics/manifest.json" ] || bash "$here/quickstart.sh" "$base" > /dev/null
 [ -f "$run/le-only/manifest.json" ] || mltk train-le "$base/img" --captions "$base/world/captions" \
-  --model "$base/native" --tokenizer "$base/vocab/ar" --lang "$langs" --steps 700 --lr 1e-3 --out "$run/le-only" \
-  > /dev/null
+  --model "$base/native" --tokenizer "$base/vocab/ar" --lang "$langs" --steps 700 --lr 1e-3 --temperature clip \
+  --out "$run/le-only" > /dev/null
 
 for name in nlt mla le-only; do
   checkpoint=$base/$name

@@ -35,10 +35,12 @@ done
 stage "$run/nlt" mltk train-nlt "$world/captions" --model "$run/native" --tokenizer "$run/vocab/ar" \
   --lang "$langs" --steps 500 --lr 1e-3 --out "$run/nlt"
 
-# 4. The frozen image tower runs once; LE reads the image embeddings from the pipe (InfoNCE, temperature 0.01).
+# 4. The frozen image tower runs once; LE reads the image embeddings from the pipe (symmetric InfoNCE). The paper's
+#    temperature 0.01 is OpenAI ViT-B/32's own learned one; the tiny CLIP learned about 0.06, and LE keeps it fixed
+#    there (--temperature clip): at 0.01 LE pulls this tower off its similarity scale and loses recall.
 stage "$run/img" mltk encode-images "$world/images" --model "$run/native" --out "$run/img" \
-  | stage "$run/mla" mltk train-le - --captions "$world/captions" --init "$run/nlt" --steps 200 --lr 2e-5 \
-    --out "$run/mla"
+  | stage "$run/mla" mltk train-le - --captions "$world/captions" --init "$run/nlt" --steps 200 --lr 1e-4 \
+    --temperature clip --out "$run/mla"
 
 # 5. An exact image index, queried in German and in Chinese (top 5 as JSON lines, and a contact sheet).
 stage "$run/index" mltk index build "$run/img" --out "$run/index"

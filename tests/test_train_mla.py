@@ -179,3 +179,20 @@ def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
     bucketed, grads_bucketed = features_and_grads(4)
     assert torch.allclose(bucketed, one, atol=1e-5)
     assert all(torch.allclose(a, b, atol=1e-4, rtol=1e-4) for a, b in zip(grads_bucketed, grads_one))
+
+
+def test_le_temperature_is_fixed_at_a_number_or_at_the_base_clips_own(world, tmp_path):
+    from mltk.models.multilingual import build_encoder
+
+    encoder = build_encoder(str(world["native"]), None, str(world["vocab"]), ["de"])
+    own = 1.0 / encoder.clip.model.logit_scale.exp().item()
+    assert mla.le_temperature(None, encoder) == pytest.approx(own)
+    assert mla.le_temperature(0.01, encoder) == 0.01
+    base = ["train-le", str(world["images"]), "--captions", str(world["captions"]), "--model", str(world["native"]),
+            "--tokenizer", str(world["vocab"]), "--lang", "de", "--steps", "2", "--batch-size", "8", "--device", "cpu"]
+    result = runner.invoke(app, base + ["--temperature", "warm", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+        "mltk: error: --temperature must be a number or 'clip', got 'warm'"]
+    result = runner.invoke(app, base + ["--temperature", "clip", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.stderr
+    assert f"LE temperature {own:.4g}" in result.stderr

@@ -9,6 +9,7 @@ import typer
 
 from mltk import artifacts
 from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.errors import ConfigError
 from mltk.train.mla import MlaConfig, train_le, train_nlt
 
 
@@ -85,7 +86,8 @@ def train_le_command(
     lr: float = typer.Option(3e-6, "--lr", help="Peak learning rate (paper: 3e-6; 10% linear warm-up)."),
     weight_decay: float = typer.Option(0.2, "--weight-decay"),
     grad_clip: float = typer.Option(1.0, "--grad-clip", help="Per-tensor gradient norm clip (0: off)."),
-    temperature: float = typer.Option(0.01, "--temperature", help="Fixed InfoNCE temperature (paper: 0.01)."),
+    temperature: str = typer.Option("0.01", "--temperature", help="Fixed InfoNCE temperature (paper: 0.01, "
+                                    "OpenAI ViT-B/32's own), or 'clip': the frozen base CLIP's own learned one."),
     train_embedding: Optional[bool] = TrainEmbeddingOption,
     eval_every: int = EvalOption,
     seed: int = SeedOption,
@@ -97,8 +99,9 @@ def train_le_command(
     config = MlaConfig(captions=captions, out=out, images=artifacts.resolve_input(images, what="image embeddings"),
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
                        languages=_languages(lang), steps=steps, batch_size=batch_size, lr=lr,
-                       weight_decay=weight_decay, grad_clip=grad_clip or None, temperature=temperature,
-                       train_embedding=train_embedding, eval_every=eval_every, seed=seed, device=device,
+                       weight_decay=weight_decay, grad_clip=grad_clip or None,
+                       temperature=_temperature(temperature), train_embedding=train_embedding,
+                       eval_every=eval_every, seed=seed, device=device,
                        precision=precision)
     emit(train_le(config), as_json)
 
@@ -106,3 +109,13 @@ def train_le_command(
 def register(app: typer.Typer) -> None:
     app.command("train-nlt")(train_nlt_command)
     app.command("train-le")(train_le_command)
+
+
+def _temperature(text: str) -> float | None:
+    """``--temperature``: a number, or ``clip`` (None: the base CLIP's own, resolved by the library)."""
+    if text.strip().lower() == "clip":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"--temperature must be a number or 'clip', got {text!r}") from None

@@ -6,7 +6,11 @@ Zhang et al., "Generalizing Multimodal Pre-training into Multilingual via Langua
   unnormalised English CLIP text embedding (computed once and cached, ``mltk.train.teacher``) and f_lang the
   acquisition encoder. Paper: batch 128, lr 1e-4, 117,150 steps.
 - LE: symmetric InfoNCE between frozen image embeddings (from ``encode-images``) and the non-native text, both
-  L2-normalised, temperature 0.01 (fixed logit scale 100). Paper: batch 128, lr 3e-6, 11,715 steps.
+  L2-normalised, temperature 0.01 (fixed logit scale 100). Paper: batch 128, lr 3e-6, 11,715 steps. 0.01 is
+  OpenAI ViT-B/32's own learned temperature (its logit scale ends at CLIP's clamp of 100); ``temperature=None``
+  (``--temperature clip``) fixes it at the frozen base CLIP's own instead, which is what a CLIP whose learned
+  temperature differs (the embedded default's tiny CLIP learns about 0.06) needs: at 0.01 its LE drifts away from
+  the similarity scale the frozen towers were trained at and loses recall.
 
 Batches hold one language, drawn uniformly per step (``mltk.train.batches``). What is trained: the acquirers of
 the languages being trained and, by default, the shared non-native embedding; when languages are added to an
@@ -61,7 +65,7 @@ class MlaConfig:
     weight_decay: float = 0.2
     grad_clip: float | None = 1.0
     train_embedding: bool | None = None  # default: yes, unless languages are added to an existing checkpoint
-    temperature: float = LE_TEMPERATURE
+    temperature: float | None = LE_TEMPERATURE  # None: the frozen base CLIP's own learned temperature
     eval_every: int = 0
     split: str = "train"
     val_split: str = "val"
@@ -122,6 +126,15 @@ def encode_in_length_buckets(encoder: LanguageAcquisitionEncoder, tokens: torch.
     order = torch.argsort(end_positions(tokens, encoder.non_native.end_token_id), stable=True)  # [B]
     features = torch.cat([encoder.encode_tokens(tokens[group], lang) for group in order.tensor_split(buckets)])
     return features[torch.argsort(order)]  # back to batch order
+
+
+def le_temperature(temperature: float | None, encoder: LanguageAcquisitionEncoder) -> float:
+    """``temperature``, or the frozen base CLIP's own learned one (1 / exp(logit_scale)) when None."""
+    if temperature is None:
+        return float(1.0 / encoder.clip.model.logit_scale.detach().exp())
+    if not temperature > 0:
+        raise ConfigError(f"--temperature must be positive or 'clip', got {temperature}")
+    return temperature
 
 
 def _rows(captions: pa.Table, split: str, langs: list[str]) -> pa.Table:
@@ -219,7 +232,7 @@ def train_nlt(config: MlaConfig, on_step=None) -> Path:
 
 
 class LeTask:
-    """Symmetric InfoNCE between frozen image embeddings and non-native captions, temperature 0.01.
+    """Symmetric InfoNCE between frozen image embeddings and non-native captions at a fixed temperature.
 
     A batch holds distinct images of one language, each with one of its captions in that language (drawn from
     (seed, step)), so an image never appears twice in a batch as a false negative.
@@ -292,8 +305,10 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
         raise ConfigError(f"no {config.val_split!r} captions match the image embeddings: LE validates on them",
                           config.captions)
     unit_images = F.normalize(torch.from_numpy(np.array(image_vectors, dtype=np.float32)), dim=-1)  # [N, D]
+    temperature = le_temperature(config.temperature, encoder)
+    log(f"LE temperature {temperature:.4g} (logit scale {1 / temperature:.4g})")
     task = LeTask(encoder, unit_images, data, languages,
-                  train_embedding, config.batch_size, config.steps, config.seed, config.temperature, runtime,
+                  train_embedding, config.batch_size, config.steps, config.seed, temperature, runtime,
                   validator)
     return _fit_and_save(task, encoder, config, runtime, "train-le", languages, on_step)
 
