@@ -80,7 +80,7 @@ def train_continual_command(
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume."""
     from mltk.continual import MethodOptions
-    from mltk.train.continual import ContinualConfig, train_continual
+    from mltk.train.continual import ContinualConfig, final_summary, train_continual
 
     if sum([teir, teir_init_only, teir_reg_only]) > 1:
         raise ConfigError("choose one of --teir, --teir-init-only and --teir-reg-only")
@@ -95,13 +95,7 @@ def train_continual_command(
         val_images=val_images, options=options, keep_task_checkpoints=keep_task_checkpoints, seed=seed,
         device=device, precision=precision, cache_dir=cache_dir)
     path = train_continual(config)
-    if as_json:
-        import json
-
-        summary = json.loads((Path(path) / "continual.json").read_text(encoding="utf-8"))["continual"]
-        emit(path, as_json, tasks=summary["tasks"], AR=summary["AR"][-1], F=summary["F"][-1])
-    else:
-        emit(path)
+    emit(path, as_json, **(final_summary(path) if as_json else {}))
 
 
 def register(app: typer.Typer) -> None:

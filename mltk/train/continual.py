@@ -173,6 +173,12 @@ def metric_value(result: dict, lang: str, metric: str) -> float | None:
     return float(value)
 
 
+def final_summary(checkpoint: Path) -> dict[str, Any]:
+    """The task order and the final AR and F of a train-continual checkpoint (``continual.json``)."""
+    summary = json.loads((Path(checkpoint) / "continual.json").read_text(encoding="utf-8"))["continual"]
+    return {"tasks": summary["tasks"], "AR": summary["AR"][-1], "F": summary["F"][-1]}
+
+
 def task_order(config: ContinualConfig, captions: pa.Table) -> list[str]:
     """The task languages: ``config.languages``, or English first and the others in order of appearance."""
     available = list(dict.fromkeys(captions.column("lang").to_pylist()))
