@@ -353,15 +353,27 @@ def test_checkpoints_rebuild_the_method_structure(world, tmp_path, method):
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def cli_arguments(world, out):
+    return ["train-continual", str(world["images"]), "--captions", str(world["captions"]), "--out", str(out),
+            "--model", str(world["native"]), "--lang", "en,de,ru", "--teir", "--vocab-size", "600", "--steps", "2",
+            "--batch-size", "8", "--lr", "1e-2", "--keep-task-checkpoints", "--device", "cpu",
+            "--cache-dir", str(world["root"] / "cache")]
+
+
 @pytest.fixture(scope="module")
 def cli_run(world):
     out = world["root"] / "teir"
-    result = runner.invoke(app, [
-        "train-continual", str(world["images"]), "--captions", str(world["captions"]), "--out", str(out),
-        "--model", str(world["native"]), "--lang", "en,de,ru", "--teir", "--vocab-size", "600", "--steps", "2",
-        "--batch-size", "8", "--lr", "1e-2", "--keep-task-checkpoints", "--device", "cpu",
-        "--cache-dir", str(world["root"] / "cache")])
-    return out, result
+    return out, runner.invoke(app, cli_arguments(world, out))
+
+
+def test_rerun_with_json_prints_the_final_ar_and_f(world, cli_run):
+    out, _ = cli_run
+    result = runner.invoke(app, cli_arguments(world, out) + ["--json"])
+    assert result.exit_code == 0, result.stderr
+    printed = json.loads(result.stdout)
+    continual = json.loads((out / "continual.json").read_text())["continual"]
+    assert printed == {"path": str(out.resolve()), "tasks": list(LANGS), "AR": continual["AR"][-1],
+                       "F": continual["F"][-1]}
 
 
 def test_train_continual_writes_a_checkpoint_with_the_matrix_and_pictures(world, cli_run):
