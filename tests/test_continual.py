@@ -463,7 +463,6 @@ def test_pictures_are_pngs_with_the_values():
     assert curve.size == (640, 400) and curve.format == "PNG"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("method", ["cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt",
                                     "codaprompt"])
 def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix(world, method):

@@ -82,7 +82,6 @@ def test_parameter_count_per_language_for_vit_b_32():
     assert acquirer_parameter_count(width=512, num_blocks=12) == 3_154_944
 
 
-@pytest.mark.slow
 def test_parameter_count_per_language_in_a_random_vit_b_32(tmp_path):
     tokenizer = HFTokenizer(str(tiny_wordpiece_tokenizer(tmp_path / "tok")))
     encoder = LanguageAcquisitionEncoder(load_clip("ViT-B-32"), tokenizer, ["de"])

@@ -98,7 +98,6 @@ def test_runtime_resolution_on_cpu():
         resolve_runtime("tpu")
 
 
-@pytest.mark.slow
 def test_vit_b_32_trimmed_forward_equals_encode_text():
     bundle = load_clip("ViT-B-32")
     tokens = bundle.tokenizer(CAPTIONS)
