@@ -175,7 +175,7 @@ def metric_value(result: dict, lang: str, metric: str) -> float | None:
 
 def final_summary(checkpoint: Path) -> dict[str, Any]:
     """The task order and the final AR and F of a train-continual checkpoint (``continual.json``)."""
-    summary = json.loads((Path(checkpoint) / "continual.json").read_text(encoding="utf-8"))["continual"]
+    summary = json.loads((Path(checkpoint) / CONTINUAL_FILE).read_text(encoding="utf-8"))["continual"]
     return {"tasks": summary["tasks"], "AR": summary["AR"][-1], "F": summary["F"][-1]}
 
 
