@@ -12,6 +12,8 @@ the cores.
     .venv/bin/python benchmarks/encode_images.py [--tiny-images 1024] [--tiny-repeats 4]
                                                  [--b32-images 256] [--b32-repeats 2] [--skip-b32]
 
+``--fp32-only`` skips the bf16 runs (slow on CPUs without bf16 arithmetic), so longer fp32 runs fit in the time.
+
 Target: ratio mltk/plain >= 0.95 in fp32. The bf16 line shows what autocast buys on this CPU.
 """
 

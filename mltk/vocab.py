@@ -461,10 +461,12 @@ def minimum_vocabulary_size() -> int:
     return len(base_symbols()) + len(SPECIAL_TOKENS)
 
 
-def check_vocabulary_size(size: int, option: str) -> None:
+def vocabulary_size_problem(size: int, option: str) -> str | None:
+    """The one-line complaint about a too small vocabulary size given as ``option``, or None when it is fine."""
     if size < minimum_vocabulary_size():
-        raise ConfigError(f"{option} must be at least {minimum_vocabulary_size()} (the byte-level base symbols and "
-                          f"the special tokens), got {size}")
+        return (f"{option} must be at least {minimum_vocabulary_size()} (the byte-level base symbols and the special "
+                f"tokens), got {size}")
+    return None
 
 
 def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None = None,
@@ -477,7 +479,8 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
     their words are dropped (``drop_merges_changing``), so those texts keep exactly the parent's ids. Off by
     default, as in the paper, where later vocabularies may re-merge rare words of earlier languages.
     """
-    check_vocabulary_size(size, "--size")
+    if problem := vocabulary_size_problem(size, "--size"):
+        raise ConfigError(problem)
     if not texts:
         raise ConfigError(f"no captions to train a vocabulary for language {lang!r}")
     parent = parent if parent is not None else clip_vocabulary()

@@ -73,8 +73,8 @@ from mltk.train.distributed import gather_with_grad, init_from_env, shard
 from mltk.train.loop import LoopConfig, fit
 from mltk.train.teacher import teacher_embeddings
 from mltk.train.validate import RetrievalValidator
-from mltk.vocab import Vocabulary, clip_vocabulary, load_vocabulary, minimum_vocabulary_size, select_captions, \
-    train_vocabulary, write_vocabulary
+from mltk.vocab import Vocabulary, clip_vocabulary, load_vocabulary, select_captions, train_vocabulary, \
+    vocabulary_size_problem, write_vocabulary
 
 NATIVE_LANG = "en"
 CONTINUAL_FILE = "continual.json"
@@ -148,9 +148,8 @@ class ContinualConfig:
         if self.epochs < 1 or (self.steps is not None and self.steps < 1) or self.batch_size < 1:
             problems.append(f"epochs, steps and batch size must be positive (got {self.epochs}, {self.steps}, "
                             f"{self.batch_size})")
-        if self.vocab_size < minimum_vocabulary_size():
-            problems.append(f"--vocab-size must be at least {minimum_vocabulary_size()} (the byte-level base "
-                            f"symbols and the special tokens), got {self.vocab_size}")
+        if problem := vocabulary_size_problem(self.vocab_size, "--vocab-size"):
+            problems.append(problem)
         if len(set(self.languages)) != len(self.languages):
             problems.append(f"a language appears twice in the task order {','.join(self.languages)}")
         if not METRIC_PATTERN.fullmatch(self.metric):

@@ -132,8 +132,6 @@ def le_temperature(temperature: float | None, encoder: LanguageAcquisitionEncode
     """``temperature``, or the frozen base CLIP's own learned one (1 / exp(logit_scale)) when None."""
     if temperature is None:
         return float(1.0 / encoder.clip.model.logit_scale.detach().exp())
-    if not temperature > 0:
-        raise ConfigError(f"--temperature must be positive or 'clip', got {temperature}")
     return temperature
 
 
@@ -294,6 +292,8 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
                           "--model and --tokenizer (the paper's LE-only ablation)")
     if config.images is None:
         raise ConfigError("train-le needs image embeddings (positional IMAGES, or piped from encode-images)")
+    if config.temperature is not None and not config.temperature > 0:
+        raise ConfigError(f"--temperature must be positive or 'clip', got {config.temperature}")
     runtime, captions, images = _setup(config)
     image_table, image_vectors = images
     encoder, languages, train_embedding = prepare_encoder(config, captions, runtime)
