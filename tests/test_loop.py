@@ -249,7 +249,7 @@ def test_resume_after_interrupt_is_exact(tmp_path, interrupt):
         if step == 11:
             if interrupt == "keyboard":
                 raise KeyboardInterrupt
-            os.kill(os.getpid(), signal.SIGTERM)  # Slurm's signal: turned into SystemExit, state saved
+            signal.raise_signal(signal.SIGTERM)  # Slurm's signal: turned into SystemExit, state saved
 
     with pytest.raises(KeyboardInterrupt if interrupt == "keyboard" else SystemExit):
         run(tmp_path, cfg, name="cut", on_step=on_step)
@@ -286,7 +286,7 @@ def test_interrupt_during_an_update_waits_for_it(tmp_path):
             def step_with_signal(*args, **kwargs):
                 calls.append(1)
                 if len(calls) == 9:
-                    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the update
+                    signal.raise_signal(signal.SIGINT)  # Ctrl-C in the middle of the update
                 return step(*args, **kwargs)
 
             optimizer.step = step_with_signal

@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.models.clip import clip_checkpoint_config, load_clip
-from mltk.models.text import OpenClipTextTower, end_positions, trim_tokens
+from mltk.models.text import LENGTH_BUCKETS, OpenClipTextTower, end_positions, trim_tokens
 from mltk.runtime import resolve_runtime
 
 CAPTIONS = ["a red circle", "two green stars left of a small blue square above a ring",
@@ -44,6 +44,25 @@ def test_trimmed_forward_gradients_equal_encode_text(tiny):
         grads.append([p.grad.clone() for p in params])
     for full, trimmed in zip(*grads):
         assert (full - trimmed).abs().max().item() <= 1e-5 * max(1.0, full.abs().max().item())
+
+
+def test_length_groups_keep_batch_order_and_trim_each_group(tiny):
+    """A batch runs as LENGTH_BUCKETS groups of similar length, each cut to its own longest caption."""
+    texts = [CAPTIONS[i % 4] + " and a star" * (i % 5) for i in range(10)]
+    tokens = tiny.tokenizer(texts)
+    tower = OpenClipTextTower(tiny.model)
+    lengths = []
+    with torch.no_grad():
+        grouped = tower.encode(tokens, after_block=lambda i, h: (i == 0 and lengths.append(h.shape)) or h)
+        one_batch = tower.forward_embeddings(tower.embed_tokens(tokens), end_positions(tokens, 49407), buckets=1)
+        expected = tiny.model.encode_text(tokens)
+    assert (grouped - expected).abs().max().item() <= 1e-5
+    assert (one_batch - expected).abs().max().item() <= 1e-5
+    longest = int(end_positions(tokens, 49407).max()) + 1
+    sequence_dim = 1 if getattr(tiny.model.transformer, "batch_first", False) else 0  # [B, L, W] or [L, B, W]
+    seq_lengths = [shape[sequence_dim] for shape in lengths]
+    assert len(lengths) == LENGTH_BUCKETS and sorted(seq_lengths) == seq_lengths and seq_lengths[-1] == longest
+    assert seq_lengths[0] < longest and sum(shape[1 - sequence_dim] for shape in lengths) == len(texts)
 
 
 def test_after_block_hook_runs_after_every_block(tiny):

@@ -158,8 +158,9 @@ def test_bad_inputs_are_one_line_errors(world, tmp_path):
 
 
 def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
-    """NLT/LE run a batch as groups of similar length: same features, same gradients, fewer padded tokens."""
+    """The acquirer path runs a batch as groups of similar length: same features and gradients as one batch."""
     from mltk.models.multilingual import build_encoder
+    from mltk.models.text import trim_tokens
 
     torch.manual_seed(0)
     encoder = build_encoder(str(world["native"]), None, str(world["vocab"]), ["de"])
@@ -169,15 +170,19 @@ def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
     tokens = encoder.tokenize(texts, "de")
     params = list(encoder.trainable_tensors(["de"]).values())
 
+    tokens, pool_index = trim_tokens(tokens, encoder.non_native.end_token_id)
+
     def features_and_grads(buckets):
         encoder.zero_grad()
-        features = mla.encode_in_length_buckets(encoder, tokens, "de", buckets=buckets)
+        features = encoder.tower.forward_embeddings(encoder.embedding(tokens), pool_index,
+                                                    after_block=encoder.acquirers["de"], buckets=buckets)
         (features ** 2).sum().backward()
         return features.detach(), [p.grad.clone() for p in params]
 
     one, grads_one = features_and_grads(1)
     bucketed, grads_bucketed = features_and_grads(4)
     assert torch.allclose(bucketed, one, atol=1e-5)
+    assert torch.allclose(encoder.encode_tokens(tokens, "de"), one, atol=1e-5)  # the default path buckets
     assert all(torch.allclose(a, b, atol=1e-4, rtol=1e-4) for a, b in zip(grads_bucketed, grads_one))
 
 

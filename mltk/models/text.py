@@ -4,6 +4,10 @@ CLIP's text tower uses a causal mask and reads one position (the end token), so 
 end token in a batch never influence the result: cutting the batch to ``max(end position) + 1`` tokens instead of
 the full context of 77 gives the same embeddings (up to float rounding) at a fraction of the cost.
 
+One long caption still makes a whole batch long, so a batch runs as ``LENGTH_BUCKETS`` groups of captions of
+similar length, each cut to its own longest caption. Each caption's forward is independent of the others, so the
+features, and hence losses and gradients, are those of one batch, for fewer padded tokens.
+
 ``TextTower`` is the interface later stages build on (MLA inserts acquirers after each block, CLL-CLIP swaps the
 token-embedding table); ``OpenClipTextTower`` is the open_clip implementation.
 """
@@ -18,6 +22,8 @@ import torch.nn as nn
 # after_block(block_index, hidden [B, L, W]) -> hidden [B, L, W]
 AfterBlock = Callable[[int, torch.Tensor], torch.Tensor]
 
+LENGTH_BUCKETS = 4  # a batch of at least 2 * LENGTH_BUCKETS captions runs as this many groups of similar length
+
 
 class TextTower(Protocol):
     width: int
@@ -28,7 +34,7 @@ class TextTower(Protocol):
     def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor: ...
 
     def forward_embeddings(self, x: torch.Tensor, pool_index: torch.Tensor,
-                           after_block: AfterBlock | None = None) -> torch.Tensor: ...
+                           after_block: AfterBlock | None = None, buckets: int = LENGTH_BUCKETS) -> torch.Tensor: ...
 
     def encode(self, tokens: torch.Tensor, pool_index: torch.Tensor | None = None,
                after_block: AfterBlock | None = None) -> torch.Tensor: ...
@@ -73,13 +79,24 @@ class OpenClipTextTower(nn.Module):
         return self.token_embedding(tokens)
 
     def forward_embeddings(self, x: torch.Tensor, pool_index: torch.Tensor,
-                           after_block: AfterBlock | None = None) -> torch.Tensor:
+                           after_block: AfterBlock | None = None, buckets: int = LENGTH_BUCKETS) -> torch.Tensor:
         """Word embeddings [B, L, W] -> text features [B, D], pooled at ``pool_index`` [B].
 
-        ``x`` may already be trimmed; positions are added here. ``after_block(i, h)`` runs after block i
-        (after both of its residual adds).
+        Positions are added here. ``after_block(i, h)`` runs after block i (after both of its residual adds) and
+        must treat rows independently: it sees one length group of the batch at a time.
         """
-        length = x.shape[1]
+        if buckets <= 1 or len(x) < 2 * buckets:
+            return self._forward_trimmed(x, pool_index, after_block)
+        order = torch.argsort(pool_index, stable=True)  # [B], shortest first
+        features = torch.cat([self._forward_trimmed(x[group], pool_index[group], after_block)
+                              for group in order.tensor_split(buckets)])
+        return features[torch.argsort(order)]  # back to batch order
+
+    def _forward_trimmed(self, x: torch.Tensor, pool_index: torch.Tensor,
+                         after_block: AfterBlock | None) -> torch.Tensor:
+        """``forward_embeddings`` on one group, cut to its longest sequence: [B, L, W] -> [B, D]."""
+        length = int(pool_index.max().item()) + 1
+        x = x[:, :length]
         cast_dtype = self.transformer.get_cast_dtype()
         x = x.to(cast_dtype) + self.positional_embedding[:length].to(cast_dtype)
         mask = self.attn_mask[:length, :length] if self.attn_mask is not None else None
@@ -98,7 +115,7 @@ class OpenClipTextTower(nn.Module):
 
     def encode(self, tokens: torch.Tensor, pool_index: torch.Tensor | None = None,
                after_block: AfterBlock | None = None) -> torch.Tensor:
-        """Token ids [B, context] -> text features [B, D], trimmed to the longest sequence of the batch."""
+        """Token ids [B, context] -> text features [B, D], each length group trimmed to its longest sequence."""
         if pool_index is None:
             pool_index = end_positions(tokens, self.end_token_id)
         length = int(pool_index.max().item()) + 1

@@ -32,7 +32,6 @@ from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.losses import info_nce, mse_distill
 from mltk.models.multilingual import NATIVE_LANG, LanguageAcquisitionEncoder, build_encoder, load_encoder
-from mltk.models.text import end_positions
 from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
 from mltk.train.batches import LanguageBatches
 from mltk.train.distributed import gather_with_grad, init_from_env, shard
@@ -42,7 +41,6 @@ from mltk.train.teacher import teacher_embeddings
 from mltk.train.validate import RetrievalValidator
 
 LE_TEMPERATURE = 0.01
-LENGTH_BUCKETS = 4  # a training batch runs as this many groups of similar length (see encode_in_length_buckets)
 
 
 @dataclass(frozen=True)
@@ -114,20 +112,6 @@ def prepare_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
     return encoder, languages, train_embedding
 
 
-def encode_in_length_buckets(encoder: LanguageAcquisitionEncoder, tokens: torch.Tensor, lang: str,
-                             buckets: int = LENGTH_BUCKETS) -> torch.Tensor:
-    """``encoder.encode_tokens(tokens, lang)`` [B, D], computed on ``buckets`` groups of captions of similar length.
-
-    The trimmed forward cuts a batch to its longest caption, so one long caption makes the whole batch long. Each
-    group is cut to its own longest caption instead: the same features (each caption's forward is independent of
-    the others), hence the same loss and gradients, for fewer padded tokens."""
-    if buckets <= 1 or len(tokens) < 2 * buckets:
-        return encoder.encode_tokens(tokens, lang)
-    order = torch.argsort(end_positions(tokens, encoder.non_native.end_token_id), stable=True)  # [B]
-    features = torch.cat([encoder.encode_tokens(tokens[group], lang) for group in order.tensor_split(buckets)])
-    return features[torch.argsort(order)]  # back to batch order
-
-
 def le_temperature(temperature: float | None, encoder: LanguageAcquisitionEncoder) -> float:
     """``temperature``, or the frozen base CLIP's own learned one (1 / exp(logit_scale)) when None."""
     if temperature is None:
@@ -163,7 +147,7 @@ class NltTask:
     def loss(self, step: int) -> torch.Tensor:
         lang, index = self.batches.batch(step)
         index = torch.as_tensor(shard(index))
-        student = encode_in_length_buckets(self.encoder, self.tokens[lang][index].to(self.runtime.device), lang)
+        student = self.encoder.encode_tokens(self.tokens[lang][index].to(self.runtime.device), lang)
         return mse_distill(student.float(), self.teacher[lang][index].to(self.runtime.device))
 
     @torch.no_grad()
@@ -256,7 +240,7 @@ class LeTask:
         captions = data["offsets"][images] + (draw * data["counts"][images]).astype(np.int64)
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
-        text = F.normalize(encode_in_length_buckets(self.encoder, data["tokens"][captions].to(device), lang).float(),
+        text = F.normalize(self.encoder.encode_tokens(data["tokens"][captions].to(device), lang).float(),
                            dim=-1)
         image = self.image_vectors[data["image_rows"][images]].to(device)  # [b, D], L2-normalised, frozen
         return info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=self.logit_scale)
