@@ -454,3 +454,91 @@ def test_cli_bad_option_is_exit_2_with_one_line(tmp_path):
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "klingon" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Machine-translation errors (translate-train captions that are not exact renderings)
+# ----------------------------------------------------------------------------------------------------------------
+
+RELATION_CAPTION = CaptionContent((Relation(Mention("circle", "red", "small"), "left_of", Mention("square", "blue")),
+                                   Mention("star", "green", count=2)), frame=1)
+
+
+def _mentions_of(content):
+    return [m for item in content.items for m in ((item.subject, item.landmark) if isinstance(item, Relation)
+                                                  else (item,))]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_mt_error_changes_exactly_what_it_names(seed):
+    from mltk.data.mt_errors import mistranslate
+
+    wrong, error = mistranslate(RELATION_CAPTION, np.random.default_rng(seed))
+    before, after = _mentions_of(RELATION_CAPTION), _mentions_of(wrong)
+    if error == "drop_item":
+        assert len(wrong.items) == 1 and wrong.items[0] in RELATION_CAPTION.items
+        return
+    assert len(after) == len(before)
+    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    if error == "flip_relation":
+        assert not changed and wrong.items[0].relation == "right_of" and wrong.items[1] == RELATION_CAPTION.items[1]
+        return
+    assert len(changed) == 1
+    (old, new), = changed
+    if error == "wrong_colour":
+        assert new.colour not in (None, old.colour)
+        assert (new.shape, new.size, new.count) == (old.shape, old.size, old.count)
+    elif error == "wrong_shape":
+        assert new.shape != old.shape and (new.colour, new.size, new.count) == (old.colour, old.size, old.count)
+    else:
+        assert error == "drop_modifier"
+        dropped = [f for f in ("colour", "size") if getattr(old, f) is not None and getattr(new, f) is None]
+        kept = [f for f in ("colour", "size") if getattr(old, f) == getattr(new, f)]
+        assert len(dropped) == 1 and len(kept) == 1 and (new.shape, new.count) == (old.shape, old.count)
+
+
+def test_mt_errors_apply_only_where_they_can():
+    from mltk.data.mt_errors import applicable_errors, mistranslate
+
+    bare = CaptionContent((Mention("ring"),))
+    assert applicable_errors(bare) == ["wrong_shape"]
+    kinds = {mistranslate(RELATION_CAPTION, np.random.default_rng(s))[1] for s in range(200)}
+    assert kinds == {"drop_item", "wrong_colour", "wrong_shape", "flip_relation", "drop_modifier"}
+
+
+def test_mt_errors_touch_only_train_captions_in_their_languages(tmp_path):
+    rates = "de=0.5,zh=0.25"
+    noisy = synthesize(tmp_path / "noisy", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh",
+                                                        mt_errors=rates))
+    exact = synthesize(tmp_path / "exact", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh"))
+    assert (noisy.images_path / "images.parquet").read_bytes() == (exact.images_path / "images.parquet").read_bytes()
+    exact_rows = {(r["caption_id"], r["lang"]): r["caption"]
+                  for r in artifacts.load_captions(exact.captions_path).to_pylist()}
+    rows = artifacts.load_captions(noisy.captions_path).to_pylist()
+    wrong = Counter()
+    for row in rows:
+        same = row["caption"] == exact_rows[(row["caption_id"], row["lang"])]
+        assert same == (row["mt_error"] == "")
+        if row["mt_error"]:
+            assert row["split"] == "train" and row["lang"] in ("de", "zh")
+            wrong[row["lang"]] += 1
+    per_lang = 60 * 3
+    assert 0.4 < wrong["de"] / per_lang < 0.6 and 0.15 < wrong["zh"] / per_lang < 0.35
+    # one language's rate does not move another language's errors
+    other = synthesize(tmp_path / "other", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh",
+                                                        mt_errors="de=0.5,zh=0.9"))
+    de_rows = [r for r in artifacts.load_captions(other.captions_path).to_pylist() if r["lang"] == "de"]
+    assert de_rows == [r for r in rows if r["lang"] == "de"]
+    assert "mt_error" not in artifacts.load_captions(exact.captions_path).column_names
+
+
+@pytest.mark.parametrize("spec", ["en=0.1", "xx=0.1", "de=1.5", "lots", "de:0.1"])
+def test_bad_mt_error_rates_are_config_errors(spec):
+    with pytest.raises(ConfigError, match="mt-errors"):
+        SynthConfig(langs="en,de,zh", mt_errors=spec)
+    assert SynthConfig(langs="en,de,zh", mt_errors="0.2").mt_errors == (("de", 0.2), ("zh", 0.2))
+
+
+def test_cli_mt_errors_bad_rate_is_exit_2(tmp_path):
+    result = runner.invoke(app, ["synth-data", "--out", str(tmp_path / "w"), "--mt-errors", "de=2"])
+    assert result.exit_code == 2 and result.stdout == "" and "--mt-errors" in result.stderr

@@ -23,6 +23,10 @@ def synth_data(
     translated: int = typer.Option(2, "--translated", help="Captions per image rendered in every language."),
     independent: int = typer.Option(1, "--independent",
                                     help="Further captions per image mentioning a different subset of the scene."),
+    mt_errors: str = typer.Option("", "--mt-errors", metavar="RATES",
+                                  help="Machine-translation errors in the train split's non-English captions: one "
+                                  "rate for every language (0.2) or LANG=RATE pairs (de=0.1,zh=0.3). Default: "
+                                  "exact translations."),
     as_json: bool = JsonOption,
 ) -> None:
     """Generate the embedded multilingual scene world: an images artifact (PNG bytes) and a captions artifact
@@ -30,7 +34,7 @@ def synth_data(
     from mltk.data.synth import SynthConfig, synthesize
 
     config = SynthConfig(seed=seed, train=train, val=val, test=test, image_size=size, langs=langs,
-                         translated_per_image=translated, independent_per_image=independent)
+                         translated_per_image=translated, independent_per_image=independent, mt_errors=mt_errors)
     result = synthesize(out, config)
     emit(result.path, as_json, images=str(result.images_path), captions=str(result.captions_path),
          n_images=result.n_images, n_captions=result.n_captions)

@@ -11,6 +11,10 @@ caption content is sampled once (which objects, which attributes, which relation
 rendered in every language, so the renderings share one ``caption_id``. A caption names 1..all objects, usually
 by colour and shape, sometimes by size or relation, so English retrieval is good but not perfect.
 
+Translations are exact unless ``mt_errors`` gives error rates per language: then a train-split rendering in such
+a language is, at that rate, rendered from a content with one machine-translation error (``mltk.data.mt_errors``),
+and the captions table gains an ``mt_error`` column (the error's name, empty for exact captions).
+
 Determinism: image ``index`` of split ``s`` draws everything from ``numpy.random.default_rng([seed, s, index])``,
 so the same seed gives byte-identical tables, and changing the size of one split changes no image of another
 split and no earlier image of the same split.
@@ -30,7 +34,7 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from mltk import artifacts
-from mltk.data import lang
+from mltk.data import lang, mt_errors
 from mltk.data.lang.content import (COLOURS, INVERSE_RELATION, N_FRAMES, SHAPES, SIZES, CaptionContent, Item,
                                     Mention, Relation)
 from mltk.errors import ArtifactError, ConfigError
@@ -71,6 +75,7 @@ class SynthConfig:
     langs: tuple[str, ...] = lang.LANGUAGE_CODES
     translated_per_image: int = 2
     independent_per_image: int = 1
+    mt_errors: tuple[tuple[str, float], ...] | str = ()  # ((lang, rate), ...), or "0.2" / "de=0.1,zh=0.3"
 
     def __post_init__(self) -> None:
         for name in ("train", "val", "test", "translated_per_image", "independent_per_image"):
@@ -85,6 +90,7 @@ class SynthConfig:
         if not 0 <= self.seed < 2**63:
             raise ConfigError(f"--seed must be a non-negative integer, got {self.seed}")
         object.__setattr__(self, "langs", lang.parse_languages(self.langs))
+        object.__setattr__(self, "mt_errors", mt_errors.parse_error_rates(self.mt_errors, self.langs))
 
     def split_sizes(self) -> dict[str, int]:
         return {"train": self.train, "val": self.val, "test": self.test}
@@ -350,6 +356,13 @@ class Example:
     scene: Scene
     png: bytes
     captions: list[tuple[str, CaptionContent]] = field(default_factory=list)
+    # (caption number, lang) -> (content with one MT error, the error's name), for the renderings that have one
+    mistranslations: dict[tuple[int, str], tuple[CaptionContent, str]] = field(default_factory=dict)
+
+    def rendering(self, number: int, code: str) -> tuple[str, str]:
+        """Caption ``number`` in language ``code`` and the name of its MT error ("" when exact)."""
+        content, error = self.mistranslations.get((number, code), (self.captions[number][1], ""))
+        return lang.render(content, code), error
 
 
 def image_id(split: str, index: int) -> str:
@@ -359,11 +372,29 @@ def image_id(split: str, index: int) -> str:
 def generate_example(config: SynthConfig, split: str, index: int) -> Example:
     """Image ``index`` of ``split``: depends only on (seed, split, index) and the image size."""
     seed_sequence = np.random.SeedSequence([config.seed, SPLITS.index(split), index])
-    scene_rng, render_rng, caption_rng = (np.random.default_rng(s) for s in seed_sequence.spawn(3))
-    scene = sample_scene(scene_rng)
-    png = encode_png(render_scene(scene, render_rng, config.image_size))
-    captions = sample_captions(scene, caption_rng, config.translated_per_image, config.independent_per_image)
-    return Example(image_id(split, index), split, scene, png, captions)
+    scene_seed, render_seed, caption_seed, error_seed = seed_sequence.spawn(4)  # the 4th leaves the others as they are
+    scene = sample_scene(np.random.default_rng(scene_seed))
+    png = encode_png(render_scene(scene, np.random.default_rng(render_seed), config.image_size))
+    captions = sample_captions(scene, np.random.default_rng(caption_seed), config.translated_per_image,
+                               config.independent_per_image)
+    example = Example(image_id(split, index), split, scene, png, captions)
+    if split == "train":
+        example.mistranslations = sample_mistranslations(captions, config.mt_errors, error_seed)
+    return example
+
+
+def sample_mistranslations(captions: list[tuple[str, CaptionContent]], rates: tuple[tuple[str, float], ...],
+                           seed: np.random.SeedSequence) -> dict[tuple[int, str], tuple[CaptionContent, str]]:
+    """Which renderings get an MT error, and which. Each (caption, language) draws from its own stream, keyed by
+    the language code, so changing one language's rate changes no other language's captions."""
+    chosen = {}
+    for number, (_kind, content) in enumerate(captions):
+        for code, rate in rates:
+            key = int.from_bytes(code.encode("utf-8"), "little")
+            rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key + (number, key)))
+            if rng.random() < rate:
+                chosen[(number, code)] = mt_errors.mistranslate(content, rng)
+    return chosen
 
 
 def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> SynthResult:
@@ -373,7 +404,7 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
     out_dir = Path(out_dir).resolve()
     _prepare_world_dir(out_dir)
     images = {"image_id": [], "split": [], "image": [], "scene": []}
-    captions = {"image_id": [], "lang": [], "caption": [], "caption_id": [], "split": [], "kind": []}
+    captions = {"image_id": [], "lang": [], "caption": [], "caption_id": [], "split": [], "kind": [], "mt_error": []}
     tasks = [(split, i) for split in SPLITS for i in range(config.split_sizes()[split])]
     for split, index in track(tasks, "synth-data", total=len(tasks)):
         example = generate_example(config, split, index)
@@ -381,12 +412,14 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
         images["split"].append(split)
         images["image"].append(example.png)
         images["scene"].append(example.scene.to_json())
-        for number, (kind, content) in enumerate(example.captions):
+        for number, (kind, _content) in enumerate(example.captions):
             caption_id = f"{example.image_id}#{number}"
             for code in config.langs:
+                caption, error = example.rendering(number, code)
                 captions["image_id"].append(example.image_id)
                 captions["lang"].append(code)
-                captions["caption"].append(lang.render(content, code))
+                captions["caption"].append(caption)
+                captions["mt_error"].append(error)
                 captions["caption_id"].append(caption_id)
                 captions["split"].append(split)
                 captions["kind"].append(kind)
@@ -394,6 +427,8 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
         "image_id": pa.array(images["image_id"], pa.string()), "split": pa.array(images["split"], pa.string()),
         "image": pa.array(images["image"], pa.binary()), "scene": pa.array(images["scene"], pa.string()),
     })
+    if not config.mt_errors:
+        del captions["mt_error"]
     captions_table = pa.table({name: pa.array(values, pa.string()) for name, values in captions.items()})
     summary = {"splits": config.split_sizes(), "image_size": config.image_size, "format": "png"}
     images_path = artifacts.write_images(out_dir / IMAGES_DIR, images_table, stage="synth-data", config=config,
