@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on the embedded default, on a laptop CPU (about 10 minutes on 2 cores): a synthetic world with
+# The main job on the embedded default, on a laptop CPU (about 7 minutes on 2 cores): a synthetic world with
 # parallel captions in six languages (Latin, Cyrillic, Han and Arabic scripts), a tiny English CLIP pretrained on it,
 # then MLA (NLT, then LE) to make that CLIP multilingual, an image index, and the retrieval metrics.
 # Usage: bash examples/quickstart.sh [RUN_DIR]   (needs `mltk` on PATH)
