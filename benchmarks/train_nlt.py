@@ -12,9 +12,10 @@ German tokenizer trained on all 29,000 German train lines: ``--tokenizer vocab``
 shorter German sequences, so trimming saves more).
 
 - **mltk**: ``mltk.train.mla.train_nlt`` (the code behind ``mltk train-nlt``: ``NltTask`` on ``mltk.train.loop.fit``)
-  with the English teacher embeddings cached once by ``mltk.train.teacher`` and batches trimmed to their longest
-  sequence. The one-off teacher caching is timed on its own (same function, same inputs, same cache directory,
-  so ``train_nlt`` then finds it cached) and reported with the number of steps it takes to pay for itself.
+  with the English teacher embeddings cached once by ``mltk.train.teacher`` and each batch run as 4 groups of
+  similar length, each trimmed to its longest sequence (``OpenClipTextTower.forward_embeddings``). The one-off
+  teacher caching is timed on its own (same function, same inputs, same cache directory, so ``train_nlt`` then
+  finds it cached) and reported with the number of steps it takes to pay for itself.
 - **straightforward**: what a first implementation (and the MLA authors' code) does each step: run the frozen
   English CLIP (``encode_text``, 77 tokens) on the batch's English captions, pad the German batch to 77 tokens,
   run every block with the full causal mask and the acquirers, ``ln_final`` on all positions, pool at the first
@@ -291,8 +292,8 @@ def main() -> None:
           f"{german_lengths.mean():.1f}/{int(german_lengths.max())}, en {english_lengths.mean():.1f}/"
           f"{int(english_lengths.max())} (context 77)")
     print(f"batch {b}, {args.steps} steps each, interleaved; timed steps 1..{args.steps - 2} "
-          f"({len(mltk_times)} per side), medians; mltk's trimmed batch length: mean "
-          f"{statistics.mean(batch_lengths):.1f} (straightforward: 77)")
+          f"({len(mltk_times)} per side), medians; longest caption per batch: mean "
+          f"{statistics.mean(batch_lengths):.1f} tokens (straightforward: 77; mltk cuts length groups shorter)")
     print(f"straightforward : {b / straight_step:8.2f} samples/s  ({straight_step:.3f} s/step, of which "
           f"teacher recompute {teacher_step:.3f} s)")
     print(f"mltk train_nlt  : {b / mltk_step:8.2f} samples/s  ({mltk_step:.3f} s/step)")
