@@ -85,3 +85,12 @@ mltk compare "$run/m-nlt" "$run/m-nlt-one-to-k" "$run/m-nlt-one-to-one" "$run/m-
 echo "## 3. Each loss from fresh acquirers, on train captions with MT errors" >&2
 mltk compare "$run/m-mt-one-to-k" "$run/m-mt-one-to-one" "$run/m-mt-english-bridge" \
   --name "1-to-K,1-to-1,English bridge" --format markdown --out "$run/compare-mt"
+
+# The same three comparisons over the five trained languages only: English is the frozen native CLIP, the same in
+# every run, so the six-language spread partly measures how close each language gets to English.
+echo "## Mean AR and recall spread over the trained languages (${langs#en,})" >&2
+for part in fresh nlt mt; do
+  echo "### $part" >&2
+  mltk compare "$run/m-$part-one-to-k" "$run/m-$part-one-to-one" "$run/m-$part-english-bridge" \
+    --name "1-to-K,1-to-1,English bridge" --lang "${langs#en,}" --format markdown --out "$run/compare-$part-trained"
+done
