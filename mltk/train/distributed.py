@@ -22,6 +22,7 @@ Why the gathered loss gives the right gradient: every rank computes the same glo
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 from collections.abc import Iterable, Sequence
@@ -65,7 +66,15 @@ def init_from_env(runtime: Runtime) -> Runtime:
         runtime = dataclasses.replace(runtime, device=torch.device("cuda", local_rank))
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if runtime.device.type == "cuda" else "gloo")
+        atexit.register(_destroy_process_group)
     return runtime
+
+
+def _destroy_process_group() -> None:
+    """Tear the process group down while the interpreter is still whole: a gloo group left to interpreter
+    finalisation can abort the process (SIGABRT) after the stage's work is done."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def shard(global_batch_indices: Sequence[T] | torch.Tensor) -> Sequence[T] | torch.Tensor:
