@@ -6,8 +6,7 @@
 #   RUN_DIR  default runs/ccrk: the trained towers, their metrics and the two comparisons.
 #   BASE_DIR default runs/quickstart: the quickstart's world, native CLIP, image embeddings, vocabulary and NLT
 #            checkpoint, reused as they are; built first with examples/quickstart.sh when BASE/nlt is missing.
-# About 22 minutes of an idle 2-core CPU once BASE exists (8 each for parts 1 and 3), more when other jobs share
-# the cores.
+# Measured: 29 minutes once BASE existed, on 2 cores shared with another job (OMP_NUM_THREADS=1).
 #
 # What trains: the multilingual tower (MLA acquirers + the shared non-native embedding); English stays the frozen
 # native CLIP. Equal budgets: every run sees the same 64 images per step and the same seed; 1-to-K and the English

@@ -4,7 +4,8 @@
 # Usage: bash examples/continual.sh [RUN_DIR] [SEEDS]   (needs `mltk` on PATH)
 #   RUN_DIR default runs/continual; SEEDS default "0 1 2": the training seeds. The world (1,000 test images, so
 #   that one caption moves R@1 by 0.03 points), the native CLIP and the vocabularies are shared by all runs.
-# About 8 minutes per seed on 2 cores, after 4 minutes of set-up.
+# Measured: 34 minutes for the three default seeds with set-up, on 2 cores shared with another job
+# (OMP_NUM_THREADS=1).
 #
 # The tiny world is learnt in a few epochs only with a larger learning rate than the paper's 5e-5 (which is sized
 # for ViT-B/32 and 3 epochs of COCO-sized data); everything else keeps the paper's settings.

@@ -6,7 +6,7 @@
 # learning rate. Seed 0 reuses the main job's NLT and NLT-then-LE checkpoints (the quickstart runs at seed 0).
 # Usage: bash examples/mla_ablation.sh [RUN_DIR] [BASE_DIR] [SEEDS]
 #   BASE_DIR: the quickstart's run, built if missing; SEEDS default "0" (e.g. "0 1 2").
-# About 3 minutes on 2 cores for seed 0 beyond BASE, about 6 for each further seed.
+# Measured on 2 cores: about 4 minutes for seed 0 beyond BASE (shared with another job), 11.5 for seeds 1 and 2.
 set -euo pipefail
 run=${1:-runs/mla-ablation}
 base=${2:-runs/quickstart}

@@ -66,10 +66,13 @@ def _get(content: CaptionContent, place: tuple[int, str | None]) -> Mention:
     return item if place[1] is None else getattr(item, place[1])
 
 
+def _with_item(content: CaptionContent, index: int, item: Item) -> CaptionContent:
+    return replace(content, items=content.items[:index] + (item,) + content.items[index + 1:])
+
+
 def _put(content: CaptionContent, place: tuple[int, str | None], mention: Mention) -> CaptionContent:
     index, end = place
-    item: Item = mention if end is None else replace(content.items[index], **{end: mention})
-    return replace(content, items=content.items[:index] + (item,) + content.items[index + 1:])
+    return _with_item(content, index, mention if end is None else replace(content.items[index], **{end: mention}))
 
 
 def applicable_errors(content: CaptionContent) -> list[str]:
@@ -99,8 +102,7 @@ def mistranslate(content: CaptionContent, rng: np.random.Generator) -> tuple[Cap
         relations = [i for i, item in enumerate(content.items) if isinstance(item, Relation)]
         index = relations[int(rng.integers(len(relations)))]
         item = content.items[index]
-        flipped = replace(item, relation=INVERSE_RELATION[item.relation])
-        return replace(content, items=content.items[:index] + (flipped,) + content.items[index + 1:]), error
+        return _with_item(content, index, replace(item, relation=INVERSE_RELATION[item.relation])), error
     if error == "wrong_shape":
         place = places[int(rng.integers(len(places)))]
         mention = _get(content, place)
