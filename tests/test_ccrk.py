@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import torch
+import torch.nn.functional as F
 from typer.testing import CliRunner
 
 from mltk import artifacts
@@ -224,7 +225,7 @@ def test_bad_inputs_exit_2_with_one_line(world, tmp_path):
         ([str(world["images"]), *common, "--model", str(world["native"]), "--tokenizer", str(world["vocab"]),
           "--lang", "en,ja"], "ja"),
         ([str(tmp_path / "missing"), *common, "--tokenizer", str(world["vocab"])], str(tmp_path / "missing")),
-        ([str(world["images"]), *common, "--init", str(world["native"])], "not an MLA checkpoint"),
+        ([str(world["images"]), *common, "--init", str(world["native"])], "--init must be an MLA checkpoint"),
     ]
     for args, needle in cases:
         result = runner.invoke(app, ["train-ccrk", *args])
@@ -232,6 +233,80 @@ def test_bad_inputs_exit_2_with_one_line(world, tmp_path):
         assert needle in result.stderr and result.stdout == ""
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLL-CLIP's token table as the tower: every language trains, English included
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cll_checkpoint(world):
+    """A real train-continual checkpoint over en, de, fr, zh (one update per task)."""
+    from mltk.train.continual import ContinualConfig, train_continual
+
+    return train_continual(ContinualConfig(
+        images=world["images"], captions=world["captions"], out=world["root"] / "cll", model=str(world["native"]),
+        languages=LANGS, vocab_size=600, steps=1, batch_size=8, lr=1e-2, val_images=8, device="cpu",
+        cache_dir=world["root"] / "cache"))
+
+
+def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoint, tmp_path):
+    from mltk.encoders import load_text_encoder
+
+    out = tmp_path / "ccrk-cll"
+    result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["gappy"]), "--out",
+                                 str(out), "--init", str(cll_checkpoint), "--steps", "2", "--batch-size", "8",
+                                 "--lr", "1e-2", "--val-images", "8", "--device", "cpu"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"{out.resolve()}\n"
+    assert "K = 4 (en, de, fr, zh)" in result.stderr  # en + the languages the checkpoint learnt
+    tensors, cfg = artifacts.load_checkpoint(out)
+    start, _ = artifacts.load_checkpoint(cll_checkpoint)
+    assert cfg["format"] == "cll" and cfg["train_ccrk"]["languages"] == list(LANGS)
+    assert (out / cfg["vocab"] / "manifest.json").is_file()
+    assert tensors.keys() == start.keys() and tensors["table"].shape == start["table"].shape
+    assert not torch.equal(tensors["table"], start["table"])
+    for key in tensors.keys() - {"table"}:  # the tower, the method and CLL-CLIP's own temperature stay
+        assert torch.equal(tensors[key], start[key]), key
+
+    trained, initial = load_text_encoder(out), load_text_encoder(cll_checkpoint)
+    english_ids = trained.tokenize(["a red circle"], "en")[0]
+    english_ids = english_ids[english_ids != 0]
+    assert not torch.equal(tensors["table"][english_ids], start["table"][english_ids])  # English rows moved
+    with torch.no_grad():
+        moved = trained.encode(["a red circle"], "en")
+        before = initial.encode(["a red circle"], "en")
+    assert not torch.allclose(moved, before)
+
+
+def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_clip(world, cll_checkpoint,
+                                                                                      tmp_path):
+    from mltk.encoders import ClipTextEncoder
+
+    task, _ = ccrk.build_task(config(world, tmp_path / "unused", init=cll_checkpoint, tokenizer=None,
+                                     loss="english-bridge"))
+    assert task.english_trains and task.trained_languages == list(LANGS)
+    assert set(task.parameters_to_train()) == {"table"}
+    images, captions = task.batches.batch(0)
+    text, mask = task.text_features(captions)
+    assert text.requires_grad and mask[:, 0].all()
+    teacher = task.english_teacher(captions)
+    frozen = ClipTextEncoder(load_clip(str(world["native"])))
+    english = [task.data.texts["en"][i] for i in captions[:, 0]]
+    with torch.no_grad():
+        expected_teacher = F.normalize(frozen.encode_tokens(frozen.tokenize(english, "en"), "en"), dim=-1)
+    assert torch.allclose(teacher, expected_teacher, atol=1e-5)
+    # by hand: mean over present (image, language) pairs, English included, and feature dims of the squared error
+    squared = ((text.detach() - teacher[:, None]) ** 2).sum(dim=-1)  # [B, K]
+    expected = squared[mask].sum() / (mask.sum() * text.shape[-1])
+    assert torch.allclose(task.loss(0).detach(), expected, atol=1e-6)
+
+
+def test_cll_tower_rejects_freeze_embedding(world, cll_checkpoint, tmp_path):
+    result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["captions"]), "--out",
+                                 str(tmp_path / "x"), "--init", str(cll_checkpoint), "--freeze-embedding"])
+    assert result.exit_code == 2 and "nothing to train" in result.stderr and "Traceback" not in result.stderr
 
 
 # ----------------------------------------------------------------------------------------------------------------

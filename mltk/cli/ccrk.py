@@ -21,10 +21,13 @@ def train_ccrk_command(
     images: Optional[str] = typer.Argument(
         None, help="Image embeddings artifact (mltk encode-images), or - / nothing to read its path from stdin."),
     captions: Path = typer.Option(..., "--captions", help="Captions artifact (parallel captions share caption_id)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory of the checkpoint artifact to write (MLA format)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Directory of the checkpoint artifact to write (the format of --init; MLA when "
+        "starting fresh)."),
     init: Optional[Path] = typer.Option(
-        None, "--init", help="MLA checkpoint to start from (e.g. the train-nlt result); languages it lacks get "
-        "fresh acquirers."),
+        None, "--init", help="Checkpoint to start from: MLA (e.g. the train-nlt result; languages it lacks get "
+        "fresh acquirers, English stays the frozen CLIP) or CLL-CLIP (train-continual; its token table trains, "
+        "English included)."),
     model: str = typer.Option(
         "mltk-tiny", "--model", "-m", help="Base CLIP when starting without --init: open_clip name or a checkpoint "
         "artifact from `mltk pretrain`."),
@@ -41,8 +44,8 @@ def train_ccrk_command(
         "paper", "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: "
         "divided by K)."),
     lang: List[str] = typer.Option(
-        [], "--lang", help="The K languages of a batch (en included for its frozen captions); default: en and every "
-        "language of --init, or every language of the captions. Repeat or comma-separate."),
+        [], "--lang", help="The K languages of a batch (include en: frozen with MLA, trained with CLL-CLIP); "
+        "default: en and every language of --init, or every language of the captions. Repeat or comma-separate."),
     steps: int = typer.Option(1000, "--steps", help="Optimizer updates."),
     batch_size: int = typer.Option(128, "--batch-size", help="Distinct images per batch (each with K captions)."),
     lr: float = typer.Option(1e-4, "--lr", help="Peak learning rate (AdamW, 10% linear warm-up)."),
@@ -57,7 +60,7 @@ def train_ccrk_command(
         0, "--hard-negatives", help="N > 0: batches of anchors each followed by its N most similar training images "
         "(by image embedding), so in-batch negatives are look-alikes."),
     freeze_embedding: bool = typer.Option(
-        False, "--freeze-embedding", help="Train the acquirers only, not the shared non-native embedding."),
+        False, "--freeze-embedding", help="MLA: train the acquirers only, not the shared non-native embedding."),
     eval_every: int = typer.Option(0, "--eval-every", help="Validate every N steps (0: only at the end)."),
     val_split: str = typer.Option("val", "--val-split", help="Split whose captions validate (mean AR)."),
     val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
@@ -66,12 +69,14 @@ def train_ccrk_command(
     seed: int = SeedOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Train the MLA acquisition encoder against frozen image embeddings with 1-to-K contrastive learning (or a
-    baseline loss); English stays the frozen CLIP. Writes an MLA checkpoint that evaluate and index read."""
+    """Train a multilingual text tower against frozen image embeddings with 1-to-K contrastive learning (or a
+    baseline loss): MLA's acquirers (English stays the frozen CLIP), or CLL-CLIP's token table from a
+    train-continual checkpoint (every language trains, English included). Writes a checkpoint of the same format
+    that evaluate and index read."""
     from mltk.train.ccrk import CcrkConfig, train_ccrk
 
     if init is None and tokenizer is None:
-        raise ConfigError("give --init MLA_CHECKPOINT, or --model BASE with --tokenizer VOCAB_OR_HF")
+        raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF")
     config = CcrkConfig(
         images=artifacts.resolve_input(images, what="image embeddings"), captions=captions, out=out, init=init,
         model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,

@@ -2,9 +2,16 @@
 learning (default) or one of its baselines, so that retrieval is consistent across languages.
 
 Nie et al. 2024, "Improving the Consistency in Cross-Lingual Cross-Modal Retrieval with 1-to-K Contrastive
-Learning" (CCR_k). What trains is MLA's language acquisition encoder (Zhang et al. 2023): the acquirers of every
-non-English language and, by default, the shared non-native embedding. English stays the frozen CLIP text tower,
-so its caption features are constants, computed once before training.
+Learning" (CCR_k). What trains is one of two multilingual text towers, picked by the ``--init`` checkpoint:
+
+- MLA's language acquisition encoder (Zhang et al. 2023; an ``mla`` checkpoint, or built fresh from ``--model``
+  and ``--tokenizer``): the acquirers of every non-English language and, by default, the shared non-native
+  embedding. English stays the frozen CLIP text tower, so its caption features are constants, computed once.
+- CLL-CLIP's expandable token embedding (Yang et al. 2024; a ``cll`` checkpoint from ``mltk train-continual``): the
+  one table ``[V, W]`` that every language reads, English included, trains; the tower and the method's own modules
+  stay frozen. English captions are encoded live like the others, so English is aligned with the images too and no
+  language is a fixed point; the English bridge then pulls every language, English included, to the frozen CLIP's
+  English features (the CLL-CLIP teacher).
 
 A batch holds ``B`` distinct images, each with one caption in every language it has (``K`` language slots; a
 missing language is masked out by ``text_mask``, never padded with a made-up caption). The caption of each
@@ -22,6 +29,8 @@ Losses (``mltk.losses``; ``--loss``):
   temperature learnable from 0.07.
 - ``english-bridge``: MSE of each language's L2-normalised caption feature to the (frozen) English one of the
   same image, the cross-lingual style where English bridges the languages; images take no part in the loss.
+  With the CLL-CLIP table the target is the frozen CLIP's English feature, and the trained English slot is one
+  of the languages pulled to it.
 - ``hinge``: bidirectional pairwise ranking loss (margin 0.2, VSE) between the images and their captions, one
   term per language slot, averaged over the slots.
 - ``mlmme``: MLMME (Gella et al. 2017) per non-English language: image-English and image-language ranking plus
@@ -29,8 +38,8 @@ Losses (``mltk.losses``; ``--loss``):
 
 The learnable temperature trains under the key ``loss.logit_scale.log_scale``; it is saved in the training state,
 and its value at the best step is written to ``config.json`` (``train_ccrk.temperature``), not into
-``model.safetensors``, so the checkpoint is an ordinary MLA checkpoint (format ``mla``) that ``evaluate`` and
-``index`` read as it is.
+``model.safetensors``, so the checkpoint is an ordinary checkpoint of the tower's format (``mla``, or ``cll`` with
+its vocabulary copied beside it) that ``evaluate`` and ``index`` read as they are.
 
 Hard negatives (``--hard-negatives N``): each batch is built from ``ceil(B / (N + 1))`` anchor images (an epoch
 walk, as without the option) and, after each anchor, its N most similar other training images by frozen image
@@ -45,7 +54,9 @@ linearly with K (``benchmarks/ccrk.py``).
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,8 +67,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk import artifacts
-from mltk.encoders import encode_texts
+from mltk import artifacts, schema
+from mltk.continual.model import ContinualTextEncoder, is_continual_checkpoint, load_continual_encoder
+from mltk.encoders import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
                          pairwise_ranking_hinge)
@@ -83,7 +95,7 @@ class CcrkConfig:
     images: Path  # image embeddings (encode-images); frozen
     captions: Path
     out: Path
-    init: Path | None = None  # an MLA checkpoint (e.g. the NLT result) to start from
+    init: Path | None = None  # an MLA checkpoint (e.g. the NLT result) or a CLL-CLIP one (train-continual)
     model: str = "mltk-tiny"  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
     pretrained: str | None = None
     tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
@@ -284,11 +296,18 @@ class CcrkObjective(nn.Module):
         elif loss == "one-to-one":
             self.criterion = OneToOneLoss(temperature, learn_temperature)
 
-    def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
+                teacher: torch.Tensor | None = None) -> torch.Tensor:
+        """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (CLL-CLIP's table);
+        the English bridge then targets them, and the trained English slot is pulled to them like the others."""
         if self.name in CONTRASTIVE_LOSSES:
             return self.criterion(image, text, mask)
         if self.name == "english-bridge":
-            return english_bridge_mse(text, self.english, mask)
+            if teacher is None:
+                return english_bridge_mse(text, self.english, mask)
+            english = mask[:, self.english:self.english + 1]
+            return english_bridge_mse(torch.cat([teacher.unsqueeze(1), text], dim=1), 0,
+                                      torch.cat([english, mask], dim=1))
         if self.name == "hinge":
             terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], self.margin)
                      for k in range(text.shape[1]) if int(mask[:, k].sum()) >= 2]
@@ -323,26 +342,32 @@ class CcrkObjective(nn.Module):
 
 class CcrkTask:
     """Frozen image embeddings against the multilingual caption features of each batch, one forward per
-    language; the English slot reads precomputed features (the frozen CLIP tower never runs twice)."""
+    language. With MLA the English slot reads precomputed features (the frozen CLIP tower never runs twice); with
+    CLL-CLIP's table English is encoded live, and the frozen CLIP's English features are precomputed only as the
+    English bridge's target."""
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder, objective: CcrkObjective, data: ImageCaptions,
-                 batches: MultilingualBatches, image_vectors: torch.Tensor, train_embedding: bool, runtime: Runtime,
-                 validator: RetrievalValidator):
+    def __init__(self, encoder: LanguageAcquisitionEncoder | ContinualTextEncoder, objective: CcrkObjective,
+                 data: ImageCaptions, batches: MultilingualBatches, image_vectors: torch.Tensor, train_embedding: bool,
+                 runtime: Runtime, validator: RetrievalValidator):
         self.encoder, self.objective, self.data, self.batches = encoder, objective, data, batches
         self.image_vectors = image_vectors  # [N_all, D] L2-normalised, CPU
         self.train_embedding, self.runtime, self.validator = train_embedding, runtime, validator
         self.languages = list(data.languages)
-        self.trained_languages = [lang for lang in self.languages if lang != NATIVE_LANG]
+        self.english_trains = isinstance(encoder, ContinualTextEncoder)
+        self.trained_languages = trained_languages(encoder, self.languages)
         self.tokens = {lang: encoder.tokenize(data.texts[lang], lang) for lang in self.trained_languages}
-        self.english = None
-        if NATIVE_LANG in self.languages:  # [N_en, D] L2-normalised constants
-            self.english = torch.from_numpy(encode_texts(encoder, data.texts[NATIVE_LANG], NATIVE_LANG, runtime,
+        self.english = None  # [N_en, D] L2-normalised constants: frozen English, or the bridge's teacher
+        if NATIVE_LANG in self.languages and (not self.english_trains or objective.name == "english-bridge"):
+            frozen = ClipTextEncoder(encoder.clip) if self.english_trains else encoder
+            self.english = torch.from_numpy(encode_texts(frozen, data.texts[NATIVE_LANG], NATIVE_LANG, runtime,
                                                          description="encoding English (frozen)"))
             if self.english.shape[1] != image_vectors.shape[1]:
                 raise ConfigError(f"text features have dim {self.english.shape[1]} but the image embeddings have "
                                   f"dim {image_vectors.shape[1]}: encode the images with the encoder's base CLIP")
 
     def parameters_to_train(self) -> dict[str, nn.Parameter]:
+        if self.english_trains:
+            return {"table": self.encoder.table, **self.objective.trainable()}
         return {**self.encoder.trainable_tensors(self.trained_languages, embedding=self.train_embedding),
                 **self.objective.trainable()}
 
@@ -351,10 +376,13 @@ class CcrkTask:
         images, captions = shard(images), shard(captions)
         text, mask = self.text_features(captions)
         image = self.image_vectors[self.data.image_rows[images]].to(self.runtime.device)
+        teacher = self.english_teacher(captions) if self.english_trains and self.english is not None else None
         image, text = gather_with_grad(image), gather_with_grad(text)
         mask = gather_with_grad(mask.float()) > 0.5
+        if teacher is not None:
+            teacher = gather_with_grad(teacher)
         with torch.autocast(self.runtime.device.type, enabled=False):  # the loss in fp32
-            return self.objective(image.float(), text.float(), mask)
+            return self.objective(image.float(), text.float(), mask, teacher)
 
     def text_features(self, captions: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """[b, K] caption indices -> (L2-normalised features [b, K, D], text_mask [b, K]), each language through
@@ -367,15 +395,23 @@ class CcrkTask:
             slot = torch.zeros(batch, dim, device=device)
             if len(present):
                 index = torch.as_tensor(captions[present, k])
-                if lang == NATIVE_LANG:
-                    features = self.english[index].to(device)
-                else:
+                if lang in self.tokens:
                     features = self.encoder.encode_tokens(self.tokens[lang][index].to(device), lang)
                     features = F.normalize(features.float(), dim=-1)
+                else:
+                    features = self.english[index].to(device)
                 slot = slot.index_copy(0, torch.as_tensor(present, device=device), features)
             slots.append(slot)
         mask = torch.as_tensor(captions != NO_CAPTION, device=device)
         return torch.stack(slots, dim=1), mask
+
+    def english_teacher(self, captions: np.ndarray) -> torch.Tensor:
+        """[b, K] caption indices -> the frozen CLIP's features [b, D] of each row's English caption (zero where
+        the image has none; the loss masks those rows)."""
+        english = captions[:, self.languages.index(NATIVE_LANG)]
+        features = self.english[torch.as_tensor(np.where(english == NO_CAPTION, 0, english))]
+        features[torch.as_tensor(english == NO_CAPTION)] = 0.0
+        return features.to(self.runtime.device)
 
     def validate(self) -> dict[str, float]:
         scores = self.validator()
@@ -388,28 +424,45 @@ class CcrkTask:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def trained_languages(encoder, languages: list[str]) -> list[str]:
+    """The language slots whose captions go through trained weights: every one with CLL-CLIP's shared table,
+    all but English (the frozen native CLIP) with MLA."""
+    if isinstance(encoder, ContinualTextEncoder):
+        return list(languages)
+    return [lang for lang in languages if lang != NATIVE_LANG]
+
+
 def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
-                    ) -> tuple[LanguageAcquisitionEncoder, list[str]]:
+                    ) -> tuple[LanguageAcquisitionEncoder | ContinualTextEncoder, list[str]]:
     """The encoder and the K language slots (English first when present)."""
     available = sorted(set(captions.filter(pc.equal(captions.column("split"), config.split))
                            .column("lang").to_pylist()))
     if not available:
         raise ConfigError(f"no captions in split {config.split!r}", config.captions)
-    if config.init is not None:
+    english = [NATIVE_LANG] if NATIVE_LANG in available else []
+    encoder = None
+    if config.init is not None and is_continual_checkpoint(config.init):
+        if not config.train_embedding:
+            raise ConfigError("--freeze-embedding leaves nothing to train in a CLL-CLIP checkpoint (its token table "
+                              "is what trains)", config.init)
+        encoder = load_continual_encoder(config.init, device=runtime.device)
+        languages = list(config.languages) or [*english, *encoder.trained_languages]
+    elif config.init is not None:
+        _check_mla_init(config.init)
         encoder = load_encoder(config.init, device=runtime.device)
-        english = [NATIVE_LANG] if NATIVE_LANG in available else []
         languages = list(config.languages) or [*english, *encoder.languages]
     else:
         if not config.tokenizer:
             raise ConfigError("--tokenizer is needed when no --init checkpoint is given (a vocabulary artifact "
                               "from `mltk build-vocab`, or a transformers name like bert-base-multilingual-cased)")
         languages = list(config.languages) or available
-        encoder = None
     languages = sorted(dict.fromkeys(languages), key=lambda lang: (lang != NATIVE_LANG, lang))
     missing = [lang for lang in languages if lang not in available]
     if missing:
         raise ConfigError(f"no {config.split} captions in language(s) {', '.join(missing)} (has "
                           f"{', '.join(available)})", config.captions)
+    if isinstance(encoder, ContinualTextEncoder):
+        return encoder.to(runtime.device), languages
     non_native = [lang for lang in languages if lang != NATIVE_LANG]
     if not non_native:
         raise ConfigError("nothing to train: English is the frozen native language; add other languages")
@@ -419,6 +472,15 @@ def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
     for lang in non_native:
         encoder.add_language(lang)  # a language the --init checkpoint lacks starts with fresh acquirers
     return encoder.to(runtime.device), languages
+
+
+def _check_mla_init(path: Path) -> None:
+    config = path / schema.CHECKPOINT_CONFIG
+    if artifacts.is_artifact(path) and config.is_file():
+        fmt = json.loads(config.read_text(encoding="utf-8")).get("format")
+        if fmt != "mla":
+            raise ConfigError(f"--init must be an MLA checkpoint (train-nlt, train-le) or a CLL-CLIP one "
+                              f"(train-continual), not format {fmt!r}", path)
 
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
@@ -442,19 +504,22 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
                               config.learn_temperature, config.margin, config.beta).to(runtime.device)
-    validator = _validator(config, encoder, captions, image_table, image_vectors.numpy(), languages, runtime)
+    validator = _validator(config, encoder, captions, image_table, image_vectors.numpy(),
+                           trained_languages(encoder, languages), runtime)
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return task, runtime
 
 
 def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
-    """``mltk train-ccrk``: returns the path of the MLA-format checkpoint artifact it wrote."""
+    """``mltk train-ccrk``: returns the path of the checkpoint artifact it wrote (the format of the tower it
+    trained: ``mla`` or ``cll``)."""
     task, runtime = build_task(config)
     encoder, objective = task.encoder, task.objective
     encoder.train()
 
     def checkpoint_tensors(best: dict) -> dict:
-        """Every acquirer and the embedding (frozen ones unchanged); the best temperature goes to config.json."""
+        """The encoder's tensors, trained ones at their best step (frozen ones unchanged); the best temperature
+        goes to config.json."""
         objective.load_trained({k: v for k, v in best.items() if k.startswith(LOSS_PREFIX)})
         encoder_best = {k: v for k, v in best.items() if not k.startswith(LOSS_PREFIX)}
         return {**{k: v.detach().cpu() for k, v in encoder.state_tensors().items()}, **encoder_best}
@@ -465,21 +530,26 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
                                "weighting": config.weighting if config.loss == "one-to-k" else None,
                                "temperature": objective.temperature()}}
 
+    def copy_vocabulary(directory: Path) -> None:
+        """A ``cll`` checkpoint carries its vocabulary (the one of ``--init``: CCR_k adds no tokens)."""
+        vocab = json.loads((config.init / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8"))["vocab"]
+        shutil.copytree(config.init / vocab, directory / encoder.checkpoint_config()["vocab"], dirs_exist_ok=True)
+
     inputs = [p for p in (config.images, config.captions, config.init) if p is not None]
     return train_to_checkpoint(task, config.loop(), runtime, config.out, stage="train-ccrk",
                                checkpoint_config=checkpoint_config, checkpoint_tensors=checkpoint_tensors,
-                               run_config=config, inputs=inputs, on_step=on_step, loss=config.loss,
+                               run_config=config, inputs=inputs, on_step=on_step,
+                               extra_files=copy_vocabulary if task.english_trains else None, loss=config.loss,
                                languages=task.languages, K=len(task.languages))
 
 
 def _validator(config: CcrkConfig, encoder, captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray,
-               languages: list[str], runtime: Runtime) -> RetrievalValidator:
-    """Mean AR over the trained (non-English) languages on the validation split, on at most ``val_images``
-    images: the score that picks the checkpoint's step."""
+               trained: list[str], runtime: Runtime) -> RetrievalValidator:
+    """Mean AR over the trained languages on the validation split, on at most ``val_images`` images: the score
+    that picks the checkpoint's step."""
     val_captions = captions.filter(pc.equal(captions.column("split"), config.val_split))
     val_image_ids = set(val_captions.column("image_id").to_pylist())
     keep = np.array([i in val_image_ids for i in image_table.column("id").to_pylist()])
-    trained = [lang for lang in languages if lang != NATIVE_LANG]
     if not keep.any() or not set(trained) & set(val_captions.column("lang").to_pylist()):
         raise ConfigError(f"no {config.val_split!r} captions in {', '.join(trained)} describe an image of the image "
                           f"embeddings: train-ccrk validates on them (--val-split)", config.captions)

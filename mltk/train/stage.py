@@ -19,10 +19,12 @@ from mltk.train.loop import LoopConfig, TrainTask, fit
 def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *, stage: str,
                         checkpoint_config: Callable[[], dict], run_config: Any, inputs: Iterable[Path],
                         on_step: Callable[[int, float], None] | None = None,
-                        checkpoint_tensors: Callable[[dict], dict] | None = None, **manifest_fields: Any) -> Path:
+                        checkpoint_tensors: Callable[[dict], dict] | None = None,
+                        extra_files: Callable[[Path], None] | None = None, **manifest_fields: Any) -> Path:
     """Fit ``task`` and write its best tensors as a checkpoint artifact at ``out``; returns the path.
 
-    ``checkpoint_tensors(best_state)`` may complete the trained tensors with frozen ones the checkpoint must hold.
+    ``checkpoint_tensors(best_state)`` may complete the trained tensors with frozen ones the checkpoint must hold;
+    ``extra_files(directory)`` may write files the checkpoint needs besides them (a vocabulary).
     """
     with artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=run_config, inputs=inputs,
                                   resume=True) as writer:
@@ -30,6 +32,8 @@ def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
         artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, checkpoint_config())
+        if extra_files is not None:
+            extra_files(writer.dir)
         artifacts.write_json(writer.dir / "history.json", result.history)
         writer.manifest.update(best_step=result.best_step, best_score=result.best_score, steps=loop.steps,
                                **manifest_fields)
