@@ -88,14 +88,19 @@ class OpenClipTextTower(nn.Module):
         if buckets <= 1 or len(x) < 2 * buckets:
             return self._forward_trimmed(x, pool_index, after_block)
         order = torch.argsort(pool_index, stable=True)  # [B], shortest first
-        features = torch.cat([self._forward_trimmed(x[group], pool_index[group], after_block)
-                              for group in order.tensor_split(buckets)])
+        groups = order.tensor_split(buckets)
+        last = torch.tensor([len(group) for group in groups]).cumsum(0) - 1  # each group's longest, in `order`
+        lengths = (pool_index[order][last.to(order.device)] + 1).tolist()  # one host sync for all groups
+        features = torch.cat([self._forward_trimmed(x[group], pool_index[group], after_block, length)
+                              for group, length in zip(groups, lengths)])
         return features[torch.argsort(order)]  # back to batch order
 
-    def _forward_trimmed(self, x: torch.Tensor, pool_index: torch.Tensor,
-                         after_block: AfterBlock | None) -> torch.Tensor:
-        """``forward_embeddings`` on one group, cut to its longest sequence: [B, L, W] -> [B, D]."""
-        length = int(pool_index.max().item()) + 1
+    def _forward_trimmed(self, x: torch.Tensor, pool_index: torch.Tensor, after_block: AfterBlock | None,
+                         length: int | None = None) -> torch.Tensor:
+        """``forward_embeddings`` on one group, cut to its longest sequence (``length``, computed when not
+        given): [B, L, W] -> [B, D]."""
+        if length is None:
+            length = int(pool_index.max().item()) + 1
         x = x[:, :length]
         cast_dtype = self.transformer.get_cast_dtype()
         x = x.to(cast_dtype) + self.positional_embedding[:length].to(cast_dtype)
