@@ -303,6 +303,19 @@ def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_
     assert torch.allclose(task.loss(0).detach(), expected, atol=1e-6)
 
 
+def test_image_embeddings_of_another_width_exit_2_for_either_tower(world, cll_checkpoint, tmp_path):
+    table, vectors = artifacts.load_embeddings(world["images"])
+    narrow = artifacts.write_embeddings(tmp_path / "img64", table.column("id").to_pylist(),
+                                        np.asarray(vectors)[:, :64].copy(), split=table.column("split").to_pylist())
+    for start in (["--init", str(cll_checkpoint)], ["--model", str(world["native"]), "--tokenizer",
+                                                     str(world["vocab"])]):
+        result = runner.invoke(app, ["train-ccrk", str(narrow), "--captions", str(world["captions"]), "--out",
+                                     str(tmp_path / "x"), "--device", "cpu", *start])
+        assert result.exit_code == 2, result.stderr
+        assert "text features have dim 128 but the image embeddings have dim 64" in result.stderr
+        assert "Traceback" not in result.stderr and not (tmp_path / "x").exists()
+
+
 def test_cll_tower_rejects_freeze_embedding(world, cll_checkpoint, tmp_path):
     result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["captions"]), "--out",
                                  str(tmp_path / "x"), "--init", str(cll_checkpoint), "--freeze-embedding"])

@@ -356,14 +356,14 @@ class CcrkTask:
         self.english_trains = isinstance(encoder, ContinualTextEncoder)
         self.trained_languages = trained_languages(encoder, self.languages)
         self.tokens = {lang: encoder.tokenize(data.texts[lang], lang) for lang in self.trained_languages}
+        if encoder.tower.output_dim != image_vectors.shape[1]:
+            raise ConfigError(f"text features have dim {encoder.tower.output_dim} but the image embeddings have "
+                              f"dim {image_vectors.shape[1]}: encode the images with the encoder's base CLIP")
         self.english = None  # [N_en, D] L2-normalised constants: frozen English, or the bridge's teacher
         if NATIVE_LANG in self.languages and (not self.english_trains or objective.name == "english-bridge"):
             frozen = ClipTextEncoder(encoder.clip) if self.english_trains else encoder
             self.english = torch.from_numpy(encode_texts(frozen, data.texts[NATIVE_LANG], NATIVE_LANG, runtime,
                                                          description="encoding English (frozen)"))
-            if self.english.shape[1] != image_vectors.shape[1]:
-                raise ConfigError(f"text features have dim {self.english.shape[1]} but the image embeddings have "
-                                  f"dim {image_vectors.shape[1]}: encode the images with the encoder's base CLIP")
 
     def parameters_to_train(self) -> dict[str, nn.Parameter]:
         if self.english_trains:
