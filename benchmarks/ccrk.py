@@ -6,6 +6,7 @@ the loss holds one [B, B*K] score matrix, so both should grow linearly in K: the
 memory added per extra language should stay about constant.
 
     .venv/bin/python benchmarks/ccrk.py [--batch-size 64] [--rounds 9] [--threads 1] [--device auto] [--own-captions]
+                                        [--tower mla|cll]
 
 Time: the K settings are interleaved round by round in one process, medians reported. Memory: on CUDA the peak
 ``torch.cuda.max_memory_allocated`` of a step above what was allocated before it; on the CPU the growth of the
@@ -21,6 +22,10 @@ language's own captions the cost per slot follows its token count (``--own-capti
 their longest caption, and Russian, Greek, Japanese and Chinese captions tokenise 1.3-2x longer than the Latin
 ones in this vocabulary, so K = 8 (which adds those four) costs more than 8x K = 1 for that reason alone; the
 ``tokens/step`` column shows it.
+
+``--tower cll`` trains CLL-CLIP's token table instead of MLA's acquirers: the starting checkpoint is a
+``train-continual`` run over the eight languages (one update per task, only to get a real ``cll`` checkpoint), and
+every slot runs the frozen tower over the shared table.
 """
 
 from __future__ import annotations
@@ -50,10 +55,10 @@ LANGS = ("de", "fr", "es", "it", "ru", "el", "zh", "ja")
 KS = (1, 2, 4, 8)
 
 
-def make_world(root: Path, train_images: int, own_captions: bool = False) -> None:
+def make_world(root: Path, train_images: int, own_captions: bool = False, tower: str = "mla") -> None:
     """World, random base checkpoint, random image embeddings and a vocabulary, under ``root``: captions in every
     language of LANGS (``root/captions``), by default the German ones copied under each code (equal work per
-    slot), with ``own_captions`` each language's own."""
+    slot), with ``own_captions`` each language's own; with ``tower`` cll also a CLL-CLIP checkpoint (``root/cll``)."""
     world = synthesize(root / "world", SynthConfig(train=train_images, val=16, test=0, langs=("en", *LANGS)))
     captions = artifacts.load_captions(world.captions_path)
     if not own_captions:
@@ -74,11 +79,19 @@ def make_world(root: Path, train_images: int, own_captions: bool = False) -> Non
     vocab = None
     for lang in LANGS:
         vocab = build_vocab(root / "captions", lang, root / f"vocab-{lang}", parent=vocab, size=600)
+    if tower == "cll":
+        from mltk.train.continual import ContinualConfig, train_continual
+
+        train_continual(ContinualConfig(images=root / "img", captions=root / "captions", out=root / "cll",
+                                        model=str(root / "base"), languages=LANGS, vocab_size=600, steps=1,
+                                        batch_size=8, val_images=8, test_split="val", device="cpu",
+                                        cache_dir=root / "cache"))
 
 
-def build(root: Path, k: int, batch_size: int, device: str) -> ccrk.CcrkTask:
-    config = ccrk.CcrkConfig(images=root / "img", captions=root / "captions", out=root / "unused",
-                             model=str(root / "base"), tokenizer=str(root / f"vocab-{LANGS[-1]}"),
+def build(root: Path, k: int, batch_size: int, device: str, tower: str = "mla") -> ccrk.CcrkTask:
+    start = {"init": root / "cll"} if tower == "cll" else {"model": str(root / "base"),
+                                                           "tokenizer": str(root / f"vocab-{LANGS[-1]}")}
+    config = ccrk.CcrkConfig(images=root / "img", captions=root / "captions", out=root / "unused", **start,
                              languages=LANGS[:k], batch_size=batch_size, steps=1000, device=device,
                              precision="fp32", val_images=8)
     task, _ = ccrk.build_task(config)
@@ -99,7 +112,7 @@ def train_step(task: ccrk.CcrkTask, step: int) -> None:
 def tokens_per_step(task: ccrk.CcrkTask, steps: range) -> float:
     """Mean number of token positions the text tower runs per step: sum over slots of captions x the length the
     slot's batch is cut to (its longest caption)."""
-    end = task.encoder.non_native.end_token_id
+    end = task.encoder.tokenizer.eot_token_id if task.english_trains else task.encoder.non_native.end_token_id
     total = 0
     for step in steps:
         _, captions = task.batches.batch(step)
@@ -130,10 +143,10 @@ def cuda_peak_bytes(task: ccrk.CcrkTask) -> int:
     return torch.cuda.max_memory_allocated() - before
 
 
-def cpu_peak_bytes(root: Path, k: int, batch_size: int, threads: int) -> int:
+def cpu_peak_bytes(root: Path, k: int, batch_size: int, threads: int, tower: str) -> int:
     """Peak-RSS growth of two steps, measured in a fresh subprocess."""
     out = subprocess.run([sys.executable, __file__, "--memory-child", str(k), "--root", str(root),
-                          "--batch-size", str(batch_size), "--threads", str(threads)],
+                          "--batch-size", str(batch_size), "--threads", str(threads), "--tower", tower],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["bytes"]
 
@@ -145,8 +158,8 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status (Linux only)")
 
 
-def memory_child(root: Path, k: int, batch_size: int) -> None:
-    task = build(root, k, batch_size, "cpu")
+def memory_child(root: Path, k: int, batch_size: int, tower: str) -> None:
+    task = build(root, k, batch_size, "cpu", tower)
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current resident set
     before = _status_kib("VmRSS")
     train_step(task, 0)
@@ -164,31 +177,35 @@ def main() -> None:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--own-captions", action="store_true",
                         help="each language slot its own captions (cost per slot follows its token count)")
+    parser.add_argument("--tower", default="mla", choices=("mla", "cll"),
+                        help="the tower that trains: MLA's acquirers (default) or CLL-CLIP's token table")
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.memory_child is not None:
-        memory_child(args.root, args.memory_child, args.batch_size)
+        memory_child(args.root, args.memory_child, args.batch_size, args.tower)
         return
 
     device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        make_world(root, args.train_images, args.own_captions)
-        tasks = {k: build(root, k, args.batch_size, device) for k in KS}
+        make_world(root, args.train_images, args.own_captions, args.tower)
+        tasks = {k: build(root, k, args.batch_size, device, args.tower) for k in KS}
         tokens = {k: tokens_per_step(task, range(1, args.rounds + 1)) for k, task in tasks.items()}
         seconds = time_steps(tasks, args.rounds)
         if device == "cuda":
             memory = {k: cuda_peak_bytes(task) for k, task in tasks.items()}
         else:
             del tasks
-            memory = {k: cpu_peak_bytes(root, k, args.batch_size, args.threads) for k in KS}
+            memory = {k: cpu_peak_bytes(root, k, args.batch_size, args.threads, args.tower) for k in KS}
 
     memory_kind = "CUDA max_memory_allocated" if device == "cuda" else "peak RSS growth (VmHWM), a subprocess per K"
     slots = "each language its own captions" if args.own_captions else "every slot the same (German) captions"
-    print(f"train-ccrk step (1-to-K loss, forward + backward), mltk-tiny, B = {args.batch_size} images, {slots}, "
+    tower = "CLL-CLIP token table" if args.tower == "cll" else "MLA acquirers"
+    print(f"train-ccrk step (1-to-K loss, forward + backward), mltk-tiny, {tower}, B = {args.batch_size} images, "
+          f"{slots}, "
           f"device {device}" + (f" ({torch.get_num_threads()} thread(s))" if device == "cpu" else "")
           + f", median of {args.rounds} interleaved rounds; memory: {memory_kind}")
     print(f"{'K':>3} {'tokens/step':>12} {'step ms':>9} {'ms/K':>8} {'time xK=1':>10} {'peak MiB':>9} "
