@@ -89,8 +89,8 @@ class OpenClipTextTower(nn.Module):
             return self._forward_trimmed(x, pool_index, after_block)
         order = torch.argsort(pool_index, stable=True)  # [B], shortest first
         groups = order.tensor_split(buckets)
-        last = torch.tensor([len(group) for group in groups]).cumsum(0) - 1  # each group's longest, in `order`
-        lengths = (pool_index[order][last.to(order.device)] + 1).tolist()  # one host sync for all groups
+        longest = torch.stack([pool_index[group[-1]] for group in groups])  # sorted: a group's last is its longest
+        lengths = (longest + 1).tolist()  # one host sync for all groups
         features = torch.cat([self._forward_trimmed(x[group], pool_index[group], after_block, length)
                               for group, length in zip(groups, lengths)])
         return features[torch.argsort(order)]  # back to batch order

@@ -68,7 +68,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk import artifacts, schema
-from mltk.continual.model import ContinualTextEncoder, is_continual_checkpoint, load_continual_encoder
+from mltk.continual.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
 from mltk.encoders import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
@@ -441,14 +441,17 @@ def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
         raise ConfigError(f"no captions in split {config.split!r}", config.captions)
     english = [NATIVE_LANG] if NATIVE_LANG in available else []
     encoder = None
-    if config.init is not None and is_continual_checkpoint(config.init):
+    init_format = _checkpoint_format(config.init) if config.init is not None else None
+    if init_format not in (None, "mla", CLL_FORMAT):
+        raise ConfigError(f"--init must be an MLA checkpoint (train-nlt, train-le) or a CLL-CLIP one "
+                          f"(train-continual), not format {init_format!r}", config.init)
+    if init_format == CLL_FORMAT:
         if not config.train_embedding:
             raise ConfigError("--freeze-embedding leaves nothing to train in a CLL-CLIP checkpoint (its token table "
                               "is what trains)", config.init)
         encoder = load_continual_encoder(config.init, device=runtime.device)
         languages = list(config.languages) or [*english, *encoder.trained_languages]
-    elif config.init is not None:
-        _check_mla_init(config.init)
+    elif config.init is not None:  # an MLA checkpoint; load_encoder names what is wrong with anything else
         encoder = load_encoder(config.init, device=runtime.device)
         languages = list(config.languages) or [*english, *encoder.languages]
     else:
@@ -474,13 +477,12 @@ def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
     return encoder.to(runtime.device), languages
 
 
-def _check_mla_init(path: Path) -> None:
+def _checkpoint_format(path: Path) -> str | None:
+    """The ``format`` in a checkpoint artifact's config.json; None when ``path`` is no such artifact."""
     config = path / schema.CHECKPOINT_CONFIG
     if artifacts.is_artifact(path) and config.is_file():
-        fmt = json.loads(config.read_text(encoding="utf-8")).get("format")
-        if fmt != "mla":
-            raise ConfigError(f"--init must be an MLA checkpoint (train-nlt, train-le) or a CLL-CLIP one "
-                              f"(train-continual), not format {fmt!r}", path)
+        return json.loads(config.read_text(encoding="utf-8")).get("format")
+    return None
 
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
