@@ -518,8 +518,59 @@ def load_checkpoint(path: PathLike, device: str = "cpu") -> tuple[dict, dict]:
     """Read a checkpoint artifact: ``(tensors, config)``."""
     path = Path(path)
     read_manifest(path, "checkpoint")
-    config = json.loads((path / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8"))
+    config = read_checkpoint_config(path)
     return load_tensors(path / schema.CHECKPOINT_WEIGHTS, device=device), config
+
+
+def read_json(path: PathLike) -> Any:
+    """A JSON file inside an artifact; a missing or malformed file is an ArtifactError naming it."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArtifactError("missing file", path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"cannot read JSON ({exc})", path)
+
+
+def read_checkpoint_config(path: PathLike) -> dict:
+    """The ``config.json`` of a checkpoint artifact (its ``format`` names how to rebuild it)."""
+    path = Path(path)
+    read_manifest(path, "checkpoint")
+    config = read_json(path / schema.CHECKPOINT_CONFIG)
+    if not isinstance(config, dict):
+        raise ArtifactError("config.json is not a JSON object", path / schema.CHECKPOINT_CONFIG)
+    return config
+
+
+def checkpoint_format(path: PathLike) -> str | None:
+    """The ``format`` of a checkpoint artifact's config.json; None when ``path`` is no checkpoint artifact."""
+    path = Path(path)
+    if not (path / schema.MANIFEST).is_file() or not (path / schema.CHECKPOINT_CONFIG).is_file():
+        return None
+    try:
+        return read_checkpoint_config(path).get("format")
+    except ArtifactError:
+        return None
+
+
+def save_array(path: PathLike, array: np.ndarray) -> None:
+    """Save one NPY array atomically (never pickled)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def load_array(path: PathLike, mmap: bool = False) -> np.ndarray:
+    """Load one NPY array (no pickle); a missing or damaged file is an ArtifactError naming it."""
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+    except FileNotFoundError:
+        raise ArtifactError("missing file", path)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ArtifactError(f"cannot read NPY ({exc})", path)
 
 
 def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str = "evaluate", config: Any = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 SCHEMA_VERSION = 1
+NATIVE_LANG = "en"  # the language of the frozen CLIP; every other language is learnt
 MANIFEST = "manifest.json"
 
 KINDS = ("captions", "images", "embeddings", "vocab", "checkpoint", "index", "metrics")
