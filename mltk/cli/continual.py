@@ -69,7 +69,7 @@ def train_continual_command(
         False, "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact."),
     val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where the English teacher embeddings are "
-                                             "cached (default: $MLTK_CACHE or ~/.cache/mltk)."),
+                                             "cached (default: $MLTK_CACHE_DIR or ~/.cache/mltk)."),
     device: str = DeviceOption,
     precision: str = PrecisionOption,
     seed: int = SeedOption,

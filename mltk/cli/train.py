@@ -26,7 +26,7 @@ EvalOption = typer.Option(0, "--eval-every", help="Validate every N steps (0: at
 TrainEmbeddingOption = typer.Option(
     None, "--train-embedding/--freeze-embedding", help="Train the shared non-native embedding (default: yes, "
     "unless languages are added to an --init checkpoint, which keeps the other languages bit-identical).")
-CacheOption = typer.Option(None, "--cache-dir", help="Cache of English teacher embeddings (default: $MLTK_CACHE "
+CacheOption = typer.Option(None, "--cache-dir", help="Cache of English teacher embeddings (default: $MLTK_CACHE_DIR "
                            "or ~/.cache/mltk).")
 
 

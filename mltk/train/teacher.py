@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from mltk import artifacts
+from mltk.cache import cache_root
 from mltk.encoders import encode_texts
 from mltk.runtime import Runtime, log
-
-
-def cache_root() -> Path:
-    """``$MLTK_CACHE``, else ``$XDG_CACHE_HOME/mltk``, else ``~/.cache/mltk``."""
-    if os.environ.get("MLTK_CACHE"):
-        return Path(os.environ["MLTK_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mltk"
 
 
 def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts: list[str], runtime: Runtime,

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from mltk.cache import cache_root
 from mltk.errors import ConfigError
 
 CACHE_FILE = "translations.sqlite"
@@ -20,11 +21,8 @@ _LOOKUP_CHUNK = 500  # below SQLite's limit on bound parameters
 
 
 def default_cache_dir() -> Path:
-    """``$MLTK_CACHE_DIR/translate``, else ``$XDG_CACHE_HOME/mltk/translate``, else ``~/.cache/mltk/translate``."""
-    if os.environ.get("MLTK_CACHE_DIR"):
-        return Path(os.environ["MLTK_CACHE_DIR"]) / "translate"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "mltk" / "translate"
+    """``translate/`` under ``mltk.cache.cache_root()`` (``$MLTK_CACHE_DIR``, else the XDG cache)."""
+    return cache_root() / "translate"
 
 
 class TranslationCache:
