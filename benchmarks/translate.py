@@ -29,7 +29,9 @@ import torch
 
 from mltk.runtime import resolve_runtime
 from mltk.translate.seq2seq import Seq2SeqTranslator, plan_batches
-from mltk.translate.tiny import build_tiny_marian, synthetic_sentences
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tiny models are a test fixture
+from helpers_translate import build_tiny_marian, synthetic_sentences  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k" / "task1" / "raw"
 

@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -402,40 +402,6 @@ def load_embeddings(path: PathLike, *, check_finite: bool = True) -> tuple[pa.Ta
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Inputs from the command line and pipes
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def resolve_input(path: str | None, *, what: str = "input", stdin=None) -> Path:
-    """The main input of a stage: a path, or ``-``/nothing with the path of an artifact piped on stdin.
-
-    A pipe carries the one stdout line of the previous stage (its artifact path, or a JSON object with a
-    ``path`` field).
-    """
-    stdin = stdin if stdin is not None else sys.stdin
-    if path not in (None, "-"):
-        resolved = Path(path)
-        if not resolved.exists():
-            raise ArtifactError("no such file or directory", resolved)
-        return resolved
-    if path is None and (stdin is None or stdin.isatty()):
-        raise ArtifactError(f"no {what} given (pass a path or pipe one on stdin)", "<stdin>")
-    text = stdin.read().strip() if stdin is not None else ""
-    if not text:
-        raise ArtifactError(f"empty stdin; expected the path of an artifact ({what})", "<stdin>")
-    line = text.splitlines()[-1].strip()
-    if line.startswith("{"):
-        try:
-            line = json.loads(line)["path"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ArtifactError("stdin JSON has no 'path' field", "<stdin>")
-    resolved = Path(line)
-    if not is_artifact(resolved):
-        raise ArtifactError("stdin does not name an mltk artifact", line[:200])
-    return resolved
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Images (encoded bytes or paths), checkpoints (safetensors + config.json), metrics (JSON)
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -587,3 +553,98 @@ def load_metrics(path: PathLike) -> dict:
     path = Path(path)
     read_manifest(path, "metrics")
     return json.loads((path / schema.METRICS_FILE).read_text(encoding="utf-8"))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Vocabularies (kind ``vocab``: CLIP-style BPE merges, token ids, TEIR's per-token task counts)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VocabFiles:
+    """The contents of a vocab artifact's files, checked against each other."""
+
+    tokens: list[str]  # token of id i at position i
+    merges: list[tuple[str, str]]  # highest priority first
+    prior_task_counts: np.ndarray  # int64 [V]
+    task_token_freq: np.ndarray  # int64 [V]
+
+
+def write_vocab_files(directory: PathLike, tokens: Sequence[str], merges: Sequence[tuple[str, str]],
+                      prior_task_counts: np.ndarray, task_token_freq: np.ndarray) -> None:
+    """Write the files of a vocab artifact into ``directory`` (a writer's partial directory)."""
+    directory = Path(directory)
+    lines = [schema.VOCAB_MERGES_HEADER] + [f"{a} {b}" for a, b in merges]
+    merges_path = directory / schema.VOCAB_MERGES_FILE
+    tmp = merges_path.with_name(merges_path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, merges_path)
+    write_json(directory / schema.VOCAB_TOKENS_FILE, {token: index for index, token in enumerate(tokens)})
+    save_array(directory / schema.VOCAB_PRIOR_COUNTS_FILE, np.asarray(prior_task_counts, dtype=np.int64))
+    save_array(directory / schema.VOCAB_TASK_FREQ_FILE, np.asarray(task_token_freq, dtype=np.int64))
+
+
+def read_vocab_files(path: PathLike) -> VocabFiles:
+    """Read and cross-check the files of the vocab artifact at ``path``: ids are 0..V-1, every merge joins two
+    symbols into a token of the vocabulary, and both count arrays are integers of shape [V]."""
+    path = Path(path)
+    merges_path = path / schema.VOCAB_MERGES_FILE
+    try:
+        lines = merges_path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"cannot read the vocabulary files ({exc})", path)
+    encoder = read_json(path / schema.VOCAB_TOKENS_FILE)
+    if not isinstance(encoder, dict):
+        raise SchemaError(f"{schema.VOCAB_TOKENS_FILE} is not a JSON object of token ids", path)
+    prior = load_array(path / schema.VOCAB_PRIOR_COUNTS_FILE)
+    freq = load_array(path / schema.VOCAB_TASK_FREQ_FILE)
+    merges = [tuple(line.split(" ")) for line in lines[1:] if line]
+    tokens = sorted(encoder, key=encoder.__getitem__)
+    if [encoder[t] for t in tokens] != list(range(len(tokens))):
+        raise SchemaError(f"{schema.VOCAB_TOKENS_FILE} ids are not 0..{len(tokens) - 1}", path)
+    bad = next((m for m in merges if len(m) != 2 or m[0] + m[1] not in encoder), None)
+    if bad is not None:
+        raise SchemaError(f"{schema.VOCAB_MERGES_FILE} has a merge whose result is not in the vocabulary: "
+                          f"{' '.join(bad)!r}", path)
+    for name, array in ((schema.VOCAB_PRIOR_COUNTS_FILE, prior), (schema.VOCAB_TASK_FREQ_FILE, freq)):
+        if array.shape != (len(tokens),) or not np.issubdtype(array.dtype, np.integer):
+            raise SchemaError(f"{name} has shape {array.shape} and dtype {array.dtype}, expected "
+                              f"integers of shape ({len(tokens)},)", path)
+    return VocabFiles(tokens, merges, prior.astype(np.int64), freq.astype(np.int64))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# FAISS indexes (kind ``index``: the index file plus the id rows of its vectors)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def write_index_files(directory: PathLike, index: Any, ids: pa.Table) -> None:
+    """Write a FAISS index (``faiss.write_index``, never pickle) and the id rows of its vectors into
+    ``directory`` (a writer's partial directory); row i of ``ids`` belongs to the index's vector i."""
+    import faiss  # imported only where an index is touched (a slow import the other commands skip)
+
+    if ids.num_rows != index.ntotal:
+        raise ArtifactError(f"{ids.num_rows} id rows for {index.ntotal} indexed vectors", directory)
+    directory = Path(directory)
+    tmp = directory / (schema.INDEX_FILE + ".tmp")
+    faiss.write_index(index, str(tmp))
+    os.replace(tmp, directory / schema.INDEX_FILE)
+    write_table(directory / schema.INDEX_IDS_FILE, ids)
+
+
+def read_index(path: PathLike) -> tuple[dict, Any, pa.Table]:
+    """Read an index artifact: ``(manifest, faiss index, id rows)``, the rows checked against the index."""
+    import faiss
+
+    path = Path(path)
+    manifest = read_manifest(path, "index")
+    try:
+        index = faiss.read_index(str(path / schema.INDEX_FILE))
+    except RuntimeError as exc:
+        raise ArtifactError(f"cannot read {schema.INDEX_FILE} ({str(exc).splitlines()[0]})", path)
+    table = read_table(path / schema.INDEX_IDS_FILE)
+    require_columns(table, [schema.EMBEDDING_ID_COLUMN], path / schema.INDEX_IDS_FILE)
+    if table.num_rows != index.ntotal:
+        raise ArtifactError(f"{schema.INDEX_IDS_FILE} has {table.num_rows} rows but the index holds "
+                            f"{index.ntotal} vectors", path)
+    return manifest, index, table

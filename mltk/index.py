@@ -30,8 +30,6 @@ from mltk import artifacts, schema
 from mltk.errors import ArtifactError, ConfigError
 from mltk.runtime import log, resolve_runtime
 
-INDEX_FILE = "index.faiss"
-IDS_FILE = "ids.parquet"
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 
 
@@ -65,8 +63,7 @@ def build_index(config: IndexConfig) -> Path:
     index.add(vectors)
     with artifacts.ArtifactWriter(config.out, "index", stage="index build", config=config,
                                   inputs=[config.embeddings]) as writer:
-        faiss.write_index(index, str(writer.dir / INDEX_FILE))
-        artifacts.write_table(writer.dir / IDS_FILE, table)
+        artifacts.write_index_files(writer.dir, index, table)
         writer.manifest.update(index_kind=config.kind, count=int(index.ntotal), dim=int(vectors.shape[1]),
                                metric="inner_product", normalized=True, **settings)
     return writer.path
@@ -128,15 +125,7 @@ class OpenIndex:
 def open_index(path: Path) -> OpenIndex:
     """Load an index artifact (validated manifest, the FAISS file, and its id rows)."""
     path = Path(path)
-    manifest = artifacts.read_manifest(path, "index")
-    try:
-        index = faiss.read_index(str(path / INDEX_FILE))
-    except RuntimeError as exc:
-        raise ArtifactError(f"cannot read {INDEX_FILE} ({str(exc).splitlines()[0]})", path)
-    table = artifacts.read_table(path / IDS_FILE)
-    artifacts.require_columns(table, [schema.EMBEDDING_ID_COLUMN], path / IDS_FILE)
-    if table.num_rows != index.ntotal:
-        raise ArtifactError(f"{IDS_FILE} has {table.num_rows} rows but the index holds {index.ntotal} vectors", path)
+    manifest, index, table = artifacts.read_index(path)
     if "nprobe" in manifest:
         faiss.extract_index_ivf(index).nprobe = manifest["nprobe"]
     if "ef_search" in manifest:
@@ -199,10 +188,7 @@ def read_query_lines(path: Path) -> list[str]:
 
 def query_vectors_from_npy(path: Path) -> tuple[list[str], np.ndarray]:
     """Query vectors from a plain ``.npy`` file [Q, d]; the query ids are the row numbers."""
-    try:
-        vectors = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ArtifactError(f"cannot read a NumPy array ({exc})", path)
+    vectors = artifacts.load_array(path)
     if vectors.ndim == 1:
         vectors = vectors[None, :]
     if vectors.ndim != 2 or not np.isfinite(vectors).all():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -112,7 +111,3 @@ def _len_or_none(items: Iterable) -> int | None:
         return len(items)  # type: ignore[arg-type]
     except TypeError:
         return None
-
-
-def is_interactive() -> bool:
-    return sys.stderr.isatty()

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.index import INDEX_FILE, IndexConfig, build_index, open_index, query
+from mltk.index import IndexConfig, build_index, open_index, query
+from mltk.schema import INDEX_FILE
 
 runner = CliRunner()
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
 from mltk.errors import ConfigError
 
 
@@ -78,7 +78,7 @@ def train_ccrk_command(
     if init is None and tokenizer is None:
         raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF")
     config = CcrkConfig(
-        images=artifacts.resolve_input(images, what="image embeddings"), captions=captions, out=out, init=init,
+        images=resolve_input(images, what="image embeddings"), captions=captions, out=out, init=init,
         model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=_split(lang), loss=loss, weighting=weighting, temperature=temperature,
         learn_temperature=not fixed_temperature, margin=margin, beta=beta, hard_negatives=hard_negatives,

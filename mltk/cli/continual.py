@@ -7,8 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
 from mltk.errors import ConfigError
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
@@ -87,7 +86,7 @@ def train_continual_command(
     options = MethodOptions(memory_size=memory_size, replay_batch=replay_batch, ewc_lambda=ewc_lambda,
                             ewc_gamma=ewc_gamma, lora_rank=lora_rank, ptuning_length=prompt_length)
     config = ContinualConfig(
-        images=artifacts.resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
+        images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
         pretrained=pretrained, languages=_split(lang), method=method, teir_init=teir or teir_init_only,
         teir_reg=teir or teir_reg_only, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, lr=lr, method_lr=method_lr,

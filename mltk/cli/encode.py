@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
 from mltk.encode import encode_images
 
 
@@ -39,7 +39,7 @@ def encode_images_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Encode images with a frozen CLIP image tower into L2-normalised, sharded, resumable embeddings."""
-    resolved = artifacts.resolve_input(source, what="images")
+    resolved = resolve_input(source, what="images")
     path = encode_images(resolved, out, model=model, pretrained=pretrained, batch_size=batch_size, workers=workers,
                          dtype=dtype, shard_size=shard_size, splits=split, device=device, precision=precision,
                          seed=seed)

@@ -7,8 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit, resolve_input
 from mltk.evaluate import ContinualConfig, EvaluateConfig, parse_pair, run_continual, run_evaluation, split_list
 
 
@@ -63,11 +62,11 @@ def evaluate(
         emit(path, as_json)
         return
     config = EvaluateConfig(
-        images=artifacts.resolve_input(images, what="image embeddings"),
-        texts=artifacts.resolve_input(texts, what="text embeddings") if texts is not None else None,
+        images=resolve_input(images, what="image embeddings"),
+        texts=resolve_input(texts, what="text embeddings") if texts is not None else None,
         model=model,
         pretrained=pretrained,
-        captions=artifacts.resolve_input(captions, what="captions") if captions is not None else None,
+        captions=resolve_input(captions, what="captions") if captions is not None else None,
         out=out,
         metrics=tuple(metric),
         mrv_variant=mrv_variant,

@@ -8,8 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
 from mltk.errors import ConfigError
 from mltk.runtime import log
 
@@ -31,7 +30,7 @@ def build(
     """Index the vectors of an embeddings artifact (cosine similarity) and print the index artifact path."""
     from mltk.index import IndexConfig, build_index  # faiss is imported only by the index commands
 
-    path = artifacts.resolve_input(embeddings, what="embeddings")
+    path = resolve_input(embeddings, what="embeddings")
     config = IndexConfig(embeddings=path, out=out, kind=kind, nlist=nlist, nprobe=nprobe, hnsw_m=hnsw_m,
                          ef_search=ef_search, seed=seed)
     emit(build_index(config), as_json)
@@ -73,7 +72,7 @@ def query(
         raise ConfigError("--model encodes text queries; give --text or --text-file")
     if contact_sheet is not None and images is None:
         raise ConfigError("--contact-sheet needs --images (the images artifact to draw from)")
-    opened = open_index(artifacts.resolve_input(index, what="index"))
+    opened = open_index(resolve_input(index, what="index"))
     if texts:
         query_ids, query_matrix = query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device,
                                                            precision=precision)

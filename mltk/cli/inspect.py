@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from mltk import artifacts
-from mltk.cli.common import JsonOption
+from mltk.cli.common import JsonOption, resolve_input
 from mltk.runtime import console
 
 
@@ -17,7 +17,7 @@ def inspect(
     as_json: bool = JsonOption,
 ) -> None:
     """Check that PATH is a complete mltk artifact and summarise its manifest on stderr."""
-    resolved = artifacts.resolve_input(path, what="artifact").resolve()
+    resolved = resolve_input(path, what="artifact").resolve()
     manifest = artifacts.read_manifest(resolved)
     if as_json:
         typer.echo(json.dumps({"path": str(resolved), "manifest": manifest}, ensure_ascii=False))

@@ -7,8 +7,7 @@ from typing import Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
 from mltk.train.pretrain import PretrainConfig, pretrain
 
 
@@ -31,7 +30,7 @@ def pretrain_command(
 
     The checkpoint holds the whole model under open_clip key names; pass it as --model to every other stage.
     """
-    config = PretrainConfig(images=artifacts.resolve_input(images, what="images"), captions=captions, out=out,
+    config = PretrainConfig(images=resolve_input(images, what="images"), captions=captions, out=out,
                             model=model, steps=steps, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                             eval_every=eval_every, seed=seed, device=device, precision=precision)
     emit(pretrain(config), as_json)

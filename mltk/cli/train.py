@@ -7,8 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
 from mltk.errors import ConfigError
 from mltk.train.mla import MlaConfig, train_le, train_nlt
 
@@ -62,7 +61,7 @@ def train_nlt_command(
 
     Rerun the same command after an interruption to resume exactly where it stopped.
     """
-    config = MlaConfig(captions=artifacts.resolve_input(captions, what="captions"), out=out, images=images,
+    config = MlaConfig(captions=resolve_input(captions, what="captions"), out=out, images=images,
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
                        init_embeddings=init_embeddings, languages=_languages(lang), steps=steps,
                        batch_size=batch_size, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
@@ -96,7 +95,7 @@ def train_le_command(
     as_json: bool = JsonOption,
 ) -> None:
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions."""
-    config = MlaConfig(captions=captions, out=out, images=artifacts.resolve_input(images, what="image embeddings"),
+    config = MlaConfig(captions=captions, out=out, images=resolve_input(images, what="image embeddings"),
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
                        languages=_languages(lang), steps=steps, batch_size=batch_size, lr=lr,
                        weight_decay=weight_decay, grad_clip=grad_clip or None,

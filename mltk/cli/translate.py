@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit
+from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit, resolve_input
 from mltk.errors import ConfigError
 from mltk.translate import (DEFAULT_MODEL, GuardConfig, JoinConfig, TranslateConfig, join_translations,
                             translate_captions)
@@ -66,7 +66,7 @@ def translate_data(
     split; lang = target; a source column says human, mt:<model> or join:<file>). Identical captions are
     translated once; a cache and resumable shards make reruns and interrupted runs translate nothing twice.
     """
-    input_path = artifacts.resolve_input(captions, what="captions artifact")
+    input_path = resolve_input(captions, what="captions artifact")
     guards = GuardConfig(max_length_ratio=max_length_ratio)
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")

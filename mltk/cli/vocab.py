@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from mltk import artifacts, vocab
-from mltk.cli.common import JsonOption, emit
+from mltk.cli.common import JsonOption, emit, resolve_input
 from mltk.errors import ConfigError
 
 
@@ -32,7 +32,7 @@ def build_vocab(
     vocabulary (old ids and merges kept, new tokens appended); writes tokenizer files and TEIR's token counts."""
     if size < 1:
         raise ConfigError(f"--size must be positive, got {size}")
-    source = artifacts.resolve_input(captions, what="captions artifact")
+    source = resolve_input(captions, what="captions artifact")
     path = vocab.build_vocab(source, lang, out, parent=parent, size=size, split=None if split == "all" else split,
                              min_frequency=min_frequency, protect_lang=protect_lang)
     manifest = artifacts.read_manifest(path, "vocab")

@@ -16,8 +16,17 @@ from pathlib import Path
 import pyarrow as pa
 
 from mltk import artifacts
+from mltk.errors import ArtifactError
 
 PLAN_FILE = "plan.json"
+
+
+def _read_plan(path: Path) -> dict | None:
+    """The recorded plan; None when it cannot be read (the shards beside it are then discarded)."""
+    try:
+        return artifacts.read_json(path)
+    except ArtifactError:
+        return None
 
 
 class ShardStore:
@@ -25,7 +34,7 @@ class ShardStore:
         self.directory = Path(directory)
         plan = json.loads(json.dumps(plan, sort_keys=True, default=str))
         plan_path = self.directory / PLAN_FILE
-        if plan_path.is_file() and json.loads(plan_path.read_text(encoding="utf-8")) != plan:
+        if plan_path.is_file() and _read_plan(plan_path) != plan:
             shutil.rmtree(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         artifacts.write_json(plan_path, plan)

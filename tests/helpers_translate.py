@@ -1,7 +1,8 @@
-"""Tiny random-weight translation models built locally (no download): a Marian/OPUS-MT model with a
-``MarianTokenizer`` and an M2M-100 model with an ``M2M100Tokenizer``, both on SentencePiece models trained on the
-spot. Tests and ``benchmarks/translate.py`` run the real transformers code path on them; their output is
-gibberish, but deterministic for a given seed.
+"""Test fixture (not shipped in the package): tiny random-weight translation models built locally, no download.
+
+A Marian/OPUS-MT model with a ``MarianTokenizer`` and an M2M-100 model with an ``M2M100Tokenizer``, both on
+SentencePiece models trained on the spot. Tests and ``benchmarks/translate.py`` run the real transformers code
+path on them; their output is gibberish, but deterministic for a given seed.
 """
 
 from __future__ import annotations

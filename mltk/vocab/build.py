@@ -1,0 +1,102 @@
+"""The vocab artifact (write, load) and ``mltk build-vocab``: train V̂ on one language, merge it, write it.
+
+The files (names in ``mltk.schema``, read and written by ``mltk.artifacts``): ``merges.txt`` (a header line, then
+one merge ``left right`` per line in priority order), ``vocab.json`` (``{token: id}`` with ids 0..V-1),
+``prior_task_counts.npy`` and ``task_token_freq.npy`` (int64 [V], see ``Vocabulary``); the manifest holds
+``lang``, ``languages`` and ``tasks`` so far, and ``sizes`` (old, new-vocabulary, overlapping, new, total) plus
+merge counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mltk import artifacts
+from mltk.errors import ConfigError
+from mltk.runtime import log
+from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE
+from mltk.vocab.merge import MergeSizes, Vocabulary, clip_vocabulary, train_vocabulary
+from mltk.vocab.tokenizer import CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN, SOT_TOKEN, ClipBpeTokenizer
+
+
+def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, config=None,
+                     inputs: Iterable[artifacts.PathLike] = ()) -> Path:
+    """Write ``vocabulary`` as a vocab artifact (files listed in the module docstring)."""
+    tokenizer = vocabulary.tokenizer
+    with artifacts.ArtifactWriter(out_dir, "vocab", stage="build-vocab", config=config, inputs=inputs) as writer:
+        artifacts.write_vocab_files(writer.dir, tokenizer.tokens, tokenizer.merges, vocabulary.prior_task_counts,
+                                    vocabulary.task_token_freq)
+        writer.manifest.update(
+            lang=vocabulary.tasks[-1]["lang"] if vocabulary.tasks else None,
+            languages=vocabulary.languages,
+            tasks=vocabulary.tasks,
+            root=CLIP_ROOT_NAME,
+            vocab_size=tokenizer.vocab_size,
+            sizes=vocabulary.sizes,
+            special_tokens={SOT_TOKEN: tokenizer.sot_token_id, EOT_TOKEN: tokenizer.eot_token_id},
+            context_length=tokenizer.context_length,
+        )
+    return writer.path
+
+
+def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
+    """Read a vocab artifact (None gives CLIP's own vocabulary, the root of every chain)."""
+    if path is None:
+        return clip_vocabulary()
+    path = Path(path)
+    manifest = artifacts.read_manifest(path, "vocab")
+    files = artifacts.read_vocab_files(path)
+    sizes = MergeSizes(**manifest["sizes"]) if manifest.get("sizes") else None
+    tokenizer = ClipBpeTokenizer(files.tokens, files.merges, manifest.get("context_length", DEFAULT_CONTEXT_LENGTH))
+    return Vocabulary(tokenizer, files.prior_task_counts, files.task_token_freq, list(manifest.get("tasks", [])),
+                      sizes, path.resolve())
+
+
+def load_tokenizer(path: artifacts.PathLike | None) -> ClipBpeTokenizer:
+    """The tokenizer of a vocab artifact (None: CLIP's own). ``encode(text)`` gives ids without start/end."""
+    return load_vocabulary(path).tokenizer
+
+
+def select_captions(table: pa.Table, lang: str, split: str | None = "train",
+                    source: artifacts.PathLike = "<captions>") -> list[str]:
+    """The caption strings of one language (and split; None for all splits) of a captions table."""
+    mask = pc.equal(table.column("lang"), lang)
+    if split is not None:
+        mask = pc.and_(mask, pc.equal(table.column("split"), split))
+    selected = table.filter(mask).column("caption").to_pylist()
+    if not selected:
+        langs = sorted(set(table.column("lang").to_pylist()))
+        splits = sorted(set(table.column("split").to_pylist()))
+        raise ConfigError(f"no captions with lang={lang!r}" + (f" and split={split!r}" if split else "") +
+                          f" (languages: {', '.join(langs)}; splits: {', '.join(splits)})", source)
+    return selected
+
+
+def build_vocab(captions: artifacts.PathLike | pa.Table, lang: str, out_dir: artifacts.PathLike, *,
+                parent: artifacts.PathLike | None = None, size: int = DEFAULT_NEW_VOCAB_SIZE,
+                split: str | None = "train", min_frequency: int = 2, protect_lang: str | None = None) -> Path:
+    """``mltk build-vocab``: train V̂ on one language's captions (a captions artifact, Parquet file or table),
+    merge it into ``parent`` (CLIP's vocabulary when None) and write the vocab artifact; returns its path.
+
+    ``protect_lang`` (e.g. ``en``): keep the parent's ids for every word of that language's captions in the same
+    table, all splits (see ``train_vocabulary``).
+    """
+    if isinstance(captions, pa.Table):
+        table, source, inputs = artifacts.validate_captions(captions), "<captions table>", []
+    else:
+        table, source, inputs = artifacts.load_captions(captions), captions, [captions]
+    texts = select_captions(table, lang, split, source)
+    protected = select_captions(table, protect_lang, None, source) if protect_lang else []
+    parent_vocabulary = load_vocabulary(parent)
+    if lang in parent_vocabulary.languages:
+        log(f"note: language {lang!r} was already a task of the parent vocabulary; learning it again")
+    vocabulary = train_vocabulary(texts, lang, parent_vocabulary, size, min_frequency, protected)
+    config = {"lang": lang, "size": size, "split": split, "min_frequency": min_frequency,
+              "protect_lang": protect_lang,
+              "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME}
+    inputs += [parent] if parent is not None else []
+    return write_vocabulary(vocabulary, out_dir, config=config, inputs=inputs)

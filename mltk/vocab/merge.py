@@ -1,0 +1,177 @@
+"""Merging a task's learned vocabulary V̂_t into the previous one, V_t = V_{t-1} ∪ V̂_t, and the per-token task
+counts TEIR needs.
+
+Rules: old ids never change; tokens of V̂_t missing from V_{t-1} are appended in V̂_t's order; old merges keep
+priority and learned merges already in the parent are dropped; the start and end tokens keep their ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from mltk.errors import ConfigError
+from mltk.runtime import log
+from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
+from mltk.vocab.tokenizer import SPECIAL_TOKENS, ClipBpeTokenizer, base_symbols, clip_tokenizer
+
+
+@dataclass(frozen=True)
+class MergeSizes:
+    """Sizes of the parts of V_t = V_{t-1} ∪ V̂_t (tokens) and of the merge lists."""
+
+    old: int  # |V_{t-1}|
+    new_vocab: int  # |V̂_t|, the vocabulary trained on this task's text
+    overlap: int  # |V̂_t ∩ V_{t-1}|
+    new: int  # |V̂_t \ V_{t-1}|, appended with ids old .. old + new - 1
+    total: int  # |V_t|
+    merges_parent: int
+    merges_learned: int
+    merges_duplicate: int  # learned merges already in the parent, dropped
+    merges_total: int
+    merges_protected: int = 0  # learned merges dropped to keep a protected language's tokenization
+
+
+def merge_vocabularies(parent_tokens: Sequence[str], parent_merges: Sequence[tuple[str, str]],
+                       new_merges: Sequence[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], MergeSizes]:
+    """V_t and its merges from the parent's and the new vocabulary's merges (rules in the module docstring)."""
+    parent_ids = {token: index for index, token in enumerate(parent_tokens)}
+    new_vocab_order = list(dict.fromkeys(base_symbols() + ["".join(m) for m in new_merges] + list(SPECIAL_TOKENS)))
+    appended = [token for token in new_vocab_order if token not in parent_ids]
+    parent_merge_set = set(map(tuple, parent_merges))
+    kept = [tuple(m) for m in dict.fromkeys(map(tuple, new_merges)) if tuple(m) not in parent_merge_set]
+    tokens = list(parent_tokens) + appended
+    merges = [tuple(m) for m in parent_merges] + kept
+    sizes = MergeSizes(
+        old=len(parent_tokens), new_vocab=len(new_vocab_order), overlap=len(new_vocab_order) - len(appended),
+        new=len(appended), total=len(tokens), merges_parent=len(parent_merges), merges_learned=len(new_merges),
+        merges_duplicate=len(new_merges) - len(kept), merges_total=len(merges),
+    )
+    return tokens, merges, sizes
+
+
+def drop_merges_changing(parent: ClipBpeTokenizer, new_merges: Sequence[tuple[str, str]],
+                         protected_pieces: Iterable[str]) -> list[tuple[str, str]]:
+    """The learned merges that leave the parent's tokenization of every protected word unchanged.
+
+    Why this is exact: with the parent's merges ranked first, a word always reaches its parent segmentation S
+    before any new merge can fire, and a new merge then fires only if its pair sits side by side in S. So dropping
+    the new merges that are adjacent pairs of some protected word's S keeps those words' ids, and nothing else.
+    Merges whose operand can no longer be formed (it came from a dropped merge) are dropped with it.
+    """
+    touching: set[tuple[str, str]] = set()
+    for piece in protected_pieces:
+        symbols = parent.bpe(piece)
+        touching.update(zip(symbols, symbols[1:]))
+    available = set(parent.tokens)
+    kept = []
+    for merge in map(tuple, new_merges):
+        if merge in parent.bpe_ranks:
+            kept.append(merge)  # a duplicate; merge_vocabularies drops it and counts it
+        elif merge not in touching and merge[0] in available and merge[1] in available:
+            kept.append(merge)
+            available.add(merge[0] + merge[1])
+    return kept
+
+
+@dataclass
+class Vocabulary:
+    """A vocabulary after a task: the tokenizer plus the per-token task counts TEIR needs.
+
+    ``prior_task_counts[j]`` = c_j, the number of earlier tasks whose tokenised training text contained token j
+    (CLIP's original vocabulary counts as one earlier task for its 49,408 tokens); ``task_token_freq[j]`` = the
+    occurrences of token j in this task's tokenised training text. ``tasks`` lists the tasks so far, this one
+    last; the root (CLIP alone) has none.
+    """
+
+    tokenizer: ClipBpeTokenizer
+    prior_task_counts: np.ndarray  # int64 [V]
+    task_token_freq: np.ndarray  # int64 [V]
+    tasks: list[dict] = field(default_factory=list)
+    sizes: MergeSizes | None = None
+    path: Path | None = None
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    @property
+    def parent_size(self) -> int:
+        """|V_{t-1}|: rows of the embedding table that exist before this task (the rest are new)."""
+        return self.sizes.old if self.sizes is not None else self.vocab_size
+
+    @property
+    def languages(self) -> list[str]:
+        return [task["lang"] for task in self.tasks]
+
+    def present_token_ids(self) -> np.ndarray:
+        """Ids of the tokens that occur in this task's tokenised training text (int64, ascending)."""
+        return np.flatnonzero(self.task_token_freq)
+
+    def counts_after_task(self) -> np.ndarray:
+        """c_j for the *next* task: the earlier tasks' counts plus one where this task's text has token j."""
+        return self.prior_task_counts + (self.task_token_freq > 0).astype(np.int64)
+
+
+def clip_vocabulary() -> Vocabulary:
+    """The root of every chain: CLIP's vocabulary, counted as one task for all of its tokens, and no task yet."""
+    tokenizer = clip_tokenizer()
+    size = tokenizer.vocab_size
+    # After the root "task" every CLIP token has been seen once; there is no current task text.
+    return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64))
+
+
+def minimum_vocabulary_size() -> int:
+    """A trained vocabulary holds at least the byte-level base symbols and the special tokens."""
+    return len(base_symbols()) + len(SPECIAL_TOKENS)
+
+
+def vocabulary_size_problem(size: int, option: str) -> str | None:
+    """The one-line complaint about a too small vocabulary size given as ``option``, or None when it is fine."""
+    if size < minimum_vocabulary_size():
+        return (f"{option} must be at least {minimum_vocabulary_size()} (the byte-level base symbols and the special "
+                f"tokens), got {size}")
+    return None
+
+
+def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None = None,
+                     size: int = DEFAULT_NEW_VOCAB_SIZE, min_frequency: int = 2,
+                     protected_texts: Sequence[str] = ()) -> Vocabulary:
+    """Train V̂_t on ``texts`` (one language's training captions), merge it into ``parent`` (CLIP's vocabulary
+    when None), and count the tokens of the texts tokenised with the merged vocabulary.
+
+    ``protected_texts`` (e.g. the English captions): learned merges that would change the parent's ids for any of
+    their words are dropped (``drop_merges_changing``), so those texts keep exactly the parent's ids. Off by
+    default, as in the paper, where later vocabularies may re-merge rare words of earlier languages.
+    """
+    if problem := vocabulary_size_problem(size, "--size"):
+        raise ConfigError(problem)
+    if not texts:
+        raise ConfigError(f"no captions to train a vocabulary for language {lang!r}")
+    parent = parent if parent is not None else clip_vocabulary()
+    counts = word_frequencies(texts)
+    learned = train_bpe(counts, size, min_frequency)
+    new_merges = learned
+    if protected_texts:
+        new_merges = drop_merges_changing(parent.tokenizer, learned, word_frequencies(protected_texts))
+    tokens, merges, sizes = merge_vocabularies(parent.tokenizer.tokens, parent.tokenizer.merges, new_merges)
+    sizes = replace(sizes, merges_learned=len(learned), merges_protected=len(learned) - len(new_merges))
+    tokenizer = ClipBpeTokenizer(tokens, merges, parent.tokenizer.context_length)
+    freq = np.zeros(len(tokens), np.int64)
+    for piece, count in counts.items():
+        np.add.at(freq, np.fromiter(tokenizer.encode_piece(piece), np.int64), count)
+    prior = np.zeros(len(tokens), np.int64)
+    prior[:sizes.old] = parent.counts_after_task()
+    produced = int(np.count_nonzero(freq[sizes.old:]))
+    task = {
+        "lang": lang, "captions": len(texts), "new_vocab_size": sizes.new_vocab, "new_tokens": sizes.new,
+        "new_tokens_produced": produced, "first_new_id": sizes.old, "merges_added": sizes.merges_total -
+        sizes.merges_parent, "merges_protected": sizes.merges_protected, "min_frequency": min_frequency,
+    }
+    log(f"vocab {lang}: {len(texts)} captions, {len(counts)} distinct words; V̂ {sizes.new_vocab} tokens "
+        f"({sizes.overlap} already known, {sizes.new} new, {produced} of them produced on the task text); "
+        f"vocabulary {sizes.old} -> {sizes.total}")
+    return Vocabulary(tokenizer, prior, freq, list(parent.tasks) + [task], sizes)
