@@ -36,10 +36,9 @@ from pathlib import Path
 
 import torch
 
-from mltk import artifacts
+from mltk import artifacts, schema
 from mltk.errors import ArtifactError, ConfigError
 from mltk.models.clip import _quiet_open_clip, clip_checkpoint_config
-from mltk.models.multilingual import CHECKPOINT_FORMAT, NATIVE_LANG
 from mltk.runtime import log
 
 DEFAULT_ARCHITECTURE = "ViT-B-32-quickgelu"  # OpenAI ViT-B/32 weights need QuickGELU
@@ -100,9 +99,9 @@ def import_mla_checkpoint(checkpoint: str | Path, out_dir: str | Path, model: st
                                       stage=STAGE, run_config=run_config, inputs=[checkpoint],
                                       imported_from=str(checkpoint.resolve()))
     config = {
-        "format": CHECKPOINT_FORMAT,
+        "format": schema.FORMAT_MLA,
         "base": {"model": str(base), "pretrained": None},
-        "native_lang": NATIVE_LANG,
+        "native_lang": schema.NATIVE_LANG,
         "languages": list(kept),
         "non_native": {"kind": kind, "source": source, "vocab_size": vocab_size, "embed_dim": embed_dim},
         "acquirer_hidden": hidden,
@@ -257,8 +256,8 @@ def convert_acquirers(acquirers: dict[str | None, dict[int, dict[str, torch.Tens
     absent = [lang for lang in chosen if lang not in available]
     if absent:
         raise ConfigError(f"no acquirers for {', '.join(absent)} in the checkpoint (has {', '.join(available)})", path)
-    if NATIVE_LANG in chosen:
-        raise ConfigError(f"acquirers for the native language {NATIVE_LANG!r}: mltk's English path bypasses "
+    if schema.NATIVE_LANG in chosen:
+        raise ConfigError(f"acquirers for the native language {schema.NATIVE_LANG!r}: mltk's English path bypasses "
                           f"acquirers (leave it out with --lang)", path)
     hidden = None
     tensors = {}

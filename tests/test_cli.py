@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from mltk import __version__, artifacts
 from mltk.cli import app
+from mltk.cli.common import resolve_input
+from mltk.errors import ArtifactError
 
 runner = CliRunner()
 
@@ -75,3 +79,24 @@ def test_unknown_command_is_a_usage_error():
     result = runner.invoke(app, ["no-such-command"])
     assert result.exit_code == 2
     assert "No such command" in result.stderr
+
+
+class _Pipe(io.StringIO):
+    def __init__(self, text: str, tty: bool = False):
+        super().__init__(text)
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_resolve_input_reads_the_last_line_or_its_json_path(tmp_path):
+    """The CLI, not the library, resolves `-` and pipes: the last stdout line of the previous stage wins."""
+    path = artifacts.write_embeddings(tmp_path / "emb", ["a"], np.ones((1, 2)))
+    assert resolve_input("-", stdin=_Pipe(f"log line\n{path}\n")) == path
+    assert resolve_input(None, stdin=_Pipe(json.dumps({"path": str(path), "n": 1}) + "\n")) == path
+    assert resolve_input(str(path), stdin=_Pipe("ignored")) == path  # a path given is not read from stdin
+    with pytest.raises(ArtifactError, match="no images given"):
+        resolve_input(None, what="images", stdin=_Pipe(str(path), tty=True))
+    with pytest.raises(ArtifactError, match="no 'path' field"):
+        resolve_input("-", stdin=_Pipe('{"other": 1}'))

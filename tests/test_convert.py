@@ -21,6 +21,7 @@ from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
 from helpers_tiny import tiny_wordpiece_tokenizer
+from mltk import artifacts, schema
 from mltk.cli import app
 from mltk.convert import import_mla_checkpoint
 from mltk.errors import MltkError
@@ -365,3 +366,12 @@ def test_evaluate_and_index_read_the_import_through_the_text_encoder_registry(fa
     by_lang = dict(zip(table.column("lang").to_pylist(), vectors))
     reference = reference_features(fake["state"], fake["tokenizer"], GERMAN, "de")
     assert abs(by_lang["de"] - (reference / reference.norm()).numpy()).max() < 1e-5  # L2-normalised features
+
+
+def test_imported_checkpoints_hold_the_files_their_schema_format_lists(imported):
+    out, _ = imported
+    for name, expected in (("base", schema.FORMAT_OPEN_CLIP), ("mla", schema.FORMAT_MLA)):
+        fmt = artifacts.checkpoint_format(out / name)
+        spec = schema.CHECKPOINT_FORMATS[fmt]
+        assert fmt == expected and "import-mla" in spec.written_by
+        assert set(artifacts.read_manifest(out / name, "checkpoint")["files"]) == set(spec.files)

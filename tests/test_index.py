@@ -13,10 +13,10 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from mltk import artifacts
+from mltk import artifacts, schema
 from mltk.cli import app
 from mltk.index import IndexConfig, build_index, open_index, query
-from mltk.schema import INDEX_FILE
+from mltk.errors import ArtifactError
 
 runner = CliRunner()
 
@@ -43,7 +43,7 @@ def test_exact_index_results_equal_brute_force(tmp_path, image_embeddings):
     index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
     manifest = artifacts.read_manifest(index_path, "index")
     assert manifest["index_kind"] == "flat" and manifest["count"] == 200
-    assert isinstance(faiss.read_index(str(index_path / INDEX_FILE)), faiss.IndexFlatIP)
+    assert isinstance(faiss.read_index(str(index_path / schema.INDEX_FILE)), faiss.IndexFlatIP)
     queries = np.random.default_rng(1).standard_normal((25, 16)).astype(np.float32)
     results = query(index_path, queries, k=10)
     order, scores = _brute_force(vectors, queries, 10)
@@ -221,3 +221,26 @@ def test_text_query_bad_inputs_are_exit_2_naming_the_file(text_world, tmp_path):
         assert result.stdout == "" and result.stderr.count("\n") == 1
         for fragment in fragments:
             assert fragment in result.stderr, result.stderr
+
+
+def test_index_files_are_read_through_artifacts_and_checked_against_each_other(tmp_path, image_embeddings):
+    path, ids, _ = image_embeddings
+    index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
+    manifest, index, table = artifacts.read_index(index_path)
+    assert manifest["files"] == sorted([schema.INDEX_FILE, schema.INDEX_IDS_FILE])
+    assert index.ntotal == 200 and table.column("id").to_pylist() == ids
+    artifacts.write_table(index_path / schema.INDEX_IDS_FILE, table.slice(0, 199))
+    with pytest.raises(ArtifactError, match="199 rows but the index holds 200"):
+        open_index(index_path)
+    (index_path / schema.INDEX_FILE).write_bytes(b"not faiss")
+    with pytest.raises(ArtifactError, match="cannot read index.faiss"):
+        open_index(index_path)
+
+
+def test_query_vectors_from_a_pickled_npy_are_refused(tmp_path, image_embeddings):
+    path, _, _ = image_embeddings
+    index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    result = runner.invoke(app, ["index", "query", str(index_path), "--vectors", str(tmp_path / "objects.npy")])
+    assert result.exit_code == 2 and str(tmp_path / "objects.npy") in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts, vocab
 from mltk.cli import app
-from mltk.errors import ArtifactError, ConfigError
+from mltk.errors import ArtifactError, ConfigError, SchemaError
 
 runner = CliRunner()
 CLIP_SIZE, SOT, EOT = 49408, 49406, 49407
@@ -327,3 +327,24 @@ def test_cli_errors_are_one_line_exit_2(chain, tmp_path):
     result = runner.invoke(app, ["build-vocab", str(captions), "--lang", "de", "--parent", str(tmp_path / "none"),
                                  "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and "no such file" in result.stderr
+
+
+def test_vocab_files_round_trip_through_artifacts_and_are_checked(chain, tmp_path):
+    path = chain[1][-1]
+    files = artifacts.read_vocab_files(path)
+    tokenizer = vocab.load_tokenizer(path)
+    assert files.tokens == tokenizer.tokens and files.merges == tokenizer.merges
+    assert files.prior_task_counts.dtype == np.int64 and files.prior_task_counts.shape == (len(files.tokens),)
+    artifacts.write_vocab_files(tmp_path, files.tokens, files.merges, files.prior_task_counts, files.task_token_freq)
+    again = artifacts.read_vocab_files(tmp_path)
+    assert again.tokens == files.tokens and again.merges == files.merges
+    assert np.array_equal(again.task_token_freq, files.task_token_freq)
+    np.save(tmp_path / "task_token_freq.npy", np.zeros(3, np.int64))
+    with pytest.raises(SchemaError, match=r"task_token_freq.npy has shape \(3,\)"):
+        artifacts.read_vocab_files(tmp_path)
+    np.save(tmp_path / "task_token_freq.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ArtifactError, match="cannot read NPY"):  # never unpickled
+        artifacts.read_vocab_files(tmp_path)
+    (tmp_path / "vocab.json").write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(SchemaError, match="vocab.json is not a JSON object"):
+        artifacts.read_vocab_files(tmp_path)
