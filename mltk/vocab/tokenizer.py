@@ -82,7 +82,6 @@ def base_symbols() -> list[str]:
     return symbols + [s + WORD_END for s in symbols]
 
 
-
 def merge_pair(word: list[str], first: str, second: str) -> list[str]:
     """``word`` with every occurrence of ``first second`` (left to right, not overlapping) joined."""
     merged, i = [], 0
