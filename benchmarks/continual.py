@@ -25,7 +25,7 @@ from mltk import artifacts
 from mltk.continual import MethodOptions, make_method
 from mltk.continual.model import ContinualTextEncoder
 from mltk.data.synth import SynthConfig, synthesize
-from mltk.encoders import ClipTextEncoder
+from mltk.encode_texts import ClipTextEncoder
 from mltk.models.clip import load_clip
 from mltk.runtime import resolve_runtime
 from mltk.train import continual as C

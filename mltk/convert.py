@@ -39,8 +39,9 @@ import torch
 from mltk import artifacts
 from mltk.errors import ArtifactError, ConfigError
 from mltk.models.clip import _quiet_open_clip, clip_checkpoint_config
-from mltk.models.multilingual import CHECKPOINT_FORMAT, NATIVE_LANG
+from mltk.models.multilingual import CHECKPOINT_FORMAT
 from mltk.runtime import log
+from mltk.schema import NATIVE_LANG
 
 DEFAULT_ARCHITECTURE = "ViT-B-32-quickgelu"  # OpenAI ViT-B/32 weights need QuickGELU
 DEFAULT_TOKENIZER = "bert-base-multilingual-cased"

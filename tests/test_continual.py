@@ -21,7 +21,7 @@ from mltk.continual.blocks import attention_block, forward_text
 from mltk.continual.ewc import accumulate_fisher, ewc_penalty
 from mltk.continual.model import ContinualTextEncoder
 from mltk.continual.replay import Reservoir
-from mltk.encoders import ClipTextEncoder, encode_captions, load_text_encoder
+from mltk.encode_texts import ClipTextEncoder, encode_captions, load_text_encoder
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens

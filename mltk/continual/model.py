@@ -18,7 +18,6 @@ Checkpoint format ``cll`` (``config.json``): ``base`` (the frozen CLIP, as ``loa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk import artifacts, schema
+from mltk import artifacts
 from mltk.continual.base import ContinualMethod, MethodOptions
 from mltk.errors import ConfigError
 from mltk.losses import LogitScale
@@ -148,10 +147,3 @@ def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu")
     encoder.load_state_tensors(tensors)
     encoder.trained_languages = list(config.get("languages", []))
     return encoder.to(device)
-
-
-def is_continual_checkpoint(path: str | Path) -> bool:
-    path = Path(path)
-    config = path / schema.CHECKPOINT_CONFIG
-    return artifacts.is_artifact(path) and config.is_file() and \
-        json.loads(config.read_text(encoding="utf-8")).get("format") == CHECKPOINT_FORMAT

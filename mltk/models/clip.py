@@ -16,7 +16,6 @@ mltk registers its tiny architectures (``mltk/models/configs/*.json``) with open
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -50,10 +49,6 @@ class ClipBundle:
         return getattr(self.tokenizer, "eot_token_id", 49407)
 
 
-def available_models() -> list[str]:
-    return open_clip.list_models()
-
-
 def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device: str | torch.device = "cpu",
               freeze: bool = True) -> ClipBundle:
     """Build a CLIP (see the module docstring for what ``model`` and ``pretrained`` may be)."""
@@ -76,7 +71,7 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
 def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
     """An mltk checkpoint holding a whole CLIP (``config.json``: {"format": "open_clip", "model": NAME})."""
     manifest = artifacts.read_manifest(path, "checkpoint")
-    config = json.loads((path / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8"))
+    config = artifacts.read_checkpoint_config(path)
     if config.get("format") != "open_clip":
         raise ConfigError(f"checkpoint holds {config.get('format')!r} weights, not a whole CLIP "
                           f"(stage {manifest['created_by'].get('stage')})", path)

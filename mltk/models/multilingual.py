@@ -17,14 +17,14 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from mltk import artifacts, schema
+from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.models.acquirer import ACQUIRER_HIDDEN, AcquirerStack
 from mltk.models.clip import ClipBundle, load_clip
 from mltk.models.nonnative import NonNativeEmbedding, NonNativeTokenizer, load_non_native_tokenizer
 from mltk.models.text import OpenClipTextTower, trim_tokens
+from mltk.schema import NATIVE_LANG
 
-NATIVE_LANG = "en"
 CHECKPOINT_FORMAT = "mla"
 
 
@@ -158,13 +158,3 @@ def save_encoder(encoder: LanguageAcquisitionEncoder, out_dir: str | Path, tenso
     """Write an MLA checkpoint artifact: trained tensors only (safetensors) plus config.json naming the base."""
     return artifacts.write_checkpoint(out_dir, tensors if tensors is not None else encoder.state_tensors(),
                                       encoder.checkpoint_config(), **writer_kwargs)
-
-
-def is_mla_checkpoint(path: str | Path) -> bool:
-    path = Path(path)
-    if not artifacts.is_artifact(path):
-        return False
-    import json
-
-    config_path = path / schema.CHECKPOINT_CONFIG
-    return config_path.is_file() and json.loads(config_path.read_text()).get("format") == CHECKPOINT_FORMAT

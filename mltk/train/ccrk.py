@@ -69,11 +69,12 @@ import torch.nn.functional as F
 
 from mltk import artifacts, schema
 from mltk.continual.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
-from mltk.encoders import ClipTextEncoder, encode_texts
+from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
                          pairwise_ranking_hinge)
-from mltk.models.multilingual import NATIVE_LANG, LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
 from mltk.train.batches import LanguageBatches
 from mltk.train.distributed import gather_with_grad, init_from_env, shard

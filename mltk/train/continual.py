@@ -61,7 +61,7 @@ import torch
 from mltk import artifacts, metrics as M, report, schema
 from mltk.continual import METHODS, MethodOptions, make_method
 from mltk.continual.model import ContinualTextEncoder
-from mltk.encoders import ClipTextEncoder, encode_captions
+from mltk.encode_texts import ClipTextEncoder, encode_captions
 from mltk.errors import ArtifactError, ConfigError
 from mltk.evaluate import evaluate_retrieval
 from mltk.losses import cll_clip_loss

@@ -25,14 +25,12 @@ from mltk.errors import ConfigError
 from mltk.losses import info_nce
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import OpenClipTextTower
+from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log, resolve_runtime, seed_everything, track
 from mltk.train.batches import LanguageBatches
 from mltk.train.distributed import gather_with_grad, init_from_env, shard
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import train_to_checkpoint
-
-NATIVE_LANG = "en"
-
 
 @dataclass(frozen=True)
 class PretrainConfig:
