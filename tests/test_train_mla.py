@@ -174,7 +174,7 @@ def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
 
     def features_and_grads(buckets):
         encoder.zero_grad()
-        features = encoder.tower.forward_embeddings(encoder.embedding(tokens), pool_index,
+        features = encoder.tower.forward_embeddings(encoder.embedding(tokens), pool_index + 1,
                                                     after_block=encoder.acquirers["de"], buckets=buckets)
         (features ** 2).sum().backward()
         return features.detach(), [p.grad.clone() for p in params]

@@ -30,7 +30,8 @@ from mltk.continual.base import ContinualMethod, MethodOptions
 from mltk.errors import ConfigError
 from mltk.losses import LogitScale
 from mltk.models.clip import ClipBundle, load_clip
-from mltk.models.text import OpenClipTextTower, trim_tokens
+from mltk.models.text import trim_to_lengths
+from mltk.models.towers import clip_text_tower
 from mltk.vocab import ClipBpeTokenizer, load_tokenizer
 
 CHECKPOINT_FORMAT = "cll"
@@ -48,7 +49,7 @@ class ContinualTextEncoder(nn.Module):
                  table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE):
         super().__init__()
         self.clip = clip
-        self.tower = OpenClipTextTower(clip.model, end_token_id=tokenizer.eot_token_id)
+        self.tower = clip_text_tower(clip, end_token_id=tokenizer.eot_token_id)
         self.tower.requires_grad_(False)
         device = clip.model.positional_embedding.device
         weight = clip.model.token_embedding.weight if table is None else table
@@ -82,8 +83,8 @@ class ContinualTextEncoder(nn.Module):
 
     def encode_tokens(self, tokens: torch.Tensor, lang: str | None = None) -> torch.Tensor:
         """Token ids [B, L] -> unnormalised text features [B, D] (``lang`` selects a language's adapter)."""
-        tokens, pool_index = trim_tokens(tokens, self.tokenizer.eot_token_id)
-        return self.method.encode(self, F.embedding(tokens, self.table), pool_index, lang)
+        tokens, lengths = trim_to_lengths(tokens, self.tokenizer.eot_token_id)
+        return self.method.encode(self, F.embedding(tokens, self.table), lengths, lang)
 
     def encode(self, texts: list[str], lang: str | None = None) -> torch.Tensor:
         return self.encode_tokens(self.tokenize(texts, lang).to(self.table.device), lang)

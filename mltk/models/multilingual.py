@@ -22,7 +22,8 @@ from mltk.errors import ConfigError
 from mltk.models.acquirer import ACQUIRER_HIDDEN, AcquirerStack
 from mltk.models.clip import ClipBundle, load_clip
 from mltk.models.nonnative import NonNativeEmbedding, NonNativeTokenizer, load_non_native_tokenizer
-from mltk.models.text import OpenClipTextTower, trim_tokens
+from mltk.models.text import trim_to_lengths
+from mltk.models.towers import clip_text_tower
 from mltk.schema import NATIVE_LANG
 
 CHECKPOINT_FORMAT = "mla"
@@ -34,7 +35,7 @@ class LanguageAcquisitionEncoder(nn.Module):
                  embedding_init: torch.Tensor | None = None):
         super().__init__()
         self.clip = clip
-        self.tower = OpenClipTextTower(clip.model, clip.end_token_id)
+        self.tower = clip_text_tower(clip)
         self.tower.requires_grad_(False)
         self.non_native = non_native
         self.native_lang = native_lang
@@ -65,10 +66,10 @@ class LanguageAcquisitionEncoder(nn.Module):
     def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor:
         """Token ids [B, L] of one language -> unnormalised text features [B, D]."""
         if lang == self.native_lang:
-            return self.tower.encode(tokens)
+            return self.tower.encode(*trim_to_lengths(tokens, self.clip.end_token_id))
         self._check_lang(lang)
-        tokens, pool_index = trim_tokens(tokens, self.non_native.end_token_id)
-        return self.tower.forward_embeddings(self.embedding(tokens), pool_index, after_block=self.acquirers[lang])
+        tokens, lengths = trim_to_lengths(tokens, self.non_native.end_token_id)
+        return self.tower.forward_embeddings(self.embedding(tokens), lengths, after_block=self.acquirers[lang])
 
     def encode(self, texts: list[str], lang: str) -> torch.Tensor:
         device = self.embedding.table.weight.device
