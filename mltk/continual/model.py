@@ -43,6 +43,7 @@ class ContinualTextEncoder(nn.Module):
     """Frozen CLIP text tower + trainable table [V, W] + learnable temperature + a method's own modules."""
 
     languages = None  # reads every language; methods that route by language say so (needs_task_identity)
+    native_trains = True  # English reads the same trained table as every other language
     native_lang = "en"
 
     def __init__(self, clip: ClipBundle, tokenizer: ClipBpeTokenizer, method: ContinualMethod,
@@ -88,6 +89,10 @@ class ContinualTextEncoder(nn.Module):
 
     def encode(self, texts: list[str], lang: str | None = None) -> torch.Tensor:
         return self.encode_tokens(self.tokenize(texts, lang).to(self.table.device), lang)
+
+    def trainable_tensors(self, languages: list[str] | None = None, embedding: bool = True) -> dict[str, nn.Parameter]:
+        """What a stage that tunes this tower trains (``train-ccrk``): the one token table every language reads."""
+        return {"table": self.table}
 
     # --- checkpoints ------------------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ CHECKPOINT_FORMAT = "mla"
 
 
 class LanguageAcquisitionEncoder(nn.Module):
+    native_trains = False  # English is the frozen CLIP's own path: its features are constants
+
     def __init__(self, clip: ClipBundle, non_native: NonNativeTokenizer, languages: list[str],
                  embed_dim: int | None = None, hidden: int = ACQUIRER_HIDDEN, native_lang: str = NATIVE_LANG,
                  embedding_init: torch.Tensor | None = None):
