@@ -243,9 +243,9 @@ def test_bad_inputs_exit_2_with_one_line(world, tmp_path):
 @pytest.fixture(scope="module")
 def cll_checkpoint(world):
     """A real train-continual checkpoint over en, de, fr, zh (one update per task)."""
-    from mltk.train.continual import ContinualConfig, train_continual
+    from mltk.train.continual import ContinualTrainConfig, train_continual
 
-    return train_continual(ContinualConfig(
+    return train_continual(ContinualTrainConfig(
         images=world["images"], captions=world["captions"], out=world["root"] / "cll", model=str(world["native"]),
         languages=LANGS, vocab_size=600, steps=1, batch_size=8, lr=1e-2, val_images=8, device="cpu",
         cache_dir=world["root"] / "cache"))

@@ -69,8 +69,8 @@ def world(tmp_path_factory):
             "val": val, "test": test, "runtime": runtime}
 
 
-def config(world, out="unused", **changes) -> C.ContinualConfig:
-    base = C.ContinualConfig(images=world["images"], captions=world["captions"], out=world["root"] / out,
+def config(world, out="unused", **changes) -> C.ContinualTrainConfig:
+    base = C.ContinualTrainConfig(images=world["images"], captions=world["captions"], out=world["root"] / out,
                              model=str(world["native"]), languages=LANGS, vocab_size=600, steps=2, batch_size=8,
                              lr=1e-2, device="cpu", cache_dir=world["root"] / "cache")
     return dataclasses.replace(base, **changes)
