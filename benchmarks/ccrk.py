@@ -80,9 +80,9 @@ def make_world(root: Path, train_images: int, own_captions: bool = False, tower:
     for lang in LANGS:
         vocab = build_vocab(root / "captions", lang, root / f"vocab-{lang}", parent=vocab, size=600)
     if tower == "cll":
-        from mltk.train.continual import ContinualConfig, train_continual
+        from mltk.train.continual import ContinualTrainConfig, train_continual
 
-        train_continual(ContinualConfig(images=root / "img", captions=root / "captions", out=root / "cll",
+        train_continual(ContinualTrainConfig(images=root / "img", captions=root / "captions", out=root / "cll",
                                         model=str(root / "base"), languages=LANGS, vocab_size=600, steps=1,
                                         batch_size=8, val_images=8, test_split="val", device="cpu",
                                         cache_dir=root / "cache"))

@@ -25,7 +25,7 @@ from mltk import artifacts
 from mltk.continual import MethodOptions, make_method
 from mltk.continual.model import ContinualTextEncoder
 from mltk.data.synth import SynthConfig, synthesize
-from mltk.encoders import ClipTextEncoder
+from mltk.encode_texts import ClipTextEncoder
 from mltk.models.clip import load_clip
 from mltk.runtime import resolve_runtime
 from mltk.train import continual as C
@@ -55,7 +55,7 @@ def build_world(root: Path, model: str, images: int, vocab_size: int, runtime):
 def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.CllClipTask:
     """The German task after an English one, on a fresh copy of the table (no validation: timing needs none)."""
     teir = variant == "TEIR"
-    config = C.ContinualConfig(images=Path("-"), captions=Path("-"), out=Path("-"), languages=("en", "de"),
+    config = C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"), languages=("en", "de"),
                                teir_init=teir, teir_reg=teir, steps=10_000, batch_size=args.batch_size, lr=5e-5,
                                device=args.device)
     encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", MethodOptions(), clip))

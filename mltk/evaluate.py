@@ -7,7 +7,7 @@ Two entry points:
   vectors in memory (training stages call it for validation) and returns the ``metrics.json`` content.
 - ``run_evaluation(EvaluateConfig) -> Path`` loads embeddings artifacts, calls it, writes the artifact and prints
   the report on stderr. Text vectors come from ``text_embeddings_for``: a text embeddings artifact, or the
-  captions encoded through a checkpoint (``mltk.encoders``), each language through its own path.
+  captions encoded through a checkpoint (``mltk.encode_texts``), each language through its own path.
 
 Inputs: the image table has ``id`` (the image id); the text table has ``id``, ``image_id`` (the image a caption
 describes), ``lang`` and ``caption_id`` (shared by translations of one sentence). Each language is evaluated
@@ -32,8 +32,8 @@ from mltk import artifacts, metrics as M, report
 from mltk.errors import ArtifactError, ConfigError, SchemaError
 from mltk.runtime import Runtime, log, resolve_runtime
 
-if TYPE_CHECKING:  # mltk.encoders imports open_clip; evaluating embeddings artifacts does not need it
-    from mltk.encoders import TextEncoder
+if TYPE_CHECKING:  # mltk.encode_texts imports open_clip; evaluating embeddings artifacts does not need it
+    from mltk.encode_texts import TextEncoder
 
 METRIC_NAMES = ("recall", "mrv", "c2c")
 REPORT_FORMATS = ("table", "markdown", "csv")
@@ -415,7 +415,7 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table, runtime: 
     check_model_languages(encoder, languages, config.model)
     log(f"encoding {captions.num_rows} caption(s) in {', '.join(languages)} with {config.model} "
         f"({runtime.device}, {runtime.precision})")
-    from mltk.encoders import encode_captions
+    from mltk.encode_texts import encode_captions
 
     table, vectors = encode_captions(encoder, captions, runtime, batch_size=config.batch_size, languages=languages)
     model_path = Path(config.model)
@@ -460,10 +460,10 @@ def _captions_to_encode(captions: pa.Table, image_table: pa.Table, config: Evalu
 
 
 def load_model_encoder(model: str, pretrained: str | None, device: torch.device) -> TextEncoder:
-    """A text encoder from a checkpoint artifact (any format in ``mltk.encoders.TEXT_ENCODER_LOADERS``) or an
+    """A text encoder from a checkpoint artifact (any format in ``mltk.encode_texts.TEXT_ENCODER_LOADERS``) or an
     open_clip architecture name (with ``pretrained`` weights). A path that does not exist is named as such
     instead of being taken for an unknown architecture."""
-    from mltk.encoders import load_text_encoder
+    from mltk.encode_texts import load_text_encoder
 
     path = Path(model)
     if pretrained is None and (path.exists() or os.sep in model or model.startswith(".")):

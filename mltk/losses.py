@@ -1,4 +1,5 @@
-"""The loss family of every mltk training stage: pure functions on tensors plus thin ``nn.Module`` wrappers.
+"""The loss family of every mltk training stage: pure functions on tensors, plus the
+modules that hold a learnable temperature (``LogitScale``, ``OneToKLoss``, ``OneToOneLoss``).
 
 Conventions shared by all functions:
 
@@ -122,18 +123,6 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, logit_scale: Scalar) -> torch.Ten
     logits = logit_scale * (a @ b.T)  # [B, B]
     targets = torch.arange(a.shape[0], device=a.device)
     return (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)) / 2
-
-
-class InfoNCELoss(nn.Module):
-    """``info_nce`` with its logit scale: fixed (MLA LE: ``learnable=False, init_temperature=0.01``) or learnable
-    (CLL-CLIP: ``learnable=True, init_temperature=0.07``), stored as log(1/T) and clamped at 100."""
-
-    def __init__(self, learnable: bool = False, init_temperature: float = 0.01):
-        super().__init__()
-        self.logit_scale = LogitScale(init_temperature, learnable)
-
-    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return info_nce(a, b, self.logit_scale())
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -292,17 +281,6 @@ def english_bridge_mse(text_features: torch.Tensor, english_index: int = 0,
     return squared[pairs].sum() / (pair_count * dim)
 
 
-class EnglishBridgeLoss(nn.Module):
-    """``english_bridge_mse`` with a fixed English slot."""
-
-    def __init__(self, english_index: int = 0):
-        super().__init__()
-        self.english_index = english_index
-
-    def forward(self, text_features: torch.Tensor, text_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return english_bridge_mse(text_features, self.english_index, text_mask)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Pairwise ranking hinge (VSE, MLMME, AME)
 # ----------------------------------------------------------------------------------------------------------------
@@ -348,28 +326,6 @@ def mlmme_loss(image_features: torch.Tensor, text_a: torch.Tensor, text_b: torch
     return image_sentence + beta * pairwise_ranking_hinge(text_a, text_b, margin, max_violation)
 
 
-class PairwiseRankingLoss(nn.Module):
-    """``pairwise_ranking_hinge`` with its margin and hard-negative choice."""
-
-    def __init__(self, margin: float = 0.2, max_violation: bool = False):
-        super().__init__()
-        self.margin, self.max_violation = margin, max_violation
-
-    def forward(self, image_features: torch.Tensor, text_features: torch.Tensor) -> torch.Tensor:
-        return pairwise_ranking_hinge(image_features, text_features, self.margin, self.max_violation)
-
-
-class MLMMELoss(nn.Module):
-    """``mlmme_loss`` with its margin and beta."""
-
-    def __init__(self, margin: float = 0.2, beta: float = 1.0, max_violation: bool = False):
-        super().__init__()
-        self.margin, self.beta, self.max_violation = margin, beta, max_violation
-
-    def forward(self, image_features: torch.Tensor, text_a: torch.Tensor, text_b: torch.Tensor) -> torch.Tensor:
-        return mlmme_loss(image_features, text_a, text_b, self.margin, self.beta, self.max_violation)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Distillation (MLA NLT) and CLL-CLIP
 # ----------------------------------------------------------------------------------------------------------------
@@ -387,13 +343,6 @@ def mse_distill(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(student, teacher.detach())
 
 
-class MSEDistillLoss(nn.Module):
-    """``mse_distill`` as a module."""
-
-    def forward(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-        return mse_distill(student, teacher)
-
-
 def cll_clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, teacher_features: torch.Tensor,
                   logit_scale: Scalar, gamma1: float = 0.01, gamma2: float = 1.0) -> torch.Tensor:
     """CLL-CLIP's objective (Yang et al. 2024): cross-modal InfoNCE plus cross-lingual distillation::
@@ -404,23 +353,8 @@ def cll_clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, tea
     foreign text inside (cosine similarities, as CLIP); the MSE term compares the raw foreign text embedding with
     the raw frozen English CLIP text embedding of the parallel English caption (mean over elements, as
     ``mse_distill``), so it also matches their norms. gamma1 = 0.01, gamma2 = 1 in the paper; ``s = 1/T`` with T
-    learnable from 0.07 (``CLLCLIPLoss``). image, text, teacher: [B, D]. Returns a scalar.
+    learnable from 0.07. image, text, teacher: [B, D]. Returns a scalar.
     """
     _check_pair(image_features, text_features, "image_features", "text_features")
     contrastive = info_nce(F.normalize(image_features, dim=-1), F.normalize(text_features, dim=-1), logit_scale)
     return gamma1 * contrastive + gamma2 * mse_distill(text_features, teacher_features)
-
-
-class CLLCLIPLoss(nn.Module):
-    """``cll_clip_loss`` with its learnable temperature (from 0.07, log(1/T), clamped at 100)."""
-
-    def __init__(self, gamma1: float = 0.01, gamma2: float = 1.0, init_temperature: float = 0.07,
-                 learnable: bool = True):
-        super().__init__()
-        self.gamma1, self.gamma2 = gamma1, gamma2
-        self.logit_scale = LogitScale(init_temperature, learnable)
-
-    def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
-                teacher_features: torch.Tensor) -> torch.Tensor:
-        return cll_clip_loss(image_features, text_features, teacher_features, self.logit_scale(), self.gamma1,
-                             self.gamma2)

@@ -1,4 +1,4 @@
-"""TEIR: Token Embedding Initialisation and Regularisation (CLL-CLIP).
+"""TEIR: Token Embedding Initialisation and Regularisation (CLL-CLIP, Yang et al. 2024).
 
 Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Continual Language Learning"
 (AAAI 2024). Only the token-embedding table of a frozen CLIP text tower is trained, one language (task) at a

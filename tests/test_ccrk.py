@@ -148,7 +148,7 @@ def test_one_to_one_batches_keep_one_present_language_per_image():
 
 
 def test_one_to_k_cli_writes_an_mla_checkpoint_that_load_text_encoder_reads(world, tmp_path):
-    from mltk.encoders import load_text_encoder
+    from mltk.encode_texts import load_text_encoder
 
     out = tmp_path / "ccrk"
     result = runner.invoke(app, ["train-ccrk", "--captions", str(world["gappy"]), "--out", str(out), "--model",
@@ -243,16 +243,16 @@ def test_bad_inputs_exit_2_with_one_line(world, tmp_path):
 @pytest.fixture(scope="module")
 def cll_checkpoint(world):
     """A real train-continual checkpoint over en, de, fr, zh (one update per task)."""
-    from mltk.train.continual import ContinualConfig, train_continual
+    from mltk.train.continual import ContinualTrainConfig, train_continual
 
-    return train_continual(ContinualConfig(
+    return train_continual(ContinualTrainConfig(
         images=world["images"], captions=world["captions"], out=world["root"] / "cll", model=str(world["native"]),
         languages=LANGS, vocab_size=600, steps=1, batch_size=8, lr=1e-2, val_images=8, device="cpu",
         cache_dir=world["root"] / "cache"))
 
 
 def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoint, tmp_path):
-    from mltk.encoders import load_text_encoder
+    from mltk.encode_texts import load_text_encoder
 
     out = tmp_path / "ccrk-cll"
     result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["gappy"]), "--out",
@@ -282,7 +282,7 @@ def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoin
 
 def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_clip(world, cll_checkpoint,
                                                                                       tmp_path):
-    from mltk.encoders import ClipTextEncoder
+    from mltk.encode_texts import ClipTextEncoder
 
     task, _ = ccrk.build_task(config(world, tmp_path / "unused", init=cll_checkpoint, tokenizer=None,
                                      loss="english-bridge"))

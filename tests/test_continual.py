@@ -21,7 +21,7 @@ from mltk.continual.blocks import attention_block, forward_text
 from mltk.continual.ewc import accumulate_fisher, ewc_penalty
 from mltk.continual.model import ContinualTextEncoder
 from mltk.continual.replay import Reservoir
-from mltk.encoders import ClipTextEncoder, encode_captions, load_text_encoder
+from mltk.encode_texts import ClipTextEncoder, encode_captions, load_text_encoder
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens
@@ -69,8 +69,8 @@ def world(tmp_path_factory):
             "val": val, "test": test, "runtime": runtime}
 
 
-def config(world, out="unused", **changes) -> C.ContinualConfig:
-    base = C.ContinualConfig(images=world["images"], captions=world["captions"], out=world["root"] / out,
+def config(world, out="unused", **changes) -> C.ContinualTrainConfig:
+    base = C.ContinualTrainConfig(images=world["images"], captions=world["captions"], out=world["root"] / out,
                              model=str(world["native"]), languages=LANGS, vocab_size=600, steps=2, batch_size=8,
                              lr=1e-2, device="cpu", cache_dir=world["root"] / "cache")
     return dataclasses.replace(base, **changes)
@@ -105,8 +105,8 @@ def test_forward_text_equals_the_towers_own_forward(world):
     encoder = encoder_for(world)
     tokens, pool = trim_tokens(encoder.tokenize(["a red circle", "two blue squares left of a green star"]), 49407)
     x = F.embedding(tokens, encoder.table)
-    expected = encoder.tower.forward_embeddings(x, pool)
-    assert torch.allclose(forward_text(encoder.tower, x, pool), expected, atol=1e-5)
+    expected = encoder.tower.forward_embeddings(x, pool + 1)
+    assert torch.allclose(forward_text(encoder.tower, x, pool + 1), expected, atol=1e-5)
 
 
 def test_english_keeps_clips_ids_and_pooling_uses_the_first_end_token(world):
@@ -119,7 +119,7 @@ def test_english_keeps_clips_ids_and_pooling_uses_the_first_end_token(world):
     assert int(tokens.max()) > 49407  # new tokens: the end token is no longer the largest id
     end = int((tokens[0] == 49407).nonzero()[0])
     x = F.embedding(tokens[:, :end + 1], encoder.table)
-    expected = encoder.tower.forward_embeddings(x, torch.tensor([end]))
+    expected = encoder.tower.forward_embeddings(x, torch.tensor([end + 1]))
     assert torch.allclose(encoder.encode_tokens(tokens, "de"), expected, atol=1e-6)
 
 
@@ -280,7 +280,7 @@ def test_ptuning_prompt_follows_the_start_token_and_pooling_shifts(world):
     end = int((tokens[0] == 49407).nonzero()[0])
     words = F.embedding(tokens[:, :end + 1], encoder.table)
     manual = torch.cat([words[:, :1], prompt[None], words[:, 1:]], dim=1)
-    expected = encoder.tower.forward_embeddings(manual, torch.tensor([end + 30]))
+    expected = encoder.tower.forward_embeddings(manual, torch.tensor([end + 30 + 1]))
     assert torch.allclose(encoder.encode_tokens(tokens), expected, atol=1e-6)
     long = encoder.tokenize([" ".join(["red circle"] * 40)])
     assert long.shape == (1, 47) and int(long[0, -1]) == 49407
@@ -300,7 +300,7 @@ def test_dualprompt_trains_the_current_expert_and_selects_experts_by_key(world):
     from mltk.continual.prompts import prompt_query
 
     trimmed, pool = trim_tokens(tokens, 49407)
-    query = prompt_query(encoder, F.embedding(trimmed, encoder.table), pool)
+    query = prompt_query(encoder, F.embedding(trimmed, encoder.table), pool + 1)
     with torch.no_grad():
         method.e_keys[0].copy_(query[1])
         method.e_keys[1].copy_(query[0])

@@ -170,7 +170,7 @@ def text_world(tmp_path_factory):
 
 
 def _encoded(model, texts, lang):
-    from mltk.encoders import encode_texts, load_text_encoder
+    from mltk.encode_texts import encode_texts, load_text_encoder
     from mltk.runtime import resolve_runtime
 
     return encode_texts(load_text_encoder(model), texts, lang, resolve_runtime("cpu", "fp32"))

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import loss_modules
 from mltk import losses
 from mltk.errors import ConfigError
 
@@ -97,7 +98,7 @@ def test_info_nce_matches_hand_computed_on_three_asymmetric_pairs():
 
 
 def test_info_nce_loss_fixed_scale_is_a_buffer_at_100():
-    loss = losses.InfoNCELoss(learnable=False, init_temperature=0.01)
+    loss = loss_modules.InfoNCELoss(learnable=False, init_temperature=0.01)
     assert list(loss.parameters()) == []
     assert float(loss.logit_scale()) == pytest.approx(100.0)
     a, b = tensor(IMAGES).float(), tensor([c[0] for c in CAPTIONS]).float()
@@ -239,8 +240,8 @@ def test_gradient_reaches_every_learnable_temperature():
         (losses.OneToKLoss(), lambda m: m(image, text)),
         (losses.OneToKLoss(weighting="code"), lambda m: m(image, text)),
         (losses.OneToOneLoss(), lambda m: m(image, text, generator=torch.Generator().manual_seed(0))),
-        (losses.InfoNCELoss(learnable=True, init_temperature=0.07), lambda m: m(image, text[:, 0])),
-        (losses.CLLCLIPLoss(), lambda m: m(image * 3, text[:, 0] * 2, text[:, 1])),
+        (loss_modules.InfoNCELoss(learnable=True, init_temperature=0.07), lambda m: m(image, text[:, 0])),
+        (loss_modules.CLLCLIPLoss(), lambda m: m(image * 3, text[:, 0] * 2, text[:, 1])),
     ]
     for module, call in modules_and_calls:
         call(module).backward()
@@ -307,7 +308,7 @@ def test_english_bridge_mse_matches_hand_computed_and_detaches_english():
 
 def test_english_bridge_without_english_is_zero_and_keeps_a_graph():
     text = tensor([[[1.0, 2.0], [3.0, 4.0]]]).requires_grad_()
-    got = losses.EnglishBridgeLoss(english_index=0)(text, torch.tensor([[False, True]]))
+    got = loss_modules.EnglishBridgeLoss(english_index=0)(text, torch.tensor([[False, True]]))
     assert got.item() == 0.0
     got.backward()
 
@@ -325,7 +326,7 @@ def test_pairwise_ranking_hinge_matches_hand_computed():
     y3 = [CAPTIONS[0][0], CAPTIONS[1][1], CAPTIONS[2][0]]
     for max_violation in (False, True):
         expected = py_hinge(IMAGES, y3, 0.2, max_violation)
-        got = losses.PairwiseRankingLoss(0.2, max_violation)(tensor(IMAGES), tensor(y3))
+        got = loss_modules.PairwiseRankingLoss(0.2, max_violation)(tensor(IMAGES), tensor(y3))
         assert got.item() == pytest.approx(expected, abs=1e-12)
     assert py_hinge(IMAGES, y3, 0.2) != pytest.approx(py_hinge(IMAGES, y3, 0.2, True))
 
@@ -335,7 +336,7 @@ def test_mlmme_adds_beta_weighted_sentence_sentence_term():
     b = [CAPTIONS[0][1], CAPTIONS[1][1], CAPTIONS[2][1]]
     beta, margin = 0.5, 0.3
     expected = py_hinge(IMAGES, a, margin) + py_hinge(IMAGES, b, margin) + beta * py_hinge(a, b, margin)
-    got = losses.MLMMELoss(margin=margin, beta=beta)(tensor(IMAGES), tensor(a), tensor(b))
+    got = loss_modules.MLMMELoss(margin=margin, beta=beta)(tensor(IMAGES), tensor(a), tensor(b))
     assert got.item() == pytest.approx(expected, abs=1e-12)
     assert py_hinge(a, b, margin) > 0  # the sentence-sentence term really contributes
 
@@ -349,7 +350,7 @@ def test_mse_distill_is_the_mean_over_elements_and_leaves_the_teacher_alone():
     student = tensor([[1.0, 2.0], [3.0, 5.0]]).requires_grad_()
     teacher = tensor([[0.0, 2.0], [1.0, 1.0]]).requires_grad_()
     expected = (1 + 0 + 4 + 16) / 4
-    got = losses.MSEDistillLoss()(student, teacher)
+    got = loss_modules.MSEDistillLoss()(student, teacher)
     assert got.item() == pytest.approx(expected, abs=1e-12)
     got.backward()
     assert teacher.grad is None
@@ -367,6 +368,6 @@ def test_cll_clip_loss_normalises_for_infonce_and_uses_raw_embeddings_for_mse():
 
     got = losses.cll_clip_loss(tensor(image), tensor(text), tensor(teacher), scale, gamma1, gamma2)
     assert got.item() == pytest.approx(expected, abs=1e-12)
-    module = losses.CLLCLIPLoss(gamma1=0.5, gamma2=2.0, init_temperature=0.1).double()
+    module = loss_modules.CLLCLIPLoss(gamma1=0.5, gamma2=2.0, init_temperature=0.1).double()
     expected_module = 0.5 * contrastive + 2.0 * mse  # log(1/T) is stored in float32: exp gives 10 +- 1e-6
     assert module(tensor(image), tensor(text), tensor(teacher)).item() == pytest.approx(expected_module, abs=1e-6)

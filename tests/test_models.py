@@ -54,7 +54,7 @@ def test_length_groups_keep_batch_order_and_trim_each_group(tiny):
     lengths = []
     with torch.no_grad():
         grouped = tower.encode(tokens, after_block=lambda i, h: (i == 0 and lengths.append(h.shape)) or h)
-        one_batch = tower.forward_embeddings(tower.embed_tokens(tokens), end_positions(tokens, 49407), buckets=1)
+        one_batch = tower.forward_embeddings(tower.embed_tokens(tokens), end_positions(tokens, 49407) + 1, buckets=1)
         expected = tiny.model.encode_text(tokens)
     assert (grouped - expected).abs().max().item() <= 1e-5
     assert (one_batch - expected).abs().max().item() <= 1e-5
@@ -123,3 +123,20 @@ def test_vit_b_32_trimmed_forward_equals_encode_text():
     with torch.no_grad():
         diff = (bundle.model.encode_text(tokens) - OpenClipTextTower(bundle.model).encode(tokens)).abs().max()
     assert diff.item() <= 1e-5
+
+
+def test_load_text_tower_builds_the_tower_interface_from_a_model_string():
+    from mltk.errors import ConfigError
+    from mltk.models.towers import TEXT_TOWER_LOADERS, load_text_tower
+
+    tower = load_text_tower("mltk-tiny")
+    assert "open_clip" in TEXT_TOWER_LOADERS and tower.pooling == "end"
+    tokens, lengths = tower.tokenize(["a red circle", "two blue squares left of a green star"])
+    assert tokens.shape[1] == int(lengths.max())  # trimmed to the longest row
+    assert lengths.tolist() == (end_positions(tokens, 49407) + 1).tolist()
+    with torch.no_grad():
+        features = tower.encode(tokens, lengths)
+        assert torch.allclose(features, tower.forward_embeddings(tower.embed_tokens(tokens), lengths), atol=1e-6)
+    assert features.shape == (2, tower.output_dim) and len(tower.blocks) == tower.num_blocks
+    with pytest.raises(ConfigError):
+        load_text_tower("no-such-model")

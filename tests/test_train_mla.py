@@ -99,7 +99,7 @@ def test_teacher_embeddings_are_computed_once(world, tmp_path, monkeypatch):
 
 def test_teacher_cache_follows_the_weights_not_the_path(world, tmp_path):
     """A base CLIP rewritten at the same path (pretrain rerun) gets new teacher embeddings, not the cached ones."""
-    from mltk.encoders import ClipTextEncoder
+    from mltk.encode_texts import ClipTextEncoder
     from mltk.runtime import resolve_runtime
     from mltk.train.teacher import teacher_embeddings
 
@@ -174,7 +174,7 @@ def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
 
     def features_and_grads(buckets):
         encoder.zero_grad()
-        features = encoder.tower.forward_embeddings(encoder.embedding(tokens), pool_index,
+        features = encoder.tower.forward_embeddings(encoder.embedding(tokens), pool_index + 1,
                                                     after_block=encoder.acquirers["de"], buckets=buckets)
         (features ** 2).sum().backward()
         return features.detach(), [p.grad.clone() for p in params]

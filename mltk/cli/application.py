@@ -28,7 +28,7 @@ COMMAND_MODULES = {
     "train-le": "mltk.cli.train",
     "train-continual": "mltk.cli.continual",
     "train-ccrk": "mltk.cli.ccrk",
-    "compare": "mltk.cli.ccrk",
+    "compare": "mltk.cli.compare",
     "import-mla": "mltk.cli.convert",
     "index": "mltk.cli.index",
     "evaluate": "mltk.cli.evaluate",

@@ -1,5 +1,4 @@
-"""``mltk train-ccrk`` (1-to-K contrastive training of a multilingual text tower) and ``mltk compare`` (the
-consistency report of several evaluated runs, side by side)."""
+"""``mltk train-ccrk``: 1-to-K contrastive training of a multilingual text tower."""
 
 from __future__ import annotations
 
@@ -91,23 +90,5 @@ def train_ccrk_command(
          languages=manifest.get("languages"))
 
 
-def compare_command(
-    runs: List[Path] = typer.Argument(..., help="Metrics artifacts from `mltk evaluate` (with --metric mrv)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory of the comparison metrics artifact to write."),
-    name: List[str] = typer.Option([], "--name", help="A label per run, in order (default: folder names)."),
-    lang: List[str] = typer.Option(
-        [], "--lang", help="Languages for mean AR and spread (default: those every run evaluated)."),
-    report_format: str = typer.Option("table", "--format", help="table (rich on stderr), markdown or csv."),
-    as_json: bool = JsonOption,
-) -> None:
-    """Print mean AR, MRV (both directions) and the per-language recall spread (max - min AR) of several evaluated
-    runs side by side on stderr, and write them as a metrics artifact."""
-    from mltk.consistency import CompareConfig, compare_runs
-
-    emit(compare_runs(CompareConfig(runs=tuple(runs), out=out, names=_split(name), languages=_split(lang),
-                                    report_format=report_format)), as_json)
-
-
 def register(app: typer.Typer) -> None:
     app.command("train-ccrk")(train_ccrk_command)
-    app.command("compare")(compare_command)

@@ -79,13 +79,14 @@ def train_continual_command(
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume."""
     from mltk.continual import MethodOptions
-    from mltk.train.continual import ContinualConfig, final_summary, train_continual
+    from mltk import report
+    from mltk.train.continual import ContinualTrainConfig, final_summary, read_summary, train_continual
 
     if sum([teir, teir_init_only, teir_reg_only]) > 1:
         raise ConfigError("choose one of --teir, --teir-init-only and --teir-reg-only")
     options = MethodOptions(memory_size=memory_size, replay_batch=replay_batch, ewc_lambda=ewc_lambda,
                             ewc_gamma=ewc_gamma, lora_rank=lora_rank, ptuning_length=prompt_length)
-    config = ContinualConfig(
+    config = ContinualTrainConfig(
         images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
         pretrained=pretrained, languages=_split(lang), method=method, teir_init=teir or teir_init_only,
         teir_reg=teir or teir_reg_only, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
@@ -94,6 +95,7 @@ def train_continual_command(
         val_images=val_images, options=options, keep_task_checkpoints=keep_task_checkpoints, seed=seed,
         device=device, precision=precision, cache_dir=cache_dir)
     path = train_continual(config)
+    report.print_metrics({"continual": read_summary(path)})  # the matrix, AR and F on stderr
     emit(path, as_json, **(final_summary(path) if as_json else {}))
 
 

@@ -13,7 +13,7 @@ from mltk.continual.lora import LoraMethod
 from mltk.continual.prompts import CodaPrompt, DualPrompt, PTuning
 from mltk.continual.replay import DarkExperienceReplay, ExperienceReplay
 from mltk.errors import ConfigError
-from mltk.models.text import OpenClipTextTower
+from mltk.models.towers import clip_text_tower
 
 METHODS: dict[str, type[ContinualMethod]] = {
     cls.name: cls for cls in (ContinualMethod, OnlineEWC, ExperienceReplay, DarkExperienceReplay, LanguageAdapters,
@@ -25,7 +25,7 @@ def make_method(name: str, options: MethodOptions, clip, seed: int = 0) -> Conti
     """A fresh method for the text tower of ``clip`` (a ``ClipBundle``)."""
     if name not in METHODS:
         raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {name!r}")
-    tower = OpenClipTextTower(clip.model, clip.end_token_id)
+    tower = clip_text_tower(clip)
     method = METHODS[name](options, tower.width, tower.num_blocks, tower.output_dim, seed)
     return method.to(clip.model.positional_embedding.device)
 

@@ -51,6 +51,6 @@ class LanguageAdapters(ContinualMethod):
             return {}
         return {f"adapters.{self.current}.{k}": p for k, p in self.adapters[self.current].named_parameters()}
 
-    def encode(self, encoder, x: torch.Tensor, pool_index: torch.Tensor, lang: str | None) -> torch.Tensor:
+    def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         stack = self.adapters[lang] if lang in self.adapters else None
-        return encoder.tower.forward_embeddings(x, pool_index, after_block=stack)
+        return encoder.tower.forward_embeddings(x, lengths, after_block=stack)

@@ -5,11 +5,11 @@ its own mechanism through the hooks of ``ContinualMethod``, which plain CLL-CLIP
 
 - ``begin_task(run)``: before training task t (add a language's adapter, a task's prompt; build replay data);
 - ``trainable()``: its tensors that train in the current task, besides the table and the temperature;
-- ``encode(encoder, x, pool_index, lang)``: the text forward from word embeddings [B, L, W] to features [B, D];
+- ``encode(encoder, x, lengths, lang)``: the text forward from word embeddings [B, L, W] to features [B, D];
 - ``extra_loss(run, step)``: a term added to the task loss (EWC penalty, replay, prompt-key matching);
 - ``end_task(run)``: after the best epoch of task t is restored (Fisher information, reservoir update).
 
-``run`` is the task being trained (``mltk.train.continual.CllClipTask``): it exposes ``encoder``, ``index``,
+``run`` is the task being trained (``mltk.train.continual.task.CllClipTask``): it exposes ``encoder``, ``index``,
 ``lang``, ``corpus`` (every training example of every task language), ``pair_loss`` and ``data_loss``.
 
 A method's state has two parts: ``state_tensors()`` (what encoding needs; saved in the checkpoint, rebuilt from
@@ -96,9 +96,9 @@ class ContinualMethod(nn.Module):
     def trainable(self) -> dict[str, nn.Parameter]:
         return {}
 
-    def encode(self, encoder, x: torch.Tensor, pool_index: torch.Tensor, lang: str | None) -> torch.Tensor:
+    def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         """Word embeddings [B, L, W] -> text features [B, D]."""
-        return encoder.tower.forward_embeddings(x, pool_index)
+        return encoder.tower.forward_embeddings(x, lengths)
 
     def extra_loss(self, run, step: int) -> torch.Tensor | None:
         return None

@@ -56,16 +56,16 @@ def attention_block(block: nn.Module, x: torch.Tensor, mask: torch.Tensor | None
     return x + block.ls_2(block.mlp(block.ln_2(x)))
 
 
-def forward_text(tower: OpenClipTextTower, x: torch.Tensor, pool_index: torch.Tensor, *,
+def forward_text(tower: OpenClipTextTower, x: torch.Tensor, lengths: torch.Tensor, *,
                  qv_delta: QvDelta | None = None, prefix: Prefix | None = None) -> torch.Tensor:
-    """Word embeddings [B, L, W] -> text features [B, D] pooled at ``pool_index`` [B] (positions added here),
-    running every block through ``attention_block``."""
+    """Word embeddings [B, L, W] -> text features [B, D] pooled at position ``lengths - 1`` ([B]; positions added
+    here), running every block through ``attention_block``."""
     length = x.shape[1]
     cast_dtype = tower.transformer.get_cast_dtype()
     x = x.to(cast_dtype) + tower.positional_embedding[:length].to(cast_dtype)
     mask = tower.attn_mask[:length, :length] if tower.attn_mask is not None else None
     for index, block in enumerate(tower.blocks):
         x = attention_block(block, x, mask, index, qv_delta, prefix)
-    x = tower.ln_final(x[torch.arange(x.shape[0], device=x.device), pool_index])  # [B, W]
+    x = tower.ln_final(x[torch.arange(x.shape[0], device=x.device), lengths - 1])  # [B, W]
     proj = tower.text_projection
     return proj(x) if isinstance(proj, nn.Linear) else x @ proj  # [B, D]

@@ -40,5 +40,5 @@ class LoraMethod(ContinualMethod):
         delta = torch.einsum("kblr,kwr->kblw", low, up) * self.scale  # [2, B, L, W]
         return delta[0], delta[1]
 
-    def encode(self, encoder, x: torch.Tensor, pool_index: torch.Tensor, lang: str | None) -> torch.Tensor:
-        return forward_text(encoder.tower, x, pool_index, qv_delta=self.qv_delta)
+    def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
+        return forward_text(encoder.tower, x, lengths, qv_delta=self.qv_delta)

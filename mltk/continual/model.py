@@ -10,7 +10,7 @@ features are pooled at the FIRST end token: after expansion the end token is no 
 A continual-learning method (``mltk.continual.base.ContinualMethod``) may change the forward (adapters, LoRA,
 prompts); plain CLL-CLIP runs the tower as it is.
 
-Checkpoint format ``cll`` (``config.json``): ``base`` (the frozen CLIP, as ``load_clip`` takes it), ``vocab``
+Checkpoint format ``cll`` (its checkpoint config): ``base`` (the frozen CLIP, as ``load_clip`` takes it), ``vocab``
 (the vocabulary artifact, a path relative to the checkpoint), ``method`` (name, options, structure),
 ``languages`` (tasks trained, in order) and ``needs_task_identity``; ``model.safetensors`` holds ``table``
 [V, W], ``logit_scale`` (log 1/T) and ``method.*``.
@@ -18,7 +18,6 @@ Checkpoint format ``cll`` (``config.json``): ``base`` (the frozen CLIP, as ``loa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk import artifacts, schema
+from mltk import artifacts
 from mltk.continual.base import ContinualMethod, MethodOptions
 from mltk.errors import ConfigError
 from mltk.losses import LogitScale
 from mltk.models.clip import ClipBundle, load_clip
-from mltk.models.text import OpenClipTextTower, trim_tokens
+from mltk.models.text import trim_to_lengths
+from mltk.models.towers import clip_text_tower
 from mltk.vocab import ClipBpeTokenizer, load_tokenizer
 
 CHECKPOINT_FORMAT = "cll"
@@ -43,13 +43,14 @@ class ContinualTextEncoder(nn.Module):
     """Frozen CLIP text tower + trainable table [V, W] + learnable temperature + a method's own modules."""
 
     languages = None  # reads every language; methods that route by language say so (needs_task_identity)
+    native_trains = True  # English reads the same trained table as every other language
     native_lang = "en"
 
     def __init__(self, clip: ClipBundle, tokenizer: ClipBpeTokenizer, method: ContinualMethod,
                  table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE):
         super().__init__()
         self.clip = clip
-        self.tower = OpenClipTextTower(clip.model, end_token_id=tokenizer.eot_token_id)
+        self.tower = clip_text_tower(clip, end_token_id=tokenizer.eot_token_id)
         self.tower.requires_grad_(False)
         device = clip.model.positional_embedding.device
         weight = clip.model.token_embedding.weight if table is None else table
@@ -83,11 +84,15 @@ class ContinualTextEncoder(nn.Module):
 
     def encode_tokens(self, tokens: torch.Tensor, lang: str | None = None) -> torch.Tensor:
         """Token ids [B, L] -> unnormalised text features [B, D] (``lang`` selects a language's adapter)."""
-        tokens, pool_index = trim_tokens(tokens, self.tokenizer.eot_token_id)
-        return self.method.encode(self, F.embedding(tokens, self.table), pool_index, lang)
+        tokens, lengths = trim_to_lengths(tokens, self.tokenizer.eot_token_id)
+        return self.method.encode(self, F.embedding(tokens, self.table), lengths, lang)
 
     def encode(self, texts: list[str], lang: str | None = None) -> torch.Tensor:
         return self.encode_tokens(self.tokenize(texts, lang).to(self.table.device), lang)
+
+    def trainable_tensors(self, languages: list[str] | None = None, embedding: bool = True) -> dict[str, nn.Parameter]:
+        """What a stage that tunes this tower trains (``train-ccrk``): the one token table every language reads."""
+        return {"table": self.table}
 
     # --- checkpoints ------------------------------------------------------------------------------------------
 
@@ -148,10 +153,3 @@ def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu")
     encoder.load_state_tensors(tensors)
     encoder.trained_languages = list(config.get("languages", []))
     return encoder.to(device)
-
-
-def is_continual_checkpoint(path: str | Path) -> bool:
-    path = Path(path)
-    config = path / schema.CHECKPOINT_CONFIG
-    return artifacts.is_artifact(path) and config.is_file() and \
-        json.loads(config.read_text(encoding="utf-8")).get("format") == CHECKPOINT_FORMAT

@@ -33,17 +33,17 @@ import torch.nn.functional as F
 
 from mltk.continual.base import ContinualMethod
 from mltk.continual.blocks import forward_text
-from mltk.models.text import trim_tokens
+from mltk.models.text import trim_to_lengths
 
 
 def _generator(seed: int, *parts: int) -> torch.Generator:
     return torch.Generator().manual_seed(hash((seed,) + parts) % (2 ** 63))
 
 
-def prompt_query(encoder, x: torch.Tensor, pool_index: torch.Tensor) -> torch.Tensor:
+def prompt_query(encoder, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The frozen-path query [B, D]: the L2-normalised feature of the text through the tower without prompts."""
     with torch.no_grad():
-        return F.normalize(encoder.tower.forward_embeddings(x.detach(), pool_index).float(), dim=-1)
+        return F.normalize(encoder.tower.forward_embeddings(x.detach(), lengths).float(), dim=-1)
 
 
 def gram_schmidt(existing: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
@@ -78,10 +78,10 @@ class PTuning(ContinualMethod):
     def trainable(self) -> dict[str, nn.Parameter]:
         return {"prompt": self.prompt}
 
-    def encode(self, encoder, x: torch.Tensor, pool_index: torch.Tensor, lang: str | None) -> torch.Tensor:
+    def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         prompt = self.prompt.to(x.dtype).unsqueeze(0).expand(x.shape[0], -1, -1)  # [B, P, W]
         x = torch.cat([x[:, :1], prompt, x[:, 1:]], dim=1)  # start token, prompt, the rest
-        return encoder.tower.forward_embeddings(x, pool_index + prompt.shape[1])
+        return encoder.tower.forward_embeddings(x, lengths + prompt.shape[1])
 
 
 class DualPrompt(ContinualMethod):
@@ -113,9 +113,9 @@ class DualPrompt(ContinualMethod):
         self.e_keys.append(nn.Parameter(key.to(device)))
 
     def begin_task(self, run) -> None:
-        tokens, pool_index = trim_tokens(run.sample_tokens(512), run.encoder.tokenizer.eot_token_id)
+        tokens, lengths = trim_to_lengths(run.sample_tokens(512), run.encoder.tokenizer.eot_token_id)
         device = run.encoder.table.device
-        query = prompt_query(run.encoder, F.embedding(tokens.to(device), run.encoder.table), pool_index.to(device))
+        query = prompt_query(run.encoder, F.embedding(tokens.to(device), run.encoder.table), lengths.to(device))
         self._add_task(F.normalize(query.mean(dim=0), dim=0).cpu())
         self.current = len(self.e_prompts) - 1
         for index, (prompt, key) in enumerate(zip(self.e_prompts, self.e_keys)):
@@ -133,11 +133,11 @@ class DualPrompt(ContinualMethod):
         keys = F.normalize(torch.stack(list(self.e_keys)).float(), dim=-1)  # [T, D]
         return (query @ keys.T).argmax(dim=-1)
 
-    def encode(self, encoder, x: torch.Tensor, pool_index: torch.Tensor, lang: str | None) -> torch.Tensor:
+    def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         batch = x.shape[0]
         expert = None
         if len(self.e_prompts):
-            query = prompt_query(encoder, x, pool_index)
+            query = prompt_query(encoder, x, lengths)
             if self.training and self.current is not None:
                 chosen = torch.full((batch,), self.current, device=x.device)
                 key = F.normalize(self.e_keys[self.current].float(), dim=0)
@@ -157,7 +157,7 @@ class DualPrompt(ContinualMethod):
             prompt = torch.cat(parts, dim=2)  # [B, 2, P, W]
             return prompt[:, 0], prompt[:, 1]
 
-        return forward_text(encoder.tower, x, pool_index, prefix=prefix)
+        return forward_text(encoder.tower, x, lengths, prefix=prefix)
 
 
 class CodaPrompt(ContinualMethod):
@@ -219,10 +219,10 @@ class CodaPrompt(ContinualMethod):
         attended = F.normalize(query[:, None, None, :] * attention[None], dim=-1)  # [B, M, layers, D]
         return (attended * F.normalize(keys, dim=-1)[None]).sum(dim=-1)
 
-    def encode(self, encoder, x: torch.Tensor, pool_index: torch.Tensor, lang: str | None) -> torch.Tensor:
+    def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         if not len(self.prompts):
-            return encoder.tower.forward_embeddings(x, pool_index)
-        alpha = self.weights(prompt_query(encoder, x, pool_index))  # [B, M, layers]
+            return encoder.tower.forward_embeddings(x, lengths)
+        alpha = self.weights(prompt_query(encoder, x, lengths))  # [B, M, layers]
         components = torch.cat(list(self.prompts))  # [M, layers, length, W]
         prompts = torch.einsum("bml,mlpw->blpw", alpha.to(components.dtype), components)  # [B, layers, P, W]
         half = self.options.coda_length // 2
@@ -233,4 +233,4 @@ class CodaPrompt(ContinualMethod):
             prompt = prompts[:, self.layers.index(index)]
             return prompt[:, :half], prompt[:, half:]
 
-        return forward_text(encoder.tower, x, pool_index, prefix=prefix)
+        return forward_text(encoder.tower, x, lengths, prefix=prefix)

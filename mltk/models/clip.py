@@ -5,7 +5,7 @@ A model is named by an open_clip architecture plus a source of weights:
 - a pretrained tag, ``load_clip("ViT-B-32-quickgelu", "openai")`` (downloads; the path users with internet rely on);
 - a local weights file, ``load_clip("ViT-B-32-quickgelu", "/ckpt/model.safetensors")`` (safetensors or an
   open_clip ``.bin``/``.pth`` state dict; OpenAI TorchScript ``.pt`` files go through open_clip's own loader);
-- an mltk checkpoint artifact written by ``mltk pretrain`` (``load_clip("runs/native")``), whose ``config.json``
+- an mltk checkpoint artifact written by ``mltk pretrain`` (``load_clip("runs/native")``), whose checkpoint config
   names the architecture;
 - nothing, for random weights (tests and ``mltk pretrain``).
 
@@ -16,7 +16,6 @@ mltk registers its tiny architectures (``mltk/models/configs/*.json``) with open
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -50,10 +49,6 @@ class ClipBundle:
         return getattr(self.tokenizer, "eot_token_id", 49407)
 
 
-def available_models() -> list[str]:
-    return open_clip.list_models()
-
-
 def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device: str | torch.device = "cpu",
               freeze: bool = True) -> ClipBundle:
     """Build a CLIP (see the module docstring for what ``model`` and ``pretrained`` may be)."""
@@ -74,9 +69,9 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
 
 
 def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
-    """An mltk checkpoint holding a whole CLIP (``config.json``: {"format": "open_clip", "model": NAME})."""
+    """An mltk checkpoint holding a whole CLIP (checkpoint config: {"format": "open_clip", "model": NAME})."""
     manifest = artifacts.read_manifest(path, "checkpoint")
-    config = json.loads((path / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8"))
+    config = artifacts.read_checkpoint_config(path)
     if config.get("format") != "open_clip":
         raise ConfigError(f"checkpoint holds {config.get('format')!r} weights, not a whole CLIP "
                           f"(stage {manifest['created_by'].get('stage')})", path)

@@ -17,24 +17,27 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from mltk import artifacts, schema
+from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.models.acquirer import ACQUIRER_HIDDEN, AcquirerStack
 from mltk.models.clip import ClipBundle, load_clip
 from mltk.models.nonnative import NonNativeEmbedding, NonNativeTokenizer, load_non_native_tokenizer
-from mltk.models.text import OpenClipTextTower, trim_tokens
+from mltk.models.text import trim_to_lengths
+from mltk.models.towers import clip_text_tower
+from mltk.schema import NATIVE_LANG
 
-NATIVE_LANG = "en"
 CHECKPOINT_FORMAT = "mla"
 
 
 class LanguageAcquisitionEncoder(nn.Module):
+    native_trains = False  # English is the frozen CLIP's own path: its features are constants
+
     def __init__(self, clip: ClipBundle, non_native: NonNativeTokenizer, languages: list[str],
                  embed_dim: int | None = None, hidden: int = ACQUIRER_HIDDEN, native_lang: str = NATIVE_LANG,
                  embedding_init: torch.Tensor | None = None):
         super().__init__()
         self.clip = clip
-        self.tower = OpenClipTextTower(clip.model, clip.end_token_id)
+        self.tower = clip_text_tower(clip)
         self.tower.requires_grad_(False)
         self.non_native = non_native
         self.native_lang = native_lang
@@ -65,10 +68,10 @@ class LanguageAcquisitionEncoder(nn.Module):
     def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor:
         """Token ids [B, L] of one language -> unnormalised text features [B, D]."""
         if lang == self.native_lang:
-            return self.tower.encode(tokens)
+            return self.tower.encode(*trim_to_lengths(tokens, self.clip.end_token_id))
         self._check_lang(lang)
-        tokens, pool_index = trim_tokens(tokens, self.non_native.end_token_id)
-        return self.tower.forward_embeddings(self.embedding(tokens), pool_index, after_block=self.acquirers[lang])
+        tokens, lengths = trim_to_lengths(tokens, self.non_native.end_token_id)
+        return self.tower.forward_embeddings(self.embedding(tokens), lengths, after_block=self.acquirers[lang])
 
     def encode(self, texts: list[str], lang: str) -> torch.Tensor:
         device = self.embedding.table.weight.device
@@ -137,7 +140,7 @@ def build_encoder(base_model: str, base_pretrained: str | None, non_native_sourc
 
 
 def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> LanguageAcquisitionEncoder:
-    """Rebuild an encoder from an MLA checkpoint artifact (frozen base named in its config.json)."""
+    """Rebuild an encoder from an MLA checkpoint artifact (frozen base named in its checkpoint config)."""
     tensors, config = artifacts.load_checkpoint(path)
     if config.get("format") != CHECKPOINT_FORMAT:
         raise ConfigError(f"not an MLA checkpoint (format {config.get('format')!r})", path)
@@ -155,16 +158,6 @@ def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> Langua
 
 def save_encoder(encoder: LanguageAcquisitionEncoder, out_dir: str | Path, tensors: dict[str, torch.Tensor] | None = None,
                  **writer_kwargs) -> Path:
-    """Write an MLA checkpoint artifact: trained tensors only (safetensors) plus config.json naming the base."""
+    """Write an MLA checkpoint artifact: trained tensors only (safetensors) plus the checkpoint config naming the base."""
     return artifacts.write_checkpoint(out_dir, tensors if tensors is not None else encoder.state_tensors(),
                                       encoder.checkpoint_config(), **writer_kwargs)
-
-
-def is_mla_checkpoint(path: str | Path) -> bool:
-    path = Path(path)
-    if not artifacts.is_artifact(path):
-        return False
-    import json
-
-    config_path = path / schema.CHECKPOINT_CONFIG
-    return config_path.is_file() and json.loads(config_path.read_text()).get("format") == CHECKPOINT_FORMAT

@@ -37,7 +37,7 @@ Losses (``mltk.losses``; ``--loss``):
   beta times English-language ranking; averaged over the languages.
 
 The learnable temperature trains under the key ``loss.logit_scale.log_scale``; it is saved in the training state,
-and its value at the best step is written to ``config.json`` (``train_ccrk.temperature``), not into
+and its value at the best step is written to the checkpoint config (``train_ccrk.temperature``), not into
 ``model.safetensors``, so the checkpoint is an ordinary checkpoint of the tower's format (``mla``, or ``cll`` with
 its vocabulary copied beside it) that ``evaluate`` and ``index`` read as they are.
 
@@ -54,8 +54,6 @@ linearly with K (``benchmarks/ccrk.py``).
 
 from __future__ import annotations
 
-import json
-import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,24 +65,23 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk import artifacts, schema
+from mltk import artifacts
 from mltk.continual.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
-from mltk.encoders import ClipTextEncoder, encode_texts
+from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
                          pairwise_ranking_hinge)
-from mltk.models.multilingual import NATIVE_LANG, LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
-from mltk.train.batches import LanguageBatches
+from mltk.train.ccrk_batches import (NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions,  # noqa: F401
+                                     keep_one_language, nearest_images, pick_captions)
 from mltk.train.distributed import gather_with_grad, init_from_env, shard
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import train_to_checkpoint
 from mltk.train.validate import RetrievalValidator
 
-LOSSES = ("one-to-k", "one-to-one", "english-bridge", "hinge", "mlmme")
-CONTRASTIVE_LOSSES = ("one-to-k", "one-to-one")
 NEEDS_ENGLISH = ("english-bridge", "mlmme")
-NO_CAPTION = -1  # a language slot an image has no caption in
 LOSS_PREFIX = "loss."
 
 
@@ -149,136 +146,52 @@ class CcrkConfig:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Captions of each image, per language slot
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ImageCaptions:
-    """The training images and their captions by language slot.
-
-    ``image_rows[i]``: row of image i in the image embeddings. ``options[i]``: int array [C_i, K], one row per
-    ``caption_id`` of image i, entry k the index of that caption in ``texts[languages[k]]`` or ``NO_CAPTION``.
-    """
-
-    languages: tuple[str, ...]
-    image_rows: np.ndarray
-    options: tuple[np.ndarray, ...]
-    texts: dict[str, list[str]]
-
-
-def group_captions(captions: pa.Table, split: str, languages: list[str], image_row: dict[str, int]) -> ImageCaptions:
-    """Captions of ``split`` in ``languages`` whose image is in the embeddings, grouped by image and caption_id.
-
-    Images without any caption in the languages are left out; an image lacking one language simply has
-    ``NO_CAPTION`` in that slot of every option.
-    """
-    keep = pc.and_(pc.equal(captions.column("split"), split),
-                   pc.is_in(captions.column("lang"), pa.array(languages, pa.string())))
-    rows = captions.filter(keep)
-    slot = {lang: k for k, lang in enumerate(languages)}
-    texts: dict[str, list[str]] = {lang: [] for lang in languages}
-    by_image: dict[str, dict[str, np.ndarray]] = {}
-    for image_id, lang, caption_id, caption in zip(*(rows.column(c).to_pylist() for c in
-                                                     ("image_id", "lang", "caption_id", "caption"))):
-        if image_id not in image_row:
-            continue
-        entry = by_image.setdefault(image_id, {}).setdefault(caption_id, np.full(len(languages), NO_CAPTION))
-        if entry[slot[lang]] == NO_CAPTION:  # a duplicate caption_id within one language keeps its first caption
-            entry[slot[lang]] = len(texts[lang])
-            texts[lang].append(caption)
-    image_ids = sorted(by_image, key=image_row.__getitem__)
-    options = tuple(np.stack([by_image[i][c] for c in sorted(by_image[i])]).astype(np.int64) for i in image_ids)
-    return ImageCaptions(tuple(languages), np.array([image_row[i] for i in image_ids], dtype=np.int64), options,
-                         texts)
-
-
-def pick_captions(options: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One caption per language slot for one image: ``options`` [C, K] -> [K] (``NO_CAPTION`` where the image
-    has none). Takes a caption_id present in the most languages (uniformly among ties), so the captions are
-    translations of each other where the data has them; a language lacking that caption_id gets a random
-    caption of the image in that language."""
-    present = options != NO_CAPTION
-    coverage = present.sum(axis=1)
-    best = np.flatnonzero(coverage == coverage.max())
-    chosen = options[best[rng.integers(len(best))]].copy()
-    for k in np.flatnonzero(chosen == NO_CAPTION):
-        candidates = options[present[:, k], k]
-        if len(candidates):
-            chosen[k] = candidates[rng.integers(len(candidates))]
-    return chosen
-
-
-def nearest_images(vectors: torch.Tensor, count: int, chunk: int = 1024) -> np.ndarray:
-    """For each row of L2-normalised ``vectors`` [N, D], the ``count`` most similar other rows (cosine), [N, count],
-    most similar first. Computed in chunks of rows, so an N x N matrix is never held."""
-    count = min(count, len(vectors) - 1)
-    out = np.empty((len(vectors), count), dtype=np.int64)
-    for start in range(0, len(vectors), chunk):
-        scores = vectors[start:start + chunk] @ vectors.T  # [c, N]
-        own = torch.arange(start, start + len(scores))
-        scores[torch.arange(len(scores)), own] = -math.inf
-        out[start:start + len(scores)] = scores.topk(count, dim=1).indices.numpy()
-    return out
-
-
-class MultilingualBatches:
-    """Batches of step ``s`` as a pure function of ``(seed, s)``: ``B`` distinct images (indices into
-    ``ImageCaptions``) and, for each, one caption per language slot ([B, K], ``NO_CAPTION`` when missing).
-
-    Images walk through the training set in a fresh random order every epoch (``LanguageBatches`` with a single
-    stream). With ``neighbours`` [N, n], a batch is ``ceil(B / (n + 1))`` anchors each followed by its neighbours
-    (hard negatives), duplicates skipped, topped up with random images. ``one_language`` keeps one present
-    language per image (uniform), the 1-to-1 baseline's sampling, done before encoding so nothing is wasted.
-    """
-
-    def __init__(self, data: ImageCaptions, batch_size: int, steps: int, seed: int,
-                 neighbours: np.ndarray | None = None, one_language: bool = False):
-        self.data, self.seed, self.one_language = data, seed, one_language
-        self.size = min(batch_size, len(data.image_rows))
-        self.neighbours = neighbours
-        anchors = self.size if neighbours is None else math.ceil(self.size / (neighbours.shape[1] + 1))
-        self.walk = LanguageBatches({"images": len(data.image_rows)}, anchors, steps, seed)
-
-    def batch(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        _, images = self.walk.batch(step)
-        rng = np.random.default_rng([self.seed, step, 0xCC4])
-        if self.neighbours is not None:
-            images = self._with_hard_negatives(images, rng)
-        captions = np.stack([pick_captions(self.data.options[i], rng) for i in images])  # [B, K]
-        if self.one_language:
-            captions = keep_one_language(captions, rng)
-        return images, captions
-
-    def _with_hard_negatives(self, anchors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        chosen = dict.fromkeys(int(i) for anchor in anchors
-                               for i in (anchor, *self.neighbours[anchor]))  # ordered, no duplicates
-        images = list(chosen)[:self.size]
-        if len(images) < self.size:
-            rest = np.setdiff1d(np.arange(len(self.data.image_rows)), images)
-            images += rng.permutation(rest)[:self.size - len(images)].tolist()
-        return np.array(images, dtype=np.int64)
-
-
-def keep_one_language(captions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """[B, K] captions -> the same with one present slot per row kept (uniform over the present ones)."""
-    out = np.full_like(captions, NO_CAPTION)
-    for row, options in enumerate(captions):
-        present = np.flatnonzero(options != NO_CAPTION)
-        k = present[rng.integers(len(present))]
-        out[row, k] = options[k]
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # The objective
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class CcrkObjective(nn.Module):
-    """The selected loss on ``image [B, D]``, ``text [B, K, D]`` (both L2-normalised) and ``text_mask [B, K]``.
+def _contrastive(objective, image, text, mask, teacher):
+    return objective.criterion(image, text, mask)
 
-    Holds the learnable temperature of the contrastive losses (``self.criterion.logit_scale``).
+
+def _english_bridge(objective, image, text, mask, teacher):
+    """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (CLL-CLIP's table); the
+    bridge then targets them, and the trained English slot is pulled to them like the others."""
+    if teacher is None:
+        return english_bridge_mse(text, objective.english, mask)
+    english = mask[:, objective.english:objective.english + 1]
+    return english_bridge_mse(torch.cat([teacher.unsqueeze(1), text], dim=1), 0, torch.cat([english, mask], dim=1))
+
+
+def _hinge(objective, image, text, mask, teacher):
+    terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], objective.margin)
+             for k in range(text.shape[1]) if int(mask[:, k].sum()) >= 2]
+    return torch.stack(terms).mean() if terms else (text * 0).sum()
+
+
+def _mlmme(objective, image, text, mask, teacher):
+    """The image pivots English and each other language."""
+    terms = []
+    for k in range(text.shape[1]):
+        both = mask[:, k] & mask[:, objective.english]
+        if k != objective.english and int(both.sum()) >= 2:
+            terms.append(mlmme_loss(image[both], text[both, objective.english], text[both, k], objective.margin,
+                                    objective.beta))
+    return torch.stack(terms).mean() if terms else (text * 0).sum()
+
+
+# --loss name -> loss(objective, image [B, D], text [B, K, D], text_mask [B, K], teacher [B, D] | None)
+LOSSES = {"one-to-k": _contrastive, "one-to-one": _contrastive, "english-bridge": _english_bridge,
+          "hinge": _hinge, "mlmme": _mlmme}
+# the losses with a (learnable) temperature: --loss name -> criterion(temperature, learnable, weighting)
+CRITERIA = {"one-to-k": lambda t, learn, weighting: OneToKLoss(t, learn, weighting),
+            "one-to-one": lambda t, learn, weighting: OneToOneLoss(t, learn)}
+CONTRASTIVE_LOSSES = tuple(CRITERIA)
+
+
+class CcrkObjective(nn.Module):
+    """The selected loss (``LOSSES``) on ``image [B, D]``, ``text [B, K, D]`` (both L2-normalised) and
+    ``text_mask [B, K]``. Holds the learnable temperature of the contrastive losses (``criterion.logit_scale``).
     """
 
     def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
@@ -290,35 +203,11 @@ class CcrkObjective(nn.Module):
             raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
         self.name, self.margin, self.beta = loss, margin, beta
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
-        self.criterion = None
-        if loss == "one-to-k":
-            self.criterion = OneToKLoss(temperature, learn_temperature, weighting)
-        elif loss == "one-to-one":
-            self.criterion = OneToOneLoss(temperature, learn_temperature)
+        self.criterion = CRITERIA[loss](temperature, learn_temperature, weighting) if loss in CRITERIA else None
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
                 teacher: torch.Tensor | None = None) -> torch.Tensor:
-        """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (CLL-CLIP's table);
-        the English bridge then targets them, and the trained English slot is pulled to them like the others."""
-        if self.name in CONTRASTIVE_LOSSES:
-            return self.criterion(image, text, mask)
-        if self.name == "english-bridge":
-            if teacher is None:
-                return english_bridge_mse(text, self.english, mask)
-            english = mask[:, self.english:self.english + 1]
-            return english_bridge_mse(torch.cat([teacher.unsqueeze(1), text], dim=1), 0,
-                                      torch.cat([english, mask], dim=1))
-        if self.name == "hinge":
-            terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], self.margin)
-                     for k in range(text.shape[1]) if int(mask[:, k].sum()) >= 2]
-        else:  # mlmme: image pivots English and each other language
-            terms = []
-            for k in range(text.shape[1]):
-                both = mask[:, k] & mask[:, self.english]
-                if k != self.english and int(both.sum()) >= 2:
-                    terms.append(mlmme_loss(image[both], text[both, self.english], text[both, k], self.margin,
-                                            self.beta))
-        return torch.stack(terms).mean() if terms else (text * 0).sum()
+        return LOSSES[self.name](self, image, text, mask, teacher)
 
     def trainable(self) -> dict[str, nn.Parameter]:
         return {f"{LOSS_PREFIX}{name}": p for name, p in (self.criterion.named_parameters() if self.criterion
@@ -353,7 +242,7 @@ class CcrkTask:
         self.image_vectors = image_vectors  # [N_all, D] L2-normalised, CPU
         self.train_embedding, self.runtime, self.validator = train_embedding, runtime, validator
         self.languages = list(data.languages)
-        self.english_trains = isinstance(encoder, ContinualTextEncoder)
+        self.english_trains = encoder.native_trains
         self.trained_languages = trained_languages(encoder, self.languages)
         self.tokens = {lang: encoder.tokenize(data.texts[lang], lang) for lang in self.trained_languages}
         if encoder.tower.output_dim != image_vectors.shape[1]:
@@ -366,8 +255,6 @@ class CcrkTask:
                                                          description="encoding English (frozen)"))
 
     def parameters_to_train(self) -> dict[str, nn.Parameter]:
-        if self.english_trains:
-            return {"table": self.encoder.table, **self.objective.trainable()}
         return {**self.encoder.trainable_tensors(self.trained_languages, embedding=self.train_embedding),
                 **self.objective.trainable()}
 
@@ -427,7 +314,7 @@ class CcrkTask:
 def trained_languages(encoder, languages: list[str]) -> list[str]:
     """The language slots whose captions go through trained weights: every one with CLL-CLIP's shared table,
     all but English (the frozen native CLIP) with MLA."""
-    if isinstance(encoder, ContinualTextEncoder):
+    if encoder.native_trains:
         return list(languages)
     return [lang for lang in languages if lang != NATIVE_LANG]
 
@@ -441,7 +328,7 @@ def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
         raise ConfigError(f"no captions in split {config.split!r}", config.captions)
     english = [NATIVE_LANG] if NATIVE_LANG in available else []
     encoder = None
-    init_format = _checkpoint_format(config.init) if config.init is not None else None
+    init_format = artifacts.checkpoint_format(config.init) if config.init is not None else None
     if init_format not in (None, "mla", CLL_FORMAT):
         raise ConfigError(f"--init must be an MLA checkpoint (train-nlt, train-le) or a CLL-CLIP one "
                           f"(train-continual), not format {init_format!r}", config.init)
@@ -464,7 +351,7 @@ def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
     if missing:
         raise ConfigError(f"no {config.split} captions in language(s) {', '.join(missing)} (has "
                           f"{', '.join(available)})", config.captions)
-    if isinstance(encoder, ContinualTextEncoder):
+    if init_format == CLL_FORMAT:
         return encoder.to(runtime.device), languages
     non_native = [lang for lang in languages if lang != NATIVE_LANG]
     if not non_native:
@@ -475,14 +362,6 @@ def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
     for lang in non_native:
         encoder.add_language(lang)  # a language the --init checkpoint lacks starts with fresh acquirers
     return encoder.to(runtime.device), languages
-
-
-def _checkpoint_format(path: Path) -> str | None:
-    """The ``format`` in a checkpoint artifact's config.json; None when ``path`` is no such artifact."""
-    config = path / schema.CHECKPOINT_CONFIG
-    if artifacts.is_artifact(path) and config.is_file():
-        return json.loads(config.read_text(encoding="utf-8")).get("format")
-    return None
 
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
@@ -521,7 +400,7 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
 
     def checkpoint_tensors(best: dict) -> dict:
         """The encoder's tensors, trained ones at their best step (frozen ones unchanged); the best temperature
-        goes to config.json."""
+        goes to the checkpoint config."""
         objective.load_trained({k: v for k, v in best.items() if k.startswith(LOSS_PREFIX)})
         encoder_best = {k: v for k, v in best.items() if not k.startswith(LOSS_PREFIX)}
         return {**{k: v.detach().cpu() for k, v in encoder.state_tensors().items()}, **encoder_best}
@@ -534,7 +413,7 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
 
     def copy_vocabulary(directory: Path) -> None:
         """A ``cll`` checkpoint carries its vocabulary (the one of ``--init``: CCR_k adds no tokens)."""
-        vocab = json.loads((config.init / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8"))["vocab"]
+        vocab = artifacts.read_checkpoint_config(config.init)["vocab"]
         shutil.copytree(config.init / vocab, directory / encoder.checkpoint_config()["vocab"], dirs_exist_ok=True)
 
     inputs = [p for p in (config.images, config.captions, config.init) if p is not None]

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.losses import info_nce, mse_distill
-from mltk.models.multilingual import NATIVE_LANG, LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
 from mltk.train.batches import LanguageBatches
 from mltk.train.distributed import gather_with_grad, init_from_env, shard

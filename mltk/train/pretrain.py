@@ -21,18 +21,17 @@ import torch.nn.functional as F
 from PIL import Image
 
 from mltk import artifacts
+from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
 from mltk.losses import info_nce
 from mltk.models.clip import clip_checkpoint_config, load_clip
-from mltk.models.text import OpenClipTextTower
+from mltk.models.towers import clip_text_tower
+from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log, resolve_runtime, seed_everything, track
 from mltk.train.batches import LanguageBatches
 from mltk.train.distributed import gather_with_grad, init_from_env, shard
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import train_to_checkpoint
-
-NATIVE_LANG = "en"
-
 
 @dataclass(frozen=True)
 class PretrainConfig:
@@ -65,12 +64,14 @@ def decode_images(table: pa.Table, preprocess) -> torch.Tensor:
 class ClipPretrainTask:
     """Standard CLIP loss on (image, English caption) batches of distinct images."""
 
-    def __init__(self, clip, pixels: torch.Tensor, tokens: torch.Tensor, offsets: np.ndarray, counts: np.ndarray,
-                 batch_size: int, steps: int, seed: int, runtime: Runtime, validate_fn, end_token_id: int):
-        self.clip, self.pixels, self.tokens = clip, pixels, tokens  # [N, 3, H, W], [M, 77] captions grouped by image
+    def __init__(self, clip, tower, pixels: torch.Tensor, tokens: tuple[torch.Tensor, torch.Tensor],
+                 offsets: np.ndarray, counts: np.ndarray, batch_size: int, steps: int, seed: int, runtime: Runtime,
+                 validate_fn):
+        self.clip, self.pixels = clip, pixels  # [N, 3, H, W]
+        self.tokens, self.lengths = tokens  # [M, L], [M]: captions grouped by image
         self.offsets, self.counts, self.seed, self.runtime = offsets, counts, seed, runtime
         self.batches = LanguageBatches({NATIVE_LANG: len(pixels)}, batch_size, steps, seed)
-        self.tower = OpenClipTextTower(clip, end_token_id)
+        self.tower = tower  # the CLIP's own text tower (TextTower), trained with it
         self.validate_fn = validate_fn
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
@@ -83,7 +84,8 @@ class ClipPretrainTask:
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
         image = F.normalize(self.clip.encode_image(self.pixels[images].to(device)).float(), dim=-1)
-        text = F.normalize(self.tower.encode(self.tokens[captions].to(device)).float(), dim=-1)
+        text = self.tower.encode(self.tokens[captions].to(device), self.lengths[captions].to(device))
+        text = F.normalize(text.float(), dim=-1)
         logit_scale = self.clip.logit_scale.exp().clamp(max=100)
         return info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=logit_scale)
 
@@ -123,15 +125,16 @@ def pretrain(config: PretrainConfig) -> Path:
     image_rows, counts = np.unique([r for r, _ in train_pairs], return_counts=True)  # images with captions
     pixels = decode_images(train_table.take(pa.array(image_rows)), bundle.preprocess)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    tokens = bundle.tokenizer([t for _, t in train_pairs])
-    log(f"pretrain: {len(pixels)} train images, {len(tokens)} English captions")
+    tower = clip_text_tower(bundle)
+    tokens = tower.tokenize([t for _, t in train_pairs])
+    log(f"pretrain: {len(pixels)} train images, {len(train_pairs)} English captions")
 
     val_table, val_pairs = split_data("val")
     val_pixels = decode_images(val_table, bundle.preprocess) if val_pairs else None
     validate_fn = _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime)
 
-    task = ClipPretrainTask(clip, pixels, tokens, offsets, counts, config.batch_size, config.steps, config.seed,
-                            runtime, validate_fn, bundle.end_token_id)
+    task = ClipPretrainTask(clip, tower, pixels, tokens, offsets, counts, config.batch_size, config.steps,
+                            config.seed, runtime, validate_fn)
     loop = LoopConfig(steps=config.steps, lr=config.lr, warmup_fraction=config.warmup_fraction,
                       schedule="cosine", weight_decay=config.weight_decay, eval_every=config.eval_every,
                       clip_mode="global", seed=config.seed)
@@ -144,10 +147,11 @@ def pretrain(config: PretrainConfig) -> Path:
 
 
 def _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime: Runtime):
-    """English retrieval on the validation split: the score is the mean AR of both directions."""
+    """English retrieval on the validation split: the score is the mean AR of both directions. The text side goes
+    through the shared text encoder (``mltk.encode_texts``), the image side through the CLIP being trained."""
     from mltk.evaluate import evaluate_retrieval
 
-    tower = OpenClipTextTower(clip, bundle.end_token_id)
+    text_encoder = ClipTextEncoder(bundle)
 
     @torch.no_grad()
     def validate() -> dict[str, float]:
@@ -157,9 +161,8 @@ def _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime: Run
         clip.eval()
         image = torch.cat([F.normalize(clip.encode_image(val_pixels[i:i + 256].to(runtime.device)).float(), dim=-1)
                            for i in range(0, len(val_pixels), 256)]).cpu().numpy()
-        tokens = bundle.tokenizer([t for _, t in val_pairs])
-        text = torch.cat([F.normalize(tower.encode(tokens[i:i + 256].to(runtime.device)).float(), dim=-1)
-                          for i in range(0, len(tokens), 256)]).cpu().numpy()
+        text = encode_texts(text_encoder, [t for _, t in val_pairs], NATIVE_LANG, runtime,
+                            description="validation captions")
         clip.train(was_training)
         ids = val_table.column("image_id").to_pylist()
         text_table = {"id": [str(i) for i in range(len(val_pairs))], "image_id": [ids[r] for r, _ in val_pairs],

@@ -2,7 +2,7 @@
 
 The loop's resumable state lives in ``state/`` inside the artifact's partial directory, so rerunning the same
 command after an interruption continues from the last saved step; the finished artifact holds the best trained
-tensors (``model.safetensors``), ``config.json``, the training history, and the final optimizer state beside them.
+tensors (``model.safetensors``), the checkpoint config, the training history, and the final optimizer state beside them.
 """
 
 from __future__ import annotations

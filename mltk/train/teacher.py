@@ -15,7 +15,7 @@ import numpy as np
 
 from mltk import artifacts
 from mltk.cache import cache_root
-from mltk.encoders import encode_texts
+from mltk.encode_texts import encode_texts
 from mltk.runtime import Runtime, log
 
 
@@ -23,7 +23,7 @@ def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts:
                        cache_dir: Path | None = None, batch_size: int = 256) -> np.ndarray:
     """Unnormalised English text embeddings [N, D] of ``texts`` (row i belongs to ``caption_ids[i]``).
 
-    ``encoder`` is any ``mltk.encoders`` text encoder whose ``en`` path is the frozen CLIP.
+    ``encoder`` is any ``mltk.encode_texts`` text encoder whose ``en`` path is the frozen CLIP.
     """
     identity = [model_spec, _local_weights_fingerprints(model_spec), runtime.precision, caption_ids, texts]
     key = hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode()).hexdigest()[:20]

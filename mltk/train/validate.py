@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mltk.encoders import encode_captions
+from mltk.encode_texts import encode_captions
 from mltk.evaluate import evaluate_retrieval
 from mltk.runtime import Runtime
 

@@ -8,13 +8,13 @@
   own tokenizer and tower, the English-only baseline;
 - any other checkpoint format registered in ``TEXT_ENCODER_LOADERS`` (train-continual, train-ccrk add theirs).
 
-Every encoder has ``encode_batch(texts, lang) -> Tensor [B, D]`` (unnormalised) and ``languages`` (``None`` when it
-reads any language).
+Every encoder has ``tokenize(texts, lang) -> tokens [B, L]``, ``encode_tokens(tokens, lang) -> Tensor [B, D]``
+(unnormalised) and ``languages`` (``None`` when it reads any language); each reaches its text tower only through
+``mltk.models.text.TextTower``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -25,10 +25,11 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk import artifacts, schema
+from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.models.clip import ClipBundle, load_clip
-from mltk.models.text import OpenClipTextTower
+from mltk.models.text import trim_to_lengths
+from mltk.models.towers import clip_text_tower
 from mltk.runtime import Runtime, track
 
 
@@ -48,13 +49,13 @@ class ClipTextEncoder(torch.nn.Module):
     def __init__(self, clip: ClipBundle):
         super().__init__()
         self.clip = clip
-        self.tower = OpenClipTextTower(clip.model, clip.end_token_id)
+        self.tower = clip_text_tower(clip)
 
     def tokenize(self, texts: list[str], lang: str) -> torch.Tensor:
         return self.clip.tokenizer(list(texts))
 
     def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor:
-        return self.tower.encode(tokens)
+        return self.tower.encode(*trim_to_lengths(tokens, self.clip.end_token_id))
 
 
 def _load_mla(path: Path, device) -> TextEncoder:
@@ -75,8 +76,7 @@ def load_text_encoder(model: str | Path, pretrained: str | None = None,
                       device: str | torch.device = "cpu") -> TextEncoder:
     path = Path(model)
     if artifacts.is_artifact(path):
-        artifacts.read_manifest(path, "checkpoint")
-        fmt = json.loads((path / schema.CHECKPOINT_CONFIG).read_text(encoding="utf-8")).get("format")
+        fmt = artifacts.read_checkpoint_config(path).get("format")
         if fmt not in TEXT_ENCODER_LOADERS:
             raise ConfigError(f"checkpoint format {fmt!r} has no text encoder (known: "
                               f"{', '.join(TEXT_ENCODER_LOADERS)})", path)

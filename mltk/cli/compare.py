@@ -1,0 +1,35 @@
+"""``mltk compare``: the consistency report of several evaluated runs, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+from mltk.cli.common import JsonOption, emit
+
+
+def _split(values: List[str]) -> tuple[str, ...]:
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def compare_command(
+    runs: List[Path] = typer.Argument(..., help="Metrics artifacts from `mltk evaluate` (with --metric mrv)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory of the comparison metrics artifact to write."),
+    name: List[str] = typer.Option([], "--name", help="A label per run, in order (default: folder names)."),
+    lang: List[str] = typer.Option(
+        [], "--lang", help="Languages for mean AR and spread (default: those every run evaluated)."),
+    report_format: str = typer.Option("table", "--format", help="table (rich on stderr), markdown or csv."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Print mean AR, MRV (both directions) and the per-language recall spread (max - min AR) of several evaluated
+    runs side by side on stderr, and write them as a metrics artifact."""
+    from mltk.consistency import CompareConfig, compare_runs
+
+    emit(compare_runs(CompareConfig(runs=tuple(runs), out=out, names=_split(name), languages=_split(lang),
+                                    report_format=report_format)), as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare_command)

@@ -1,0 +1,59 @@
+"""``mltk train-continual``: CLL-CLIP, learning languages one after another (with TEIR and baselines).
+
+Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Continual Language Learning" (AAAI
+2024). The text tower of a frozen CLIP reads an expandable token-embedding table
+(``mltk.continual.model``); for each task t (one language, English first by default):
+
+1. **Vocabulary.** V_t = V_{t-1} ∪ V̂_t, V̂_t a BPE vocabulary trained on the task's training captions
+   (``mltk.vocab``; ``vocab_size`` tokens, 10K in the paper), or taken prebuilt from ``vocab_dir/<lang>``.
+2. **Growth.** The table gains a row per new token: N(mu, sigma) with the scalar mean and std of the previous
+   table under TEIR's initialisation, N(0, 0.02) for plain CLL-CLIP (``mltk.teir.init_new_rows``).
+3. **Training** of the table, the temperature (from 0.07) and the method's own tensors with
+
+       loss = gamma1 * InfoNCE(image, text) + gamma2 * MSE(English teacher, text)      (0.01 and 1)
+
+   (``mltk.losses.cll_clip_loss``), where the teacher is the frozen CLIP's unnormalised English embedding of the
+   caption with the same ``caption_id`` (computed once and cached, ``mltk.train.teacher``); captions without an
+   English counterpart are left out. AdamW lr 5e-5, weight decay 0.05, 10% linear warm-up then constant, batch
+   128 of distinct images (one of each image's captions drawn per step), 3 epochs; an epoch is one pass over the
+   task's images. The epoch with the best validation recall sum (R@1+R@5+R@10, both directions) of the task's
+   language is kept. Under TEIR's regularisation the optimizer is ``TeirAdamW``: lambda_j = 1 / (1 + c_j) for the
+   tokens of the task's text, 0 (frozen, no decay) for the others and the special tokens, applied to the clipped
+   gradient before the moment estimates and to the decoupled decay. A method's own tensors (adapters, LoRA,
+   prompts) train at ``method_lr``, sized for them rather than for the table.
+4. **Evaluation** of every language seen so far on the test split: a_{j,i} (``metric``, t2i R@1 by default),
+   AR_j and F_j (``mltk.metrics.continual_metrics``).
+
+The English task. Its teacher is the frozen CLIP on the very same caption, so its MSE term starts at zero and
+anchors the English rows where CLIP had them while the (0.01-weighted) contrastive term adapts them to the image
+embeddings; its vocabulary is grown like every other task's (CLIP already holds most English words, so few new
+tokens occur). English is then the first task that later languages can make forget.
+
+Output: a checkpoint artifact (format ``cll``, readable by ``mltk evaluate --model`` and ``mltk index``) holding
+the final table, temperature and method tensors (``model.safetensors``), the checkpoint config naming the base model,
+the final vocabulary (``vocab/``) and the method, plus ``continual.json`` (tasks, metric, the matrix, AR, F,
+per-task test metrics, validation history and vocabulary sizes; ``read_summary`` returns it for the CLI to print), ``continual_matrix.png``,
+``continual_curve.png`` and the vocabularies built on the way (``vocabs/NN-lang``). Methods that route by
+language (``mla``) say ``needs_task_identity: true`` in the checkpoint config, continual.json and the manifest.
+
+Resume. The artifact is built in its partial directory: each finished task is a complete ``cll`` checkpoint
+``tasks/NN-lang`` (with the method's training state: Fisher, replay memory), and the running task keeps the
+training loop's exact-resume state in ``train/NN-lang``. Rerunning the same command skips finished tasks and
+continues the running one where it stopped; the result equals an uninterrupted run on the CPU. The task
+checkpoints are removed when the run completes unless ``keep_task_checkpoints``.
+"""
+
+from mltk.train.continual.config import (CONTINUAL_FILE, ContinualTrainConfig, final_summary, metric_value,
+                                         read_summary, task_order)
+from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
+from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
+from mltk.train.continual.run import (_split_data, _write_task_checkpoint, evaluate_languages,  # noqa: F401
+                                      loop_config, prepare_task, train_continual)
+from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
+                                       vocabulary_summary)
+from mltk.teir import TeirAdamW
+
+__all__ = ["CONTINUAL_FILE", "CURVE_PNG", "MATRIX_PNG", "CllClipTask", "ContinualTrainConfig", "Corpus", "Examples",
+           "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary", "loop_config",
+           "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed", "task_vocabulary",
+           "teir_lambdas", "train_continual", "vocabulary_summary"]

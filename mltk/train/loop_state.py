@@ -1,0 +1,204 @@
+"""What ``mltk.train.loop.fit`` saves and restores for exact resume: the commit record ``loop.json``, the state and
+best-state tensor files, and the random streams (see ``mltk.train.loop`` for the protocol)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from mltk.artifacts import _jsonable, load_tensors, save_tensors, write_json
+from mltk.errors import ArtifactError, ConfigError
+from mltk.runtime import Runtime
+
+if TYPE_CHECKING:
+    from mltk.train.loop import LoopConfig
+
+LOOP_JSON = "loop.json"
+# LoopConfig fields that change the trajectory: a saved state made with other values cannot be continued.
+TRAJECTORY_FIELDS = ("steps", "lr", "warmup_fraction", "schedule", "weight_decay", "betas", "eps", "grad_clip",
+                     "clip_mode", "seed")
+
+
+def capture_rng(runtime: Runtime) -> dict[str, Any]:
+    """The torch (CPU and this process's CUDA device), NumPy and Python random states."""
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state() if runtime.device.type == "cuda" else None,
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+
+
+def restore_rng(rng: dict[str, Any]) -> None:
+    torch.set_rng_state(rng["torch"])
+    if rng.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(rng["cuda"])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["python"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loop state: what is saved and restored
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _LoopState:
+    rng: dict[str, Any]                       # random states at the current step boundary
+    step: int = 0                             # completed updates
+    best_score: float | None = None
+    best_step: int = 0
+    best_state: dict[str, torch.Tensor] = field(default_factory=dict)
+    history: list[dict] = field(default_factory=list)
+    window: list[torch.Tensor] = field(default_factory=list)  # losses since the last log line (on the device)
+    last_validated: int = 0
+    saved_step: int = -1
+    consistent: bool = True                   # False while an update is half-applied
+
+
+def _validation_due(state: _LoopState, config: LoopConfig) -> bool:
+    at_point = state.step == config.steps or (config.eval_every > 0 and state.step % config.eval_every == 0)
+    return state.step > 0 and at_point and state.last_validated < state.step
+
+
+def _cpu_copy(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: p.detach().to("cpu", copy=True) for name, p in params.items()}
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer, names: dict[int, str]) -> tuple[dict, dict]:
+    """Flatten ``optimizer.state`` to ``optimizer/<name>/<slot>`` tensors, plus non-tensor slots for JSON."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict] = {}
+    for param, slots in optimizer.state.items():
+        for slot, value in slots.items():
+            if torch.is_tensor(value):
+                tensors[f"optimizer/{names[id(param)]}/{slot}"] = value
+            else:
+                scalars.setdefault(names[id(param)], {})[slot] = value
+    return tensors, scalars
+
+
+def _load_optimizer_state(optimizer: torch.optim.Optimizer, tensors: dict, scalars: dict,
+                          names: dict[int, str]) -> None:
+    """Inverse of ``_optimizer_tensors``, through ``load_state_dict`` (which puts each slot on its parameter's
+    device and dtype, and Adam's ``step`` where torch wants it)."""
+    slots_by_name: dict[str, dict] = {name: dict(values) for name, values in scalars.items()}
+    for key, value in tensors.items():
+        if key.startswith("optimizer/"):
+            name, slot = key[len("optimizer/"):].rsplit("/", 1)
+            slots_by_name.setdefault(name, {})[slot] = value
+    ordered = [p for group in optimizer.param_groups for p in group["params"]]  # state_dict's numbering
+    state_dict = optimizer.state_dict()
+    state_dict["state"] = {i: slots_by_name[names[id(p)]] for i, p in enumerate(ordered)
+                           if names[id(p)] in slots_by_name}
+    optimizer.load_state_dict(state_dict)
+
+
+def _rng_for_files(rng: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+    _, keys, pos, has_gauss, cached_gaussian = rng["numpy"]
+    version, internal, gauss_next = rng["python"]
+    tensors = {"rng/torch": rng["torch"], "rng/numpy": torch.from_numpy(np.asarray(keys, dtype=np.int64))}
+    if rng["cuda"] is not None:
+        tensors["rng/cuda"] = rng["cuda"]
+    as_json = {"numpy": [int(pos), int(has_gauss), float(cached_gaussian)],
+               "python": [version, list(internal), gauss_next]}
+    return tensors, as_json
+
+
+def _rng_from_files(tensors: dict[str, torch.Tensor], as_json: dict) -> dict[str, Any]:
+    pos, has_gauss, cached_gaussian = as_json["numpy"]
+    version, internal, gauss_next = as_json["python"]
+    return {
+        "torch": tensors["rng/torch"],
+        "cuda": tensors.get("rng/cuda"),
+        "numpy": ("MT19937", tensors["rng/numpy"].numpy().astype(np.uint32), pos, has_gauss, cached_gaussian),
+        "python": (version, tuple(internal), gauss_next),
+    }
+
+
+def _save_state(state_dir: Path, state: _LoopState, params: dict, optimizer: torch.optim.Optimizer,
+                scaler: torch.amp.GradScaler | None, config: LoopConfig) -> None:
+    """Write the state of ``state.step``: tensor files first, ``loop.json`` (the commit record) last."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    names = {id(p): name for name, p in params.items()}
+    optimizer_tensors, optimizer_scalars = _optimizer_tensors(optimizer, names)
+    rng_tensors, rng_json = _rng_for_files(state.rng)
+    state_file, best_file = _state_files(state)
+    save_tensors(state_dir / state_file, {**{f"trained/{n}": p for n, p in params.items()}, **optimizer_tensors,
+                                          **rng_tensors})
+    if best_file is not None and not (state_dir / best_file).exists():  # else unchanged since the last save
+        save_tensors(state_dir / best_file, state.best_state)
+    write_json(state_dir / LOOP_JSON, {
+        "step": state.step, "steps": config.steps, "state_file": state_file, "best_file": best_file,
+        "best_score": state.best_score, "best_step": state.best_step, "last_validated": state.last_validated,
+        "window": [float(loss) for loss in state.window],
+        "optimizer_scalars": optimizer_scalars, "rng": rng_json,
+        "grad_scaler": scaler.state_dict() if scaler is not None else None,
+        "config": dataclasses.asdict(config), "history": state.history,
+    })
+    _remove_unreferenced(state_dir, {state_file, best_file})
+    state.saved_step = state.step
+
+
+def _state_files(state: _LoopState) -> tuple[str, str | None]:
+    best_file = f"best-{state.best_step:08d}.safetensors" if state.best_score is not None else None
+    return f"state-{state.step:08d}.safetensors", best_file
+
+
+def _remove_unreferenced(state_dir: Path, keep: set) -> None:
+    """Delete state files that ``loop.json`` does not name (older saves, leftovers of a crash)."""
+    for path in [*state_dir.glob("state-*.safetensors"), *state_dir.glob("best-*.safetensors"),
+                 *state_dir.glob("*.tmp")]:
+        if path.name not in keep:
+            path.unlink(missing_ok=True)
+
+
+def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
+                scaler: torch.amp.GradScaler | None, config: LoopConfig, runtime: Runtime) -> _LoopState | None:
+    """Restore tensors, optimizer, GradScaler and RNG from ``state_dir``; None when there is no saved state."""
+    record = state_dir / LOOP_JSON
+    if not record.is_file():
+        return None
+    try:
+        saved = json.loads(record.read_text(encoding="utf-8"))
+        tensors = load_tensors(state_dir / saved["state_file"])
+        best_state = load_tensors(state_dir / saved["best_file"]) if saved["best_file"] else {}
+    except (OSError, ValueError, KeyError, ArtifactError) as exc:
+        raise ArtifactError(f"cannot read the saved training state ({exc}); delete {state_dir} to start over",
+                            record)
+    _check_same_run(saved["config"], config, params, tensors, record)
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(tensors[f"trained/{name}"])
+    _load_optimizer_state(optimizer, tensors, saved["optimizer_scalars"], {id(p): n for n, p in params.items()})
+    if scaler is not None and saved["grad_scaler"]:
+        scaler.load_state_dict(saved["grad_scaler"])
+    state = _LoopState(rng=_rng_from_files(tensors, saved["rng"]), step=saved["step"],
+                       best_score=saved["best_score"], best_step=saved["best_step"], best_state=best_state,
+                       history=saved["history"], last_validated=saved["last_validated"],
+                       window=[torch.tensor(v, dtype=torch.float64, device=runtime.device) for v in saved["window"]],
+                       saved_step=saved["step"])
+    restore_rng(state.rng)
+    return state
+
+
+def _check_same_run(saved_config: dict, config: LoopConfig, params: dict, tensors: dict, record: Path) -> None:
+    current = json.loads(json.dumps(_jsonable(dataclasses.asdict(config))))
+    changed = [f"{k}={saved_config.get(k)!r} (now {current[k]!r})" for k in TRAJECTORY_FIELDS
+               if saved_config.get(k) != current[k]]
+    if changed:
+        raise ConfigError(f"the saved training state was made with other settings: {', '.join(changed)}; rerun "
+                          f"with the same settings, or delete {record.parent} to start over", record)
+    saved_names = {k[len("trained/"):] for k in tensors if k.startswith("trained/")}
+    if saved_names != set(params) or any(tuple(tensors[f"trained/{n}"].shape) != tuple(p.shape)
+                                         for n, p in params.items()):
+        raise ArtifactError(f"the saved training state trains other tensors than this run (saved "
+                            f"{len(saved_names)}, now {len(params)}, or shapes differ); delete {record.parent} "
+                            f"to start over", record)
