@@ -73,10 +73,12 @@ def image_ids(path: str | os.PathLike, *, training: bool = False) -> set[str]:
             if value is not None}
 
 
-def check_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike]) -> OverlapReport:
-    """How many of the test artifacts' images appear in the training artifacts."""
+def check_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
+                  test_ids: Iterable[str] = ()) -> OverlapReport:
+    """How many of the test images (those of ``test_paths`` plus ``test_ids``) appear in the training artifacts."""
     train = set().union(*(image_ids(p, training=True) for p in train_paths)) if train_paths else set()
     test = set().union(*(image_ids(p) for p in test_paths)) if test_paths else set()
+    test |= {canonical_image_id(i) for i in test_ids}
     shared = sorted(train & test)
     return OverlapReport([str(p) for p in train_paths], [str(p) for p in test_paths], len(train), len(test),
                          len(shared), shared[:MAX_EXAMPLES])
@@ -89,14 +91,17 @@ def describe(report: OverlapReport) -> str:
             f"training images (e.g. {', '.join(report.examples)}; training data: {', '.join(report.train)})")
 
 
-def warn_if_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike], *,
-                    stage: str = "mltk") -> OverlapReport | None:
-    """Log a warning on stderr when test images are training images; returns the report (None without inputs).
-    Never raises for an input it cannot read (the stage reports that itself)."""
-    if not train_paths or not test_paths:
+def warn_if_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
+                    test_ids: Iterable[str] = (), stage: str = "mltk") -> OverlapReport | None:
+    """Log a warning on stderr when test images are training images; returns the report (None when there is
+    nothing to compare). Training stages call it with their training captions and their validation/test inputs;
+    ``evaluate`` with the training data found through the manifests (``training_data_of``). Never raises for an
+    input it cannot read (the stage reports that itself)."""
+    test_ids = list(test_ids)
+    if not train_paths or not (test_paths or test_ids):
         return None
     try:
-        report = check_overlap(train_paths, test_paths)
+        report = check_overlap(train_paths, test_paths, test_ids=test_ids)
     except ArtifactError:
         return None
     if report.overlapping:
