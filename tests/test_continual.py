@@ -41,7 +41,7 @@ def world(tmp_path_factory):
     """A tiny synthetic world, a random-weight base CLIP saved as a checkpoint, image embeddings, vocabularies for
     en then de, and the training corpus."""
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode import encode_images
+    from mltk.encode_images import encode_images
 
     root = tmp_path_factory.mktemp("continual")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=LANGS))
