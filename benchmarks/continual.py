@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from mltk import artifacts
-from mltk.continual import MethodOptions, make_method
+from mltk.continual import make_method
 from mltk.continual.model import ContinualTextEncoder
 from mltk.data.synth import SynthConfig, synthesize
 from mltk.encode_texts import ClipTextEncoder
@@ -58,7 +58,7 @@ def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.Cll
     config = C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"), languages=("en", "de"),
                                teir_init=teir, teir_reg=teir, steps=10_000, batch_size=args.batch_size, lr=5e-5,
                                device=args.device)
-    encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", MethodOptions(), clip))
+    encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", None, clip))
     for index, (lang, vocabulary) in enumerate((("en", english), ("de", german))):
         task = C.prepare_task(config, encoder, corpus, vocabulary, index, lang, None, runtime)
     return task

@@ -11,8 +11,17 @@ from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOptio
 from mltk.errors import ConfigError
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
-               "mla (adapters per language; needs the task identity at test time), lora (q and v), ptuning, "
-               "dualprompt, codaprompt.")
+               "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
+               "dualprompt, codaprompt. mla, lora and ptuning are task-specific: each caption uses its language's "
+               "set at evaluation (the task identity), as CLL-CLIP ran them.")
+
+
+# Kept in step with each method's Options dataclass by tests/test_continual_fidelity.py (importing them here
+# would load torch for every CLI call).
+OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches; er memory_size, replay_batch; der memory_size, "
+                "replay_batch, alpha; mla reduction, position (mlp|block); lora rank, alpha, dropout; ptuning length, "
+                "bottleneck, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight; "
+                "codaprompt components, length, layers, tasks. Defaults and sources: docs/fidelity.md.")
 
 
 def _split(values: List[str]) -> tuple[str, ...]:
@@ -49,21 +58,19 @@ def train_continual_command(
         None, "--eval-every", help="Validate every N steps (default: every epoch); the best one is kept."),
     batch_size: int = typer.Option(128, "--batch-size", help="Distinct images per batch."),
     lr: float = typer.Option(5e-5, "--lr", help="Learning rate of the table and temperature (AdamW)."),
-    method_lr: float = typer.Option(1e-3, "--method-lr", help="Learning rate of the method's own tensors "
-                                    "(adapters, LoRA, prompts)."),
+    method_lr: Optional[float] = typer.Option(
+        None, "--method-lr", help="Learning rate of the method's own tensors (adapters, LoRA, prompts); default: "
+        "--lr, as the paper trains everything at 5e-5."),
     warmup: float = typer.Option(0.1, "--warmup", help="Fraction of each task's steps of linear warm-up."),
     weight_decay: float = typer.Option(0.05, "--weight-decay", help="Decoupled weight decay."),
     gamma1: float = typer.Option(0.01, "--gamma1", help="Weight of the image-text InfoNCE term."),
     gamma2: float = typer.Option(1.0, "--gamma2", help="Weight of the MSE to the English teacher."),
     metric: str = typer.Option("t2i.R@1", "--metric", help="a_{j,i} of the continual matrix: AR or "
                                "<i2t|t2i>.R@<1|5|10>."),
-    memory_size: int = typer.Option(8000, "--memory-size", help="ER/DER reservoir capacity."),
-    replay_batch: Optional[int] = typer.Option(None, "--replay-batch", help="ER/DER replayed examples per step "
-                                               "(default: the batch size)."),
-    ewc_lambda: float = typer.Option(1000.0, "--ewc-lambda", help="oEWC penalty weight."),
-    ewc_gamma: float = typer.Option(1.0, "--ewc-gamma", help="oEWC decay of earlier Fisher information."),
-    lora_rank: int = typer.Option(8, "--lora-rank", help="LoRA rank."),
-    prompt_length: int = typer.Option(30, "--prompt-length", help="P-Tuning prompt length."),
+    method_option: List[str] = typer.Option(
+        [], "--method-option", help="The method's hyper-parameters as key=value (repeat or comma-separate; block "
+        "lists as 2+3+4 or 2-4), checked against the method's options; defaults are the CLL-CLIP authors' values. "
+        + OPTIONS_HELP),
     keep_task_checkpoints: bool = typer.Option(
         False, "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact."),
     val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
@@ -78,14 +85,13 @@ def train_continual_command(
     table of the frozen text tower (0.01 x InfoNCE + MSE to the English teacher). After each task every language
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume."""
-    from mltk.continual import MethodOptions
+    from mltk.continual import method_options
     from mltk import report
     from mltk.train.continual import ContinualTrainConfig, final_summary, read_summary, train_continual
 
     if sum([teir, teir_init_only, teir_reg_only]) > 1:
         raise ConfigError("choose one of --teir, --teir-init-only and --teir-reg-only")
-    options = MethodOptions(memory_size=memory_size, replay_batch=replay_batch, ewc_lambda=ewc_lambda,
-                            ewc_gamma=ewc_gamma, lora_rank=lora_rank, ptuning_length=prompt_length)
+    options = method_options(method, method_option)
     config = ContinualTrainConfig(
         images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
         pretrained=pretrained, languages=_split(lang), method=method, teir_init=teir or teir_init_only,

@@ -7,9 +7,13 @@
 from __future__ import annotations
 
 from mltk.continual.adapters import LanguageAdapters
-from mltk.continual.base import ContinualMethod, MethodOptions
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mltk.continual.base import ContinualMethod
 from mltk.continual.ewc import OnlineEWC
 from mltk.continual.lora import LoraMethod
+from mltk.continual.options import describe_options, options_dict, options_from_mapping, parse_method_options
 from mltk.continual.prompts import CodaPrompt, DualPrompt, PTuning
 from mltk.continual.replay import DarkExperienceReplay, ExperienceReplay
 from mltk.errors import ConfigError
@@ -21,13 +25,34 @@ METHODS: dict[str, type[ContinualMethod]] = {
 }
 
 
-def make_method(name: str, options: MethodOptions, clip, seed: int = 0) -> ContinualMethod:
-    """A fresh method for the text tower of ``clip`` (a ``ClipBundle``)."""
+def method_class(name: str) -> type[ContinualMethod]:
     if name not in METHODS:
         raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {name!r}")
+    return METHODS[name]
+
+
+def method_options(name: str, options: Any = None) -> Any:
+    """The options dataclass of method ``name``: its defaults (None), ``key=value`` strings (an iterable of str),
+    a mapping (a checkpoint's recorded options) or already the dataclass (checked to be the method's)."""
+    options_class = method_class(name).Options
+    if options is None:
+        return options_class()
+    if isinstance(options, options_class):
+        return options
+    if isinstance(options, Mapping):
+        return options_from_mapping(name, options_class, options)
+    if isinstance(options, Iterable) and not isinstance(options, (str, bytes)):
+        return parse_method_options(name, options_class, options)
+    raise ConfigError(f"method {name} takes {options_class.__name__}, got {type(options).__name__}")
+
+
+def make_method(name: str, options: Any, clip, seed: int = 0) -> ContinualMethod:
+    """A fresh method for the text tower of ``clip`` (a ``ClipBundle``); ``options`` as ``method_options``."""
+    options = method_options(name, options)
     tower = clip_text_tower(clip)
     method = METHODS[name](options, tower.width, tower.num_blocks, tower.output_dim, seed)
     return method.to(clip.model.positional_embedding.device)
 
 
-__all__ = ["METHODS", "ContinualMethod", "MethodOptions", "make_method"]
+__all__ = ["METHODS", "ContinualMethod", "describe_options", "make_method", "method_class", "method_options",
+           "options_dict"]

@@ -15,39 +15,21 @@ its own mechanism through the hooks of ``ContinualMethod``, which plain CLL-CLIP
 A method's state has two parts: ``state_tensors()`` (what encoding needs; saved in the checkpoint, rebuilt from
 ``structure()``) and ``training_state()`` (what later tasks need, such as a Fisher matrix or a replay buffer;
 saved at each task boundary so a run resumes there).
+
+Hyper-parameters: each method's ``Options`` dataclass, its defaults the values of the CLL-CLIP authors'
+configuration files (``mltk.continual.options`` parses ``--method-option key=value`` against it). Methods with
+``needs_task_identity`` keep one set of tensors per task (language) and pick it by the caption's language at
+evaluation; the report says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 import torch.nn as nn
 
-
-@dataclass(frozen=True)
-class MethodOptions:
-    """Hyperparameters of the baselines (defaults: the CLL-CLIP paper's where it gives them)."""
-
-    ewc_lambda: float = 1000.0  # oEWC penalty weight (paper)
-    ewc_gamma: float = 1.0  # oEWC decay of earlier tasks' Fisher (paper)
-    fisher_batches: int = 32  # batches that estimate the Fisher information after a task
-    memory_size: int = 8000  # ER/DER reservoir capacity (paper: 8K)
-    replay_batch: int | None = None  # replayed examples per step (default: the batch size)
-    der_alpha: float = 0.5  # DER weight of the stored-feature regression
-    adapter_hidden: int = 256  # MLA acquirer bottleneck (MLA paper)
-    lora_rank: int = 8  # LoRA rank on q and v (paper)
-    lora_alpha: float = 16.0  # LoRA scale alpha / rank
-    ptuning_length: int = 30  # P-Tuning prompt length (paper: prefix 30)
-    dual_g_length: int = 5  # DualPrompt general prompt length (DualPrompt paper)
-    dual_e_length: int = 5  # DualPrompt expert prompt length (DualPrompt paper)
-    dual_g_layers: tuple[int, ...] = (0, 1)  # DualPrompt: blocks with the general prompt
-    dual_e_layers: tuple[int, ...] = (2, 3, 4)  # DualPrompt: blocks with the expert prompt
-    pull_weight: float = 1.0  # DualPrompt key-query matching loss weight
-    coda_components: int = 10  # CODA-Prompt components added per task (paper: 100 for 10 tasks)
-    coda_length: int = 8  # CODA-Prompt prompt length (paper)
-    coda_layers: tuple[int, ...] = (0, 1, 2, 3, 4)  # CODA-Prompt blocks with prompts (paper)
+from mltk.continual.options import NoOptions
 
 
 class ContinualMethod(nn.Module):
@@ -56,9 +38,12 @@ class ContinualMethod(nn.Module):
     name: ClassVar[str] = "cll-clip"
     needs_task_identity: ClassVar[bool] = False
     description: ClassVar[str] = "plain CLL-CLIP: only the token-embedding table (and the temperature) trains"
+    Options: ClassVar[type] = NoOptions  # the method's hyper-parameters (``mltk.continual.options``)
 
-    def __init__(self, options: MethodOptions, width: int, num_blocks: int, output_dim: int, seed: int = 0):
+    def __init__(self, options, width: int, num_blocks: int, output_dim: int, seed: int = 0):
         super().__init__()
+        if not isinstance(options, self.Options):
+            raise TypeError(f"method {self.name} takes {self.Options.__name__}, got {type(options).__name__}")
         self.options = options
         self.width, self.num_blocks, self.output_dim, self.seed = width, num_blocks, output_dim, seed
         self.auxiliary_loss: torch.Tensor | None = None  # set by ``encode`` in training mode (prompt matching)

@@ -28,11 +28,15 @@ from mltk.models.text import OpenClipTextTower
 QvDelta = Callable[[int, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor | None]]
 # prefix(block_index) -> (keys [B, P, W], values [B, P, W]) in the projected key/value space, or None
 Prefix = Callable[[int], tuple[torch.Tensor, torch.Tensor] | None]
+# after_mlp(block_index, mlp_output [B, L, W]) -> [B, L, W], applied before the MLP's residual add
+AfterMlp = Callable[[int, torch.Tensor], torch.Tensor]
 
 
 def attention_block(block: nn.Module, x: torch.Tensor, mask: torch.Tensor | None, index: int,
-                    qv_delta: QvDelta | None = None, prefix: Prefix | None = None) -> torch.Tensor:
-    """One open_clip ``ResidualAttentionBlock`` on batch-first ``x`` [B, L, W], with optional LoRA and prefix."""
+                    qv_delta: QvDelta | None = None, prefix: Prefix | None = None,
+                    after_mlp: AfterMlp | None = None) -> torch.Tensor:
+    """One open_clip ``ResidualAttentionBlock`` on batch-first ``x`` [B, L, W], with optional LoRA, prefix and an
+    adapter on the MLP's output."""
     attn: nn.MultiheadAttention = block.attn
     batch, length, width = x.shape
     heads = attn.num_heads
@@ -53,11 +57,15 @@ def attention_block(block: nn.Module, x: torch.Tensor, mask: torch.Tensor | None
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype) if mask is not None else None)
     out = out.transpose(1, 2).reshape(batch, length, width)
     x = x + block.ls_1(F.linear(out, attn.out_proj.weight, attn.out_proj.bias))
-    return x + block.ls_2(block.mlp(block.ln_2(x)))
+    hidden = block.mlp(block.ln_2(x))
+    if after_mlp is not None:
+        hidden = after_mlp(index, hidden)
+    return x + block.ls_2(hidden)
 
 
 def forward_text(tower: OpenClipTextTower, x: torch.Tensor, lengths: torch.Tensor, *,
-                 qv_delta: QvDelta | None = None, prefix: Prefix | None = None) -> torch.Tensor:
+                 qv_delta: QvDelta | None = None, prefix: Prefix | None = None,
+                 after_mlp: AfterMlp | None = None) -> torch.Tensor:
     """Word embeddings [B, L, W] -> text features [B, D] pooled at position ``lengths - 1`` ([B]; positions added
     here), running every block through ``attention_block``."""
     length = x.shape[1]
@@ -65,7 +73,7 @@ def forward_text(tower: OpenClipTextTower, x: torch.Tensor, lengths: torch.Tenso
     x = x.to(cast_dtype) + tower.positional_embedding[:length].to(cast_dtype)
     mask = tower.attn_mask[:length, :length] if tower.attn_mask is not None else None
     for index, block in enumerate(tower.blocks):
-        x = attention_block(block, x, mask, index, qv_delta, prefix)
+        x = attention_block(block, x, mask, index, qv_delta, prefix, after_mlp)
     x = tower.ln_final(x[torch.arange(x.shape[0], device=x.device), lengths - 1])  # [B, W]
     proj = tower.text_projection
     return proj(x) if isinstance(proj, nn.Linear) else x @ proj  # [B, D]

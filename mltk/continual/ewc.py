@@ -17,6 +17,7 @@ is constant; batch gradients are the usual approximation and make F smaller than
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -52,9 +53,20 @@ def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamm
     return gamma * padded + current
 
 
+@dataclass(frozen=True)
+class EwcOptions:
+    penalty: float = 1000.0  # lambda (methods.yaml: fisher_penalty_scale 1000)
+    gamma: float = 1.0  # decay of earlier tasks' Fisher (fisher_gamma 1)
+    fisher_batches: int = 32  # training batches that estimate the Fisher information after a task
+
+    def check(self) -> str | None:
+        return "fisher_batches must be at least 1" if self.fisher_batches < 1 else None
+
+
 class OnlineEWC(ContinualMethod):
     name = "oewc"
     description = "online EWC on the table (lambda, gamma; Fisher from each finished task, accumulated)"
+    Options = EwcOptions
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -67,12 +79,12 @@ class OnlineEWC(ContinualMethod):
         table = run.encoder.table
         if self.fisher.device != table.device:  # plain tensors (their shape grows), moved on first use
             self.fisher, self.anchor = self.fisher.to(table.device), self.anchor.to(table.device)
-        return ewc_penalty(run.encoder.table, self.fisher, self.anchor, self.options.ewc_lambda)
+        return ewc_penalty(run.encoder.table, self.fisher, self.anchor, self.options.penalty)
 
     def end_task(self, run) -> None:
         steps = min(self.options.fisher_batches, run.steps)
         fisher = empirical_fisher(run.encoder.table, run.data_loss, range(steps))
-        self.fisher = accumulate_fisher(self.fisher, fisher, self.options.ewc_gamma)
+        self.fisher = accumulate_fisher(self.fisher, fisher, self.options.gamma)
         self.anchor = run.encoder.table.detach().float().clone()
 
     def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

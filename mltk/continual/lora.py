@@ -1,44 +1,97 @@
-"""LoRA on the query and value projections of the text attention (Hu et al. 2022), trained through all tasks.
+"""LoRA on the query and value projections of the text attention (Hu et al. 2022), one set per task.
 
-In every block, ``q = W_q h + (alpha / r) B_q A_q h`` and ``v = W_v h + (alpha / r) B_v A_v h`` with A [r, W]
-initialised like ``nn.Linear`` (Kaiming uniform) and B [W, r] at zero, so training starts from the frozen tower
-exactly (the CLL-CLIP paper: r = 8 on q and v). One set of low-rank weights is shared by all languages and keeps
-training, task after task, beside the table.
+In every block, ``q = W_q h + (alpha / r) B_q A_q drop(h)`` and ``v = W_v h + (alpha / r) B_v A_v drop(h)`` with A
+[r, W] initialised like ``nn.Linear`` (Kaiming uniform) and B [W, r] at zero, so a new set starts from the frozen
+tower exactly. The CLL-CLIP authors' ``adapters/configs/lora.json``: r 8, alpha 8, dropout 0, on q and v.
+
+Task-specific, as CLL-CLIP ran it: each task (language) adds its own set, trained with the table in that task and
+frozen afterwards; at evaluation a caption goes through the set of its language (the task identity, recorded as
+``needs_task_identity`` in the checkpoint and the report). A language without a set goes through the tower alone.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from mltk.continual.base import ContinualMethod
 from mltk.continual.blocks import forward_text
 
 
+@dataclass(frozen=True)
+class LoraOptions:
+    rank: int = 8  # r (lora.json)
+    alpha: float = 8.0  # scale alpha / r (lora.json: alpha 8)
+    dropout: float = 0.0  # on the input of A (lora.json: 0)
+
+    def check(self) -> str | None:
+        if self.rank < 1 or not 0 <= self.dropout < 1:
+            return f"rank must be at least 1 and dropout in [0, 1) (got {self.rank}, {self.dropout})"
+        return None
+
+
+class LoraSet(nn.Module):
+    """The low-rank weights of one task: ``down`` (A) [blocks, 2, r, W] and ``up`` (B) [blocks, 2, W, r];
+    index 0 of the second axis is the query, 1 the value."""
+
+    def __init__(self, blocks: int, width: int, rank: int, generator: torch.Generator):
+        super().__init__()
+        bound = 1.0 / math.sqrt(width)  # kaiming_uniform_(a=sqrt(5)) of an nn.Linear(width, rank)
+        self.down = nn.Parameter((torch.rand(blocks, 2, rank, width, generator=generator) * 2 - 1) * bound)
+        self.up = nn.Parameter(torch.zeros(blocks, 2, width, rank))
+
+
 class LoraMethod(ContinualMethod):
     name = "lora"
-    description = "LoRA (rank r) on the query and value projections of every text block"
+    needs_task_identity = True
+    description = "LoRA (r 8, alpha 8) on q and v, one set per language chosen by the caption's language"
+    Options = LoraOptions
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        rank, width, blocks = self.options.lora_rank, self.width, self.num_blocks
-        generator = torch.Generator().manual_seed(self.seed)
-        bound = 1.0 / math.sqrt(width)  # kaiming_uniform_(a=sqrt(5)) of an nn.Linear(width, rank)
-        self.down = nn.Parameter((torch.rand(blocks, 2, rank, width, generator=generator) * 2 - 1) * bound)  # A
-        self.up = nn.Parameter(torch.zeros(blocks, 2, width, rank))  # B; index 0 = query, 1 = value
-        self.scale = self.options.lora_alpha / rank
+        self.sets = nn.ModuleDict()
+        self.current: str | None = None
+        self.scale = self.options.alpha / self.options.rank
+
+    def add_language(self, lang: str) -> None:
+        if lang not in self.sets:
+            device = next(self.parameters(), torch.zeros(())).device
+            generator = torch.Generator().manual_seed(self.seed * 7919 + len(self.sets))
+            self.sets[lang] = LoraSet(self.num_blocks, self.width, self.options.rank, generator).to(device)
+
+    def structure(self) -> dict[str, Any]:
+        return {"languages": list(self.sets)}
+
+    def build(self, structure: dict[str, Any]) -> None:
+        for lang in structure.get("languages", []):
+            self.add_language(lang)
+
+    def begin_task(self, run) -> None:
+        self.add_language(run.lang)
+        self.current = run.lang
+        for lang, lora in self.sets.items():
+            lora.requires_grad_(lang == run.lang)
 
     def trainable(self) -> dict[str, nn.Parameter]:
-        return {"down": self.down, "up": self.up}
+        if self.current is None:
+            return {}
+        return {f"sets.{self.current}.{k}": p for k, p in self.sets[self.current].named_parameters()}
 
-    def qv_delta(self, index: int, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def qv_delta(self, lora: LoraSet, index: int, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(delta_q, delta_v) [B, L, W] of block ``index`` for its normalised input ``h`` [B, L, W]."""
-        down, up = self.down[index].to(h.dtype), self.up[index].to(h.dtype)  # [2, r, W], [2, W, r]
+        down, up = lora.down[index].to(h.dtype), lora.up[index].to(h.dtype)  # [2, r, W], [2, W, r]
+        h = F.dropout(h, self.options.dropout, self.training) if self.options.dropout else h
         low = torch.einsum("blw,krw->kblr", h, down)  # [2, B, L, r]
         delta = torch.einsum("kblr,kwr->kblw", low, up) * self.scale  # [2, B, L, W]
         return delta[0], delta[1]
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
-        return forward_text(encoder.tower, x, lengths, qv_delta=self.qv_delta)
+        if lang not in self.sets:
+            return encoder.tower.forward_embeddings(x, lengths)
+        lora = self.sets[lang]
+        return forward_text(encoder.tower, x, lengths, qv_delta=lambda index, h: self.qv_delta(lora, index, h))

@@ -26,7 +26,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk import artifacts
-from mltk.continual.base import ContinualMethod, MethodOptions
+from mltk.continual.base import ContinualMethod
+from mltk.continual.options import options_dict
 from mltk.errors import ConfigError
 from mltk.losses import LogitScale
 from mltk.models.clip import ClipBundle, load_clip
@@ -116,7 +117,7 @@ class ContinualTextEncoder(nn.Module):
             "vocab": VOCAB_SUBDIR,
             "vocab_size": self.vocab_size,
             "languages": list(self.trained_languages),
-            "method": {"name": self.method.name, "options": self.method.options,
+            "method": {"name": self.method.name, "options": options_dict(self.method.options),
                        "structure": self.method.structure()},
             "needs_task_identity": self.method.needs_task_identity,
             "pooling": "first end token",
@@ -131,11 +132,6 @@ def base_spec(clip: ClipBundle) -> dict[str, Any]:
     return {k: v for k, v in clip.spec.items() if k in ("model", "pretrained")}
 
 
-def method_options(raw: dict[str, Any]) -> MethodOptions:
-    known = MethodOptions.__dataclass_fields__
-    return MethodOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in known})
-
-
 def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu") -> ContinualTextEncoder:
     """Rebuild an encoder from a ``cll`` checkpoint (``mltk train-continual``, or one task of it)."""
     from mltk.continual import make_method
@@ -147,7 +143,7 @@ def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu")
     clip = load_clip(config["base"]["model"], config["base"].get("pretrained"), device=device)
     tokenizer = load_tokenizer(path / config["vocab"])
     spec = config["method"]
-    method = make_method(spec["name"], method_options(spec.get("options", {})), clip)
+    method = make_method(spec["name"], spec.get("options", {}), clip)
     method.build(spec.get("structure", {}))
     encoder = ContinualTextEncoder(clip, tokenizer, method, table=tensors["table"])
     encoder.load_state_tensors(tensors)

@@ -1,12 +1,16 @@
 """Prompt baselines: P-Tuning, DualPrompt and CODA-Prompt on the frozen text tower (each beside the table).
 
-- **P-Tuning** (Liu et al. 2021): a continuous prompt of ``ptuning_length`` vectors (30 in the CLL-CLIP paper) is
-  inserted into the input right after the start token and shared by every task. The prompt takes context
-  positions: texts are tokenised to ``context - 30`` tokens, and the feature is pooled at the first end token
-  shifted by the prompt length.
-- **DualPrompt** (Wang et al. 2022), prefix-tuning form: a general prompt trained in every task is prepended to
-  the keys and values of blocks ``dual_g_layers``, and one expert prompt per task to those of
-  ``dual_e_layers``. Each expert prompt has a key; the query is the feature of the text through the tower without
+- **P-Tuning** as the CLL-CLIP authors ran it (prefix tuning, Li and Liang 2021; their
+  ``adapters/configs/p_tuning.json``: prefix length 30, bottleneck 512, tanh, ``different_kv`` false, ``use_ln``):
+  per task, ``length`` learned vectors [P, W] pass through ``Linear(W, 512) -> tanh -> Linear(512, blocks x W)``
+  and a LayerNorm over W, giving P vectors per block that are prepended to that block's attention keys AND
+  values (one vector serves as both, ``different_kv`` false). The prefixes take no input positions: the text
+  keeps all context positions and is pooled where it would be without them. Task-specific: one prefix encoder
+  per language, chosen by the caption's language at evaluation (task identity).
+- **DualPrompt** (Wang et al. 2022), prefix-tuning form as in the CLL-CLIP authors' ``prompt.py``: a general
+  prompt of length 2 in blocks 0-1 and one expert prompt of length 16 per task (pool 36) in blocks 2-4; a prompt
+  of length L gives L/2 keys and L/2 values to its block's attention. (The authors' loop over blocks stops
+  before the last expert block, ``range(max(layers))``; mltk prompts every block listed.) Each expert prompt has a key; the query is the feature of the text through the tower without
   prompts (detached). Training uses the current task's expert prompt and adds the matching loss
   ``pull_weight * (1 - cos(query, key_t))``; at test time each text takes the expert prompt whose key is nearest
   (no task identity). A new key starts at the normalised mean query of the task's captions (the minimiser of
@@ -18,13 +22,14 @@
   earlier ones, Gram-Schmidt) and trains only its own; earlier ones are frozen. No task identity is needed.
   The paper's optional orthogonality penalty is left out (its default weight in the authors' code is 0).
 
-Initialisation follows the CODA-Prompt authors' code (which also holds their DualPrompt): prompts, keys and
-attention vectors uniform in [0, 1), CODA's orthonormalised. Prefix prompts add no positions (see
+Initialisation follows the CLL-CLIP authors' ``prompt.py`` (adapted from CODA-Prompt's code): prompts, keys and
+attention vectors uniform in [-1, 1), CODA's orthonormalised. Prefix prompts add no positions (see
 ``mltk.continual.blocks``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,6 +38,7 @@ import torch.nn.functional as F
 
 from mltk.continual.base import ContinualMethod
 from mltk.continual.blocks import forward_text
+from mltk.errors import ConfigError
 from mltk.models.text import trim_to_lengths
 
 
@@ -62,39 +68,120 @@ def gram_schmidt(existing: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
     return torch.stack(out).to(new.dtype)
 
 
+@dataclass(frozen=True)
+class PTuningOptions:
+    length: int = 30  # prefix vectors per block (p_tuning.json: prefix_length 30)
+    bottleneck: int = 512  # hidden width of the tanh MLP (bottleneck_size 512)
+    layer_norm: bool = True  # LayerNorm on the produced prefixes (use_ln)
+
+    def check(self) -> str | None:
+        return "length and bottleneck must be at least 1" if min(self.length, self.bottleneck) < 1 else None
+
+
+class PrefixEncoder(nn.Module):
+    """One task's prefixes: ``vectors`` [P, W] -> MLP -> [blocks, P, W] (LayerNorm over W)."""
+
+    def __init__(self, length: int, width: int, blocks: int, bottleneck: int, layer_norm: bool, seed: int):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.vectors = nn.Parameter(torch.randn(length, width))  # nn.Embedding's N(0, 1)
+            self.mlp = nn.Sequential(nn.Linear(width, bottleneck), nn.Tanh(), nn.Linear(bottleneck, blocks * width))
+        self.norm = nn.LayerNorm(width) if layer_norm else nn.Identity()
+        self.blocks, self.width = blocks, width
+
+    def forward(self) -> torch.Tensor:
+        out = self.mlp(self.vectors).reshape(-1, self.blocks, self.width)  # [P, blocks, W]
+        return self.norm(out).transpose(0, 1)  # [blocks, P, W]
+
+
 class PTuning(ContinualMethod):
     name = "ptuning"
-    description = "P-Tuning: a shared continuous prompt inserted after the start token"
+    needs_task_identity = True
+    description = "P-Tuning (prefix tuning, 30 per block from a tanh MLP), one prefix per language (task identity)"
+    Options = PTuningOptions
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        length = self.options.ptuning_length
-        self.prompt = nn.Parameter(torch.randn(length, self.width, generator=_generator(self.seed, 1)) * 0.02)
+        self.prefixes = nn.ModuleDict()
+        self.current: str | None = None
 
-    @property
-    def reserved_positions(self) -> int:
-        return self.options.ptuning_length
+    def add_language(self, lang: str) -> None:
+        if lang not in self.prefixes:
+            device = next(self.parameters(), torch.zeros(())).device
+            options = self.options
+            self.prefixes[lang] = PrefixEncoder(options.length, self.width, self.num_blocks, options.bottleneck,
+                                                options.layer_norm, self.seed * 7919 + len(self.prefixes)).to(device)
+
+    def structure(self) -> dict[str, Any]:
+        return {"languages": list(self.prefixes)}
+
+    def build(self, structure: dict[str, Any]) -> None:
+        for lang in structure.get("languages", []):
+            self.add_language(lang)
+
+    def begin_task(self, run) -> None:
+        self.add_language(run.lang)
+        self.current = run.lang
+        for lang, prefix in self.prefixes.items():
+            prefix.requires_grad_(lang == run.lang)
 
     def trainable(self) -> dict[str, nn.Parameter]:
-        return {"prompt": self.prompt}
+        if self.current is None:
+            return {}
+        return {f"prefixes.{self.current}.{k}": p for k, p in self.prefixes[self.current].named_parameters()}
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
-        prompt = self.prompt.to(x.dtype).unsqueeze(0).expand(x.shape[0], -1, -1)  # [B, P, W]
-        x = torch.cat([x[:, :1], prompt, x[:, 1:]], dim=1)  # start token, prompt, the rest
-        return encoder.tower.forward_embeddings(x, lengths + prompt.shape[1])
+        if lang not in self.prefixes:
+            return encoder.tower.forward_embeddings(x, lengths)
+        prompts = self.prefixes[lang]().to(x.dtype)  # [blocks, P, W]
+        batch = x.shape[0]
+
+        def prefix(index: int):
+            shared = prompts[index].unsqueeze(0).expand(batch, -1, -1)  # [B, P, W]: keys and values alike
+            return shared, shared
+
+        return forward_text(encoder.tower, x, lengths, prefix=prefix)
+
+
+def _uniform(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Uniform in [-1, 1), the authors' ``tensor_prompt`` initialisation."""
+    return torch.rand(shape, generator=generator) * 2 - 1
+
+
+def _key_value(prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A prompt [B, L, W] as prefix keys (its first L/2 vectors) and values (the rest), as the authors split it."""
+    half = prompt.shape[1] // 2
+    return prompt[:, :half], prompt[:, half:]
+
+
+@dataclass(frozen=True)
+class DualPromptOptions:
+    g_length: int = 2  # general prompt length (prompt.py: g_p_length 2 -> 1 key + 1 value)
+    e_length: int = 16  # expert prompt length (e_p_length 16 -> 8 keys + 8 values)
+    g_layers: tuple[int, ...] = (0, 1)  # blocks with the general prompt
+    e_layers: tuple[int, ...] = (2, 3, 4)  # blocks with the expert prompt
+    pool: int = 36  # expert prompts (one per task; e_pool_size 36)
+    pull_weight: float = 1.0  # key-query matching loss weight (pull_constraint_coeff 1.0)
+
+    def check(self) -> str | None:
+        if self.g_length < 2 or self.e_length < 2 or self.g_length % 2 or self.e_length % 2:
+            return "g_length and e_length must be even and at least 2 (half keys, half values)"
+        return "pool must be at least 1" if self.pool < 1 else None
 
 
 class DualPrompt(ContinualMethod):
     name = "dualprompt"
-    description = "DualPrompt: general + per-task expert prefix prompts, expert chosen by key matching"
+    description = "DualPrompt: general + per-task expert prefix prompts, expert chosen by key matching (top-1)"
+    Options = DualPromptOptions
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.g_layers = [layer for layer in self.options.dual_g_layers if layer < self.num_blocks]
-        self.e_layers = [layer for layer in self.options.dual_e_layers if layer < self.num_blocks]
-        shape = (len(self.g_layers), 2, self.options.dual_g_length, self.width)  # [layers, key/value, length, W]
-        self.g_prompt = nn.Parameter(torch.rand(shape, generator=_generator(self.seed, 2)))
-        self.e_prompts = nn.ParameterList()  # per task [e layers, 2, length, W]
+        self.g_layers = [layer for layer in self.options.g_layers if layer < self.num_blocks]
+        self.e_layers = [layer for layer in self.options.e_layers if layer < self.num_blocks]
+        shape = (len(self.g_layers), self.options.g_length, self.width)  # [g layers, length, W]
+        self.g_prompt = nn.Parameter(_uniform(shape, _generator(self.seed, 2)))
+        self.e_prompts = nn.ParameterList()  # per task [e layers, length, W]
         self.e_keys = nn.ParameterList()  # per task [D]
         self.current: int | None = None
 
@@ -106,10 +193,13 @@ class DualPrompt(ContinualMethod):
             self._add_task(torch.rand(self.output_dim))
 
     def _add_task(self, key: torch.Tensor) -> None:
+        if len(self.e_prompts) >= self.options.pool:
+            raise ConfigError(f"DualPrompt's pool holds {self.options.pool} expert prompts, one per task; "
+                              f"raise --method-option pool= for more tasks")
         device = self.g_prompt.device
-        shape = (len(self.e_layers), 2, self.options.dual_e_length, self.width)
+        shape = (len(self.e_layers), self.options.e_length, self.width)
         generator = _generator(self.seed, 3, len(self.e_prompts))
-        self.e_prompts.append(nn.Parameter(torch.rand(shape, generator=generator).to(device)))
+        self.e_prompts.append(nn.Parameter(_uniform(shape, generator).to(device)))
         self.e_keys.append(nn.Parameter(key.to(device)))
 
     def begin_task(self, run) -> None:
@@ -129,9 +219,18 @@ class DualPrompt(ContinualMethod):
                 f"e_keys.{self.current}": self.e_keys[self.current]}
 
     def select(self, query: torch.Tensor) -> torch.Tensor:
-        """Expert index per text [B]: the nearest key (cosine)."""
+        """Expert index per text [B]: the nearest key (cosine, top-1)."""
         keys = F.normalize(torch.stack(list(self.e_keys)).float(), dim=-1)  # [T, D]
         return (query @ keys.T).argmax(dim=-1)
+
+    def prompts(self, index: int, batch: int, expert: torch.Tensor | None) -> list[torch.Tensor]:
+        """The prefix prompt [B, P, W] of block ``index``: its expert prompt, then its general prompt."""
+        parts = []
+        if expert is not None and index in self.e_layers:
+            parts.append(expert[:, self.e_layers.index(index)])
+        if index in self.g_layers:
+            parts.append(self.g_prompt[self.g_layers.index(index)].unsqueeze(0).expand(batch, -1, -1))
+        return parts
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         batch = x.shape[0]
@@ -144,29 +243,38 @@ class DualPrompt(ContinualMethod):
                 self.auxiliary_loss = self.options.pull_weight * (1 - query @ key).mean()
             else:
                 chosen = self.select(query)
-            expert = torch.stack(list(self.e_prompts))[chosen]  # [B, e layers, 2, length, W]
+            expert = torch.stack(list(self.e_prompts))[chosen]  # [B, e layers, length, W]
 
         def prefix(index: int):
-            parts = []
-            if index in self.g_layers:
-                parts.append(self.g_prompt[self.g_layers.index(index)].unsqueeze(0).expand(batch, -1, -1, -1))
-            if expert is not None and index in self.e_layers:
-                parts.append(expert[:, self.e_layers.index(index)])
+            parts = [_key_value(p) for p in self.prompts(index, batch, expert)]
             if not parts:
                 return None
-            prompt = torch.cat(parts, dim=2)  # [B, 2, P, W]
-            return prompt[:, 0], prompt[:, 1]
+            return torch.cat([k for k, _ in parts], dim=1), torch.cat([v for _, v in parts], dim=1)
 
         return forward_text(encoder.tower, x, lengths, prefix=prefix)
+
+
+@dataclass(frozen=True)
+class CodaPromptOptions:
+    components: int = 5  # components added per task (prompt.py: e_pool_size 36 x 5 for 36 tasks)
+    length: int = 2  # prompt length (e_p_length 2 -> 1 key + 1 value)
+    layers: tuple[int, ...] = (0, 1, 2, 3, 4)  # blocks with prompts
+    tasks: int = 36  # most tasks (n_tasks 36)
+
+    def check(self) -> str | None:
+        if self.length < 2 or self.length % 2:
+            return "length must be even and at least 2 (half keys, half values)"
+        return "components and tasks must be at least 1" if min(self.components, self.tasks) < 1 else None
 
 
 class CodaPrompt(ContinualMethod):
     name = "codaprompt"
     description = "CODA-Prompt: attention-weighted sums of prompt components, new components per task"
+    Options = CodaPromptOptions
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.layers = [layer for layer in self.options.coda_layers if layer < self.num_blocks]
+        self.layers = [layer for layer in self.options.layers if layer < self.num_blocks]
         self.prompts = nn.ParameterList()  # per task [c, layers, length, W]
         self.keys = nn.ParameterList()  # per task [c, layers, D]
         self.attention = nn.ParameterList()  # per task [c, layers, D]
@@ -181,7 +289,7 @@ class CodaPrompt(ContinualMethod):
 
     def _orthogonal(self, existing: list[torch.Tensor], shape: tuple[int, ...], generator) -> torch.Tensor:
         """c new components of ``shape`` = (c, layers, ...), orthonormal per layer to the existing ones."""
-        new = torch.rand(shape, generator=generator)
+        new = _uniform(shape, generator)
         flat_new = new.reshape(shape[0], shape[1], -1)
         flat_old = torch.cat([e.detach().cpu().reshape(e.shape[0], e.shape[1], -1) for e in existing]) \
             if existing else flat_new[:0]
@@ -189,10 +297,12 @@ class CodaPrompt(ContinualMethod):
         return torch.stack(per_layer, dim=1).reshape(shape)
 
     def _add_task(self) -> None:
-        count, layers = self.options.coda_components, len(self.layers)
+        count, layers = self.options.components, len(self.layers)
         task = len(self.prompts)
+        if task >= self.options.tasks:
+            raise ConfigError(f"CODA-Prompt was set up for {self.options.tasks} tasks; raise --method-option tasks=")
         device = next(self.parameters(), torch.zeros(())).device
-        shapes = {"prompts": (count, layers, self.options.coda_length, self.width),
+        shapes = {"prompts": (count, layers, self.options.length, self.width),
                   "keys": (count, layers, self.output_dim), "attention": (count, layers, self.output_dim)}
         for number, (name, shape) in enumerate(shapes.items()):
             store: nn.ParameterList = getattr(self, name)
@@ -225,7 +335,7 @@ class CodaPrompt(ContinualMethod):
         alpha = self.weights(prompt_query(encoder, x, lengths))  # [B, M, layers]
         components = torch.cat(list(self.prompts))  # [M, layers, length, W]
         prompts = torch.einsum("bml,mlpw->blpw", alpha.to(components.dtype), components)  # [B, layers, P, W]
-        half = self.options.coda_length // 2
+        half = self.options.length // 2
 
         def prefix(index: int):
             if index not in self.layers:

@@ -7,13 +7,15 @@
 - ER (Chaudhry et al. 2019): each step adds the CLL-CLIP loss of a batch drawn from the memory (captions in
   their own languages, re-tokenised with the current vocabulary, their English teachers and images).
 - DER (Buzzega et al. 2020) stores the model's output with each example and regresses to it:
-  ``alpha * MSE(f(x_mem), z_mem)``. CLL-CLIP has no class logits, so z is the text feature [D] of the caption,
+  ``alpha * MSE(f(x_mem), z_mem)`` with alpha 1 (the CLL-CLIP authors' setting). CLL-CLIP has no class logits,
+  so z is the text feature [D] of the caption,
   recorded with the final weights of the task that inserted it (DER records the output at insertion time during
   training; here insertion happens when the task ends, after its best epoch is restored).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,9 +54,26 @@ class Reservoir:
         return np.unique(np.asarray(written, dtype=np.int64))
 
 
+@dataclass(frozen=True)
+class ReplayOptions:
+    memory_size: int = 8000  # reservoir capacity (methods.yaml: memory_size 8000)
+    replay_batch: int | None = None  # replayed examples per step; None: the batch size (double_batch_size: True)
+
+    def check(self) -> str | None:
+        if self.memory_size < 1 or (self.replay_batch is not None and self.replay_batch < 1):
+            return "memory_size and replay_batch must be at least 1"
+        return None
+
+
+@dataclass(frozen=True)
+class DerOptions(ReplayOptions):
+    alpha: float = 1.0  # weight of the stored-feature regression (the authors' DER: 1)
+
+
 class ExperienceReplay(ContinualMethod):
     name = "er"
     description = "experience replay from a reservoir memory of earlier tasks' (image, caption, language)"
+    Options = ReplayOptions
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -104,6 +123,7 @@ class ExperienceReplay(ContinualMethod):
 class DarkExperienceReplay(ExperienceReplay):
     name = "der"
     description = "dark experience replay: regress the text features stored with each memory example"
+    Options = DerOptions
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -114,7 +134,7 @@ class DarkExperienceReplay(ExperienceReplay):
             return None
         rows = self.replay_indices(run, step)
         stored = self.features[torch.from_numpy(rows)].to(run.encoder.table.device)
-        return self.options.der_alpha * F.mse_loss(self.replayed_features(run, rows), stored)
+        return self.options.alpha * F.mse_loss(self.replayed_features(run, rows), stored)
 
     @torch.no_grad()
     def record(self, run, written: np.ndarray) -> None:

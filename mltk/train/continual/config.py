@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from mltk import artifacts
-from mltk.continual import METHODS, MethodOptions
+from mltk.continual import METHODS, method_options
 from mltk.errors import ConfigError
 from mltk.schema import NATIVE_LANG
 from mltk.vocab import vocabulary_size_problem
@@ -43,7 +43,7 @@ class ContinualTrainConfig:
     eval_every: int | None = None  # validation interval in steps (default: once per epoch)
     batch_size: int = 128
     lr: float = 5e-5
-    method_lr: float = 1e-3
+    method_lr: float | None = None  # the method's own tensors; None: ``lr`` (the paper trains all at 5e-5)
     warmup_fraction: float = 0.1
     weight_decay: float = 0.05
     betas: tuple[float, float] = (0.9, 0.999)
@@ -57,13 +57,17 @@ class ContinualTrainConfig:
     val_split: str = "val"
     test_split: str = "test"
     val_images: int | None = 1000
-    options: MethodOptions = MethodOptions()
+    options: Any = None  # the method's options dataclass (mltk.continual.method_options); None: its defaults
     keep_task_checkpoints: bool = False
     save_every: int = 50
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
+
+    def __post_init__(self):
+        if self.method in METHODS:  # resolved here so the manifest records every value (an unknown method: check)
+            object.__setattr__(self, "options", method_options(self.method, self.options))
 
     @property
     def variant(self) -> str:

@@ -53,14 +53,15 @@ class CllClipTask:
 
     def make_optimizer(self, params: dict[str, torch.nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
         """AdamW (TeirAdamW under TEIR's regularisation): decay on the table and the method's matrices, the
-        method's tensors at ``method_lr``."""
+        method's tensors at ``method_lr`` (the table's lr unless set)."""
         config = self.config
+        method_lr = loop.lr if config.method_lr is None else config.method_lr
         own = [p for name, p in params.items() if name.startswith("method.")]
         groups = [{"params": [params["table"]], "weight_decay": loop.weight_decay, "lr": loop.lr},
                   {"params": [params["logit_scale"]], "weight_decay": 0.0, "lr": loop.lr},
                   {"params": [p for p in own if p.ndim >= 2], "weight_decay": loop.weight_decay,
-                   "lr": config.method_lr},
-                  {"params": [p for p in own if p.ndim < 2], "weight_decay": 0.0, "lr": config.method_lr}]
+                   "lr": method_lr},
+                  {"params": [p for p in own if p.ndim < 2], "weight_decay": 0.0, "lr": method_lr}]
         groups = [g for g in groups if g["params"]]
         if self.lambdas is None:
             return torch.optim.AdamW(groups, lr=loop.lr, betas=loop.betas, eps=loop.eps)

@@ -1,0 +1,201 @@
+"""The continual baselines as CLL-CLIP's authors ran them: options, task-specific sets, prompt shapes, placement."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_continual import SMALL, config, encoder_for, start_tasks, train, world  # noqa: F401 (fixture)
+
+from mltk.cli.continual import OPTIONS_HELP
+from mltk.continual import METHODS, method_options, options_dict
+from mltk.continual.blocks import attention_block
+from mltk.errors import ConfigError
+from mltk.models.text import trim_tokens
+from mltk.train import continual as C
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One options mechanism
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_the_papers_values_are_the_defaults():
+    assert options_dict(method_options("lora")) == {"rank": 8, "alpha": 8.0, "dropout": 0.0}
+    assert options_dict(method_options("ptuning")) == {"length": 30, "bottleneck": 512, "layer_norm": True}
+    assert options_dict(method_options("dualprompt")) == {"g_length": 2, "e_length": 16, "g_layers": [0, 1],
+                                                          "e_layers": [2, 3, 4], "pool": 36, "pull_weight": 1.0}
+    assert options_dict(method_options("codaprompt")) == {"components": 5, "length": 2, "layers": [0, 1, 2, 3, 4],
+                                                          "tasks": 36}
+    assert method_options("der").alpha == 1.0 and method_options("der").memory_size == 8000
+    assert options_dict(method_options("oewc"))["penalty"] == 1000.0
+    assert options_dict(method_options("mla")) == {"reduction": 2, "position": "mlp"}
+
+
+def test_method_options_parse_key_values_and_refuse_what_the_method_lacks():
+    options = method_options("dualprompt", ["g_length=4,e_layers=2-5", "pull_weight=0.5"])
+    assert (options.g_length, options.e_layers, options.pull_weight) == (4, (2, 3, 4, 5), 0.5)
+    assert method_options("codaprompt", ["layers=0+2"]).layers == (0, 2)
+    assert method_options("er", ["replay_batch=none"]).replay_batch is None
+    with pytest.raises(ConfigError, match="rank.*not an option of method ptuning"):
+        method_options("ptuning", ["rank=4"])
+    with pytest.raises(ConfigError, match="expected int"):
+        method_options("lora", ["rank=2.5"])
+    with pytest.raises(ConfigError, match="one of mlp, block"):
+        method_options("mla", ["position=middle"])
+    with pytest.raises(ConfigError, match="even"):
+        method_options("dualprompt", ["e_length=3"])
+    with pytest.raises(ConfigError, match="key=value"):
+        method_options("lora", ["rank"])
+
+
+def test_the_cli_help_names_every_option_of_every_method():
+    for name, cls in METHODS.items():
+        for key in options_dict(cls.Options()):
+            assert re.search(rf"{name} [^;.]*\b{key}\b", OPTIONS_HELP), (name, key)
+
+
+def test_the_stage_config_records_the_resolved_options(world):
+    cfg = config(world, method="lora", options=["alpha=16"])
+    assert cfg.options == method_options("lora", ["alpha=16"])
+    from mltk.artifacts import _jsonable
+
+    assert _jsonable(cfg)["options"] == {"rank": 8, "alpha": 16.0, "dropout": 0.0}
+
+
+def test_method_tensors_train_at_the_tables_lr_by_default(world):
+    encoder = encoder_for(world, "lora")
+    (task,) = start_tasks(world, encoder, 1)
+    optimizer = task.make_optimizer(task.parameters_to_train(), C.loop_config(task.config, task))
+    assert {group["lr"] for group in optimizer.param_groups} == {task.config.lr}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Task-specific methods: LoRA and P-Tuning
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_lora_keeps_one_set_per_task_and_evaluation_uses_the_tasks_own(world, tmp_path):
+    encoder = encoder_for(world, "lora")
+    cfg = config(world, method="lora")
+    en = C.prepare_task(cfg, encoder, world["corpus"], world["vocab"]["en"], 0, "en", world["val"], world["runtime"])
+    train(en, tmp_path / "en")
+    trained_en = {k: v.detach().clone() for k, v in encoder.method.sets["en"].state_dict().items()}
+    assert trained_en["up"].abs().sum() > 0  # task 0 trained its own set
+    texts = world["corpus"].texts["en"][:4]
+    de = C.prepare_task(cfg, encoder, world["corpus"], world["vocab"]["de"], 1, "de", world["val"], world["runtime"])
+    assert set(de.parameters_to_train()) == {"table", "logit_scale", "method.sets.de.down", "method.sets.de.up"}
+    train(de, tmp_path / "de")
+    assert list(encoder.method.sets) == ["en", "de"]
+    for key, value in encoder.method.sets["en"].state_dict().items():
+        assert torch.equal(value, trained_en[key]), key  # task 0's set is untouched by task 1
+    assert encoder.method.sets["de"].up.abs().sum() > 0
+    encoder.eval()
+    # evaluation routes each caption through its own language's set: en with en's, de with de's
+    calls = []
+    original = encoder.method.qv_delta
+    encoder.method.qv_delta = lambda lora, i, h: (calls.append(lora), original(lora, i, h))[1]
+    encoder.encode(texts, "en")
+    assert calls and all(lora is encoder.method.sets["en"] for lora in calls)
+    calls.clear()
+    encoder.encode(texts, "de")
+    assert calls and all(lora is encoder.method.sets["de"] for lora in calls)
+    encoder.method.qv_delta = original
+
+
+def test_ptuning_is_a_prefix_per_block_that_leaves_every_position_to_the_text(world):
+    encoder = encoder_for(world, "ptuning", bottleneck=32)
+    assert encoder.method.reserved_positions == 0
+    assert encoder.tokenize(["a small yellow heart"]).shape == (1, 77)  # all 77 context positions for the text
+    long = encoder.tokenize([" ".join(["red circle"] * 60)])
+    assert long.shape == (1, 77) and int(long[0, -1]) == 49407
+    start_tasks(world, encoder, 2)
+    method = encoder.method
+    assert list(method.prefixes) == ["en", "de"] and method.needs_task_identity
+    prefixes = method.prefixes["de"]()
+    assert prefixes.shape == (4, 30, 128)  # [blocks, 30, W]: 30 prefix vectors per block
+    assert torch.allclose(prefixes.mean(dim=-1), torch.zeros(4, 30), atol=1e-5)  # the LayerNorm's output
+    mlp = method.prefixes["de"].mlp
+    assert isinstance(mlp[1], torch.nn.Tanh) and mlp[0].out_features == 32 and mlp[2].out_features == 4 * 128
+    tokens, pool = trim_tokens(encoder.tokenize(["ein roter kreis"]), 49407)
+    x = F.embedding(tokens, encoder.table)
+    seen = {}
+
+    def spy(block, x, mask, index, qv_delta=None, prefix=None, after_mlp=None):
+        keys, values = prefix(index)
+        seen[index] = (keys, values)
+        return attention_block(block, x, mask, index, qv_delta, prefix, after_mlp)
+
+    import mltk.continual.blocks as blocks
+
+    original = blocks.attention_block
+    blocks.attention_block = spy
+    try:
+        method.encode(encoder, x, pool + 1, "de")
+    finally:
+        blocks.attention_block = original
+    assert sorted(seen) == [0, 1, 2, 3]
+    keys, values = seen[2]
+    assert keys.shape == (1, 30, 128) and torch.equal(keys, values)  # keys and values shared
+    assert torch.allclose(keys[0], prefixes[2], atol=1e-6)
+    # the prefixes take no position: the text's own positions and pooling are those of the tower
+    assert not torch.allclose(encoder.encode(["ein roter kreis"], "de"), encoder.encode(["ein roter kreis"], "en"))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Prompt shapes, DER, MLA placement
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_dualprompt_and_coda_have_the_papers_lengths(world):
+    encoder = encoder_for(world, "dualprompt")
+    start_tasks(world, encoder, 2)
+    method = encoder.method
+    assert method.g_prompt.shape == (2, 2, 128)  # blocks 0-1, length 2
+    assert [p.shape for p in method.e_prompts] == [(2, 16, 128)] * 2  # blocks 2-3 of the 4-block tower, length 16
+    expert = torch.stack(list(method.e_prompts))[torch.tensor([1])]
+    assert [len(method.prompts(i, 1, expert)) for i in range(4)] == [1, 1, 1, 1]
+    key, value = (torch.cat(parts, 1) for parts in zip(*[(p[:, :8], p[:, 8:]) for p in method.prompts(2, 1, expert)]))
+    assert key.shape == (1, 8, 128) and value.shape == (1, 8, 128)  # 16 -> 8 keys and 8 values
+    assert float(method.g_prompt.detach().min()) < 0  # uniform in [-1, 1), the authors' initialisation
+    coda = encoder_for(world, "codaprompt")
+    start_tasks(world, coda, 1)
+    assert coda.method.prompts[0].shape == (5, 4, 2, 128)  # 5 components per task, length 2, blocks 0-3 (of 0-4)
+
+
+def test_dualprompt_pool_and_coda_tasks_bound_the_number_of_tasks(world):
+    encoder = encoder_for(world, "dualprompt", pool=1)
+    with pytest.raises(ConfigError, match="pool"):
+        start_tasks(world, encoder, 2)
+
+
+def test_der_weights_the_feature_regression_by_alpha_one(world):
+    der = encoder_for(world, "der", memory_size=40)
+    assert der.method.options.alpha == 1.0
+
+
+def test_mla_adapter_sits_on_the_mlp_output_with_reduction_two(world):
+    encoder = encoder_for(world, "mla")
+    start_tasks(world, encoder, 1)
+    stack = encoder.method.adapters["en"]
+    assert stack[0].c_fc.out_features == 64  # width 128 / reduction 2
+    with torch.no_grad():
+        for p in stack.parameters():
+            p.copy_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    block = encoder.tower.blocks[1]
+    x = torch.randn(2, 5, 128, generator=torch.Generator().manual_seed(1))
+    mask = encoder.tower.attn_mask[:5, :5]
+    after_attention = attention_block(block, x, mask, 1, after_mlp=lambda i, m: torch.zeros_like(m))
+    mlp_out = block.mlp(block.ln_2(after_attention))
+    expected = after_attention + mlp_out + stack[1].c_proj(torch.relu(stack[1].c_fc(mlp_out)))
+    assert torch.allclose(attention_block(block, x, mask, 1, after_mlp=stack), expected, atol=1e-5)
+    whole_block = attention_block(block, x, mask, 1)
+    assert not torch.allclose(stack(1, whole_block), expected, atol=1e-4)  # not after the whole block
+    texts = ["a red circle"]
+    encoder.eval()
+    mlp_features = encoder.encode(texts, "en")
+    encoder.method.options = dataclasses.replace(encoder.method.options, position="block")
+    assert not torch.allclose(encoder.encode(texts, "en"), mlp_features, atol=1e-4)
