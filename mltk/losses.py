@@ -7,7 +7,9 @@ Conventions shared by all functions:
 - Contrastive losses (``info_nce``, ``one_to_k_contrastive``, ``one_to_one_contrastive``) and the ranking losses
   expect L2-normalised features: their scores are plain dot products (cosine similarities). ``cll_clip_loss`` is
   the one exception and normalises inside, because its MSE term needs the raw embeddings.
-- MSE losses use torch's ``F.mse_loss`` reduction: the mean over every element (rows x D), not a per-row sum.
+- MSE losses default to torch's ``F.mse_loss`` reduction, the mean over every element (rows x D), which both
+  authors' code uses and their hyper-parameters were tuned with; ``mse_form="sum"`` gives the papers' written form
+  (squared distance summed over D, averaged over rows: D times larger).
 - ``text_mask [B, K]`` (bool, True = present) marks which languages an image really has. Masked slots may hold
   anything (even NaN): they are zeroed before any arithmetic, take no part in any softmax, get zero gradient.
 - A temperature ``T`` and a logit scale ``s`` are the same thing: ``s = 1 / T``. Learnable ones are stored as
@@ -23,7 +25,8 @@ Papers:
 - CLL-CLIP: Yang et al. 2024, "Embracing Language Inclusivity and Diversity in CLIP through Continual Language
   Learning".
 - Pairwise ranking hinge: Kiros et al. 2014 "Unifying Visual-Semantic Embeddings" / Faghri et al. 2018 "VSE++";
-  MLMME: Gella et al. 2017 "Image Pivoting for Learning Multilingual Multimodal Representations";
+  MLMME: Calixto, Liu and Campbell 2017 "Sentence-Level Multilingual Multi-modal Embedding for Natural Language
+  Processing" (the image-sentence / sentence-sentence weighting by beta);
   AME: Mohammadshahi et al. 2019 "Aligning Multilingual Word Embeddings for Cross-Modal Retrieval Task".
 """
 
@@ -310,51 +313,68 @@ def pairwise_ranking_hinge(image_features: torch.Tensor, text_features: torch.Te
 
 
 def mlmme_loss(image_features: torch.Tensor, text_a: torch.Tensor, text_b: torch.Tensor, margin: float = 0.2,
-               beta: float = 1.0, max_violation: bool = False) -> torch.Tensor:
-    """Multilingual multimodal embedding loss (MLMME, Gella et al. 2017; also AME): image-sentence ranking for both
-    languages plus a beta-weighted sentence-sentence ranking between the two parallel captions::
+               beta: float = 0.5, max_violation: bool = False) -> torch.Tensor:
+    """Multilingual multimodal embedding loss (MLMME, Calixto, Liu and Campbell 2017; AME uses the same terms):
+    image-sentence ranking for both languages and sentence-sentence ranking between the parallel captions, traded
+    off by beta as the paper writes it::
 
-        loss = H(image, text_a) + H(image, text_b) + beta * H(text_a, text_b)
+        S_I = H(image, text_a) + H(image, text_b)          S_S = H(text_a, text_b)
+        loss = beta * S_I + (1 - beta) * S_S               (beta in [0, 1])
 
-    with ``H = pairwise_ranking_hinge`` (margin 0.2 in both papers). All inputs [B, D], L2-normalised, row i of
-    each describing the same image.
+    so beta = 1 is the image-sentence term alone and beta = 0 the sentence-sentence term alone; beta = 0.5 (the
+    default) weights them equally. ``H = pairwise_ranking_hinge`` (margin 0.2). All inputs [B, D], L2-normalised,
+    row i of each describing the same image.
     """
     _check_pair(image_features, text_a, "image_features", "text_a")
     _check_pair(text_a, text_b, "text_a", "text_b")
+    if not 0.0 <= beta <= 1.0:
+        raise ConfigError(f"MLMME's beta weighs beta * S_I + (1 - beta) * S_S and must lie in [0, 1], got {beta}")
     image_sentence = (pairwise_ranking_hinge(image_features, text_a, margin, max_violation)
                       + pairwise_ranking_hinge(image_features, text_b, margin, max_violation))
-    return image_sentence + beta * pairwise_ranking_hinge(text_a, text_b, margin, max_violation)
+    sentence_sentence = pairwise_ranking_hinge(text_a, text_b, margin, max_violation)
+    return beta * image_sentence + (1.0 - beta) * sentence_sentence
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Distillation (MLA NLT) and CLL-CLIP
 # ----------------------------------------------------------------------------------------------------------------
 
-def mse_distill(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """MLA's NLT loss (Zhang et al. 2023): MSE between the acquisition encoder's embedding of a translation and
-    the frozen English CLIP text embedding of its source sentence, both UNnormalised::
+MSE_FORMS = ("mean", "sum")
 
-        loss = mean_{i, d} (student_{i,d} - teacher_{i,d})^2
 
-    i.e. ``F.mse_loss`` with its default mean over all B x D elements (a per-row sum would be D times larger).
-    The teacher is detached. student, teacher: [B, D]. Returns a scalar.
+def mse_distill(student: torch.Tensor, teacher: torch.Tensor, form: str = "mean") -> torch.Tensor:
+    """MLA's NLT loss (Zhang et al. 2023) and CLL-CLIP's cross-lingual term: MSE between the student's embedding
+    of a translation and the frozen English CLIP text embedding of its source sentence, both UNnormalised::
+
+        form "mean" (default):  loss = mean_{i, d} (student_{i,d} - teacher_{i,d})^2
+        form "sum":             loss = mean_i sum_d (student_{i,d} - teacher_{i,d})^2     (= D x "mean")
+
+    "mean" is ``F.mse_loss``'s default, what both authors' code computes and what their published learning rates
+    were tuned with, hence the default; "sum" is the per-sample squared distance the papers write. The teacher is
+    detached. student, teacher: [B, D]. Returns a scalar.
     """
     _check_pair(student, teacher, "student", "teacher")
-    return F.mse_loss(student, teacher.detach())
+    if form == "mean":
+        return F.mse_loss(student, teacher.detach())
+    if form == "sum":
+        return (student - teacher.detach()).pow(2).sum(dim=-1).mean()
+    raise ConfigError(f"the MSE form must be one of {', '.join(MSE_FORMS)}, got {form!r}")
 
 
 def cll_clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, teacher_features: torch.Tensor,
-                  logit_scale: Scalar, gamma1: float = 0.01, gamma2: float = 1.0) -> torch.Tensor:
+                  logit_scale: Scalar, gamma1: float = 0.01, gamma2: float = 1.0, mse_form: str = "mean"
+                  ) -> torch.Tensor:
     """CLL-CLIP's objective (Yang et al. 2024): cross-modal InfoNCE plus cross-lingual distillation::
 
         loss = gamma1 * info_nce(norm(image), norm(text), s) + gamma2 * mse(text, sg(teacher))
 
     Normalisation convention: all three inputs are RAW embeddings. The InfoNCE term L2-normalises image and
     foreign text inside (cosine similarities, as CLIP); the MSE term compares the raw foreign text embedding with
-    the raw frozen English CLIP text embedding of the parallel English caption (mean over elements, as
-    ``mse_distill``), so it also matches their norms. gamma1 = 0.01, gamma2 = 1 in the paper; ``s = 1/T`` with T
+    the raw frozen English CLIP text embedding of the parallel English caption (``mse_distill``: the authors'
+    mean over elements by default, ``mse_form="sum"`` for the written per-sample sum), so it also matches their
+    norms. gamma1 = 0.01, gamma2 = 1 in the paper; ``s = 1/T`` with T
     learnable from 0.07. image, text, teacher: [B, D]. Returns a scalar.
     """
     _check_pair(image_features, text_features, "image_features", "text_features")
     contrastive = info_nce(F.normalize(image_features, dim=-1), F.normalize(text_features, dim=-1), logit_scale)
-    return gamma1 * contrastive + gamma2 * mse_distill(text_features, teacher_features)
+    return gamma1 * contrastive + gamma2 * mse_distill(text_features, teacher_features, mse_form)

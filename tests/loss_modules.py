@@ -47,7 +47,7 @@ class PairwiseRankingLoss(nn.Module):
 class MLMMELoss(nn.Module):
     """``mlmme_loss`` with its margin and beta."""
 
-    def __init__(self, margin: float = 0.2, beta: float = 1.0, max_violation: bool = False):
+    def __init__(self, margin: float = 0.2, beta: float = 0.5, max_violation: bool = False):
         super().__init__()
         self.margin, self.beta, self.max_violation = margin, beta, max_violation
 

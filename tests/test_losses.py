@@ -331,14 +331,21 @@ def test_pairwise_ranking_hinge_matches_hand_computed():
     assert py_hinge(IMAGES, y3, 0.2) != pytest.approx(py_hinge(IMAGES, y3, 0.2, True))
 
 
-def test_mlmme_adds_beta_weighted_sentence_sentence_term():
+def test_mlmme_weighs_image_sentence_by_beta_and_sentence_sentence_by_one_minus_beta():
     a = [CAPTIONS[0][0], CAPTIONS[1][0], CAPTIONS[2][0]]
     b = [CAPTIONS[0][1], CAPTIONS[1][1], CAPTIONS[2][1]]
-    beta, margin = 0.5, 0.3
-    expected = py_hinge(IMAGES, a, margin) + py_hinge(IMAGES, b, margin) + beta * py_hinge(a, b, margin)
-    got = loss_modules.MLMMELoss(margin=margin, beta=beta)(tensor(IMAGES), tensor(a), tensor(b))
-    assert got.item() == pytest.approx(expected, abs=1e-12)
-    assert py_hinge(a, b, margin) > 0  # the sentence-sentence term really contributes
+    margin = 0.3
+    image_sentence = py_hinge(IMAGES, a, margin) + py_hinge(IMAGES, b, margin)
+    sentence_sentence = py_hinge(a, b, margin)
+    assert sentence_sentence > 0 and image_sentence > 0  # both terms really contribute
+    for beta in (0.3, 0.5):
+        expected = beta * image_sentence + (1 - beta) * sentence_sentence  # Calixto, Liu and Campbell 2017
+        got = loss_modules.MLMMELoss(margin=margin, beta=beta)(tensor(IMAGES), tensor(a), tensor(b))
+        assert got.item() == pytest.approx(expected, abs=1e-12)
+    alone = loss_modules.MLMMELoss(margin=margin, beta=1.0)(tensor(IMAGES), tensor(a), tensor(b))
+    assert alone.item() == pytest.approx(image_sentence, abs=1e-12)  # beta = 1: the image-sentence term alone
+    with pytest.raises(ConfigError, match=r"\[0, 1\]"):
+        losses.mlmme_loss(tensor(IMAGES), tensor(a), tensor(b), margin, beta=1.5)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -355,6 +362,18 @@ def test_mse_distill_is_the_mean_over_elements_and_leaves_the_teacher_alone():
     got.backward()
     assert teacher.grad is None
     assert student.grad.flatten().tolist() == pytest.approx([0.5, 0.0, 1.0, 2.0])  # 2 * diff / 4
+
+
+def test_mse_distill_offers_the_written_per_sample_sum():
+    student = tensor([[1.0, 2.0], [3.0, 5.0]])
+    teacher = tensor([[0.0, 2.0], [1.0, 1.0]])
+    assert losses.mse_distill(student, teacher, "sum").item() == pytest.approx((1 + 0 + 4 + 16) / 2, abs=1e-12)
+    assert losses.mse_distill(student, teacher).item() == pytest.approx((1 + 0 + 4 + 16) / 4, abs=1e-12)
+    image = tensor([[1.0, 0.0], [0.0, 1.0]])
+    written = losses.cll_clip_loss(image, student, teacher, 10.0, 0.0, 1.0, mse_form="sum")
+    assert written.item() == pytest.approx(10.5, abs=1e-12)
+    with pytest.raises(ConfigError, match="MSE form"):
+        losses.mse_distill(student, teacher, "rows")
 
 
 def test_cll_clip_loss_normalises_for_infonce_and_uses_raw_embeddings_for_mse():

@@ -38,7 +38,8 @@ def train_ccrk_command(
         False, "--init-embeddings", help="Copy the transformers model's word embeddings (M-BERT) into the table."),
     loss: str = typer.Option(
         "one-to-k", "--loss", help="one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge "
-        "(MSE to English), hinge (ranking, margin), mlmme (ranking with beta-weighted English-language term)."),
+        "(MSE to English), hinge (ranking, margin), mlmme (beta x image-sentence + (1 - beta) x English-language "
+        "ranking)."),
     weighting: str = typer.Option(
         "paper", "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: "
         "divided by K)."),
@@ -54,7 +55,8 @@ def train_ccrk_command(
     fixed_temperature: bool = typer.Option(
         False, "--fixed-temperature", help="Keep the temperature fixed instead of learning it."),
     margin: float = typer.Option(0.2, "--margin", help="Margin of the hinge and mlmme losses."),
-    beta: float = typer.Option(1.0, "--beta", help="Weight of the sentence-sentence term of mlmme."),
+    beta: float = typer.Option(0.5, "--beta", help="mlmme: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017); "
+                               "1 = the image-sentence terms alone."),
     hard_negatives: int = typer.Option(
         0, "--hard-negatives", help="N > 0: batches of anchors each followed by its N most similar training images "
         "(by image embedding), so in-batch negatives are look-alikes."),

@@ -33,8 +33,8 @@ Losses (``mltk.losses``; ``--loss``):
   of the languages pulled to it.
 - ``hinge``: bidirectional pairwise ranking loss (margin 0.2, VSE) between the images and their captions, one
   term per language slot, averaged over the slots.
-- ``mlmme``: MLMME (Gella et al. 2017) per non-English language: image-English and image-language ranking plus
-  beta times English-language ranking; averaged over the languages.
+- ``mlmme``: MLMME (Calixto, Liu and Campbell 2017) per non-English language: beta times the image-English and
+  image-language ranking plus (1 - beta) times the English-language ranking; averaged over the languages.
 
 The learnable temperature trains under the key ``loss.logit_scale.log_scale``; it is saved in the training state,
 and its value at the best step is written to the checkpoint config (``train_ccrk.temperature``), not into
@@ -103,7 +103,7 @@ class CcrkConfig:
     temperature: float = 0.07
     learn_temperature: bool = True
     margin: float = 0.2
-    beta: float = 1.0
+    beta: float = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S
     hard_negatives: int = 0
     train_embedding: bool = True
     steps: int = 1000
@@ -132,8 +132,8 @@ class CcrkConfig:
             problems.append(f"--hard-negatives must be >= 0, got {self.hard_negatives}")
         if not self.temperature > 0:
             problems.append(f"--temperature must be positive, got {self.temperature}")
-        if self.margin < 0 or self.beta < 0:
-            problems.append(f"--margin and --beta must be >= 0, got {self.margin} and {self.beta}")
+        if self.margin < 0 or not 0 <= self.beta <= 1:
+            problems.append(f"--margin must be >= 0 and --beta in [0, 1], got {self.margin} and {self.beta}")
         if self.val_images is not None and self.val_images < 1:
             problems.append(f"--val-images must be at least 1, got {self.val_images}")
         if problems:
@@ -195,7 +195,7 @@ class CcrkObjective(nn.Module):
     """
 
     def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
-                 learn_temperature: bool = True, margin: float = 0.2, beta: float = 1.0):
+                 learn_temperature: bool = True, margin: float = 0.2, beta: float = 0.5):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
