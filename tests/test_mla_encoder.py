@@ -86,3 +86,29 @@ def test_parameter_count_per_language_in_a_random_vit_b_32(tmp_path):
     tokenizer = HFTokenizer(str(tiny_wordpiece_tokenizer(tmp_path / "tok")))
     encoder = LanguageAcquisitionEncoder(load_clip("ViT-B-32"), tokenizer, ["de"])
     assert sum(p.numel() for p in encoder.acquirers["de"].parameters()) == 3_154_944
+
+
+@pytest.mark.parametrize("kind", ["linear", "none"])
+def test_acquirer_ablations_round_trip_through_the_checkpoint_config(encoder, tmp_path, kind):
+    ablated = LanguageAcquisitionEncoder(encoder.clip, encoder.non_native, ["de"], acquirer=kind)
+    with torch.no_grad():
+        for p in ablated.trainable_tensors().values():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    tensors = ablated.state_tensors()
+    if kind == "none":  # embedding only: no acquirer tensors at all
+        assert tensors and all(k.startswith("embedding.") for k in tensors)
+    else:  # the bottleneck without its ReLU: h + W_up(W_down(h)) is affine in h
+        acquirer = ablated.acquirers["de"][0]
+        a, b = torch.randn(3, 128), torch.randn(3, 128)
+        delta = lambda h: acquirer(h) - h  # noqa: E731
+        assert torch.allclose(delta(a) + delta(b) - delta(torch.zeros_like(a)), delta(a + b), atol=1e-5)
+        assert torch.allclose(delta(a), acquirer.c_proj(acquirer.c_fc(a)), atol=1e-6)
+    path = save_encoder(ablated, tmp_path / kind, stage="train-nlt")
+    assert artifacts.load_checkpoint(path)[1]["acquirer"] == kind
+    loaded = load_encoder(path)
+    assert loaded.acquirer == kind
+    with torch.no_grad():
+        assert torch.allclose(loaded.encode(["ein roter kreis"], "de"), ablated.encode(["ein roter kreis"], "de"),
+                              atol=1e-6)
+    with pytest.raises(Exception, match="--acquirer must be one of"):
+        LanguageAcquisitionEncoder(encoder.clip, encoder.non_native, ["de"], acquirer="deep")

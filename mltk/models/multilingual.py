@@ -8,6 +8,9 @@ its own stack of acquirers::
         -> acquirer_n[lang] -> pool at the first end token -> ln_final -> text projection   [B, D]
 
 CLIP's causal mask is kept, and batches are trimmed to their longest sequence (``mltk.models.text``).
+
+``acquirer`` selects MLA's ablations (``mltk.models.acquirer``: ``mlp``, ``linear``, ``none`` = embedding only); the
+checkpoint config records it, and checkpoints without the field are ``mlp``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch.nn as nn
 
 from mltk import artifacts
 from mltk.errors import ConfigError
-from mltk.models.acquirer import ACQUIRER_HIDDEN, AcquirerStack
+from mltk.models.acquirer import ACQUIRER_HIDDEN, AcquirerStack, check_acquirer_kind
 from mltk.models.clip import ClipBundle, load_clip
 from mltk.models.nonnative import NonNativeEmbedding, NonNativeTokenizer, load_non_native_tokenizer
 from mltk.models.text import trim_to_lengths
@@ -34,8 +37,10 @@ class LanguageAcquisitionEncoder(nn.Module):
 
     def __init__(self, clip: ClipBundle, non_native: NonNativeTokenizer, languages: list[str],
                  embed_dim: int | None = None, hidden: int = ACQUIRER_HIDDEN, native_lang: str = NATIVE_LANG,
-                 embedding_init: torch.Tensor | None = None):
+                 embedding_init: torch.Tensor | None = None, acquirer: str = "mlp"):
         super().__init__()
+        check_acquirer_kind(acquirer)
+        self.acquirer = acquirer
         self.clip = clip
         self.tower = clip_text_tower(clip)
         self.tower.requires_grad_(False)
@@ -56,7 +61,7 @@ class LanguageAcquisitionEncoder(nn.Module):
         if lang == self.native_lang:
             raise ConfigError(f"{lang} is the native language: it uses CLIP's own path and has no acquirers")
         if lang not in self.acquirers:
-            self.acquirers[lang] = AcquirerStack(self.tower.width, self.tower.num_blocks, self.hidden)
+            self.acquirers[lang] = AcquirerStack(self.tower.width, self.tower.num_blocks, self.hidden, self.acquirer)
 
     def tokenize(self, texts: list[str], lang: str) -> torch.Tensor:
         """Texts of one language -> token ids [B, L] for that language's path."""
@@ -71,7 +76,8 @@ class LanguageAcquisitionEncoder(nn.Module):
             return self.tower.encode(*trim_to_lengths(tokens, self.clip.end_token_id))
         self._check_lang(lang)
         tokens, lengths = trim_to_lengths(tokens, self.non_native.end_token_id)
-        return self.tower.forward_embeddings(self.embedding(tokens), lengths, after_block=self.acquirers[lang])
+        stack = self.acquirers[lang]
+        return self.tower.forward_embeddings(self.embedding(tokens), lengths, after_block=stack if len(stack) else None)
 
     def encode(self, texts: list[str], lang: str) -> torch.Tensor:
         device = self.embedding.table.weight.device
@@ -124,19 +130,21 @@ class LanguageAcquisitionEncoder(nn.Module):
                            "vocab_size": self.non_native.vocab_size,
                            "embed_dim": self.embedding.table.embedding_dim},
             "acquirer_hidden": self.hidden,
+            "acquirer": self.acquirer,
         }
 
 
 def build_encoder(base_model: str, base_pretrained: str | None, non_native_source: str, languages: list[str],
                   init_embeddings: bool = False, device: str | torch.device = "cpu",
-                  hidden: int = ACQUIRER_HIDDEN, embed_dim: int | None = None) -> LanguageAcquisitionEncoder:
+                  hidden: int = ACQUIRER_HIDDEN, embed_dim: int | None = None,
+                  acquirer: str = "mlp") -> LanguageAcquisitionEncoder:
     """A fresh encoder over a frozen CLIP. ``init_embeddings`` copies the word embeddings of the transformers
     model behind the tokenizer (M-BERT in the paper)."""
     clip = load_clip(base_model, base_pretrained, device=device)
     tokenizer = load_non_native_tokenizer(non_native_source)
     init = tokenizer.word_embeddings() if init_embeddings and tokenizer.kind == "hf" else None
     return LanguageAcquisitionEncoder(clip, tokenizer, languages, embed_dim=embed_dim, hidden=hidden,
-                                      embedding_init=init).to(device)
+                                      embedding_init=init, acquirer=acquirer).to(device)
 
 
 def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> LanguageAcquisitionEncoder:
@@ -151,7 +159,8 @@ def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> Langua
                           f"checkpoint was trained with {config['non_native']['vocab_size']}", path)
     encoder = LanguageAcquisitionEncoder(clip, tokenizer, config["languages"],
                                          embed_dim=config["non_native"]["embed_dim"],
-                                         hidden=config["acquirer_hidden"], native_lang=config["native_lang"])
+                                         hidden=config["acquirer_hidden"], native_lang=config["native_lang"],
+                                         acquirer=config.get("acquirer", "mlp"))
     encoder.load_state_tensors(tensors)
     return encoder.to(device)
 
