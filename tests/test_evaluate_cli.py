@@ -4,6 +4,7 @@ metrics, and bad input (exit 2, one line naming the file)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -266,3 +267,40 @@ def test_model_and_captions_bad_combinations_are_exit_2(tmp_path, models, embedd
         result = runner.invoke(app, ["evaluate", "--images", images, *options, *out])
         _one_error_line(result, *fragments)
     assert not (tmp_path / "m").exists()
+
+
+def test_folds_average_the_metrics_of_consecutive_parts_of_the_gallery(tmp_path, embeddings):
+    from mltk.evaluate import evaluate_retrieval
+
+    image_path, text_path = embeddings
+    out = tmp_path / "folds"
+    result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path), "--folds", "3",
+                                 "--lang", "en", "--out", str(out)])
+    assert result.exit_code == 0, result.stderr
+    metrics = artifacts.load_metrics(out)
+    assert metrics["settings"]["folds"]["images"] == [4, 4, 4]
+    assert metrics["settings"]["folds"]["first_image"] == ["img0", "img4", "img8"]
+    image_table, image_vectors = artifacts.load_embeddings(image_path)
+    text_table, text_vectors = artifacts.load_embeddings(text_path)
+    image_vectors, text_vectors = np.asarray(image_vectors), np.asarray(text_vectors)
+    by_hand = []
+    for fold in range(3):
+        members = {f"img{i}" for i in range(4 * fold, 4 * fold + 4)}
+        image_rows = [i for i, v in enumerate(image_table.column("id").to_pylist()) if v in members]
+        text_rows = [i for i, v in enumerate(text_table.column("image_id").to_pylist()) if v in members]
+        one = evaluate_retrieval(image_table.take(image_rows), image_vectors[image_rows], text_table.take(text_rows),
+                                 text_vectors[text_rows], languages=["en"])
+        assert one["settings"]["counts"]["per_language"]["en"]["t2i_queries"] == 8  # 4 images x 2 captions
+        by_hand.append(one["per_language"]["en"])
+    for direction in ("i2t", "t2i"):
+        for key in ("R@1", "median_rank", "mean_rank"):
+            assert metrics["per_language"]["en"][direction][key] == \
+                pytest.approx(np.mean([fold[direction][key] for fold in by_hand]))
+    assert [f["per_language"]["en"] for f in metrics["folds"]] == by_hand
+    whole = artifacts.load_metrics(Path(runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts",
+                                                            str(text_path), "--lang", "en", "--out",
+                                                            str(tmp_path / "whole")]).stdout.strip()))
+    assert whole["per_language"]["en"]["t2i"]["mean_rank"] > metrics["per_language"]["en"]["t2i"]["mean_rank"]
+    bad = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path), "--folds", "0",
+                              "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 2 and "--folds" in bad.stderr

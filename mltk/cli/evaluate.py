@@ -52,6 +52,9 @@ def evaluate(
     protocol: str = typer.Option(
         "all-captions", "--protocol", help="all-captions (every caption is a query) or first-caption (only the "
         "first caption of each image and language, as CLIP_benchmark does on XM3600-style sets)."),
+    folds: int = typer.Option(
+        1, "--folds", help="Cut the gallery into N consecutive folds, evaluate each alone and average (5 on COCO's "
+        "5K test split = the COCO 1K protocol); per-fold results are kept in metrics.json."),
     split: Optional[str] = typer.Option(None, "--split", help="Evaluate only rows of this split (e.g. test)."),
     lang: List[str] = typer.Option(
         [], "--lang", help="Languages to evaluate (default: all); repeat or comma-separate."),
@@ -104,6 +107,7 @@ def evaluate(
         mrv_variant=mrv_variant,
         mrv_instance=mrv_instance,
         protocol=protocol,
+        folds=folds,
         c2c_relevance=c2c_relevance,
         dataset=dataset,
         split=split,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ import torch
 
 from mltk import artifacts, metrics as M, report
 from mltk.errors import ConfigError, SchemaError
+from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.retrieval import _column_strings, _split_column, evaluate_retrieval
 from mltk.overlap import training_data_of, warn_if_overlap
 from mltk.runtime import Runtime, log, resolve_runtime
@@ -49,6 +51,7 @@ class EvaluateConfig:
     c2c_pairs: tuple[tuple[str, str], ...] = ()
     c2c_relevance: str = "image"       # image (AME) or caption_id
     protocol: str = "all-captions"     # or first-caption (CLIP_benchmark on XM3600-style sets)
+    folds: int = 1                     # 5: COCO 1K, the mean over 5 folds of the gallery (mltk.evaluate.folds)
     dataset: str | None = None         # the dataset name written by --format clip-benchmark
     ks: tuple[int, ...] = M.DEFAULT_KS
     report_format: str = "table"
@@ -209,11 +212,15 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     check_text_source(config)
     if config.images is None and set(config.metrics) - {"c2c"}:
         raise ConfigError("--images (image embeddings) is required unless the only metric is c2c")
+    if config.folds < 1 or (config.folds > 1 and config.images is None):
+        raise ConfigError(f"--folds must be at least 1 and cuts the image gallery (needs --images), got "
+                          f"{config.folds}")
     runtime = resolve_runtime(config.device, config.precision)
     image_table, image_vectors = load_normalized_embeddings(config.images) if config.images is not None else \
         (None, None)
     texts = text_embeddings_for(config, image_table, runtime)
-    result = evaluate_retrieval(
+    evaluate = evaluate_retrieval if config.folds <= 1 else partial(evaluate_folds, folds=config.folds)
+    result = evaluate(
         image_table, image_vectors, texts.table, texts.vectors,
         metrics=config.metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
         languages=config.languages, c2c_pairs=config.c2c_pairs, c2c_relevance=config.c2c_relevance,
