@@ -199,3 +199,30 @@ def test_mla_adapter_sits_on_the_mlp_output_with_reduction_two(world):
     mlp_features = encoder.encode(texts, "en")
     encoder.method.options = dataclasses.replace(encoder.method.options, position="block")
     assert not torch.allclose(encoder.encode(texts, "en"), mlp_features, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The paper's task order, shipped as data
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_the_cll_clip_order_is_shipped_and_orders_a_subset():
+    from mltk.data.orders import language_order, ordered_subset
+
+    order = language_order("cll-clip")
+    assert len(order) == 36 == len(set(order)) and order[:4] == ("en", "it", "de", "fil") and order[-1] == "hu"
+    assert ordered_subset("cll-clip", ("ru", "de", "en")) == ("en", "de", "ru")
+    with pytest.raises(ConfigError, match="not in the cll-clip order"):
+        ordered_subset("cll-clip", ("en", "xx"))
+    with pytest.raises(ConfigError, match="--order must be one of cll-clip"):
+        language_order("random")
+
+
+def test_train_continual_order_option_refuses_languages_outside_it(world, tmp_path):
+    from typer.testing import CliRunner
+
+    from mltk.cli import app
+
+    result = CliRunner().invoke(app, ["train-continual", str(world["images"]), "--captions", str(world["captions"]),
+                                      "--out", str(tmp_path / "x"), "--order", "cll-clip", "--lang", "en,xx"])
+    assert result.exit_code == 2 and "xx are not in the cll-clip order" in result.stderr

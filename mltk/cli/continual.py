@@ -41,6 +41,9 @@ def train_continual_command(
     lang: List[str] = typer.Option(
         [], "--lang", help="Task languages in training order (repeat or comma-separate); default: en first, then "
         "every other language of the captions."),
+    order: Optional[str] = typer.Option(
+        None, "--order", help="A published task order, shipped with mltk: cll-clip (CLL-CLIP's 36 languages, en first; "
+        "with --lang, those languages in this order)."),
     method: str = typer.Option("cll-clip", "--method", help=METHOD_HELP),
     teir: bool = typer.Option(False, "--teir", help="TEIR: initialisation and regularisation of the token table."),
     teir_init_only: bool = typer.Option(False, "--teir-init-only", help="TEIR's initialisation alone (ablation)."),
@@ -86,15 +89,17 @@ def train_continual_command(
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume."""
     from mltk.continual import method_options
+    from mltk.data.orders import ordered_subset
     from mltk import report
     from mltk.train.continual import ContinualTrainConfig, final_summary, read_summary, train_continual
 
     if sum([teir, teir_init_only, teir_reg_only]) > 1:
         raise ConfigError("choose one of --teir, --teir-init-only and --teir-reg-only")
     options = method_options(method, method_option)
+    languages = _split(lang) if order is None else ordered_subset(order, _split(lang))
     config = ContinualTrainConfig(
         images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
-        pretrained=pretrained, languages=_split(lang), method=method, teir_init=teir or teir_init_only,
+        pretrained=pretrained, languages=languages, method=method, teir_init=teir or teir_init_only,
         teir_reg=teir or teir_reg_only, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, lr=lr, method_lr=method_lr,
         warmup_fraction=warmup, weight_decay=weight_decay, gamma1=gamma1, gamma2=gamma2, metric=metric,
