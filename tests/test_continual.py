@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts, plots
 from mltk.cli import app
-from mltk.continual import make_method
+from mltk.continual import make_method, method_options, options_dict
 from mltk.continual.blocks import attention_block, forward_text
 from mltk.continual.ewc import accumulate_fisher, ewc_penalty
 from mltk.continual.model import ContinualTextEncoder
@@ -464,6 +464,8 @@ def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix
     document = json.loads((out / "continual.json").read_text())
     assert document["method"]["name"] == method
     assert document["method"]["needs_task_identity"] == (method in TASK_SPECIFIC)
+    assert ("task-specific" in document["settings"]["task_identity"]) == (method in TASK_SPECIFIC)
+    assert document["method"]["options"] == {**options_dict(method_options(method)), **SMALL.get(method, {})}
     encoder = load_text_encoder(out)
     test = world["test"]
     table, vectors = encode_captions(encoder, test.captions, world["runtime"], languages=["en", "de"])

@@ -7,6 +7,7 @@ import shutil
 
 from mltk import artifacts, metrics as M, schema
 from mltk.continual.model import ContinualTextEncoder
+from mltk.continual.options import options_dict
 from mltk.train.continual.config import CONTINUAL_FILE, ContinualTrainConfig
 from mltk.vocab import Vocabulary
 
@@ -15,6 +16,10 @@ TRAINING_STATE = "training_state.safetensors"
 TRAINING_INFO = "training_state.json"
 TASK_FILE = "task.json"
 RUN_FILE = "run.json"
+
+
+TASK_IDENTITY_NOTE = ("task-specific method: the language of each caption (the task identity) selects that task's own "
+                      "set (adapters, LoRA or prefixes) at evaluation, as CLL-CLIP evaluated it")
 
 
 def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encoder: ContinualTextEncoder,
@@ -26,15 +31,14 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
     method = encoder.method
     continual = {
         "continual": {"tasks": order, "metric": config.metric, **summary},
-        "method": {"name": method.name, "description": method.description,
+        "method": {"name": method.name, "description": method.description, "options": options_dict(method.options),
                    "needs_task_identity": method.needs_task_identity,
                    "teir": {"init": config.teir_init, "regularisation": config.teir_reg, "variant": config.variant}},
         "per_task": records,
         "settings": {"matrix": "a[j][i] = metric on task i's language (test split) after training task j",
                      "AR": "AR_j = mean_{i<=j} a[j][i]",
                      "F": "F_j = mean_{i<j} max_{k<j} (a[k][i] - a[j][i]); F_0 undefined (null)",
-                     "task_identity": "the language of each caption selects its adapter" if
-                     method.needs_task_identity else "not used at test time"},
+                     "task_identity": TASK_IDENTITY_NOTE if method.needs_task_identity else "not used at test time"},
     }
     artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, encoder.state_tensors())
     artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, encoder.checkpoint_config())

@@ -167,6 +167,9 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
             _write_task_checkpoint(task_dir, encoder, vocabulary, record, config)
             shutil.rmtree(writer.dir / "train" / f"{index:02d}-{lang}", ignore_errors=True)
         summary = finish(writer, config, encoder, vocabulary, order, records)
+    if encoder.method.needs_task_identity:
+        log(f"train-continual: {encoder.method.name} is task-specific: evaluated with the task identity (each "
+            f"caption's language picks its set)")
     log(f"train-continual: final AR {fmt(summary['AR'][-1])}, F {fmt(summary['F'][-1])}; wrote {writer.path}")
     return writer.path
 
