@@ -163,8 +163,8 @@ def _ks(metrics: Mapping) -> list[int]:
 
 @_styled
 def recall_bars(metrics: Mapping, title: str = ""):
-    """Per-language R@K (percent, 0-100) for image-to-text and text-to-image side by side, AR under each
-    language's name."""
+    """Per-language R@K (percent, 0-100) for image-to-text and text-to-image side by side, AR (the mean of the
+    six recalls) under each language's name."""
     import numpy as np
 
     langs, ks = _languages(metrics), _ks(metrics)
@@ -181,7 +181,8 @@ def recall_bars(metrics: Mapping, title: str = ""):
                             color=colours[n % len(colours)])
             if n == 0:
                 axes.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
-        axes.set_xticks(positions, [f"{lang}\nAR {per_language[lang]['AR']:.1f}" for lang in langs])
+        axes.set_xticks(positions, [f"{lang}\n{per_language[lang]['AR']:.1f}" for lang in langs])
+        axes.set_xlabel("language, and its AR below it")
         axes.set_ylim(0, 100)
         axes.set_title(DIRECTION_TITLES[direction])
         axes.grid(axis="y", color="#e5e5e5")

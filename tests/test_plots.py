@@ -65,7 +65,7 @@ def test_recall_bars_draw_one_bar_per_language_and_k_on_0_to_100():
     heights = sorted(round(p.get_height(), 3) for p in left.patches)
     assert heights == sorted([40.0, 41.0, 42.0] + [70.0] * 3 + [80.0] * 3)
     assert left.get_ylim() == (0.0, 100.0) and left.get_ylabel() == "recall (%)"
-    assert [t.get_text() for t in left.get_xticklabels()] == ["en\nAR 59.0", "de\nAR 59.0", "zh\nAR 59.0"]
+    assert [t.get_text() for t in left.get_xticklabels()] == ["en\n59.0", "de\n59.0", "zh\n59.0"]
     ranks = plots.rank_spread(_metrics(), fmt=None)
     assert "MRV 4.20" in ranks.axes[1].get_title() and len(ranks.axes[0].patches) == 6
 
