@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass

@@ -40,6 +40,7 @@ and writes state. Step numbers in logs, ``history`` and ``best_step`` count comp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import signal
 import threading
