@@ -19,8 +19,8 @@ def encode_images_command(
         "relative path without extension), or a Parquet file of image_id + path (+ split); - or nothing reads "
         "the path of an images artifact from stdin."),
     model: str = typer.Option(
-        ..., "--model", "-m", help="open_clip architecture (ViT-B-32-quickgelu, mltk-tiny, ...) or an mltk "
-        "checkpoint artifact written by `mltk pretrain`."),
+        ..., "--model", "-m", help="open_clip architecture (ViT-B-32-quickgelu, mltk-tiny, ...), an open_clip "
+        "hf-hub:org/repo name, or an mltk checkpoint artifact written by `mltk pretrain`."),
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained", help="open_clip pretrained tag (openai, laion2b_s34b_b79k) or a local weights file; "
         "leave it out for a checkpoint artifact (or for random weights, fixed by --seed)."),
