@@ -55,10 +55,12 @@ class LogitScale(nn.Module):
 
     ``learnable=False`` keeps it as a buffer (MLA LE: T = 0.01, s = 100, never trained). The clamp is applied in
     ``forward`` (open_clip clamps the parameter in place after each step; both keep s <= 100, and here the
-    gradient is simply zero beyond the bound).
+    gradient is simply zero beyond the bound). ``temperature_range=(low, high)`` clamps T to [low, high] instead
+    (CCR_k's code: [0.001, 0.5], i.e. s in [2, 1000]).
     """
 
-    def __init__(self, init_temperature: float = 0.07, learnable: bool = True, max_scale: float = MAX_LOGIT_SCALE):
+    def __init__(self, init_temperature: float = 0.07, learnable: bool = True, max_scale: float = MAX_LOGIT_SCALE,
+                 temperature_range: tuple[float, float] | None = None):
         super().__init__()
         if not init_temperature > 0:
             raise ConfigError(f"temperature must be positive, got {init_temperature}")
@@ -67,10 +69,16 @@ class LogitScale(nn.Module):
             self.log_scale = nn.Parameter(log_scale)
         else:
             self.register_buffer("log_scale", log_scale)
+        self.min_scale = 0.0
         self.max_scale = max_scale
+        if temperature_range is not None:
+            low, high = temperature_range
+            if not 0 < low < high:
+                raise ConfigError(f"a temperature range needs 0 < low < high, got {temperature_range}")
+            self.min_scale, self.max_scale = 1.0 / high, 1.0 / low
 
     def forward(self) -> torch.Tensor:
-        return self.log_scale.exp().clamp(max=self.max_scale)  # 0-dim tensor
+        return self.log_scale.exp().clamp(min=self.min_scale, max=self.max_scale)  # 0-dim tensor
 
     @property
     def temperature(self) -> float:
@@ -191,12 +199,13 @@ def one_to_k_contrastive(image_features: torch.Tensor, text_features: torch.Tens
 class OneToKLoss(nn.Module):
     """``one_to_k_contrastive`` with its temperature (learnable from 0.07 in CCR_k, stored as log(1/T))."""
 
-    def __init__(self, init_temperature: float = 0.07, learnable: bool = True, weighting: str = "paper"):
+    def __init__(self, init_temperature: float = 0.07, learnable: bool = True, weighting: str = "paper",
+                 temperature_range: tuple[float, float] | None = None):
         super().__init__()
         if weighting not in ONE_TO_K_WEIGHTINGS:
             raise ConfigError(f"unknown 1-to-K weighting {weighting!r}; "
                               f"expected one of {', '.join(ONE_TO_K_WEIGHTINGS)}")
-        self.logit_scale = LogitScale(init_temperature, learnable)
+        self.logit_scale = LogitScale(init_temperature, learnable, temperature_range=temperature_range)
         self.weighting = weighting
 
     def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
@@ -239,9 +248,10 @@ def one_to_one_contrastive(image_features: torch.Tensor, text_features: torch.Te
 class OneToOneLoss(nn.Module):
     """``one_to_one_contrastive`` with its temperature (learnable from 0.07, as for 1-to-K)."""
 
-    def __init__(self, init_temperature: float = 0.07, learnable: bool = True):
+    def __init__(self, init_temperature: float = 0.07, learnable: bool = True,
+                 temperature_range: tuple[float, float] | None = None):
         super().__init__()
-        self.logit_scale = LogitScale(init_temperature, learnable)
+        self.logit_scale = LogitScale(init_temperature, learnable, temperature_range=temperature_range)
 
     def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
                 text_mask: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -390,3 +390,17 @@ def test_cll_clip_loss_normalises_for_infonce_and_uses_raw_embeddings_for_mse():
     module = loss_modules.CLLCLIPLoss(gamma1=0.5, gamma2=2.0, init_temperature=0.1).double()
     expected_module = 0.5 * contrastive + 2.0 * mse  # log(1/T) is stored in float32: exp gives 10 +- 1e-6
     assert module(tensor(image), tensor(text), tensor(teacher)).item() == pytest.approx(expected_module, abs=1e-6)
+
+
+def test_logit_scale_clamps_the_temperature_to_a_range():
+    scale = losses.LogitScale(0.07, temperature_range=(0.001, 0.5))
+    with torch.no_grad():
+        scale.log_scale.fill_(math.log(1 / 0.9))  # T = 0.9 > 0.5
+    assert scale.temperature == pytest.approx(0.5)
+    with torch.no_grad():
+        scale.log_scale.fill_(math.log(1 / 0.0001))  # T = 1e-4 < 0.001: s would be 10,000
+    assert float(scale()) == pytest.approx(1000.0)
+    assert float(losses.LogitScale(0.0001)()) == pytest.approx(100.0)  # open_clip's bound without a range
+    assert losses.OneToKLoss(temperature_range=(0.001, 0.5)).logit_scale.max_scale == pytest.approx(1000.0)
+    with pytest.raises(ConfigError, match="temperature range"):
+        losses.LogitScale(0.07, temperature_range=(0.5, 0.1))
