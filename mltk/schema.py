@@ -90,6 +90,9 @@ VOCAB_MERGES_HEADER = "#version: mltk-clip-bpe 1 (one merge per line, highest pr
 VOCAB_TOKENS_FILE = "vocab.json"  # {token: id}, ids 0..V-1
 VOCAB_PRIOR_COUNTS_FILE = "prior_task_counts.npy"  # int64 [V]: earlier tasks whose text held token j (TEIR's c_j)
 VOCAB_TASK_FREQ_FILE = "task_token_freq.npy"  # int64 [V]: occurrences of token j in this task's text
+# TEIR's token sets by vocabulary membership (the paper's wording; optional files, absent in older artifacts):
+VOCAB_PRIOR_MEMBER_FILE = "prior_vocab_counts.npy"  # int64 [V]: earlier tasks whose new vocabulary held token j
+VOCAB_TASK_MEMBER_FILE = "task_vocab_member.npy"  # int64 [V]: 1 where token j is in this task's new vocabulary
 
 # --- index: FAISS over an embeddings artifact ---------------------------------------------------------------------
 INDEX_FILE = "index.faiss"  # faiss.write_index, never pickle

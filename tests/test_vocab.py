@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mltk import artifacts, vocab
+from mltk.errors import ConfigError
 from mltk.cli import app
 from mltk.errors import ArtifactError, ConfigError, SchemaError
 
@@ -241,10 +242,35 @@ def test_task_counts_follow_their_definition(chain):
     assert (last.prior_task_counts[last.sizes.old:] == 0).all()
 
 
+def test_token_sets_by_membership_of_each_tasks_new_vocabulary(chain):
+    """TEIR's token sets as the paper words them: the tokens of V̂_t, counted over earlier V̂ (CLIP's as one)."""
+    _, paths = chain
+    earlier_sets = []
+    for lang, path in zip(TASKS, paths):
+        current = vocab.load_vocabulary(path)
+        train = [t for i, t in enumerate(corpus(lang)) if i % 10]
+        learned = vocab.train_bpe(vocab.word_frequencies(train), SMALL_SIZE)
+        new_vocabulary = set(vocab.base_symbols()) | set(vocab.SPECIAL_TOKENS) | {"".join(m) for m in learned}
+        ids, counts = current.token_set("vocabulary")
+        assert {current.tokenizer.tokens[i] for i in ids} == new_vocabulary
+        expected = np.zeros(current.vocab_size, np.int64)
+        expected[:CLIP_SIZE] = 1
+        for earlier in earlier_sets:
+            expected[list(earlier)] += 1
+        assert np.array_equal(counts, expected)
+        earlier_sets.append(set(ids.tolist()))
+        occurrence_ids, _ = current.token_set("occurrence")
+        assert np.array_equal(occurrence_ids, current.present_token_ids())
+        assert set(ids.tolist()) != set(occurrence_ids.tolist())  # the two definitions really differ
+    with pytest.raises(ConfigError, match="--token-sets"):
+        current.token_set("both")
+
+
 def test_vocab_files_are_text_json_and_npy(chain):
     path = chain[1][1]
     manifest = artifacts.read_manifest(path, "vocab")
-    assert set(manifest["files"]) == {"merges.txt", "vocab.json", "prior_task_counts.npy", "task_token_freq.npy"}
+    assert set(manifest["files"]) == {"merges.txt", "vocab.json", "prior_task_counts.npy", "task_token_freq.npy",
+                                      "prior_vocab_counts.npy", "task_vocab_member.npy"}
     assert json.loads((path / "vocab.json").read_text(encoding="utf-8"))["<end_of_text>"] == EOT
     assert (path / "merges.txt").read_text(encoding="utf-8").splitlines()[1] == "i n"  # CLIP's first merge
     assert [t["lang"] for t in manifest["tasks"]] == ["en", "de"]

@@ -2,7 +2,8 @@
 
 The files (names in ``mltk.schema``, read and written by ``mltk.artifacts``): ``merges.txt`` (a header line, then
 one merge ``left right`` per line in priority order), ``vocab.json`` (``{token: id}`` with ids 0..V-1),
-``prior_task_counts.npy`` and ``task_token_freq.npy`` (int64 [V], see ``Vocabulary``); the manifest holds
+``prior_task_counts.npy`` and ``task_token_freq.npy`` (int64 [V], see ``Vocabulary``), ``prior_vocab_counts.npy``
+and ``task_vocab_member.npy`` (int64 [V], TEIR's token sets by vocabulary membership); the manifest holds
 ``lang``, ``languages`` and ``tasks`` so far, and ``sizes`` (old, new-vocabulary, overlapping, new, total) plus
 merge counts.
 """
@@ -12,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk import artifacts, schema
+from mltk.errors import ArtifactError, ConfigError
 from mltk.runtime import log
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE
 from mltk.vocab.merge import MergeSizes, Vocabulary, clip_vocabulary, train_vocabulary
@@ -30,6 +32,9 @@ def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, con
     with artifacts.ArtifactWriter(out_dir, "vocab", stage="build-vocab", config=config, inputs=inputs) as writer:
         artifacts.write_vocab_files(writer.dir, tokenizer.tokens, tokenizer.merges, vocabulary.prior_task_counts,
                                     vocabulary.task_token_freq)
+        if vocabulary.prior_vocab_counts is not None and vocabulary.task_vocab_member is not None:
+            artifacts.save_array(writer.dir / schema.VOCAB_PRIOR_MEMBER_FILE, vocabulary.prior_vocab_counts)
+            artifacts.save_array(writer.dir / schema.VOCAB_TASK_MEMBER_FILE, vocabulary.task_vocab_member)
         writer.manifest.update(
             lang=vocabulary.tasks[-1]["lang"] if vocabulary.tasks else None,
             languages=vocabulary.languages,
@@ -52,8 +57,12 @@ def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
     files = artifacts.read_vocab_files(path)
     sizes = MergeSizes(**manifest["sizes"]) if manifest.get("sizes") else None
     tokenizer = ClipBpeTokenizer(files.tokens, files.merges, manifest.get("context_length", DEFAULT_CONTEXT_LENGTH))
+    member_files = [path / schema.VOCAB_PRIOR_MEMBER_FILE, path / schema.VOCAB_TASK_MEMBER_FILE]
+    prior_vocab, member = (artifacts.load_array(f).astype(np.int64) if f.exists() else None for f in member_files)
+    if any(a is not None and a.shape != (tokenizer.vocab_size,) for a in (prior_vocab, member)):
+        raise ArtifactError(f"the membership counts do not have one entry per token ({tokenizer.vocab_size})", path)
     return Vocabulary(tokenizer, files.prior_task_counts, files.task_token_freq, list(manifest.get("tasks", [])),
-                      sizes, path.resolve())
+                      sizes, path.resolve(), prior_vocab, member)
 
 
 def load_tokenizer(path: artifacts.PathLike | None) -> ClipBpeTokenizer:

@@ -77,6 +77,9 @@ def drop_merges_changing(parent: ClipBpeTokenizer, new_merges: Sequence[tuple[st
     return kept
 
 
+TOKEN_SETS = ("occurrence", "vocabulary")
+
+
 @dataclass
 class Vocabulary:
     """A vocabulary after a task: the tokenizer plus the per-token task counts TEIR needs.
@@ -85,6 +88,11 @@ class Vocabulary:
     (CLIP's original vocabulary counts as one earlier task for its 49,408 tokens); ``task_token_freq[j]`` = the
     occurrences of token j in this task's tokenised training text. ``tasks`` lists the tasks so far, this one
     last; the root (CLIP alone) has none.
+
+    TEIR's token sets can also be read as the paper words them, by membership in the task's new vocabulary V̂_t
+    rather than occurrence in its text (``token_set("vocabulary")``): ``task_vocab_member[j]`` = 1 where token j
+    is in V̂_t, ``prior_vocab_counts[j]`` = earlier tasks whose V̂ held j (CLIP's vocabulary counting as one).
+    None in artifacts written before these were recorded.
     """
 
     tokenizer: ClipBpeTokenizer
@@ -93,6 +101,8 @@ class Vocabulary:
     tasks: list[dict] = field(default_factory=list)
     sizes: MergeSizes | None = None
     path: Path | None = None
+    prior_vocab_counts: np.ndarray | None = None  # int64 [V]
+    task_vocab_member: np.ndarray | None = None  # int64 [V], 0 or 1
 
     @property
     def vocab_size(self) -> int:
@@ -115,13 +125,33 @@ class Vocabulary:
         """c_j for the *next* task: the earlier tasks' counts plus one where this task's text has token j."""
         return self.prior_task_counts + (self.task_token_freq > 0).astype(np.int64)
 
+    def vocab_counts_after_task(self) -> np.ndarray | None:
+        """Membership counts for the *next* task: earlier new vocabularies plus this one."""
+        if self.prior_vocab_counts is None or self.task_vocab_member is None:
+            return None
+        return self.prior_vocab_counts + self.task_vocab_member
+
+    def token_set(self, kind: str = "occurrence") -> tuple[np.ndarray, np.ndarray]:
+        """(ids of the current task's tokens, c_j [V]) for TEIR: ``occurrence`` = tokens in the task's tokenised
+        training text, counted over earlier tasks' texts (the authors' code, the default); ``vocabulary`` =
+        tokens of the task's new vocabulary V̂_t, counted over earlier new vocabularies (the paper's wording)."""
+        if kind == "occurrence":
+            return self.present_token_ids(), self.prior_task_counts
+        if kind != "vocabulary":
+            raise ConfigError(f"--token-sets must be one of {', '.join(TOKEN_SETS)}, got {kind!r}")
+        if self.task_vocab_member is None or self.prior_vocab_counts is None:
+            raise ConfigError("this vocabulary does not record its new vocabulary's membership (built by an older "
+                              "mltk); rebuild it to use --token-sets vocabulary", self.path)
+        return np.flatnonzero(self.task_vocab_member), self.prior_vocab_counts
+
 
 def clip_vocabulary() -> Vocabulary:
     """The root of every chain: CLIP's vocabulary, counted as one task for all of its tokens, and no task yet."""
     tokenizer = clip_tokenizer()
     size = tokenizer.vocab_size
     # After the root "task" every CLIP token has been seen once; there is no current task text.
-    return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64))
+    return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64),
+                      prior_vocab_counts=np.zeros(size, np.int64), task_vocab_member=np.ones(size, np.int64))
 
 
 def minimum_vocabulary_size() -> int:
@@ -165,6 +195,13 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
         np.add.at(freq, np.fromiter(tokenizer.encode_piece(piece), np.int64), count)
     prior = np.zeros(len(tokens), np.int64)
     prior[:sizes.old] = parent.counts_after_task()
+    new_vocabulary = set(base_symbols()) | {"".join(m) for m in new_merges} | set(SPECIAL_TOKENS)  # V̂_t
+    member = np.fromiter((token in new_vocabulary for token in tokens), np.int64, len(tokens))
+    parent_vocab_counts = parent.vocab_counts_after_task()
+    prior_vocab = None
+    if parent_vocab_counts is not None:
+        prior_vocab = np.zeros(len(tokens), np.int64)
+        prior_vocab[:sizes.old] = parent_vocab_counts
     produced = int(np.count_nonzero(freq[sizes.old:]))
     task = {
         "lang": lang, "captions": len(texts), "new_vocab_size": sizes.new_vocab, "new_tokens": sizes.new,
@@ -174,4 +211,5 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
     log(f"vocab {lang}: {len(texts)} captions, {len(counts)} distinct words; V̂ {sizes.new_vocab} tokens "
         f"({sizes.overlap} already known, {sizes.new} new, {produced} of them produced on the task text); "
         f"vocabulary {sizes.old} -> {sizes.total}")
-    return Vocabulary(tokenizer, prior, freq, list(parent.tasks) + [task], sizes)
+    return Vocabulary(tokenizer, prior, freq, list(parent.tasks) + [task], sizes,
+                      prior_vocab_counts=prior_vocab, task_vocab_member=member if prior_vocab is not None else None)
