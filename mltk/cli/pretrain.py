@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
-from mltk.train.pretrain import PretrainConfig, pretrain
+from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, pretrain
 
 
 def pretrain_command(
@@ -30,9 +31,9 @@ def pretrain_command(
 
     The checkpoint holds the whole model under open_clip key names; pass it as --model to every other stage.
     """
+    loop = replace(PRETRAIN_LOOP, steps=steps, lr=lr, weight_decay=weight_decay, eval_every=eval_every, seed=seed)
     config = PretrainConfig(images=resolve_input(images, what="images"), captions=captions, out=out,
-                            model=model, steps=steps, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                            eval_every=eval_every, seed=seed, device=device, precision=precision)
+                            model=model, batch_size=batch_size, device=device, precision=precision, loop=loop)
     emit(pretrain(config), as_json)
 
 

@@ -43,8 +43,8 @@ continues the running one where it stopped; the result equals an uninterrupted r
 checkpoints are removed when the run completes unless ``keep_task_checkpoints``.
 """
 
-from mltk.train.continual.config import (CONTINUAL_FILE, ContinualTrainConfig, final_summary, metric_value,
-                                         read_summary, task_order)
+from mltk.train.continual.config import (CONTINUAL_FILE, CONTINUAL_LOOP, ContinualTrainConfig, final_summary,
+                                         metric_value, read_summary, task_order)
 from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
 from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
 from mltk.train.continual.run import (_split_data, _write_task_checkpoint, evaluate_languages,  # noqa: F401
@@ -53,7 +53,7 @@ from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_see
                                        vocabulary_summary)
 from mltk.teir import TeirAdamW
 
-__all__ = ["CONTINUAL_FILE", "CURVE_PNG", "MATRIX_PNG", "CllClipTask", "ContinualTrainConfig", "Corpus", "Examples",
-           "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary", "loop_config",
+__all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CllClipTask", "ContinualTrainConfig",
+           "Corpus", "Examples", "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary", "loop_config",
            "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed", "task_vocabulary",
            "teir_lambdas", "train_continual", "vocabulary_summary"]
