@@ -36,10 +36,12 @@ per-task test metrics, validation history and vocabulary sizes; ``read_summary``
 ``continual_curve.png`` and the vocabularies built on the way (``vocabs/NN-lang``). Methods that route by
 language (``mla``) say ``needs_task_identity: true`` in the checkpoint config, continual.json and the manifest.
 
-Resume. The artifact is built in its partial directory: each finished task is a complete ``cll`` checkpoint
-``tasks/NN-lang`` (with the method's training state: Fisher, replay memory), and the running task keeps the
-training loop's exact-resume state in ``train/NN-lang``. Rerunning the same command skips finished tasks and
-continues the running one where it stopped; the result equals an uninterrupted run on the CPU. The task
+Resume. The artifact is built in its partial directory (``mltk.train.stage.open_run``, which records the run's
+settings and continues it only under the one resume rule, ``mltk.train.loop_state.MAY_CHANGE_ON_RESUME``): each
+finished task is a complete ``cll`` checkpoint ``tasks/NN-lang`` (with the method's training state: Fisher, replay
+memory), which a rerun loads instead of training the task again, and the running task keeps the training loop's
+exact-resume state in ``train/NN-lang`` (``fit`` with the task's own LoopConfig, ``loop_config``; the best state
+comes back through ``mltk.train.stage.fit_best``). The result equals an uninterrupted run on the CPU. The task
 checkpoints are removed when the run completes unless ``keep_task_checkpoints``.
 """
 
