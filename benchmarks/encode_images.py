@@ -35,7 +35,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from mltk import artifacts
-from mltk.encode import default_workers, encode_images
+from mltk.encode_images import default_workers, encode_images
 import mltk.models.clip  # noqa: F401  (registers mltk-tiny with open_clip)
 from mltk.runtime import resolve_runtime
 

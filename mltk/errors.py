@@ -29,3 +29,7 @@ class SchemaError(ArtifactError):
 
 class ConfigError(MltkError):
     """An option or configuration value is invalid."""
+
+
+class ModelDownloadError(ConfigError):
+    """A named model (open_clip tag, ``hf-hub:`` repository, Hugging Face id) could not be fetched."""

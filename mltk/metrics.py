@@ -17,7 +17,8 @@ Conventions (stated again in every metrics artifact, see ``SETTINGS``):
 
 Public functions: ``bidirectional_ranks`` and ``ranks_from_scores`` (rank helpers), ``recall_at_k``,
 ``rank_summary``, ``average_recall``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV),
-``continual_metrics``; ``as_float32_tensor`` prepares vectors for them once.
+``continual_metrics``, and ``grouped_ranks`` (several positives per query, as in caption-to-caption retrieval by
+image); ``as_float32_tensor`` prepares vectors for them once.
 """
 
 from __future__ import annotations
@@ -353,3 +354,46 @@ def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> 
 def _nan_to_none(value: float) -> float | None:
     value = float(value)
     return None if math.isnan(value) else value
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Ranks with several positives on both sides (caption-to-caption retrieval by image)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def grouped_ranks(
+    queries: np.ndarray | torch.Tensor,
+    gallery: np.ndarray | torch.Tensor,
+    query_groups: Sequence[int] | np.ndarray,
+    gallery_groups: Sequence[int] | np.ndarray,
+    *,
+    chunk_mb: float = 256,
+    device: str | torch.device = "cpu",
+) -> np.ndarray:
+    """0-based rank of each query's best-ranked positive, where the positives of query q are the gallery items of
+    its group (``gallery_groups[g] == query_groups[q]``): any number of them, and groups shared by many queries.
+
+    ``queries`` [Q, d], ``gallery`` [G, d]; groups are integer codes (the image of a caption, for AME's
+    caption-to-caption retrieval; or the caption_id, for translation retrieval). Same counting and tie rule as
+    ``bidirectional_ranks``: the count of gallery items scoring strictly above the best positive, every score of a
+    row from one product. -1 for a query without positives.
+    """
+    device = torch.device(device)
+    query_t, gallery_t = as_float32_tensor(queries, device), as_float32_tensor(gallery, device)
+    query_codes = torch.as_tensor(np.asarray(query_groups, dtype=np.int64), device=device)      # [Q]
+    gallery_codes = torch.as_tensor(np.asarray(gallery_groups, dtype=np.int64), device=device)  # [G]
+    if query_t.ndim != 2 or gallery_t.ndim != 2 or query_t.shape[1] != gallery_t.shape[1]:
+        raise ValueError(f"queries {tuple(query_t.shape)} and gallery {tuple(gallery_t.shape)} must be [Q, d], [G, d]")
+    if query_codes.shape != (query_t.shape[0],) or gallery_codes.shape != (gallery_t.shape[0],):
+        raise ValueError("one group code per query and per gallery item is needed")
+    ranks = np.full(query_t.shape[0], -1, dtype=np.int64)
+    rows = max(1, int(chunk_mb * 2**20) // (max(gallery_t.shape[0], 1) * 6))  # float32 score + two bool masks
+    for start in range(0, query_t.shape[0], rows):
+        stop = min(start + rows, query_t.shape[0])
+        scores = query_t[start:stop] @ gallery_t.T                                  # [c, G]
+        positive = query_codes[start:stop, None] == gallery_codes[None, :]         # [c, G]
+        best = scores.masked_fill(~positive, -math.inf).amax(dim=1)                # [c]
+        counted = (scores > best[:, None]).sum(dim=1).cpu().numpy()
+        has_positive = positive.any(dim=1).cpu().numpy()
+        ranks[start:stop] = np.where(has_positive, counted, -1)
+    return ranks

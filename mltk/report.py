@@ -3,12 +3,18 @@
 ``metrics_tables(metrics)`` turns a ``metrics.json`` document (see ``mltk.evaluate``) into ``ReportTable``s, one per
 section present (per-language retrieval, MRV, caption-to-caption, continual); ``print_tables``, ``to_markdown`` and
 ``to_csv`` render them. Training stages reuse ``print_metrics`` to show their validation table.
+
+For other programs: ``long_rows``/``to_long_csv`` give one tidy row per (language, direction, metric, value)
+(``metrics_long.csv`` in every evaluate artifact, one ``pandas.read_csv`` away), and ``clip_benchmark_records``
+writes CLIP_benchmark's JSON (``dataset``, ``model``, ``pretrained``, ``task``, ``metrics``, ``language``; recalls
+as fractions, ``image_retrieval`` = text-to-image) so results sit beside numbers published with that harness.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -70,19 +76,23 @@ def per_language_table(per_language: Mapping[str, Mapping], ks: Sequence[int] = 
 
 
 def mrv_table(mrv: Mapping[str, Any]) -> ReportTable:
-    rows = tuple((direction, mrv.get(direction), mrv.get("instances", {}).get(direction),
-                  mrv.get("excluded_instances", {}).get(direction)) for direction in ("i2t", "t2i"))
+    """Direction | MRV | instance (what one instance is: image or caption_id) | instances | excluded."""
+    rows = tuple((direction, mrv.get(direction), mrv.get("instance", {}).get(direction, "-"),
+                  mrv.get("instances", {}).get(direction), mrv.get("excluded_instances", {}).get(direction))
+                 for direction in ("i2t", "t2i"))
     title = f"MRV ({mrv.get('variant')}, K={mrv.get('K', len(mrv.get('languages', [])))})"
-    return ReportTable(title, ("direction", "MRV", "instances", "excluded"), rows)
+    return ReportTable(title, ("direction", "MRV", "instance", "instances", "excluded"), rows)
 
 
 def c2c_table(c2c: Mapping[str, Mapping], ks: Sequence[int] = (1, 5, 10)) -> ReportTable:
     rows = []
     for entry in c2c.values():
         for direction, summary in entry.items():
-            if isinstance(summary, Mapping):
-                rows.append((direction, *_direction_values(summary, ks), entry.get("sentences")))
-    return ReportTable("Caption-to-caption retrieval", ("direction", *_direction_columns(ks), "sentences"),
+            if isinstance(summary, Mapping) and "R@1" in summary:
+                queries = entry.get("queries", {}).get(direction, entry.get("sentences"))
+                rows.append((direction, *_direction_values(summary, ks), entry.get("relevance", "caption_id"),
+                             queries))
+    return ReportTable("Caption-to-caption retrieval", ("direction", *_direction_columns(ks), "hit", "queries"),
                        tuple(rows))
 
 
@@ -93,6 +103,58 @@ def continual_table(continual: Mapping[str, Any]) -> ReportTable:
     for j, row in enumerate(continual["matrix"]):
         rows.append((f"after {tasks[j]}", *row, continual["AR"][j], continual["F"][j]))
     return ReportTable(f"Continual ({continual.get('metric')})", ("trained", *tasks, "AR", "F"), tuple(rows))
+
+
+def long_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, str, float | int | None]]:
+    """Tidy rows ``(language, direction, metric, value)``: per-language recall and ranks (direction i2t/t2i, AR
+    under ``both``), MRV and its instance counts (language ``all``), c2c (language ``src-tgt``)."""
+    rows: list[tuple[str, str, str, float | int | None]] = []
+    for lang, entry in (metrics.get("per_language") or {}).items():
+        for direction in ("i2t", "t2i"):
+            rows += [(lang, direction, name, value) for name, value in entry[direction].items()]
+        rows.append((lang, "both", "AR", entry["AR"]))
+    mrv = metrics.get("mrv") or {}
+    for direction in ("i2t", "t2i") if mrv else ():
+        rows.append(("all", direction, "MRV", mrv.get(direction)))
+        rows.append(("all", direction, "MRV_instances", mrv.get("instances", {}).get(direction)))
+    for pair, entry in (metrics.get("c2c") or {}).items():
+        for direction, summary in entry.items():
+            if isinstance(summary, Mapping) and "R@1" in summary:
+                rows += [(pair, direction, name, value) for name, value in summary.items()]
+                rows.append((pair, direction, "queries", entry.get("queries", {}).get(direction)))
+        rows.append((pair, "both", "AR", entry["AR"]))
+    return rows
+
+
+def to_long_csv(rows: Sequence[tuple[str, str, str, Any]]) -> str:
+    """``language,direction,metric,value`` with full precision; an undefined value is an empty cell."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["language", "direction", "metric", "value"])
+    for lang, direction, metric, value in rows:
+        writer.writerow([lang, direction, metric,
+                         "" if value is None or (isinstance(value, float) and math.isnan(value)) else value])
+    return buffer.getvalue()
+
+
+def clip_benchmark_records(metrics: Mapping[str, Any], *, dataset: str, model: str | None,
+                           pretrained: str | None) -> dict[str, dict]:
+    """One CLIP_benchmark result object per language: ``image_retrieval_recall@k`` is text-to-image and
+    ``text_retrieval_recall@k`` image-to-text, as fractions in [0, 1] like that harness writes them."""
+    ks = metrics.get("settings", {}).get("ks", (1, 5, 10))
+    records = {}
+    for lang, entry in (metrics.get("per_language") or {}).items():
+        values = {}
+        for k in ks:
+            values[f"image_retrieval_recall@{k}"] = entry["t2i"][f"R@{k}"] / 100
+            values[f"text_retrieval_recall@{k}"] = entry["i2t"][f"R@{k}"] / 100
+        records[lang] = {"dataset": dataset, "model": model, "pretrained": pretrained, "task": "zeroshot_retrieval",
+                         "metrics": values, "language": lang}
+    return records
+
+
+def dumps(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 
 def _mean(values: Sequence[Any]) -> float | None:

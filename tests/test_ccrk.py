@@ -29,7 +29,7 @@ def world(tmp_path_factory):
     embeddings, a BPE vocabulary grown over de, fr, zh, and a captions artifact where some train images lack
     French and others lack German."""
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode import encode_images
+    from mltk.encode_images import encode_images
     from mltk.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("ccrk")

@@ -19,9 +19,10 @@ import torch
 from PIL import Image
 from typer.testing import CliRunner
 
-from mltk import artifacts, encode
+import mltk.encode_images as encode
+from mltk import artifacts
 from mltk.cli import app
-from mltk.encode import encode_images, encode_with_frozen_tower, frozen_tower_session
+from mltk.encode_images import encode_images, encode_with_frozen_tower, frozen_tower_session
 from mltk.errors import MltkError, SchemaError
 from mltk.models.clip import clip_checkpoint_config, clip_state_for_checkpoint, load_clip
 from mltk.runtime import resolve_runtime

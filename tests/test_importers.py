@@ -67,13 +67,13 @@ def test_multi30k_translations_share_caption_ids_and_task2_is_independent(tmp_pa
     assert set(groups["val-1"]) == {"en", "de", "cs"}  # the empty French line is dropped, not shifted
     assert groups["val-1"]["de"] == "Ein Mann schläft in einem grünen Raum auf einem Sofa."
     assert not any(r["caption"].endswith("\r") for r in rows)  # train.de has CRLF line ends
-    repeated = [r for r in task1 if r["image_id"] == "1000092795" and r["lang"] == "en"]
+    repeated = [r for r in task1 if r["image_id"] == "flickr30k:1000092795" and r["lang"] == "en"]
     assert [r["caption_id"] for r in repeated] == ["train-0", "train-2"]
     assert len(task2) == 19
     assert all(len(langs) == 1 for langs in by_caption_id(task2).values())  # independent descriptions
-    assert {r["image_id"] for r in task2} == {"1007129816", "1009434119"}
-    assert images["1000092795"]["split"] == "train" and len(images) == 6
-    assert images["1007129816"]["path"] == str((FIXTURES / "multi30k" / "1007129816.jpg").resolve())
+    assert {r["image_id"] for r in task2} == {"flickr30k:1007129816", "flickr30k:1009434119"}
+    assert images["flickr30k:1000092795"]["split"] == "train" and len(images) == 6
+    assert images["flickr30k:1007129816"]["path"] == str((FIXTURES / "multi30k" / "1007129816.jpg").resolve())
 
 
 def test_multi30k_split_filter_gzip_and_images_root(tmp_path):
@@ -87,7 +87,7 @@ def test_multi30k_split_filter_gzip_and_images_root(tmp_path):
     rows, _, images = load(out)
     assert {r["split"] for r in rows} == {"test"} and len(rows) == 8 + 19
     assert by_caption_id(rows)["test-0"]["en"] == "The man with pierced ears is wearing glasses and an orange hat."
-    assert images["1009434119"]["path"] == str(tmp_path / "flickr30k" / "1009434119.jpg")
+    assert images["flickr30k:1009434119"]["path"] == str(tmp_path / "flickr30k" / "1009434119.jpg")
 
 
 def test_multi30k_unequal_line_counts_name_the_file(tmp_path):
@@ -131,27 +131,32 @@ def test_coco_karpathy(tmp_path):
     out = import_dataset("coco-karpathy", FIXTURES / "coco-karpathy" / "dataset_coco.json", tmp_path / "coco")
     rows, manifest, images = load(out)
     assert [(r["image_id"], r["caption_id"], r["split"]) for r in rows] == [
-        ("391895", "770337", "test"), ("391895", "771687", "test"), ("522418", "681330", "train"),
-        ("57870", "787980", "train"), ("184613", "459036", "val")]
+        ("coco:000000391895", "770337", "test"), ("coco:000000391895", "771687", "test"),
+        ("coco:000000522418", "681330", "train"), ("coco:000000057870", "787980", "train"),
+        ("coco:000000184613", "459036", "val")]
     assert rows[0]["caption"] == "A man with a red helmet on a small moped on a dirt road."
     assert manifest["dropped_empty"] == 1 and manifest["languages"] == ["en"]
-    assert images["522418"]["split"] == "train"  # restval joins train
-    assert images["57870"]["path"] == str((FIXTURES / "coco-karpathy" / "train2014" /
+    assert images["coco:000000522418"]["split"] == "train"  # restval joins train
+    assert images["coco:000000057870"]["path"] == str((FIXTURES / "coco-karpathy" / "train2014" /
                                           "COCO_train2014_000000057870.jpg").resolve())
 
 
-def test_xtd10_translations_share_ids_and_mic_stair_are_independent(tmp_path):
+def test_xtd10_mic_translates_english_and_stair_is_independent(tmp_path):
+    """MIC's de and fr translate the English line (they share its caption_id); STAIR's ja was written apart.
+    MIC/test_1kcaptions_fr.txt is CRLF without a final newline, as some of the public files are."""
     out = import_dataset("xtd10", FIXTURES / "xtd10", tmp_path / "xtd")
     rows, manifest, images = load(out)
     groups = by_caption_id(rows)
-    assert set(groups["test-0"]) == {"en", "es", "zh", "ru"}
-    assert set(groups["test-1"]) == {"en", "es", "zh"}  # the empty Russian line is dropped
+    assert set(groups["test-0"]) == {"en", "es", "zh", "ru", "de", "fr"}
+    assert set(groups["test-1"]) == {"en", "es", "zh", "de", "fr"}  # the empty Russian line is dropped
     assert groups["test-2"]["zh"] == "一只长颈鹿站在树旁。"
+    assert groups["test-2"]["de"] == "Eine Giraffe neben einem Baum."
+    assert groups["test-2"]["fr"] == "Une girafe à côté d'un arbre."
     assert groups["test-0-STAIR"] == {"ja": "道路の上を飛ぶ飛行機。"}  # jp means ja
-    assert groups["test-2-MIC"] == {"de": "Eine Giraffe neben einem Baum."}
-    assert manifest["languages"] == ["de", "en", "es", "ja", "ru", "zh"] and manifest["dropped_empty"] == 1
+    assert not any(key.endswith("-MIC") for key in groups)
+    assert manifest["languages"] == ["de", "en", "es", "fr", "ja", "ru", "zh"] and manifest["dropped_empty"] == 1
     assert {r["image_id"] for r in rows} == set(images) == {
-        "COCO_train2014_000000000081", "COCO_train2014_000000000094", "COCO_train2014_000000000144"}
+        "coco:000000000081", "coco:000000000094", "coco:000000000144"}
     again = import_dataset("xtd10", FIXTURES / "xtd10" / "XTD10", tmp_path / "xtd2")
     assert len(load(again)[0]) == len(rows)
 
@@ -181,13 +186,13 @@ def test_xflickrco_mixed_ids_empty_captions_and_split_files(tmp_path):
     rows, manifest, images = load(out)
     assert Counter(r["lang"] for r in rows) == {"de": 2, "ja": 3}
     assert manifest["dropped_empty"] == 1 and manifest["dropped_empty_by_lang"] == {"de": 1}
-    assert set(images) == {"1007129816", "452122", "122239"}  # ints and strings become string ids
-    matched = {r["lang"]: r["caption"] for r in rows if r["image_id"] == "452122"}
+    assert set(images) == {"flickr30k:1007129816", "coco:000000452122", "coco:000000122239"}  # ints and strings become string ids
+    matched = {r["lang"]: r["caption"] for r in rows if r["image_id"] == "coco:000000452122"}
     assert matched == {"de": "Ein Flugzeug von der Star Alliance.", "ja": "スターアライアンスの飛行機。"}
     assert len({r["caption_id"] for r in rows}) == len(rows)  # written independently per language
     few_shot = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations", tmp_path / "xf1",
                               splits=["train_1"])
-    assert [(r["image_id"], r["lang"], r["split"]) for r in load(few_shot)[0]] == [("2115631346", "de", "train_1")]
+    assert [(r["image_id"], r["lang"], r["split"]) for r in load(few_shot)[0]] == [("flickr30k:2115631346", "de", "train_1")]
     one_file = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations" / "ja" / "test.jsonl",
                               tmp_path / "xf2")
     assert Counter(r["lang"] for r in load(one_file)[0]) == {"ja": 3}
@@ -229,7 +234,7 @@ def test_cli_prints_the_directory_and_reports_dropped_captions(tmp_path):
     result = runner.invoke(app, ["import-data", "xtd10", str(FIXTURES / "xtd10"), "--out", str(out), "--json"])
     payload = json.loads(result.stdout)
     assert payload["captions"] == str(out.resolve() / "captions") and payload["dropped_empty"] == 1
-    assert payload["languages"] == ["de", "en", "es", "ja", "ru", "zh"]
+    assert payload["languages"] == ["de", "en", "es", "fr", "ja", "ru", "zh"]
 
 
 @pytest.mark.parametrize("args, message", [

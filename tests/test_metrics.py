@@ -157,7 +157,7 @@ def test_caption_to_caption_retrieval_between_two_languages():
     # en a: de scores [0.5, 0.8, 0.1], its translation 0.5 -> rank 1; en b: [0.9, 0.6, 0.3] -> rank 1; en c -> 0
     assert pair["en->de"]["R@1"] == pytest.approx(100 / 3) and pair["en->de"]["mean_rank"] == pytest.approx(5 / 3)
     # de a scores en [0.5, 0.9, 0.1] -> rank 1; de b [0.8, 0.6, 0.2] -> rank 1; de c -> 0
-    assert pair["de->en"]["R@1"] == pytest.approx(100 / 3) and pair["sentences"] == 3
+    assert pair["de->en"]["R@1"] == pytest.approx(100 / 3) and pair["queries"] == {"en->de": 3, "de->en": 3}
 
 
 def test_evaluate_retrieval_rejects_bad_input():

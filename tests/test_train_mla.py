@@ -23,7 +23,7 @@ def world(tmp_path_factory):
     """A small synthetic world, a random-weight 'native' CLIP saved as a checkpoint, image embeddings and a BPE
     vocabulary grown over German and Russian."""
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode import encode_images
+    from mltk.encode_images import encode_images
     from mltk.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("world")

@@ -20,6 +20,8 @@ from mltk.errors import MltkError
 COMMAND_MODULES = {
     "synth-data": "mltk.cli.data",
     "import-data": "mltk.cli.data",
+    "merge-captions": "mltk.cli.data",
+    "check-overlap": "mltk.cli.overlap",
     "translate-data": "mltk.cli.translate",
     "build-vocab": "mltk.cli.vocab",
     "pretrain": "mltk.cli.pretrain",

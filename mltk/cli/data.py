@@ -4,6 +4,7 @@ adds each to the app."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 
@@ -42,29 +43,57 @@ def synth_data(
 
 def import_data(
     fmt: str = typer.Argument(..., metavar="FORMAT", help="multi30k, coco-karpathy, xtd10, crossmodal3600, "
-                              "xflickrco or cc."),
-    src: Path = typer.Argument(..., help="The dataset as downloaded: the Multi30K folder, dataset_coco.json, the "
-                               "XTD10 folder, captions.jsonl, the xFlickr&CO annotations folder (or one "
-                               "LANG/SPLIT.jsonl), or a Conceptual Captions TSV."),
+                              "xflickrco, cc or lines."),
+    src: List[Path] = typer.Argument(..., metavar="SRC...", help="The dataset as downloaded: the Multi30K folder, "
+                                     "dataset_coco.json, the XTD10 folder, captions.jsonl, the xFlickr&CO "
+                                     "annotations folder (or one SPLIT.jsonl), a Conceptual Captions TSV; for "
+                                     "lines, one or more caption files (one caption per line)."),
     out: Path = typer.Option(..., "--out", help="Directory to write captions/ (and images/) into."),
-    split: list[str] = typer.Option(None, "--split", help="Import only this split (repeatable; for xflickrco the "
-                                    "file names to read, default test)."),
-    images_root: Path = typer.Option(None, "--images-root", help="Folder the dataset's image names are relative "
-                                     "to (default: the folder of SRC); the images artifact stores absolute paths."),
+    split: List[str] = typer.Option(None, "--split", help="Import only this split (repeatable; for xflickrco the "
+                                    "file names to read, default test; for lines the split to write, default "
+                                    "test)."),
+    images_root: List[Path] = typer.Option(None, "--images-root", help="Folder the dataset's image names are "
+                                           "relative to (default: the folder of SRC); repeat it for images kept "
+                                           "in several folders (XTD10: train2014 and val2014), the first folder "
+                                           "holding a file wins. The images artifact stores absolute paths."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Language of the captions (lines; one xflickrco "
+                                       "file outside a LANG/ folder)."),
+    image_list: Optional[Path] = typer.Option(None, "--image-list", help="lines: the image of each line, one "
+                                              "name per line."),
+    translation_of: Optional[str] = typer.Option(None, "--translation-of", help="lines: the language the lines "
+                                                 "translate; each line takes the caption_id of its source caption "
+                                                 "in --parent."),
+    parent: Optional[Path] = typer.Option(None, "--parent", help="lines: the captions artifact holding the "
+                                          "captions the lines translate."),
     as_json: bool = JsonOption,
 ) -> None:
     """Convert a caption dataset on disk into a captions artifact (OUT/captions) and an images artifact of paths
-    (OUT/images). Translations share caption_id; empty captions are dropped and counted."""
+    (OUT/images). Translations share caption_id; image ids are canonical (coco:000000391895,
+    flickr30k:1000092795); empty captions are dropped and counted; files not read are named on stderr."""
     from mltk import artifacts
     from mltk.data.importers import CAPTIONS_DIR, IMAGES_DIR, import_dataset
 
-    path = import_dataset(fmt, src, out, splits=split, images_root=images_root)
+    path = import_dataset(fmt, src, out, splits=split, images_root=images_root or None, lang=lang,
+                          image_list=image_list, translation_of=translation_of, parent=parent)
     manifest = artifacts.read_manifest(path / CAPTIONS_DIR, "captions")
     images = path / IMAGES_DIR
     emit(path, as_json, captions=str(path / CAPTIONS_DIR), images=str(images) if images.is_dir() else None,
          n_captions=manifest["rows"], languages=manifest["languages"], dropped_empty=manifest["dropped_empty"])
 
 
+def merge_captions(
+    inputs: List[Path] = typer.Argument(..., metavar="CAPTIONS...", help="Two or more captions artifacts."),
+    out: Path = typer.Option(..., "--out", help="The captions artifact to write."),
+    as_json: bool = JsonOption,
+) -> None:
+    """The union of captions artifacts; a duplicate (caption_id, lang), a caption_id naming two images or an image
+    in two splits is refused."""
+    from mltk.data.importers import merge_captions as merge
+
+    emit(merge(inputs, out), as_json)
+
+
 def register(app: typer.Typer) -> None:
     app.command("synth-data")(synth_data)
     app.command("import-data")(import_data)
+    app.command("merge-captions")(merge_captions)

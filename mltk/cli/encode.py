@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 
 from mltk import artifacts
 from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
-from mltk.encode import encode_images
+from mltk.encode_images import encode_images
+from mltk.train.distributed import is_main_process
 
 
 def encode_images_command(
@@ -17,8 +19,8 @@ def encode_images_command(
         "relative path without extension), or a Parquet file of image_id + path (+ split); - or nothing reads "
         "the path of an images artifact from stdin."),
     model: str = typer.Option(
-        ..., "--model", "-m", help="open_clip architecture (ViT-B-32-quickgelu, mltk-tiny, ...) or an mltk "
-        "checkpoint artifact written by `mltk pretrain`."),
+        ..., "--model", "-m", help="open_clip architecture (ViT-B-32-quickgelu, mltk-tiny, ...), an open_clip "
+        "hf-hub:org/repo name, or an mltk checkpoint artifact written by `mltk pretrain`."),
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained", help="open_clip pretrained tag (openai, laion2b_s34b_b79k) or a local weights file; "
         "leave it out for a checkpoint artifact (or for random weights, fixed by --seed)."),
@@ -33,16 +35,28 @@ def encode_images_command(
         "the same settings skips them."),
     split: Optional[list[str]] = typer.Option(
         None, "--split", help="Encode only this split (repeatable); default: every image."),
+    images_root: List[Path] = typer.Option(
+        [], "--images-root", help="Folder to look for image files in when a path of the source does not exist "
+        "(by the path as given, then by file name); repeat it for a set spread over folders (XTD10: COCO "
+        "train2014 and val2014)."),
+    image_map: Optional[Path] = typer.Option(
+        None, "--image-map", help="File of image_id<TAB>path lines (or Parquet with image_id, path) giving the "
+        "file of each image id; it wins over the source's paths."),
     device: str = DeviceOption,
     precision: str = PrecisionOption,
     seed: int = SeedOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Encode images with a frozen CLIP image tower into L2-normalised, sharded, resumable embeddings."""
+    """Encode images with a frozen CLIP image tower into L2-normalised, sharded, resumable embeddings.
+
+    Under torchrun (torchrun --nproc_per_node N -m mltk encode-images ...) each process encodes its own shards
+    and one artifact results, the same as a one-process run; only rank 0 prints its path."""
     resolved = resolve_input(source, what="images")
     path = encode_images(resolved, out, model=model, pretrained=pretrained, batch_size=batch_size, workers=workers,
                          dtype=dtype, shard_size=shard_size, splits=split, device=device, precision=precision,
-                         seed=seed)
+                         seed=seed, images_roots=images_root, image_map=image_map)
+    if not is_main_process():  # under torchrun: one line on stdout, from rank 0
+        return
     manifest = artifacts.read_manifest(path, "embeddings")
     emit(path, as_json, count=manifest["count"], dim=manifest["dim"], skipped=manifest["skipped_count"])
 

@@ -8,8 +8,10 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, emit, resolve_input)
 from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, pretrain
+from mltk.train.step_log import step_logging
 
 
 def pretrain_command(
@@ -25,6 +27,8 @@ def pretrain_command(
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Train a CLIP from scratch on English captions with the standard CLIP loss (resumable: rerun to continue).
@@ -34,7 +38,8 @@ def pretrain_command(
     loop = replace(PRETRAIN_LOOP, steps=steps, lr=lr, weight_decay=weight_decay, eval_every=eval_every, seed=seed)
     config = PretrainConfig(images=resolve_input(images, what="images"), captions=captions, out=out,
                             model=model, batch_size=batch_size, device=device, precision=precision, loop=loop)
-    emit(pretrain(config), as_json)
+    with step_logging(log_every, tensorboard):
+        emit(pretrain(config), as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,9 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, emit, resolve_input)
+from mltk.train.step_log import step_logging
 from mltk.errors import ConfigError
 from mltk.train.loop import LoopConfig
 from mltk.train.mla import MlaConfig, train_le, train_nlt
@@ -56,6 +58,8 @@ def train_nlt_command(
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """MLA Native Language Transfer: MSE from each language to the frozen English CLIP text embedding.
@@ -68,7 +72,8 @@ def train_nlt_command(
                        train_embedding=train_embedding, cache_dir=cache_dir, device=device, precision=precision,
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
                                        eval_every=eval_every, seed=seed))
-    emit(train_nlt(config), as_json)
+    with step_logging(log_every, tensorboard):
+        emit(train_nlt(config), as_json)
 
 
 def train_le_command(
@@ -93,6 +98,8 @@ def train_le_command(
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions."""
@@ -102,7 +109,8 @@ def train_le_command(
                        train_embedding=train_embedding, device=device, precision=precision,
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
                                        eval_every=eval_every, seed=seed))
-    emit(train_le(config), as_json)
+    with step_logging(log_every, tensorboard):
+        emit(train_le(config), as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,6 +5,9 @@ A model is named by an open_clip architecture plus a source of weights:
 - a pretrained tag, ``load_clip("ViT-B-32-quickgelu", "openai")`` (downloads; the path users with internet rely on);
 - a local weights file, ``load_clip("ViT-B-32-quickgelu", "/ckpt/model.safetensors")`` (safetensors or an
   open_clip ``.bin``/``.pth`` state dict; OpenAI TorchScript ``.pt`` files go through open_clip's own loader);
+- an ``hf-hub:org/repo`` name or a ``local-dir:/folder`` (open_clip's schemas; config and weights come from there),
+  including architectures whose text tower is a Hugging Face transformer (``xlm-roberta-base-ViT-B-32``,
+  ``nllb-clip-base``);
 - an mltk checkpoint artifact written by ``mltk pretrain`` (``load_clip("runs/native")``), whose checkpoint config
   names the architecture;
 - nothing, for random weights (tests and ``mltk pretrain``).
@@ -27,6 +30,7 @@ import torch
 
 from mltk import artifacts, schema
 from mltk.errors import ConfigError
+from mltk.models.download import model_download
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 open_clip.add_model_config(CONFIG_DIR)
@@ -54,18 +58,68 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
     """Build a CLIP (see the module docstring for what ``model`` and ``pretrained`` may be)."""
     if pretrained is None and artifacts.is_artifact(model):
         return _load_artifact(Path(model), device, freeze)
-    if model not in open_clip.list_models():
-        raise ConfigError(f"unknown model {model!r}: not an open_clip architecture nor an mltk checkpoint artifact "
-                          f"(see `open_clip.list_models()`)")
+    check_open_clip_name(model, pretrained)
     if pretrained and _is_torchscript(pretrained):
         clip = open_clip.load_openai_model(pretrained, precision="fp32", device=device)
     else:
         if pretrained and os.path.sep in pretrained and not os.path.isfile(pretrained):
             raise ConfigError("weights file not found", pretrained)
-        with _quiet_open_clip():  # random init is intended when no weights are named
+        with _quiet_open_clip(), model_download(model):  # random init is intended when no weights are named
             clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
                                           pretrained_text=False, pretrained_image=False)
     return _bundle(clip, model, {"model": model, "pretrained": pretrained}, freeze)
+
+
+# --- which names open_clip builds (kept apart from the rest: the hf16 loading code) ------------------------------
+
+HUB_PREFIXES = ("hf-hub:", "local-dir:")  # open_clip's schemas: config and weights come from the hub / a folder
+
+
+def check_open_clip_name(model: str, pretrained: str | None = None) -> None:
+    """Refuse, before any download, a ``--model`` open_clip cannot build.
+
+    Accepted: a built-in or registered architecture (``ViT-B-32``, ``xlm-roberta-base-ViT-B-32``, ``nllb-clip-base``,
+    ``mltk-tiny``), an ``hf-hub:org/repo`` name and a ``local-dir:/folder`` holding ``open_clip_config.json``. Those
+    schemas carry their own weights, so a ``--pretrained`` beside them is an error rather than silently ignored.
+    """
+    if model.startswith(HUB_PREFIXES):
+        schema, _, identifier = model.partition(":")
+        if not identifier.strip():
+            raise ConfigError(f"model {model!r} names no repository after '{schema}:'")
+        if pretrained:
+            raise ConfigError(f"--pretrained {pretrained!r} does not apply to {model!r}: a {schema}: model carries "
+                              f"its own weights")
+        if schema == "local-dir" and not (Path(identifier) / "open_clip_config.json").is_file():
+            raise ConfigError("local-dir: model folder has no open_clip_config.json", identifier)
+        return
+    if model in open_clip.list_models():
+        if pretrained and os.path.sep not in pretrained and not os.path.exists(pretrained):
+            tags = open_clip.list_pretrained_tags_by_model(model)
+            if pretrained not in tags:
+                raise ConfigError(f"unknown pretrained tag {pretrained!r} for {model} (known: "
+                                  f"{', '.join(tags) or 'none'}; or pass a weights file)")
+        return
+    if is_hf_model_folder(model):
+        raise ConfigError("a text-only Hugging Face model folder (no image tower): this needs a CLIP; use it where "
+                          "a text tower is asked for", model)
+    raise ConfigError(f"unknown model {model!r}: not an open_clip architecture, an hf-hub:/local-dir: name nor an mltk "
+                      f"checkpoint artifact (see `open_clip.list_models()`)")
+
+
+def is_hf_model_folder(model: str | os.PathLike) -> bool:
+    """A local transformers / sentence-transformers model folder (``config.json`` of a transformers model, or a
+    sentence-transformers ``modules.json``), as opposed to an mltk artifact or an open_clip ``local-dir:``."""
+    path = Path(model)
+    if not path.is_dir() or artifacts.is_artifact(path):
+        return False
+    return (path / "modules.json").is_file() or (path / "config.json").is_file()
+
+
+def has_hf_text_tower(clip: torch.nn.Module) -> bool:
+    """Whether an open_clip model's text tower is a Hugging Face transformer (``CustomTextCLIP.text``)."""
+    from open_clip.hf_model import HFTextEncoder
+
+    return isinstance(getattr(clip, "text", None), HFTextEncoder)
 
 
 def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
@@ -103,7 +157,9 @@ def _bundle(clip: torch.nn.Module, name: str, spec: dict, freeze: bool) -> ClipB
     preprocess = open_clip.image_transform(clip.visual.image_size, is_train=False,
                                            mean=getattr(clip.visual, "image_mean", None),
                                            std=getattr(clip.visual, "image_std", None))
-    return ClipBundle(clip, preprocess, open_clip.get_tokenizer(arch), spec)
+    with model_download(arch):  # an HF text tower's tokenizer is fetched from the hub
+        tokenizer = open_clip.get_tokenizer(arch)
+    return ClipBundle(clip, preprocess, tokenizer, spec)
 
 
 def _is_torchscript(path: str) -> bool:

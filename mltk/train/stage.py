@@ -38,6 +38,7 @@ from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
 from mltk.train.distributed import init_from_env
 from mltk.train.loop import FitResult, LoopConfig, TrainTask, fit
 from mltk.train.loop_state import changed_settings, settings_record
+from mltk.train.step_log import STEPS_CSV
 from mltk.train.validate import RetrievalValidator
 
 RUN_FILE = "run.json"  # the settings a partial run was started with (removed when the artifact is finished)
@@ -186,9 +187,9 @@ def open_run(out: Path, stage: str, config: Any, inputs: Iterable[Path]) -> Iter
 
 
 def fit_best(task: TrainTask, loop: LoopConfig, runtime: Runtime, state_dir: Path, *, description: str,
-             on_step: Callable[[int, float], None] | None = None) -> FitResult:
+             on_step: Callable[[int, float], None] | None = None, steps_csv: Path | None = None) -> FitResult:
     """``fit`` (resuming from ``state_dir``), then put the best state back into the trained tensors."""
-    result = fit(task, loop, runtime, state_dir, on_step=on_step, description=description)
+    result = fit(task, loop, runtime, state_dir, on_step=on_step, description=description, steps_csv=steps_csv)
     params = task.parameters_to_train()
     with torch.no_grad():
         for name, value in result.best_state.items():
@@ -205,12 +206,14 @@ def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *,
 
     The loop's resumable state lives in ``state/`` inside the partial artifact, so rerunning the same command after
     an interruption continues from the last saved step; the finished artifact holds the best trained tensors
-    (``model.safetensors``), the checkpoint config, ``history.json`` and the final optimizer state (``state/``).
+    (``model.safetensors``), the checkpoint config, ``history.json``, the per-step metrics (``steps.csv``) and the
+    final optimizer state (``state/``).
     ``checkpoint_tensors(best_state)`` may complete the trained tensors with frozen ones the checkpoint must hold;
     ``extra_files(directory)`` may write files the checkpoint needs besides them (a vocabulary).
     """
     with open_run(out, stage, run_config, inputs) as writer:
-        result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage)
+        result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
+                     steps_csv=writer.dir / STEPS_CSV)
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
         artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, checkpoint_config())

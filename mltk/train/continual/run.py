@@ -171,6 +171,7 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
     log(f"task {index} ({lang}): {len(data.image_rows)} images, {len(data.tokens)} captions, {steps} steps "
         f"({steps_per_epoch} per epoch); vocabulary {vocabulary.parent_size} -> {vocabulary.vocab_size}")
     result = fit_best(task, loop, runtime, state_dir, description=f"task {index} {lang}",
+                      steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
                       on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
     encoder.method.end_task(task)
     encoder.trained_languages = order[:index + 1]

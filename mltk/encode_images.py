@@ -10,6 +10,11 @@ only on the source order, a resumed run produces exactly the vectors an uninterr
 Decoding and preprocessing run in DataLoader workers; the forward pass runs under the runtime's autocast and the
 output is L2-normalised in float32 before it is stored as float16 or float32. Images that cannot be read are
 skipped, counted and listed in the manifest (``skipped``), never silently dropped.
+
+Sources and where their files are (several ``--images-root`` folders, an ``--image-map``) are read by
+``mltk.image_sources``. Under ``torchrun`` each rank encodes the shards ``i`` with ``i % world_size == rank`` into
+the one partial directory (each rank keeps its own resume file) and rank 0 writes the manifest after a barrier:
+the artifact is the one a single process writes, shard for shard, so N GPUs encode about N times faster.
 """
 
 from __future__ import annotations
@@ -32,125 +37,14 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from mltk import artifacts, schema
-from mltk.errors import ArtifactError, ConfigError, MltkError, SchemaError
+from mltk.errors import ConfigError, MltkError
+from mltk.image_sources import (IMAGE_EXTENSIONS, NO_SPLIT, ImageRecords, check_unique_ids,  # noqa: F401 (API)
+                                filter_splits, read_image_source, resolve_image_paths)
 from mltk.runtime import Runtime, log, progress_bar, resolve_runtime, seed_everything
+from mltk.train.distributed import init_from_env, world
 
-IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
-NO_SPLIT = ""  # the split of images from a folder or a Parquet file without a ``split`` column
 RESUME_STATE = "encode-state.json"  # lives in the partial directory only; removed before the manifest is written
 MAX_ERROR_CHARS = 300
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Sources: an images artifact, an image folder, or a Parquet table of ids and paths
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ImageRecords:
-    """The images to encode, in source order: ids, splits, and either file paths or encoded bytes."""
-
-    ids: list[str]
-    splits: list[str]
-    paths: list[str] | None = None
-    blobs: pa.Array | None = None  # binary, one encoded image (PNG, JPEG, ...) per row
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def select(self, rows: Sequence[int]) -> ImageRecords:
-        rows = list(rows)
-        return ImageRecords(
-            [self.ids[i] for i in rows],
-            [self.splits[i] for i in rows],
-            [self.paths[i] for i in rows] if self.paths is not None else None,
-            self.blobs.take(pa.array(rows, pa.int64())) if self.blobs is not None else None,
-        )
-
-
-def read_image_source(source: str | os.PathLike) -> ImageRecords:
-    """Read what ``encode-images`` accepts: an images artifact (bytes or paths), a folder of image files
-    (recursive; ``image_id`` is the relative path without extension), or a Parquet file of ``image_id`` and
-    ``path`` (or ``image`` bytes) with an optional ``split`` column."""
-    source = Path(source)
-    if not source.exists():
-        raise ArtifactError("no such file or directory", source)
-    if artifacts.is_artifact(source):
-        return _records_from_table(artifacts.load_images(source), source)
-    if source.is_dir():
-        return _records_from_folder(source)
-    if source.suffix == ".parquet":
-        return _records_from_parquet(source)
-    raise ArtifactError("not an images artifact, an image folder or a Parquet file of image paths", source)
-
-
-def _records_from_folder(folder: Path) -> ImageRecords:
-    """Image files under ``folder`` (hidden files and folders skipped), sorted by relative path."""
-    root = folder.resolve()
-    relative = []
-    for directory, subdirectories, names in os.walk(root):
-        subdirectories[:] = [d for d in subdirectories if not d.startswith(".")]
-        prefix = os.path.relpath(directory, root)
-        relative += [name if prefix == "." else f"{prefix}/{name}" for name in names
-                     if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS]
-    if not relative:
-        raise ArtifactError(f"no image files ({', '.join(sorted(IMAGE_EXTENSIONS))}) in the folder", folder)
-    relative.sort()
-    ids = [os.path.splitext(name)[0] for name in relative]
-    return ImageRecords(ids, [NO_SPLIT] * len(ids), paths=[str(root / name) for name in relative])
-
-
-def _records_from_parquet(path: Path) -> ImageRecords:
-    table = artifacts.read_table(path)
-    if "split" not in table.column_names:
-        table = table.append_column("split", pa.array([NO_SPLIT] * table.num_rows, pa.string()))
-    table = artifacts.validate_images(table, path)
-    if "path" in table.column_names:
-        resolved = [p if _is_absolute_or_url(p) else str((path.parent / p).resolve())
-                    for p in table.column("path").to_pylist()]
-        table = table.set_column(table.schema.get_field_index("path"), "path", pa.array(resolved, pa.string()))
-    return _records_from_table(table, path)
-
-
-def _is_absolute_or_url(path: str) -> bool:
-    return os.path.isabs(path) or "://" in path
-
-
-def _records_from_table(table: pa.Table, origin: Path) -> ImageRecords:
-    ids = table.column("image_id").to_pylist()
-    splits = table.column("split").to_pylist()
-    if "path" in table.column_names:
-        paths = table.column("path").to_pylist()
-        if any(p is None for p in paths):
-            raise SchemaError("column path has null values", origin)
-        return ImageRecords(ids, splits, paths=paths)
-    blobs = table.column("image").combine_chunks()
-    if not (pa.types.is_binary(blobs.type) or pa.types.is_large_binary(blobs.type)):
-        raise SchemaError(f"column image has type {blobs.type}, expected binary (encoded image bytes)", origin)
-    return ImageRecords(ids, splits, blobs=blobs)
-
-
-def filter_splits(records: ImageRecords, splits: Sequence[str] | None, origin: Path) -> ImageRecords:
-    """Keep the rows of the named splits (all rows when ``splits`` is empty)."""
-    if not splits:
-        return records
-    wanted = set(splits)
-    rows = [i for i, split in enumerate(records.splits) if split in wanted]
-    if not rows:
-        present = sorted(set(records.splits))
-        raise ConfigError(f"no images in split(s) {', '.join(sorted(wanted))} (the source has "
-                          f"{', '.join(repr(s) for s in present)})", origin)
-    return records.select(rows)
-
-
-def check_unique_ids(records: ImageRecords, origin: Path) -> None:
-    if len(set(records.ids)) != len(records.ids):
-        seen, duplicates = set(), []
-        for image_id in records.ids:
-            if image_id in seen and len(duplicates) < 3:
-                duplicates.append(image_id)
-            seen.add(image_id)
-        raise SchemaError(f"image_id values are not unique (e.g. {', '.join(map(repr, duplicates))})", origin)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -267,30 +161,38 @@ def batch_plan(shards: dict[int, range], batch_size: int) -> tuple[list[list[int
 
 @dataclass
 class ResumeState:
-    """What a previous run finished, kept in the partial directory: ``key`` identifies the source and every
-    setting that changes the vectors; a rerun with another key starts over."""
+    """What previous work finished, kept in the partial directory: ``key`` identifies the source and every
+    setting that changes the vectors; a rerun with another key starts over. One process writes ``RESUME_STATE``;
+    under torchrun rank r writes ``encode-state.rank{r}.json``, and loading merges every state file of the same
+    key, so a run resumes whatever the number of processes before."""
 
     key: dict
     done: dict[str, dict] = field(default_factory=dict)  # shard index -> {"entry": ..., "skipped": [...], "dim"}
+    file_name: str = RESUME_STATE
 
     @classmethod
-    def load_or_reset(cls, directory: Path, key: dict) -> ResumeState:
-        path = directory / RESUME_STATE
-        if path.is_file():
+    def load_or_reset(cls, directory: Path, key: dict, file_name: str = RESUME_STATE, reset: bool = True) -> ResumeState:
+        """The merged state of ``directory``; with ``reset`` (one process, or rank 0 before the others read),
+        files of another key are removed first."""
+        saved = []
+        for path in sorted(directory.glob("encode-state*.json")):
             try:
-                saved = json.loads(path.read_text(encoding="utf-8"))
+                saved.append(json.loads(path.read_text(encoding="utf-8")))
             except ValueError:
-                saved = {}
-            if saved.get("key") == key:
-                state = cls(key, saved.get("done", {}))
-                state._drop_incomplete(directory)
-                return state
+                saved.append({})
+        if reset and any(state.get("key") != key for state in saved):
             log("encode-images: the unfinished run in the partial directory used another source or settings; "
                 "starting over")
-        for stale in directory.iterdir():
-            if stale.is_file():
-                stale.unlink()
-        return cls(key)
+            for stale in directory.iterdir():
+                if stale.is_file():
+                    stale.unlink()
+            saved = []
+        state = cls(key, {}, file_name)
+        for previous in saved:
+            if previous.get("key") == key:
+                state.done.update(previous.get("done", {}))
+        state._drop_incomplete(directory)
+        return state
 
     def _drop_incomplete(self, directory: Path) -> None:
         for shard, record in list(self.done.items()):
@@ -300,7 +202,7 @@ class ResumeState:
 
     def mark_done(self, directory: Path, shard: int, entry: dict | None, skipped: list[dict], dim: int | None) -> None:
         self.done[str(shard)] = {"entry": entry, "skipped": skipped, "dim": dim}
-        artifacts.write_json(directory / RESUME_STATE, {"key": self.key, "done": self.done})
+        artifacts.write_json(directory / self.file_name, {"key": self.key, "done": self.done})
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -321,6 +223,8 @@ class EncodeConfig:
     precision: str
     device: str
     seed: int
+    images_roots: tuple[str, ...] = ()
+    image_map: str | None = None
 
 
 def encode_images(
@@ -337,35 +241,80 @@ def encode_images(
     device: str = "auto",
     precision: str = "auto",
     seed: int = 0,
+    images_roots: Sequence[str | os.PathLike] = (),
+    image_map: str | os.PathLike | None = None,
 ) -> Path:
     """Encode the images of ``source`` with the image tower of ``model`` into an embeddings artifact at
-    ``out_dir``; returns its path. Rows carry ``id`` (the image_id) and ``split``. ``seed`` fixes random
-    weights (an architecture without ``pretrained``), so that a resumed run continues with the same model."""
+    ``out_dir``; returns its path (on every rank under torchrun). Rows carry ``id`` (the image_id) and ``split``.
+    ``seed`` fixes random weights (an architecture without ``pretrained``), so that a resumed run continues with
+    the same model. ``images_roots`` and ``image_map`` say where the files are (``resolve_image_paths``)."""
     _check_options(batch_size, shard_size, dtype, workers)
     source = Path(source)
     records = filter_splits(read_image_source(source), splits, source)
     check_unique_ids(records, source)
-    runtime = resolve_runtime(device, precision)
+    records = resolve_image_paths(records, [Path(r) for r in images_roots],
+                                  Path(image_map) if image_map is not None else None, source)
+    runtime = init_from_env(resolve_runtime(device, precision))
+    rank, world_size = world()
     seed_everything(seed)
     from mltk.models.clip import load_clip  # open_clip import is slow; keep it off the module import path
 
     bundle = load_clip(model, pretrained, device=runtime.device)
     config = EncodeConfig(str(model), pretrained, dtype, shard_size, batch_size, tuple(splits or ()),
-                          runtime.precision, runtime.device.type, seed)
-    inputs = [source] + [Path(p) for p in (model, pretrained) if p and Path(p).exists()]
+                          runtime.precision, runtime.device.type, seed,
+                          tuple(str(Path(r).resolve()) for r in images_roots),
+                          str(Path(image_map).resolve()) if image_map is not None else None)
+    inputs = [source] + [Path(p) for p in (model, pretrained, image_map) if p and Path(p).exists()]
     writer = artifacts.ArtifactWriter(out_dir, "embeddings", stage="encode-images", config=config, inputs=inputs,
                                       resume=True)
     key = _plain_json({"config": dataclasses.asdict(config), "inputs": writer.manifest["inputs"],
                        "rows": len(records)})
-    with writer:
-        state = ResumeState.load_or_reset(writer.dir, key)
-        shards = shard_ranges(len(records), shard_size)
-        pending = {i: rows for i, rows in enumerate(shards) if str(i) not in state.done}
-        if len(pending) < len(shards):
-            log(f"encode-images: resuming, {len(shards) - len(pending)} of {len(shards)} shards already done")
-        _encode_pending(records, pending, bundle, runtime, writer.dir, state, batch_size,
-                        default_workers() if workers is None else workers)
-        _finish(writer, state, len(shards), bundle, config, source)
+    if world_size == 1:
+        with writer:
+            state = ResumeState.load_or_reset(writer.dir, key)
+            _encode_my_shards(records, state, bundle, runtime, writer.dir, batch_size, workers, rank, world_size)
+            _finish(writer, state, len(shard_ranges(len(records), shard_size)), bundle, config, source)
+        return writer.path
+    return _encode_distributed(writer, key, records, bundle, runtime, config, source, workers, rank, world_size)
+
+
+def _encode_my_shards(records: ImageRecords, state: ResumeState, bundle, runtime: Runtime, directory: Path,
+                      batch_size: int, workers: int | None, rank: int, world_size: int) -> None:
+    shards = shard_ranges(len(records), state.key["config"]["shard_size"])
+    pending = {i: rows for i, rows in enumerate(shards) if str(i) not in state.done and i % world_size == rank}
+    if len(state.done):
+        log(f"encode-images: resuming, {len(state.done)} of {len(shards)} shards already done")
+    _encode_pending(records, pending, bundle, runtime, directory, state, batch_size,
+                    default_workers() if workers is None else workers)
+
+
+def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, records: ImageRecords, bundle,
+                        runtime: Runtime, config: EncodeConfig, source: Path, workers: int | None, rank: int,
+                        world_size: int) -> Path:
+    """Every rank encodes its shards into the shared partial directory; rank 0 writes the manifest once all
+    are done. Barriers order the steps: rank 0 prepares the directory (dropping a stale run) before the others
+    read it, and every rank waits until the artifact is in place before it returns its path."""
+    import torch.distributed as dist
+
+    if rank == 0:
+        writer.__enter__()
+        ResumeState.load_or_reset(writer.dir, key)
+    dist.barrier()
+    state = ResumeState.load_or_reset(writer.dir, key, f"encode-state.rank{rank}.json", reset=False)
+    try:
+        _encode_my_shards(records, state, bundle, runtime, writer.dir, config.batch_size, workers, rank, world_size)
+    finally:
+        dist.barrier()  # a failing rank still lets the others reach their barrier; rank 0 then sees the gap
+    if rank == 0:
+        merged = ResumeState.load_or_reset(writer.dir, key, reset=False)
+        shard_count = len(shard_ranges(len(records), config.shard_size))
+        missing = [i for i in range(shard_count) if str(i) not in merged.done]
+        if missing:
+            raise MltkError(f"{len(missing)} shard(s) were not encoded by their rank (first: {missing[0]}); rerun "
+                            "to resume", source)
+        _finish(writer, merged, shard_count, bundle, config, source)
+        writer.commit()
+    dist.barrier()
     return writer.path
 
 
@@ -439,7 +388,8 @@ def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: i
         first = skipped[0]["error"] if skipped else "no rows"
         raise MltkError(f"none of the {len(skipped)} images could be read (first error: {first})", source)
     dims = {record["dim"] for record in done if record["entry"]}
-    (writer.dir / RESUME_STATE).unlink()
+    for state_file in writer.dir.glob("encode-state*.json"):
+        state_file.unlink()
     artifacts.finish_embeddings(
         writer, entries, dim=dims.pop(), dtype=config.dtype, normalized=True,
         model=bundle.spec, preprocess=describe_preprocess(bundle), precision=config.precision,

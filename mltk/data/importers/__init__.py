@@ -1,0 +1,147 @@
+"""Convert caption datasets researchers already have on disk into mltk's captions (and images) artifacts.
+
+One module per dataset family reads the files and returns an ``Imported`` (caption rows plus the images they
+reference); ``import_dataset`` writes ``DIR/captions`` and ``DIR/images``. The formats (details in each module):
+
+- ``multi30k`` (``mltk.data.importers.multi30k``): task 1 translations by line, task 2 independent descriptions.
+- ``coco-karpathy`` (``.coco``): ``dataset_coco.json``; ``restval`` joins ``train``.
+- ``xtd10`` (``.xtd10``): XTD10/ and MIC/ translate the English line (shared caption_id), STAIR/ is independent.
+- ``crossmodal3600`` (``.crossmodal3600``): ``captions.jsonl``; languages independent.
+- ``xflickrco`` (``.xflickrco``): IGLUE ``LANG/SPLIT.jsonl``; the machine-translated folder is labelled ``en``.
+- ``cc`` (``.cc``): ``caption<TAB>url`` TSV, both columns checked.
+- ``lines`` (``.lines``): plain caption files aligned with an image list, for any language.
+
+Image ids are canonical (``mltk.data.importers.image_ids``): ``coco:000000391895``, ``flickr30k:1000092795``,
+so the same picture has one id in every importer. Instances are matched by id wherever the format has ids; line
+alignment is used only where the format defines it (Multi30K, XTD10, lines), and then the line counts are
+checked. Empty captions are dropped and counted (``dropped_empty``); files that are not read are named on stderr;
+surrounding whitespace and a trailing carriage return are stripped; every file is UTF-8.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+
+from mltk import artifacts
+from mltk.data.importers.cc import import_cc
+from mltk.data.importers.coco import import_coco_karpathy
+from mltk.data.importers.common import (LANGUAGE_ALIASES, ImageRoots, ImportRequest, Imported, normalize_lang,
+                                        read_json_lines, read_lines, read_text)
+from mltk.data.importers.crossmodal3600 import import_crossmodal3600
+from mltk.data.importers.image_ids import canonical_image_id
+from mltk.data.importers.lines import import_lines
+from mltk.data.importers.merge import merge_captions
+from mltk.data.importers.multi30k import import_multi30k, multi30k_split_name
+from mltk.data.importers.xflickrco import import_xflickrco
+from mltk.data.importers.xtd10 import import_xtd10
+from mltk.errors import ArtifactError, ConfigError, SchemaError
+from mltk.runtime import log
+
+__all__ = ["CAPTIONS_DIR", "IMAGES_DIR", "FORMATS", "LANGUAGE_ALIASES", "ImageRoots", "ImportRequest", "Imported",
+           "canonical_image_id", "import_dataset", "merge_captions", "multi30k_split_name", "normalize_lang",
+           "read_json_lines", "read_lines", "read_text"]
+
+CAPTIONS_DIR = "captions"
+IMAGES_DIR = "images"
+
+Importer = Callable[[Path, ImportRequest], Imported]
+FORMATS: dict[str, Importer] = {
+    "multi30k": import_multi30k,
+    "coco-karpathy": import_coco_karpathy,
+    "xtd10": import_xtd10,
+    "crossmodal3600": import_crossmodal3600,
+    "xflickrco": import_xflickrco,
+    "cc": import_cc,
+    "lines": import_lines,  # takes several files
+}
+MULTI_FILE_FORMATS = frozenset({"lines"})
+
+
+def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
+                   splits: Sequence[str] | None = None,
+                   images_root: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+                   lang: str | None = None, image_list: str | os.PathLike | None = None,
+                   translation_of: str | None = None, parent: str | os.PathLike | None = None) -> Path:
+    """Import ``src`` in format ``fmt`` into ``out_dir/captions`` (a captions artifact) and ``out_dir/images``
+    (an images artifact of absolute paths: the dataset's names resolved against ``images_root``, one folder or
+    several tried in order; by default the folder of ``src``). ``lang`` names the language of a single file
+    (xflickrco, lines); ``image_list``, ``translation_of`` and ``parent`` are for ``lines``. Returns ``out_dir``."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    sources = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
+    if not sources:
+        raise ConfigError(f"import-data {fmt} needs a source")
+    if len(sources) > 1 and fmt not in MULTI_FILE_FORMATS:
+        raise ConfigError(f"import-data {fmt} reads one source, got {len(sources)}")
+    for source in [*sources, *(Path(p) for p in (image_list, parent) if p is not None)]:
+        if not source.exists():
+            raise ArtifactError("no such file or directory", source)
+    first = sources[0]
+    roots = _roots(images_root, first if first.is_dir() else first.parent)
+    request = ImportRequest(ImageRoots(roots), tuple(splits or ()), lang,
+                            Path(image_list) if image_list is not None else None, translation_of,
+                            Path(parent) if parent is not None else None)
+    imported = FORMATS[fmt](sources if fmt in MULTI_FILE_FORMATS else first, request)
+    for skipped in imported.skipped:
+        log(f"import-data ({fmt}): skipped {skipped}")
+    table = imported.captions_table()
+    if table.num_rows == 0:
+        raise ArtifactError(f"no captions found for format {fmt}"
+                            + (f" in split(s) {', '.join(splits)}" if splits else ""), first)
+    _check_unique_caption_ids(table, first)
+    _report(imported, table, fmt, request.images)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ArtifactError("exists and is not a directory", out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs = [*sources, *([request.parent] if request.parent else [])]
+    config = {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
+              str(first.resolve()), "splits": list(splits or []), "images_root": [str(r) for r in request.images.roots],
+              "lang": lang, "image_list": str(image_list) if image_list else None,
+              "translation_of": translation_of, "parent": str(parent) if parent else None}
+    dropped = sum(imported.dropped_empty.values())
+    artifacts.write_captions(out_dir / CAPTIONS_DIR, table, stage="import-data", config=config, inputs=inputs,
+                             format=fmt, dropped_empty=dropped, dropped_empty_by_lang=dict(imported.dropped_empty),
+                             splits=dict(Counter(table.column("split").to_pylist())),
+                             skipped_files=imported.skipped)
+    if imported.images:
+        artifacts.write_images(out_dir / IMAGES_DIR, imported.images_table(), stage="import-data", config=config,
+                               inputs=inputs, format=fmt, images_root=[str(r) for r in request.images.roots])
+    return out_dir.resolve()
+
+
+def _roots(images_root, default: Path) -> list[Path]:
+    if images_root is None:
+        return [default]
+    roots = [Path(images_root)] if isinstance(images_root, (str, os.PathLike)) else [Path(r) for r in images_root]
+    return roots or [default]
+
+
+def _check_unique_caption_ids(table: pa.Table, src: Path) -> None:
+    keys = Counter(zip(table.column("caption_id").to_pylist(), table.column("lang").to_pylist()))
+    repeated = [key for key, count in keys.items() if count > 1]
+    if repeated:
+        caption_id, lang = repeated[0]
+        raise SchemaError(f"{len(repeated)} caption_id/lang pair(s) occur more than once (e.g. {caption_id!r} in "
+                          f"{lang}); the source repeats an id", src)
+
+
+def _report(imported: Imported, table: pa.Table, fmt: str, images: ImageRoots) -> None:
+    per_lang = Counter(table.column("lang").to_pylist())
+    log(f"import-data ({fmt}): {table.num_rows} captions in {len(per_lang)} language(s) "
+        f"({', '.join(f'{lang} {n}' for lang, n in sorted(per_lang.items()))}), {len(imported.images)} images")
+    dropped = sum(imported.dropped_empty.values())
+    if dropped:
+        detail = ", ".join(f"{lang} {n}" for lang, n in sorted(imported.dropped_empty.items()))
+        log(f"import-data ({fmt}): dropped {dropped} empty caption(s) ({detail})")
+    if imported.image_split_conflicts:
+        log(f"import-data ({fmt}): {imported.image_split_conflicts} image reference(s) name an image already seen "
+            f"in another split; the images table keeps the first split")
+    if images.missing:
+        log(f"import-data ({fmt}): {images.missing} image file(s) were found under none of the "
+            f"{len(images.roots)} --images-root folders; their paths use the first")

@@ -1,0 +1,166 @@
+"""What every importer shares: the rows it collects (``Imported``), how it reads files, where images are, and
+what it was asked for (``ImportRequest``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from mltk import schema
+from mltk.errors import ArtifactError, SchemaError
+
+# Codes seen in public files that are not ISO 639-1 although an ISO 639-1 code exists.
+LANGUAGE_ALIASES = {"jp": "ja", "cz": "cs", "gr": "el", "dk": "da", "iw": "he", "in": "id", "ji": "yi"}
+
+
+def normalize_lang(code: str) -> str:
+    """``jp`` -> ``ja``, ``zh-CN`` -> ``zh``, ``DE`` -> ``de``; ISO 639-3 codes without an ISO 639-1 equivalent
+    (``fil``, ``quz`` in Crossmodal-3600) are kept."""
+    base = re.split(r"[-_]", code.strip().lower(), maxsplit=1)[0]
+    return LANGUAGE_ALIASES.get(base, base)
+
+
+NOT_LANGUAGES = frozenset({"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py", "sh"})
+
+
+def is_language_code(code: str) -> bool:
+    """Two or three lower-case letters that are not a common file extension (``val.txt`` is not Tatar)."""
+    return re.fullmatch(r"[a-z]{2,3}", code) is not None and code not in NOT_LANGUAGES
+
+
+class ImageRoots:
+    """Folders a dataset's image names are relative to (``--images-root``, repeatable). A name resolves to the
+    first root that holds the file (XTD10 mixes COCO train2014 and val2014 images, kept in two folders); a name
+    found in no root resolves against the first root and is counted in ``missing`` (reported when several roots
+    were given, since then the user expects every file to be found)."""
+
+    def __init__(self, roots: Sequence[Path]):
+        self.roots = [Path(root).resolve() for root in roots]
+        self.missing = 0
+
+    def path(self, name: str) -> str:
+        if "://" in name or os.path.isabs(name):
+            return name
+        if len(self.roots) > 1:
+            for root in self.roots:
+                candidate = root / name
+                if candidate.exists():
+                    return str(candidate)
+            self.missing += 1
+        return str(self.roots[0] / name)
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """What the user asked for besides the source: splits to keep, the language of a single file, and where
+    the images are."""
+
+    images: ImageRoots
+    splits: tuple[str, ...] = ()
+    lang: str | None = None
+    image_list: Path | None = None      # import-data lines: the image of each line
+    translation_of: str | None = None   # import-data lines: the language the lines translate ...
+    parent: Path | None = None          # ... in this captions artifact
+
+    def wants(self, split: str) -> bool:
+        return not self.splits or split in self.splits
+
+
+@dataclass
+class Imported:
+    """Caption rows (long format) and the images they reference, in reading order."""
+
+    rows: dict[str, list[str]] = field(default_factory=lambda: {c: [] for c in schema.CAPTION_COLUMNS})
+    extra: dict[str, list[str]] = field(default_factory=dict)
+    images: dict[str, tuple[str, str]] = field(default_factory=dict)  # image_id -> (split, path)
+    dropped_empty: Counter = field(default_factory=Counter)  # lang -> captions dropped because empty
+    image_split_conflicts: int = 0
+    skipped: list[str] = field(default_factory=list)  # files not read, each with why (logged by the stage)
+
+    def add(self, image_id: str, lang: str, caption: str | None, caption_id: str, split: str, **extra: str) -> None:
+        text = (caption or "").strip()
+        if not text:
+            self.dropped_empty[lang] += 1
+            return
+        for name, value in zip(schema.CAPTION_COLUMNS, (image_id, lang, text, caption_id, split)):
+            self.rows[name].append(value)
+        for name, value in extra.items():
+            self.extra.setdefault(name, [None] * (len(self.rows["lang"]) - 1)).append(value)
+        for name, values in self.extra.items():  # columns some rows lack stay aligned (null there)
+            if len(values) < len(self.rows["lang"]):
+                values.append(None)
+
+    def add_image(self, image_id: str, split: str, path: str) -> None:
+        known = self.images.setdefault(image_id, (split, path))
+        if known[0] != split:
+            self.image_split_conflicts += 1
+
+    def captions_table(self) -> pa.Table:
+        columns = {**self.rows, **self.extra}
+        return pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
+
+    def images_table(self) -> pa.Table:
+        ids = list(self.images)
+        return pa.table({"image_id": pa.array(ids, pa.string()),
+                         "split": pa.array([self.images[i][0] for i in ids], pa.string()),
+                         "path": pa.array([self.images[i][1] for i in ids], pa.string())})
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file (optionally gzipped), without a trailing CR. Splits on ``\\n`` only: captions
+    may contain other Unicode line separators, and ``str.splitlines`` would cut them."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as handle:
+                text = handle.read().decode("utf-8-sig")
+        else:
+            text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path)
+    except OSError as exc:
+        raise ArtifactError(f"cannot read ({exc})", path)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_text(path: Path) -> str:
+    if not path.is_file():
+        raise ArtifactError("no such file", path)
+    return "\n".join(read_lines(path))
+
+
+def read_json_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ArtifactError(f"line {number} is not valid JSON ({exc.msg})", path)
+        if not isinstance(record, dict):
+            raise ArtifactError(f"line {number} is not a JSON object", path)
+        yield number, record
+
+
+def text_file(folder: Path, name: str) -> Path | None:
+    """``folder/name`` or its gzipped form."""
+    for candidate in (folder / name, folder / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def require_aligned(lines: list[str], expected: int, path: Path, reference: Path) -> None:
+    if len(lines) != expected:
+        raise SchemaError(f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
+                          f"by line, so their line counts must be equal", path)

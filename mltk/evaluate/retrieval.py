@@ -1,0 +1,418 @@
+"""Cross-lingual, cross-modal retrieval on tables and vectors in memory: per-language recall, MRV and
+caption-to-caption retrieval (``evaluate_retrieval``; training stages call it for validation, ``mltk evaluate``
+through ``mltk.evaluate.stage``).
+
+Inputs: the image table has ``id`` (the image id); the text table has ``id``, ``image_id`` (the image a caption
+describes), ``lang`` and ``caption_id`` (shared by translations of one sentence). Each language is evaluated
+against the whole image gallery; instances are matched by id, never by position. The rank conventions (base,
+tie rule) are in ``mltk.metrics`` and are copied into ``settings``.
+
+Real test sets are not all parallel, so what counts as one instance is decided from the captions and stated in
+the result (see ``mrv_instance_mode`` and ``_caption_to_caption``):
+
+- MRV image-to-text: the instance is the image. Text-to-image: the image when every image has at most one caption
+  per language (xFlickr&CO, XTD10, the CCRk paper's setting; for parallel captions this is the same as the
+  sentence), else the sentence (``caption_id``) shared by translations. A direction with 0 instances is an error.
+- Caption-to-caption (AME): a hit is a caption of the same image (default), or the same caption_id on request.
+- ``protocol="first-caption"`` keeps only the first caption of each image and language (CLIP_benchmark's way on
+  XM3600-style sets); ``"all-captions"`` (default) keeps them all.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from mltk import artifacts, metrics as M
+from mltk.errors import ArtifactError, ConfigError, SchemaError
+
+METRIC_NAMES = ("recall", "mrv", "c2c")
+TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
+PROTOCOLS = ("all-captions", "first-caption")
+MRV_INSTANCES = ("auto", "image", "caption_id")
+C2C_RELEVANCE = ("image", "caption_id")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# In-memory evaluation
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def evaluate_retrieval(
+    image_table: pa.Table | Mapping[str, Sequence] | None,
+    image_vectors: np.ndarray | torch.Tensor | None,
+    text_table: pa.Table | Mapping[str, Sequence],
+    text_vectors: np.ndarray | torch.Tensor,
+    *,
+    metrics: Sequence[str] = ("recall",),
+    mrv_variant: str = "paper",
+    mrv_instance: str = "auto",
+    ks: Sequence[int] = M.DEFAULT_KS,
+    languages: Sequence[str] | None = None,
+    c2c_pairs: Sequence[tuple[str, str]] | None = None,
+    c2c_relevance: str = "image",
+    protocol: str = "all-captions",
+    split: str | None = None,
+    device: str | torch.device = "cpu",
+    chunk_mb: float = 256,
+    image_source: str = "<images>",
+    text_source: str = "<texts>",
+) -> dict:
+    """Evaluate retrieval per language; returns the ``metrics.json`` content.
+
+    ``per_language[lang]`` holds ``i2t`` and ``t2i`` (R@K in percent, 1-based median and mean rank) and ``AR``
+    (always computed when images are given); ``metrics`` adds ``mrv`` (needs >= 2 languages) and ``c2c`` (every
+    pair of languages unless ``c2c_pairs`` names them). Without images (``image_table=None``) only ``c2c`` can be
+    computed, from the text vectors alone. ``split`` keeps only rows of that split (see ``_select_split``).
+    """
+    with_images = image_table is not None
+    metrics = _check_metric_names(metrics, with_images)
+    _check_choice("--mrv-variant", mrv_variant, M.MRV_VARIANTS)
+    _check_choice("--mrv-instance", mrv_instance, MRV_INSTANCES)
+    _check_choice("--c2c-relevance", c2c_relevance, C2C_RELEVANCE)
+    _check_choice("--protocol", protocol, PROTOCOLS)
+    ks = tuple(int(k) for k in ks)
+    texts = _text_rows(_as_table(text_table), text_vectors, text_source)
+    images = _image_rows(_as_table(image_table), image_vectors, image_source) if with_images else None
+    if images is not None and images.vectors.shape[1] != texts.vectors.shape[1]:
+        raise ArtifactError(f"text vectors have dim {texts.vectors.shape[1]} but image vectors have dim "
+                            f"{images.vectors.shape[1]} ({image_source})", text_source)
+    images, texts = _select_split(images, texts, split)
+    if protocol == "first-caption":
+        texts = _take_texts(texts, _first_caption_rows(texts))
+    langs = _languages(texts, languages)
+    if "mrv" in metrics and len(langs) < 2:
+        raise ConfigError(f"--metric mrv needs captions in at least 2 languages, found {len(langs)}")
+    pairs = _c2c_pairs(langs, c2c_pairs) if "c2c" in metrics else []
+    device = torch.device(device)
+
+    result: dict[str, Any] = {}
+    counts: dict[str, dict] = {}
+    if images is not None:
+        owner = _caption_owners(images, texts)
+        image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
+        per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
+        for lang in langs:
+            rows = np.flatnonzero(texts.lang == lang)
+            i2t, t2i = M.bidirectional_ranks(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
+                                             device=device, progress=f"ranking {lang}")
+            queried = i2t >= 0
+            per_language[lang] = _direction_summary(i2t[queried], t2i, ks)
+            counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}
+            i2t_by_lang[lang] = (images.ids[queried], i2t[queried])
+            t2i_by_lang[lang] = (rows, t2i)
+        result["per_language"] = per_language
+        result["summary"] = {"languages": langs,
+                             "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
+        if "mrv" in metrics:
+            result["mrv"] = _mrv(texts, i2t_by_lang, t2i_by_lang, langs, mrv_variant, mrv_instance)
+    if "c2c" in metrics:
+        result["c2c"] = _caption_to_caption(texts, pairs, ks, device, chunk_mb, c2c_relevance)
+    result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
+                                   device, protocol, c2c_relevance, len(texts.lang))
+    return result
+
+
+def _check_choice(option: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{option} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _first_caption_rows(texts: _TextRows) -> np.ndarray:
+    """The first caption (in table order) of each image and language: CLIP_benchmark's protocol on XM3600-style
+    sets, where an image has several captions per language."""
+    keep = np.zeros(len(texts.lang), dtype=bool)
+    seen: set[tuple[str, str]] = set()
+    for row, key in enumerate(zip(texts.image_ids.tolist(), texts.lang.tolist())):
+        if key not in seen:
+            seen.add(key)
+            keep[row] = True
+    return keep
+
+
+@dataclass(frozen=True)
+class _ImageRows:
+    ids: np.ndarray          # [N] str
+    vectors: np.ndarray      # [N, d]
+    split: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class _TextRows:
+    image_ids: np.ndarray    # [M] str
+    lang: np.ndarray         # [M] str
+    caption_ids: np.ndarray  # [M] str
+    vectors: np.ndarray      # [M, d]
+    split: np.ndarray | None
+    source: str = field(default="<texts>")
+
+
+def _as_table(table: pa.Table | Mapping[str, Sequence]) -> pa.Table:
+    return table if isinstance(table, pa.Table) else pa.table(dict(table))
+
+
+def _column_strings(table: pa.Table, name: str) -> np.ndarray:
+    return np.asarray(table.column(name).cast(pa.string()).to_pylist(), dtype=object)
+
+
+def _check_rows(table: pa.Table, vectors: np.ndarray | torch.Tensor, columns: Sequence[str], source: str) -> None:
+    artifacts.require_columns(table, columns, source)
+    for name in columns:
+        if table.column(name).null_count:
+            raise SchemaError(f"column {name} has {table.column(name).null_count} null value(s)", source)
+    if len(vectors) != table.num_rows or np.ndim(vectors) != 2:
+        raise ArtifactError(f"{table.num_rows} rows but vectors of shape {tuple(np.shape(vectors))}", source)
+
+
+def _image_rows(table: pa.Table, vectors, source: str) -> _ImageRows:
+    _check_rows(table, vectors, ["id"], source)
+    ids = _column_strings(table, "id")
+    if len(set(ids)) != len(ids):
+        raise SchemaError("image ids (column id) are not unique", source)
+    return _ImageRows(ids, _to_numpy(vectors), _split_column(table))
+
+
+def _text_rows(table: pa.Table, vectors, source: str) -> _TextRows:
+    _check_rows(table, vectors, TEXT_COLUMNS, source)
+    return _TextRows(_column_strings(table, "image_id"), _column_strings(table, "lang"),
+                     _column_strings(table, "caption_id"), _to_numpy(vectors), _split_column(table), source)
+
+
+def _split_column(table: pa.Table) -> np.ndarray | None:
+    """The ``split`` column, or None when there is none or it is all empty (images encoded from a folder)."""
+    if "split" not in table.column_names:
+        return None
+    split = _column_strings(table, "split")
+    return split if any(split) else None
+
+
+def _to_numpy(vectors: np.ndarray | torch.Tensor) -> np.ndarray:
+    return vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
+
+
+def _select_split(images: _ImageRows | None, texts: _TextRows,
+                  split: str | None) -> tuple[_ImageRows | None, _TextRows]:
+    """Keep rows of ``split``. A table without a ``split`` column (or with only empty values) follows the other
+    one: images are kept when a kept caption refers to them, captions when their image is kept. Neither table
+    having the column is an error."""
+    if split is None:
+        return images, texts
+    if images is None:
+        if texts.split is None:
+            raise ConfigError(f"--split {split}: the text embeddings have no split column")
+        texts = _take_texts(texts, texts.split == split)
+        if len(texts.lang) == 0:
+            raise ConfigError(f"--split {split} leaves 0 captions")
+        return None, texts
+    if images.split is None and texts.split is None:
+        raise ConfigError(f"--split {split}: neither the image nor the text embeddings have a split column")
+    if images.split is not None:
+        images = _take_images(images, images.split == split)
+    if texts.split is not None:
+        texts = _take_texts(texts, texts.split == split)
+    if images.split is None:
+        images = _take_images(images, np.isin(images.ids, np.unique(texts.image_ids)))
+    if texts.split is None:
+        texts = _take_texts(texts, np.isin(texts.image_ids, images.ids))
+    if len(images.ids) == 0 or len(texts.lang) == 0:
+        raise ConfigError(f"--split {split} leaves {len(images.ids)} image(s) and {len(texts.lang)} caption(s)")
+    return images, texts
+
+
+def _take_images(images: _ImageRows, keep: np.ndarray) -> _ImageRows:
+    split = images.split[keep] if images.split is not None else None
+    return _ImageRows(images.ids[keep], images.vectors[np.flatnonzero(keep)], split)
+
+
+def _take_texts(texts: _TextRows, keep: np.ndarray) -> _TextRows:
+    split = texts.split[keep] if texts.split is not None else None
+    return _TextRows(texts.image_ids[keep], texts.lang[keep], texts.caption_ids[keep],
+                     texts.vectors[np.flatnonzero(keep)], split, texts.source)
+
+
+def _caption_owners(images: _ImageRows, texts: _TextRows) -> np.ndarray:
+    """Row of each caption's image in the image table (matched by id)."""
+    position = {image_id: row for row, image_id in enumerate(images.ids)}
+    owner = np.fromiter((position.get(i, -1) for i in texts.image_ids), dtype=np.int64, count=len(texts.image_ids))
+    missing = np.flatnonzero(owner < 0)
+    if len(missing):
+        raise SchemaError(f"{len(missing)} caption(s) refer to image ids that are not in the image embeddings "
+                          f"(first: {texts.image_ids[missing[0]]!r})", texts.source)
+    return owner
+
+
+def _languages(texts: _TextRows, languages: Sequence[str] | None) -> list[str]:
+    present = sorted(set(texts.lang.tolist()))
+    if not languages:
+        return present
+    unknown = [lang for lang in languages if lang not in present]
+    if unknown:
+        raise ConfigError(f"language(s) {', '.join(unknown)} have no captions (present: {', '.join(present)})")
+    return list(dict.fromkeys(languages))
+
+
+def _check_metric_names(metrics: Sequence[str], with_images: bool = True) -> tuple[str, ...]:
+    """The metrics to compute: recall always when there are images; without images only c2c is possible."""
+    unknown = [m for m in metrics if m not in METRIC_NAMES]
+    if unknown:
+        raise ConfigError(f"unknown --metric {', '.join(unknown)} (choose from {', '.join(METRIC_NAMES)})")
+    if not with_images:
+        needing = [m for m in dict.fromkeys(metrics) if m != "c2c"]
+        if needing:
+            raise ConfigError(f"--metric {', '.join(needing)} needs image embeddings (--images); only c2c runs from "
+                              "text embeddings alone")
+        return tuple(dict.fromkeys(metrics))
+    return tuple(dict.fromkeys(("recall", *metrics)))
+
+
+def _direction_summary(i2t: np.ndarray, t2i: np.ndarray, ks: tuple[int, ...]) -> dict:
+    i2t_summary, t2i_summary = M.rank_summary(i2t, ks), M.rank_summary(t2i, ks)
+    return {"i2t": i2t_summary, "t2i": t2i_summary, "AR": M.average_recall(i2t_summary, t2i_summary, ks)}
+
+
+def mrv_instance_mode(texts: _TextRows, langs: Sequence[str], requested: str = "auto") -> str:
+    """What one text-to-image MRV instance is: ``"image"`` when every image has at most one caption in each
+    language (then an image's K captions are its K queries, translated or not), else ``"caption_id"`` (the K
+    translations of one sentence). ``requested`` forces one; ``"image"`` on images with several captions per
+    language is an error (``--protocol first-caption`` keeps one)."""
+    in_langs = np.isin(texts.lang, list(langs))
+    keys = list(zip(texts.image_ids[in_langs].tolist(), texts.lang[in_langs].tolist()))
+    one_per_language = len(set(keys)) == len(keys)
+    if requested == "image" and not one_per_language:
+        raise ConfigError("--mrv-instance image needs one caption per image and language, but some images have "
+                          "several; use --protocol first-caption or --mrv-instance caption_id")
+    if requested != "auto":
+        return requested
+    return "image" if one_per_language else "caption_id"
+
+
+def _mrv(texts: _TextRows, i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str], variant: str,
+         requested_instance: str) -> dict:
+    """MRV in both directions over the instances present in all K languages (i2t: images, ranks of their best
+    caption per language; t2i: see ``mrv_instance_mode``). A direction left with 0 instances is an error that
+    says why, never a silent dash."""
+    mode = mrv_instance_mode(texts, langs, requested_instance)
+    t2i_ids = {}
+    for lang in langs:
+        rows, ranks = t2i_by_lang[lang]
+        ids = (texts.image_ids if mode == "image" else texts.caption_ids)[rows]
+        if len(set(ids.tolist())) != len(ids):
+            raise SchemaError(f"caption_id is not unique within language {lang}; MRV matches translations by it",
+                              texts.source)
+        t2i_ids[lang] = (ids, ranks)
+    result: dict[str, Any] = {"variant": variant, "languages": langs, "K": len(langs),
+                              "instance": {"i2t": "image", "t2i": mode}, "instances": {}, "excluded_instances": {}}
+    for direction, by_lang in (("i2t", i2t_by_lang), ("t2i", t2i_ids)):
+        matrix, _, excluded = M.align_instance_ranks({lang: by_lang[lang] for lang in langs})
+        if len(matrix) == 0:
+            unit = "image" if direction == "i2t" or mode == "image" else "caption_id"
+            raise ConfigError(f"MRV {direction} has 0 instances: no {unit} has captions in all of "
+                              f"{', '.join(langs)}" + ("" if unit == "image" else
+                                                       " (the languages share no caption_id; captions written "
+                                                       "independently per language need one caption per image "
+                                                       "and language: try --protocol first-caption)")
+                              + "; pick languages with --lang", texts.source)
+        result[direction] = M.mean_rank_variance(matrix, variant)
+        result["instances"][direction] = len(matrix)
+        result["excluded_instances"][direction] = excluded
+    return result
+
+
+def _c2c_pairs(langs: list[str], pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    """The language pairs for caption-to-caption retrieval: the given ones, checked, or every pair."""
+    if not pairs:
+        return list(itertools.combinations(langs, 2))
+    for src, tgt in pairs:
+        if src == tgt or src not in langs or tgt not in langs:
+            raise ConfigError(f"--c2c-pair {src}:{tgt} must name two different evaluated languages "
+                              f"({', '.join(langs)})")
+    return list(pairs)
+
+
+def _caption_to_caption(texts: _TextRows, pairs: list[tuple[str, str]], ks: tuple[int, ...],
+                        device: torch.device, chunk_mb: float, relevance: str) -> dict:
+    """Caption-to-caption retrieval between two languages (AME, Mohammadshahi et al. 2019). With ``relevance``
+    ``"image"`` (AME's definition) a caption in one language retrieves the other language's captions and a hit is
+    any caption of the same image; with ``"caption_id"`` only its translation (same caption_id) is a hit. Only
+    captions whose image (or caption_id) is present in both languages take part, as queries and as gallery."""
+    result = {}
+    for src, tgt in pairs:
+        src_rows, tgt_rows, src_groups, tgt_groups = _c2c_rows(texts, src, tgt, relevance)
+        forward = M.grouped_ranks(texts.vectors[src_rows], texts.vectors[tgt_rows], src_groups, tgt_groups,
+                                  chunk_mb=chunk_mb, device=device)
+        backward = M.grouped_ranks(texts.vectors[tgt_rows], texts.vectors[src_rows], tgt_groups, src_groups,
+                                   chunk_mb=chunk_mb, device=device)
+        summary: dict[str, Any] = {f"{src}->{tgt}": M.rank_summary(forward, ks),
+                                   f"{tgt}->{src}": M.rank_summary(backward, ks)}
+        summary["AR"] = M.average_recall(summary[f"{src}->{tgt}"], summary[f"{tgt}->{src}"], ks)
+        summary["relevance"] = relevance
+        summary["queries"] = {f"{src}->{tgt}": len(src_rows), f"{tgt}->{src}": len(tgt_rows)}
+        summary["instances"] = len(set(src_groups.tolist()))
+        result[f"{src}-{tgt}"] = summary
+    return result
+
+
+def _c2c_rows(texts: _TextRows, src: str, tgt: str,
+              relevance: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``src`` and ``tgt`` whose group (image or caption_id) is in both languages, and integer group codes
+    (equal codes: relevant to each other)."""
+    key = texts.image_ids if relevance == "image" else texts.caption_ids
+    rows = {lang: np.flatnonzero(texts.lang == lang) for lang in (src, tgt)}
+    if relevance == "caption_id":
+        for lang, lang_rows in rows.items():
+            if len(set(key[lang_rows].tolist())) != len(lang_rows):
+                raise SchemaError(f"caption_id is not unique within language {lang}; c2c by caption_id matches "
+                                  "translations by it", texts.source)
+    shared = np.intersect1d(key[rows[src]], key[rows[tgt]])
+    if len(shared) == 0:
+        hint = "" if relevance == "image" else " (captions written independently per language: use --c2c-relevance image)"
+        raise ConfigError(f"languages {src} and {tgt} share no {'image' if relevance == 'image' else 'caption_id'};"
+                          f" nothing to retrieve{hint}", texts.source)
+    src_rows = rows[src][np.isin(key[rows[src]], shared)]
+    tgt_rows = rows[tgt][np.isin(key[rows[tgt]], shared)]
+    return src_rows, tgt_rows, np.searchsorted(shared, key[src_rows]), np.searchsorted(shared, key[tgt_rows])
+
+
+def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split: str | None,
+              n_images: int | None, counts: dict, device: torch.device, protocol: str, c2c_relevance: str,
+              n_captions: int) -> dict:
+    return {
+        "metrics": list(metrics),
+        "ks": list(ks),
+        "recall_unit": "percent",
+        "rank_base": M.RANK_BASE,
+        "tie_rule": M.TIE_RULE,
+        "protocol": protocol,
+        "protocol_definition": {
+            "all-captions": "every caption of an image and language is a query (and a ground truth for i2t)",
+            "first-caption": "only the first caption (table order) of each image and language is kept, as "
+                             "CLIP_benchmark does on XM3600-style sets",
+        }[protocol],
+        "i2t": "an image's rank is that of its best-ranked caption in the language (hit if any caption is in the "
+               "top K); gallery: that language's captions",
+        "t2i": "one query per caption; gallery: all images",
+        "AR": "mean of R@K over ks in both directions",
+        "mrv_variant": variant if "mrv" in metrics else None,
+        "mrv_definition": {
+            "paper": "mean over instances of the population variance of its ranks across the K languages (eq. 7)",
+            "code": "mean over instances of the population standard deviation of its 0-based ranks",
+        }[variant] if "mrv" in metrics else None,
+        "mrv_instances": "i2t: the image; t2i: the image when every image has at most one caption per language, "
+                         "else the caption_id shared by translations (mrv.instance says which); only instances "
+                         "present in all K languages are used" if "mrv" in metrics else None,
+        "c2c": {"image": "a hit is any caption of the query's image (AME); queries and gallery: captions whose "
+                         "image has captions in both languages",
+                "caption_id": "a hit is the query's translation (same caption_id); queries and gallery: captions "
+                              "whose caption_id exists in both languages"}[c2c_relevance] if "c2c" in metrics
+               else None,
+        "similarity": "dot product of the float32 vectors (cosine: vectors are L2-normalised)",
+        "split": split,
+        "device": str(device),
+        "counts": {"images": n_images, "captions": n_captions, "per_language": counts},
+    }

@@ -1,0 +1,73 @@
+"""One place that turns a failed model download into a one-line, exit-2 error.
+
+open_clip, transformers and huggingface_hub each report a missing or unreachable model differently (a
+``RuntimeError`` wrapping the hub's ``LocalEntryNotFoundError``, an ``OSError`` naming the repository, an
+``OfflineModeIsEnabled`` connection error...). A user who typed a model name should read which model could not be
+fetched and whether the machine is offline, not a traceback reported as an internal error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+from mltk.errors import ModelDownloadError
+
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+# exception classes (by module prefix) that only ever mean "could not reach or find the remote files"
+_NETWORK_MODULES = ("huggingface_hub", "requests", "urllib3", "httpx", "httpcore", "urllib")
+
+
+def offline_by_setting() -> bool:
+    """Whether the user switched the Hugging Face libraries to offline mode."""
+    return any(os.environ.get(name, "").strip().lower() in {"1", "on", "yes", "true"} for name in OFFLINE_VARIABLES)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and everything it was raised from or during (``__cause__`` / ``__context__``)."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _is_download_failure(exc: BaseException) -> bool:
+    return isinstance(exc, (OSError, ConnectionError, TimeoutError)) or type(exc).__module__.split(".")[0] in _NETWORK_MODULES
+
+
+def _is_connection_failure(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    return isinstance(exc, (ConnectionError, TimeoutError)) or name in {"OfflineModeIsEnabled", "ConnectError",
+                                                                         "ConnectTimeout", "NameResolutionError"}
+
+
+@contextlib.contextmanager
+def model_download(model: str) -> Iterator[None]:
+    """Run a model (or tokenizer) load; a download failure inside becomes ``ModelDownloadError`` naming ``model``.
+
+    Anything that is not a download failure (a bug, a wrong config) propagates unchanged.
+    """
+    try:
+        yield
+    except ModelDownloadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - filtered below, re-raised when not a download failure
+        chain = _chain(exc)
+        if not any(_is_download_failure(e) for e in chain):
+            raise
+        raise ModelDownloadError(download_message(model, chain)) from exc
+
+
+def download_message(model: str, chain: list[BaseException]) -> str:
+    first_line = (str(chain[-1]).strip().splitlines() or [type(chain[-1]).__name__])[0][:200]
+    if offline_by_setting():
+        variables = ", ".join(v for v in OFFLINE_VARIABLES if os.environ.get(v))
+        return (f"could not load model {model!r}: this machine is offline ({variables} is set) and the model is not "
+                f"in the local cache; download it once online, or pass a local folder")
+    if any(_is_connection_failure(e) for e in chain):
+        return (f"could not load model {model!r}: this machine is offline (no connection to the model hub: "
+                f"{first_line}); download it once online, or pass a local folder")
+    return f"could not load model {model!r}: {first_line}"

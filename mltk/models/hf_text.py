@@ -1,0 +1,340 @@
+"""Hugging Face text towers (BERT-, RoBERTa- and XLM-R-style encoders) behind mltk's one text-tower interface.
+
+Two sources give such a tower:
+
+- an open_clip model whose text tower is a transformers encoder (``xlm-roberta-base-ViT-B-32``, ``hf-hub:`` repos
+  with an ``hf_model_name`` text config): open_clip's ``HFTextEncoder`` holds the encoder, a pooler and a
+  projection into the joint space;
+- a local transformers or sentence-transformers folder (e.g. all-MiniLM-L6-v2): text only, pooled as its
+  ``1_Pooling/config.json`` says (mean when absent), an optional ``Dense`` layer, an optional ``Normalize``.
+
+``HFTextTower`` re-runs the encoder's own modules step by step (word embeddings -> + position and token-type
+embeddings -> embedding LayerNorm and dropout -> layers -> pooling -> projection) so that MLA's acquirers can run
+after each layer through ``after_block`` and a non-native embedding can replace the word embeddings only. With no
+hook the result equals the transformers model's own output: the position ids, token types and attention mask are
+built exactly as transformers builds them from input ids (RoBERTa counts positions from ``padding_idx + 1``).
+
+Attention is bidirectional with a padding mask, so cutting a batch to its longest row changes nothing for the
+real tokens; each batch runs at that length.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+from mltk.errors import ConfigError
+from mltk.models.download import model_download
+from mltk.models.text import AfterBlock
+
+POOLINGS = ("mean", "cls", "end")  # over the real tokens; at position 0; at the last real token
+
+
+class HFTextTower(nn.Module):
+    """A transformers encoder as a ``TextTower`` (see /work/tower_interface.md and ``mltk.models.text``).
+
+    ``tokenizer(texts) -> (tokens [B, L], lengths [B])``. ``cls_head`` is BERT's pooler (dense + tanh), used only
+    when the tower pools at CLS through it (open_clip's ``cls_pooler``). ``normalizes_output`` says whether the
+    model's users L2-normalise its features (sentence-transformers' ``Normalize``); ``encode`` itself never does.
+    """
+
+    def __init__(self, transformer: nn.Module, tokenizer: Callable[[list[str]], tuple[torch.Tensor, torch.Tensor]],
+                 pooling: str = "mean", projection: nn.Module | None = None, cls_head: nn.Module | None = None,
+                 context_length: int | None = None, normalizes_output: bool = False):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ConfigError(f"unsupported pooling {pooling!r} for a Hugging Face text tower (one of "
+                              f"{', '.join(POOLINGS)})")
+        _check_architecture(transformer)
+        self.transformer = transformer
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.cls_head = cls_head
+        self.projection = projection if projection is not None else nn.Identity()
+        self.normalizes_output = normalizes_output
+        embeddings = transformer.embeddings
+        self.token_embedding = embeddings.word_embeddings
+        config = transformer.config
+        # RoBERTa / XLM-R number real tokens from padding_idx + 1 and give padding the id padding_idx
+        self._roberta_positions = hasattr(embeddings, "create_position_ids_from_input_ids")
+        self._padding_idx = getattr(embeddings, "padding_idx", config.pad_token_id)
+        position_offset = self._padding_idx + 1 if self._roberta_positions else 0
+        most = config.max_position_embeddings - position_offset
+        self.context_length = min(context_length, most) if context_length else most
+        self.width = config.hidden_size
+        self.num_blocks = len(self.blocks)
+        with torch.no_grad():
+            probe = torch.zeros(1, self.width, device=self.token_embedding.weight.device,
+                                dtype=self.token_embedding.weight.dtype)
+            self.output_dim = int(self.projection(probe).shape[-1])
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        return self.transformer.encoder.layer
+
+    def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Texts -> (tokens [B, L], lengths [B]) with the tower's own tokenizer, L = the longest row."""
+        tokens, lengths = self.tokenizer(list(texts))
+        return tokens[:, : int(lengths.max())], lengths
+
+    def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token ids [B, L] -> word embeddings [B, L, W] (no positions, no token types, no LayerNorm)."""
+        return self.token_embedding(tokens)
+
+    def forward_embeddings(self, x: torch.Tensor, lengths: torch.Tensor,
+                           after_block: AfterBlock | None = None) -> torch.Tensor:
+        """Word embeddings [B, L, W] -> features [B, D]; ``after_block(i, h [B, L', W])`` after layer i's output."""
+        length = int(lengths.max())
+        x = x[:, :length]
+        lengths = lengths.to(x.device)
+        positions = torch.arange(length, device=x.device)  # [L']
+        real = positions[None, :] < lengths[:, None]  # [B, L'] True on real tokens
+        h = self._embed(x, positions, real)
+        mask = self._attention_mask(real, h)
+        for index, layer in enumerate(self.blocks):
+            out = layer(h, mask)
+            h = out[0] if isinstance(out, tuple) else out  # transformers 4.x layers return tuples
+            if after_block is not None:
+                h = after_block(index, h)
+        return self.projection(self._pool(h, real, lengths))  # [B, D]
+
+    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor,
+               after_block: AfterBlock | None = None) -> torch.Tensor:
+        """Token ids [B, L] -> features [B, D], unnormalised, the batch trimmed to its longest row."""
+        tokens = tokens[:, : int(lengths.max())]
+        return self.forward_embeddings(self.embed_tokens(tokens), lengths, after_block)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.encode(tokens, lengths)
+
+    # --- the steps transformers would take ------------------------------------------------------------------------
+
+    def _embed(self, x: torch.Tensor, positions: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """Word embeddings + token-type + position embeddings, then the embedding LayerNorm and dropout."""
+        embeddings = self.transformer.embeddings
+        if self._roberta_positions:  # as create_position_ids_from_input_ids: cumsum of real tokens + padding_idx
+            position_ids = torch.where(real, positions[None, :] + self._padding_idx + 1,
+                                       torch.full_like(real, self._padding_idx, dtype=torch.long))
+        else:
+            position_ids = positions[None, :].expand(x.shape[0], -1)
+        h = x
+        if getattr(embeddings, "token_type_embeddings", None) is not None:  # one sentence: token type 0
+            h = h + embeddings.token_type_embeddings(torch.zeros_like(position_ids))
+        h = h + embeddings.position_embeddings(position_ids)
+        return embeddings.dropout(embeddings.LayerNorm(h))  # [B, L', W]
+
+    def _attention_mask(self, real: torch.Tensor, h: torch.Tensor):
+        """The padding mask in the form the layers' attention implementation expects (None when nothing is
+        padded), built by transformers' own helper."""
+        try:
+            from transformers.masking_utils import create_bidirectional_mask
+        except ImportError:  # transformers 4.x: the additive [B, 1, 1, L] mask
+            return self.transformer.get_extended_attention_mask(real.long(), real.shape)
+        return create_bidirectional_mask(config=self.transformer.config, inputs_embeds=h, attention_mask=real.long())
+
+    def _pool(self, h: torch.Tensor, real: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Hidden states [B, L', W] -> [B, W] as the tower pools."""
+        if self.pooling == "mean":  # sentence-transformers' and open_clip's MeanPooler
+            weights = real.to(h.dtype).unsqueeze(-1)  # [B, L', 1]
+            return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+        if self.pooling == "end":
+            return h[torch.arange(h.shape[0], device=h.device), lengths - 1]
+        if self.cls_head is not None:  # BERT's pooler reads position 0 itself
+            return self.cls_head(h)
+        return h[:, 0]
+
+
+def _check_architecture(transformer: nn.Module) -> None:
+    """The encoder must be built like BERT: ``embeddings`` (word, position, token type, LayerNorm) and
+    ``encoder.layer``, with absolute positions."""
+    embeddings = getattr(transformer, "embeddings", None)
+    layers = getattr(getattr(transformer, "encoder", None), "layer", None)
+    model_type = getattr(getattr(transformer, "config", None), "model_type", type(transformer).__name__)
+    needed = ("word_embeddings", "position_embeddings", "LayerNorm", "dropout")
+    if embeddings is None or layers is None or not all(hasattr(embeddings, n) for n in needed):
+        raise ConfigError(f"unsupported Hugging Face text tower {model_type!r}: mltk runs BERT-, RoBERTa- and "
+                          f"XLM-R-style encoders (embeddings + encoder.layer)")
+    kind = getattr(transformer.config, "position_embedding_type", "absolute") or "absolute"
+    if kind != "absolute":
+        raise ConfigError(f"unsupported position embeddings {kind!r} in {model_type!r} (only absolute)")
+
+
+# --- tokenizers -------------------------------------------------------------------------------------------------
+
+
+class PaddedTokenizer:
+    """A transformers tokenizer giving (ids [B, L], lengths [B]), padded on the right to the longest row."""
+
+    def __init__(self, tokenizer, context_length: int | None = None, lower_case: bool = False):
+        self.tokenizer = tokenizer
+        self.context_length = context_length
+        self.lower_case = lower_case
+        tokenizer.padding_side = "right"
+
+    def __call__(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.lower_case:  # sentence-transformers' do_lower_case
+            texts = [text.lower() for text in texts]
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.context_length,
+                               return_tensors="pt")
+        return batch["input_ids"], batch["attention_mask"].sum(dim=1)
+
+
+class OpenClipHFTokenizer:
+    """open_clip's ``HFTokenizer`` (its own text cleaning, rows padded to the context) with lengths counted as
+    open_clip's ``HFTextEncoder`` masks: every id that is not the pad id is a real token."""
+
+    def __init__(self, tokenizer, pad_token_id: int):
+        self.tokenizer = tokenizer
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = self.tokenizer(texts)  # [B, context_length]
+        return tokens, (tokens != self.pad_token_id).sum(dim=1)
+
+
+# --- building towers ----------------------------------------------------------------------------------------------
+
+
+def tower_from_open_clip(clip: nn.Module, tokenizer) -> HFTextTower:
+    """The text tower of an open_clip ``CustomTextCLIP`` whose text tower is an ``HFTextEncoder`` (shares, does
+    not copy, its parameters); ``tokenizer`` is open_clip's ``HFTokenizer`` for that model."""
+    from open_clip.hf_model import ClsLastHiddenStatePooler, ClsPooler, HFTextEncoder, MeanPooler
+
+    encoder = getattr(clip, "text", None)
+    if not isinstance(encoder, HFTextEncoder):
+        raise ConfigError(f"{type(clip).__name__} has no Hugging Face text tower")
+    pooler, cls_head = encoder.pooler, None
+    if isinstance(pooler, MeanPooler):
+        pooling = "mean"
+    elif isinstance(pooler, (ClsPooler, ClsLastHiddenStatePooler)):
+        pooling = "cls"
+        if isinstance(pooler, ClsPooler) and pooler.use_pooler_output:
+            cls_head = getattr(encoder.transformer, "pooler", None)
+    else:
+        raise ConfigError(f"unsupported open_clip text pooler {type(pooler).__name__} (mean or CLS)")
+    pad_id = encoder.config.pad_token_id
+    return HFTextTower(encoder.transformer, OpenClipHFTokenizer(tokenizer, pad_id), pooling, encoder.proj, cls_head,
+                       context_length=getattr(tokenizer, "context_length", None))
+
+
+def load_hf_text_tower(name_or_path: str, device: str | torch.device = "cpu", pretrained: str | None = None,
+                       freeze: bool = True) -> HFTextTower:
+    """A Hugging Face text tower from a local transformers / sentence-transformers folder, or from an open_clip
+    name whose text tower is a transformers encoder (``xlm-roberta-base-ViT-B-32``, ``hf-hub:org/repo``)."""
+    from mltk.models.clip import has_hf_text_tower, is_hf_model_folder, load_clip
+
+    if is_hf_model_folder(name_or_path):
+        tower = _load_folder(Path(name_or_path))
+    else:
+        bundle = load_clip(name_or_path, pretrained, device=device, freeze=freeze)
+        if not has_hf_text_tower(bundle.model):
+            raise ConfigError(f"{name_or_path!r} has open_clip's own text tower, not a Hugging Face one")
+        tower = tower_from_open_clip(bundle.model, bundle.tokenizer)
+    tower = tower.to(device).eval()
+    if freeze:
+        tower.requires_grad_(False)
+    return tower
+
+
+def _load_folder(path: Path) -> HFTextTower:
+    """A transformers folder, or a sentence-transformers folder (``modules.json``: Transformer, Pooling, Dense,
+    Normalize)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    modules = _read_json(path / "modules.json") if (path / "modules.json").is_file() else []
+    model_dir, pooling, dense, normalize = path, "mean", [], False
+    for module in modules:
+        kind = module.get("type", "").rsplit(".", 1)[-1]
+        folder = path / module.get("path", "")
+        if kind == "Transformer":
+            model_dir = folder
+        elif kind == "Pooling":
+            pooling = read_pooling(folder / "config.json")
+        elif kind == "Dense":
+            dense.append(_load_dense(folder))
+        elif kind == "Normalize":
+            normalize = True
+        else:
+            raise ConfigError(f"unsupported sentence-transformers module {module.get('type')!r}", path / "modules.json")
+    if not (model_dir / "config.json").is_file():
+        raise ConfigError("no transformers config.json in the model folder", model_dir)
+    st_config = _read_json(model_dir / "sentence_bert_config.json") if (model_dir / "sentence_bert_config.json").is_file() else {}
+    with model_download(str(path)), _quiet_transformers():  # a folder naming its base model may reach for the hub
+        try:
+            transformer = AutoModel.from_pretrained(model_dir, add_pooling_layer=False)  # BERT's pooler is unused
+        except TypeError:  # encoders without a pooler take no such argument
+            transformer = AutoModel.from_pretrained(model_dir)
+        hf_tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = PaddedTokenizer(hf_tokenizer, lower_case=bool(st_config.get("do_lower_case")))
+    context = st_config.get("max_seq_length") or _tokenizer_limit(hf_tokenizer)
+    tower = HFTextTower(transformer, tokenizer, pooling, nn.Sequential(*dense) if dense else None,
+                        context_length=context, normalizes_output=normalize)
+    tokenizer.context_length = tower.context_length  # the position table may be the tighter limit
+    return tower
+
+
+def read_pooling(config_path: Path) -> str:
+    """sentence-transformers' ``1_Pooling/config.json`` -> "mean", "cls" or "end" (exactly one mode on)."""
+    config = _read_json(config_path)
+    modes = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "end"}
+    chosen = [name for key, name in modes.items() if config.get(key)]
+    others = [key for key, on in config.items() if key.startswith("pooling_mode_") and on and key not in modes]
+    if others or len(chosen) != 1:
+        raise ConfigError(f"unsupported pooling {', '.join(others + chosen) or 'none'} (mltk pools with exactly one "
+                          f"of mean, CLS, last token)", config_path)
+    return chosen[0]
+
+
+_ACTIVATIONS = {"Identity": nn.Identity, "Tanh": nn.Tanh, "ReLU": nn.ReLU, "GELU": nn.GELU, "Sigmoid": nn.Sigmoid}
+
+
+def _load_dense(folder: Path) -> nn.Module:
+    """sentence-transformers' ``Dense``: Linear(in, out, bias) then an activation (weights ``linear.*``)."""
+    config = _read_json(folder / "config.json")
+    activation = str(config.get("activation_function", "torch.nn.modules.linear.Identity")).rsplit(".", 1)[-1]
+    if activation not in _ACTIVATIONS:
+        raise ConfigError(f"unsupported Dense activation {activation!r}", folder / "config.json")
+    linear = nn.Linear(config["in_features"], config["out_features"], bias=config.get("bias", True))
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        state = load_file(folder / "model.safetensors")
+    elif (folder / "pytorch_model.bin").is_file():
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    else:
+        raise ConfigError("Dense layer has no model.safetensors", folder)
+    linear.load_state_dict({k.removeprefix("linear."): v for k, v in state.items()})
+    return nn.Sequential(linear, _ACTIVATIONS[activation]())
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers reports the unused BERT pooler weights and a progress bar on every load; mltk means to skip
+    the pooler, and its stderr is for its own progress."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+
+
+def _tokenizer_limit(tokenizer) -> int | None:
+    limit = getattr(tokenizer, "model_max_length", None)
+    return limit if isinstance(limit, int) and limit < 100_000 else None  # "no limit" is a huge sentinel
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"unreadable JSON ({exc})", path) from None

@@ -1,0 +1,149 @@
+"""Test images that are also training images, by canonical image id (``mltk check-overlap``, and a warning in
+``evaluate`` and the training stages).
+
+About 800 of XTD10's 1,000 images are COCO train2014 pictures, which COCO Karpathy train and CC-style COCO
+translations contain; a model trained on those and tested on XTD10 has seen the test images. Ids are compared
+in their canonical form (``mltk.data.importers.image_ids``), so artifacts imported before ids were canonical
+(``COCO_train2014_000000000081``) still match ``coco:000000000081``.
+
+The image ids of an artifact: a captions artifact's ``image_id`` (for a training set only its ``train`` rows when
+it has a ``train`` split, since one import often holds every split), an images artifact's ``image_id``, an
+embeddings artifact's ``image_id`` (text) or ``id`` (images).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from mltk import artifacts, schema
+from mltk.data.importers.image_ids import canonical_image_id
+from mltk.errors import ArtifactError
+from mltk.runtime import log
+
+TRAINING_STAGE_PREFIXES = ("train", "pretrain")
+MAX_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class OverlapReport:
+    train: list[str]
+    test: list[str]
+    train_images: int
+    test_images: int
+    overlapping: int
+    examples: list[str]
+
+    @property
+    def fraction(self) -> float:
+        return self.overlapping / self.test_images if self.test_images else 0.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "fraction": self.fraction}
+
+
+def image_ids(path: str | os.PathLike, *, training: bool = False) -> set[str]:
+    """Canonical image ids of a captions, images or embeddings artifact (or a captions Parquet file)."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".parquet":
+        table, kind = artifacts.read_table(path), "captions"
+    else:
+        kind = artifacts.read_manifest(path)["kind"]
+        if kind == "captions":
+            table = artifacts.load_captions(path)
+        elif kind == "images":
+            table = artifacts.read_table(path / schema.IMAGES_FILE, columns=["image_id"])
+        elif kind == "embeddings":
+            table, _ = artifacts.load_embeddings(path, check_finite=False)
+        else:
+            raise ArtifactError(f"is a {kind} artifact; check-overlap reads captions, images or embeddings", path)
+    column = "image_id" if "image_id" in table.column_names else "id"
+    if column not in table.column_names:
+        raise ArtifactError("has no image_id (or id) column", path)
+    if training and kind == "captions" and "split" in table.column_names:
+        splits = table.column("split").to_pylist()
+        if "train" in splits:
+            table = table.filter(pa.array([s == "train" for s in splits]))
+    return {canonical_image_id(value) for value in table.column(column).cast(pa.string()).to_pylist()
+            if value is not None}
+
+
+def check_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
+                  test_ids: Iterable[str] = ()) -> OverlapReport:
+    """How many of the test images (those of ``test_paths`` plus ``test_ids``) appear in the training artifacts."""
+    train = set().union(*(image_ids(p, training=True) for p in train_paths)) if train_paths else set()
+    test = set().union(*(image_ids(p) for p in test_paths)) if test_paths else set()
+    test |= {canonical_image_id(i) for i in test_ids}
+    shared = sorted(train & test)
+    return OverlapReport([str(p) for p in train_paths], [str(p) for p in test_paths], len(train), len(test),
+                         len(shared), shared[:MAX_EXAMPLES])
+
+
+def describe(report: OverlapReport) -> str:
+    if not report.overlapping:
+        return f"none of the {report.test_images} test images is among the {report.train_images} training images"
+    return (f"{report.overlapping} of {report.test_images} test images ({100 * report.fraction:.1f}%) are also "
+            f"training images (e.g. {', '.join(report.examples)}; training data: {', '.join(report.train)})")
+
+
+def warn_if_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
+                    test_ids: Iterable[str] = (), stage: str = "mltk") -> OverlapReport | None:
+    """Log a warning on stderr when test images are training images; returns the report (None when there is
+    nothing to compare). Training stages call it with their training captions and their validation/test inputs;
+    ``evaluate`` with the training data found through the manifests (``training_data_of``). Never raises for an
+    input it cannot read (the stage reports that itself)."""
+    test_ids = list(test_ids)
+    if not train_paths or not (test_paths or test_ids):
+        return None
+    try:
+        report = check_overlap(train_paths, test_paths, test_ids=test_ids)
+    except ArtifactError:
+        return None
+    if report.overlapping:
+        log(f"{stage}: warning: {describe(report)}")
+    return report
+
+
+def training_data_of(paths: Iterable[str | os.PathLike], max_depth: int = 8) -> list[Path]:
+    """The captions artifacts a model was trained on, found through the manifests' ``inputs``: starting from
+    ``paths`` (a checkpoint, or embeddings written by one), every captions input of a training stage
+    (``train-*``, ``pretrain``) up the lineage."""
+    found: dict[str, Path] = {}
+    seen: set[str] = set()
+    frontier = [Path(p) for p in paths]
+    for _ in range(max_depth):
+        following = []
+        for path in frontier:
+            key = str(path.resolve())
+            if key in seen or not artifacts.is_artifact(path):
+                continue
+            seen.add(key)
+            manifest = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))
+            stage = str(manifest.get("created_by", {}).get("stage", ""))
+            for entry in manifest.get("inputs", []):
+                source = Path(entry.get("path", ""))
+                if stage.startswith(TRAINING_STAGE_PREFIXES) and entry.get("kind") == "captions" and source.exists():
+                    found.setdefault(str(source), source)
+                following.append(source)
+        frontier = following
+    return list(found.values())
+
+
+def run_check_overlap(train: str | os.PathLike, test: str | os.PathLike,
+                      out: str | os.PathLike | None = None) -> tuple[OverlapReport, Path | None]:
+    """``mltk check-overlap TRAIN TEST [--out M]``: the report on stderr, and with ``out`` a metrics artifact
+    whose ``overlap`` section lists every shared image id."""
+    report = check_overlap([train], [test])
+    log(f"check-overlap: {describe(report)}")
+    if out is None:
+        return report, None
+    shared = sorted(image_ids(train, training=True) & image_ids(test))
+    path = artifacts.write_metrics(out, {"overlap": {**report.as_dict(), "shared_image_ids": shared}},
+                                   stage="check-overlap", config={"train": str(train), "test": str(test)},
+                                   inputs=[train, test])
+    return report, path
