@@ -70,7 +70,7 @@ def test_method_tensors_train_at_the_tables_lr_by_default(world):
     encoder = encoder_for(world, "lora")
     (task,) = start_tasks(world, encoder, 1)
     optimizer = task.make_optimizer(task.parameters_to_train(), C.loop_config(task.config, task))
-    assert {group["lr"] for group in optimizer.param_groups} == {task.config.lr}
+    assert {group["lr"] for group in optimizer.param_groups} == {task.config.loop.lr}
 
 
 # ----------------------------------------------------------------------------------------------------------------
