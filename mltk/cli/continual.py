@@ -44,20 +44,35 @@ def train_continual_command(
         [], "--lang", help="Task languages in training order (repeat or comma-separate); default: en first, then "
         "every other language of the captions."),
     order: Optional[str] = typer.Option(
-        None, "--order", help="A published task order, shipped with mltk: cll-clip (CLL-CLIP's 36 languages, en first; "
-        "with --lang, those languages in this order)."),
+        None, "--order", help="A published task order shipped with mltk: cll-clip (CLL-CLIP's 36 languages, en "
+        "first; with --lang, those languages in this order)."),
     method: str = typer.Option("cll-clip", "--method", help=METHOD_HELP),
     teir: bool = typer.Option(False, "--teir", help="TEIR: initialisation and regularisation of the token table."),
     teir_init_only: bool = typer.Option(False, "--teir-init-only", help="TEIR's initialisation alone (ablation)."),
     teir_reg_only: bool = typer.Option(
         False, "--teir-reg-only", help="TEIR's regularisation alone (ablation)."),
+    teir_part: List[str] = typer.Option(
+        [], "--teir-part", help="TEIR's parts one by one (repeat or comma-separate): init (initialisation), grad "
+        "(lambda scales the gradient), decay (lambda scales the weight decay); --teir = all three."),
+    token_sets: str = typer.Option(
+        "occurrence", "--token-sets", help="TEIR's token sets: occurrence (tokens in the task's text, the authors' "
+        "code) or vocabulary (tokens of the task's new vocabulary, the paper's wording)."),
+    joint: bool = typer.Option(
+        False, "--joint", help="The upper bound: train every language at once (one task, the oracle vocabulary)."),
+    oracle_vocab: bool = typer.Option(
+        False, "--oracle-vocab", help="One vocabulary of --vocab-size tokens built from every task's text up front "
+        "(the paper's oracle: 200000)."),
     vocab_dir: Optional[Path] = typer.Option(
         None, "--vocab-dir", help="Prebuilt vocab artifacts, one per task at DIR/<lang> (mltk build-vocab, each "
         "with the previous task's as --parent); built on the fly when left out."),
     vocab_size: int = typer.Option(10000, "--vocab-size", help="Tokens of each task's new vocabulary V̂."),
     protect_lang: Optional[str] = typer.Option(
         None, "--protect-lang", help="When building vocabularies, keep this language's parent ids (e.g. en)."),
-    epochs: int = typer.Option(3, "--epochs", help="Epochs per task (an epoch = one pass over its images)."),
+    epochs: int = typer.Option(3, "--epochs", help="Epochs per task (an epoch = one pass over its captions, or "
+                               "over its images with --epoch-unit images)."),
+    epoch_unit: str = typer.Option(
+        "captions", "--epoch-unit", help="captions (the authors': every caption once per epoch) or images (every "
+        "image once, one of its captions drawn)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Updates per task (overrides --epochs)."),
     eval_every: Optional[int] = typer.Option(
         None, "--eval-every", help="Validate every N steps (default: every epoch); the best one is kept."),
@@ -70,6 +85,9 @@ def train_continual_command(
     weight_decay: float = typer.Option(0.05, "--weight-decay", help="Decoupled weight decay."),
     gamma1: float = typer.Option(0.01, "--gamma1", help="Weight of the image-text InfoNCE term."),
     gamma2: float = typer.Option(1.0, "--gamma2", help="Weight of the MSE to the English teacher."),
+    mse_form: str = typer.Option(
+        "mean", "--mse-form", help="The MSE term: mean over elements (the authors' code) or sum (over D, the "
+        "written form)."),
     metric: str = typer.Option("t2i.R@1", "--metric", help="a_{j,i} of the continual matrix: AR or "
                                "<i2t|t2i>.R@<1|5|10>."),
     method_option: List[str] = typer.Option(
@@ -95,18 +113,17 @@ def train_continual_command(
     from mltk.continual import method_options
     from mltk.data.orders import ordered_subset
     from mltk import report
-    from mltk.train.continual import (CONTINUAL_LOOP, ContinualTrainConfig, final_summary, read_summary,
+    from mltk.train.continual import (CONTINUAL_LOOP, ContinualTrainConfig, final_summary, read_summary, teir_parts,
                                       train_continual)
     from mltk.train.step_log import step_logging
 
-    if sum([teir, teir_init_only, teir_reg_only]) > 1:
-        raise ConfigError("choose one of --teir, --teir-init-only and --teir-reg-only")
+    parts = teir_parts(teir, teir_init_only, teir_reg_only, _split(teir_part))
     options = method_options(method, method_option)
     languages = _split(lang) if order is None else ordered_subset(order, _split(lang))
     config = ContinualTrainConfig(
         images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
-        pretrained=pretrained, languages=languages, method=method, teir_init=teir or teir_init_only,
-        teir_reg=teir or teir_reg_only, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
+        pretrained=pretrained, languages=languages, method=method, **parts, token_sets=token_sets,
+        joint=joint, oracle_vocab=oracle_vocab, epoch_unit=epoch_unit, mse_form=mse_form, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, method_lr=method_lr,
         gamma1=gamma1, gamma2=gamma2, metric=metric, val_images=val_images, options=options,
         keep_task_checkpoints=keep_task_checkpoints, device=device, precision=precision, cache_dir=cache_dir,

@@ -14,13 +14,16 @@ Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Conti
 
    (``mltk.losses.cll_clip_loss``), where the teacher is the frozen CLIP's unnormalised English embedding of the
    caption with the same ``caption_id`` (computed once and cached, ``mltk.train.teacher``); captions without an
-   English counterpart are left out. AdamW lr 5e-5, weight decay 0.05, 10% linear warm-up then constant, batch
-   128 of distinct images (one of each image's captions drawn per step), 3 epochs; an epoch is one pass over the
-   task's images. The epoch with the best validation recall sum (R@1+R@5+R@10, both directions) of the task's
-   language is kept. Under TEIR's regularisation the optimizer is ``TeirAdamW``: lambda_j = 1 / (1 + c_j) for the
-   tokens of the task's text, 0 (frozen, no decay) for the others and the special tokens, applied to the clipped
-   gradient before the moment estimates and to the decoupled decay. A method's own tensors (adapters, LoRA,
-   prompts) train at ``method_lr``, sized for them rather than for the table.
+   English counterpart are left out. AdamW lr 5e-5, weight decay 0.05, 10% linear warm-up then constant,
+   gradients clipped by their global norm (1.0), batch 128, 3 epochs; an epoch is one pass over the task's
+   captions (the authors' definition; ``epoch_unit="images"``: one pass over its images, one caption of each
+   drawn per step, batches of distinct images). The epoch with the best validation recall sum (R@1+R@5+R@10,
+   both directions) of the task's language is kept. Under TEIR's regularisation the optimizer is ``TeirAdamW``:
+   lambda_j = 1 / (1 + c_j) for the task's tokens (``token_sets``: occurrence in its text, the default, or
+   membership of its new vocabulary), 0 (frozen, no decay) for the others and the special tokens, applied to the
+   clipped gradient before the moment estimates and to the decoupled decay (each part alone for the ablations:
+   ``teir_reg_grad``, ``teir_reg_decay``). A method's own tensors (adapters, LoRA, prompts) train at the table's
+   lr unless ``method_lr``.
 4. **Evaluation** of every language seen so far on the test split: a_{j,i} (``metric``, t2i R@1 by default),
    AR_j and F_j (``mltk.metrics.continual_metrics``).
 
@@ -46,7 +49,7 @@ checkpoints are removed when the run completes unless ``keep_task_checkpoints``.
 """
 
 from mltk.train.continual.config import (CONTINUAL_FILE, CONTINUAL_LOOP, ContinualTrainConfig, final_summary,
-                                         metric_value, read_summary, task_order)
+                                         metric_value, read_summary, task_order, teir_parts)
 from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
 from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
 from mltk.train.continual.run import (_split_data, _write_task_checkpoint, evaluate_languages,  # noqa: F401
@@ -56,6 +59,6 @@ from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_see
 from mltk.teir import TeirAdamW
 
 __all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CllClipTask", "ContinualTrainConfig",
-           "Corpus", "Examples", "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary", "loop_config",
-           "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed", "task_vocabulary",
-           "teir_lambdas", "train_continual", "vocabulary_summary"]
+           "Corpus", "Examples", "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary",
+           "loop_config", "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed",
+           "task_vocabulary", "teir_lambdas", "teir_parts", "train_continual", "vocabulary_summary"]

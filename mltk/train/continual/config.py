@@ -12,15 +12,18 @@ import pyarrow as pa
 from mltk import artifacts
 from mltk.continual import METHODS, method_options
 from mltk.errors import ConfigError
+from mltk.losses import MSE_FORMS
 from mltk.schema import NATIVE_LANG
 from mltk.train.loop import LoopConfig
-from mltk.vocab import vocabulary_size_problem
+from mltk.vocab import TOKEN_SETS, vocabulary_size_problem
 
 CONTINUAL_FILE = "continual.json"
 # The paper's optimizer settings (AdamW lr 5e-5, decay 0.05, 10% warm-up then constant). Each task fits with this
 # LoopConfig, its ``steps``, ``eval_every`` and ``seed`` replaced by the task's (``loop_config``): the ``steps``
 # here is a placeholder, the per-task count comes from ``ContinualTrainConfig.steps`` or ``epochs``.
-CONTINUAL_LOOP = LoopConfig(steps=1, lr=5e-5, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8)
+# Gradients are clipped by their global norm (1.0), as the authors' training loop does.
+CONTINUAL_LOOP = LoopConfig(steps=1, lr=5e-5, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8, clip_mode="global")
+EPOCH_UNITS = ("captions", "images")
 METRIC_PATTERN = re.compile(r"AR|(i2t|t2i)\.R@(1|5|10)")
 
 
@@ -36,18 +39,25 @@ class ContinualTrainConfig:
     languages: tuple[str, ...] = ()  # task order; default English first, then the captions' other languages
     method: str = "cll-clip"
     teir_init: bool = False  # TEIR initialisation of new rows (else N(0, 0.02))
-    teir_reg: bool = False  # TEIR regularisation (per-token lambda in AdamW)
+    teir_reg: bool = False  # TEIR regularisation (per-token lambda in AdamW), with its parts:
+    teir_reg_grad: bool = True  # lambda scales each row's gradient (before the moment estimates)
+    teir_reg_decay: bool = True  # lambda scales each row's decoupled weight decay
+    token_sets: str = "occurrence"  # TEIR's token sets: occurrence in the task's text (code) or vocabulary (paper)
+    joint: bool = False  # the upper bound: one task over every language at once (with the oracle vocabulary)
+    oracle_vocab: bool = False  # one vocabulary built from every task's text up front (implied by joint)
     vocab_dir: Path | None = None  # prebuilt vocab artifacts at vocab_dir/<lang>; built on the fly otherwise
     vocab_size: int = 10000
     vocab_min_frequency: int = 2
     protect_lang: str | None = None  # keep this language's parent ids when vocabularies are built (off: paper)
     epochs: int = 3
+    epoch_unit: str = "captions"  # an epoch passes over every caption (the authors') or every image once
     steps: int | None = None  # updates per task (default: epochs x steps per epoch)
     eval_every: int | None = None  # validation interval in steps (default: once per epoch)
     batch_size: int = 128
     method_lr: float | None = None  # the method's own tensors; None: the loop's lr (the paper trains all at 5e-5)
     gamma1: float = 0.01
     gamma2: float = 1.0
+    mse_form: str = "mean"  # the MSE term: mean over elements (the authors' code) or "sum" over D (written form)
     temperature: float = 0.07
     metric: str = "t2i.R@1"  # a_{j,i}: AR or <i2t|t2i>.R@<K>
     split: str = "train"
@@ -67,9 +77,19 @@ class ContinualTrainConfig:
 
     @property
     def variant(self) -> str:
-        """plain, init-only, reg-only or teir."""
-        return {(False, False): "plain", (True, False): "init-only", (False, True): "reg-only",
+        """plain, init-only, reg-only or teir; a regularisation of the gradient or the decay alone adds -grad or
+        -decay; joint runs and the oracle vocabulary say so."""
+        name = {(False, False): "plain", (True, False): "init-only", (False, True): "reg-only",
                 (True, True): "teir"}[(self.teir_init, self.teir_reg)]
+        if self.teir_reg and not (self.teir_reg_grad and self.teir_reg_decay):
+            name += "-grad" if self.teir_reg_grad else "-decay"
+        if self.joint:
+            return f"joint-{name}"
+        return f"oracle-{name}" if self.oracle_vocab else name
+
+    @property
+    def uses_oracle_vocab(self) -> bool:
+        return self.oracle_vocab or self.joint
 
     def check(self) -> None:
         problems = []
@@ -82,10 +102,41 @@ class ContinualTrainConfig:
             problems.append(problem)
         if len(set(self.languages)) != len(self.languages):
             problems.append(f"a language appears twice in the task order {','.join(self.languages)}")
+        if self.mse_form not in MSE_FORMS:
+            problems.append(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {self.mse_form!r}")
+        if self.epoch_unit not in EPOCH_UNITS:
+            problems.append(f"--epoch-unit must be one of {', '.join(EPOCH_UNITS)}, got {self.epoch_unit!r}")
+        if self.token_sets not in TOKEN_SETS:
+            problems.append(f"--token-sets must be one of {', '.join(TOKEN_SETS)}, got {self.token_sets!r}")
+        if self.teir_reg and not (self.teir_reg_grad or self.teir_reg_decay):
+            problems.append("TEIR's regularisation needs its gradient part, its decay part or both")
+        if self.joint and self.method != "cll-clip":
+            problems.append(f"--joint trains every language at once, the upper bound of plain CLL-CLIP; it takes "
+                            f"no continual method (got --method {self.method})")
+        if self.uses_oracle_vocab and self.vocab_dir is not None:
+            problems.append("--oracle-vocab builds its one vocabulary itself; leave out --vocab-dir")
         if not METRIC_PATTERN.fullmatch(self.metric):
             problems.append(f"--metric must be AR or <i2t|t2i>.R@<1|5|10>, got {self.metric!r}")
         if problems:
             raise ConfigError("; ".join(problems))
+
+
+TEIR_PARTS = ("init", "grad", "decay")
+
+
+def teir_parts(teir: bool = False, init_only: bool = False, reg_only: bool = False,
+               parts: tuple[str, ...] = ()) -> dict[str, bool]:
+    """The config fields of TEIR's parts from ``--teir`` (all), ``--teir-init-only``, ``--teir-reg-only`` (gradient
+    and decay scaling) or ``--teir-part`` (any of init, grad, decay): the paper's ablations, each alone or together."""
+    unknown = [p for p in parts if p not in TEIR_PARTS]
+    if unknown:
+        raise ConfigError(f"--teir-part must be among {', '.join(TEIR_PARTS)}, got {', '.join(unknown)}")
+    if sum([teir, init_only, reg_only, bool(parts)]) > 1:
+        raise ConfigError("choose one of --teir, --teir-init-only, --teir-reg-only and --teir-part")
+    chosen = set(TEIR_PARTS if teir else ("init",) if init_only else ("grad", "decay") if reg_only else parts)
+    regularise = bool(chosen & {"grad", "decay"})
+    return {"teir_init": "init" in chosen, "teir_reg": regularise,
+            "teir_reg_grad": "grad" in chosen or not regularise, "teir_reg_decay": "decay" in chosen or not regularise}
 
 
 def metric_value(result: dict, lang: str, metric: str) -> float | None:

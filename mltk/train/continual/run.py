@@ -148,7 +148,7 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
     new_rows = init_new_rows(encoder.table.detach().cpu(), vocabulary.vocab_size - encoder.vocab_size, generator,
                              mode="teir" if config.teir_init else "normal")
     encoder.grow(vocabulary.tokenizer, new_rows)
-    lambdas = teir_lambdas(vocabulary) if config.teir_reg else None
+    lambdas = teir_lambdas(vocabulary, config.token_sets) if config.teir_reg else None
     data = task_data(corpus, lang, encoder)
     validator = None if val is None else RecallSumValidator(
         retrieval_validator(encoder, val, [lang], runtime, config.val_images), lang)

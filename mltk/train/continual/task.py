@@ -39,11 +39,16 @@ class CllClipTask:
         self.index, self.lang, self.config, self.runtime = index, lang, config, runtime
         self.validator, self.lambdas = validator, lambdas
         self.batch_size = config.batch_size
-        self.steps_per_epoch = max(len(data.image_rows) // config.batch_size, 1)  # an epoch: each image once
+        # An epoch passes over every caption once (the authors' dataset of pairs), or over every image once with
+        # one of its captions drawn per step (``epoch_unit="images"``, batches of distinct images).
+        self.by_caption = config.epoch_unit == "captions"
+        units = len(data.tokens) if self.by_caption else len(data.image_rows)
+        self.steps_per_epoch = max(units // config.batch_size, 1)
         steps = config.steps or config.epochs * self.steps_per_epoch
         self.steps = steps
         self.seed = task_seed(config.loop.seed, index)
-        self.batches = LanguageBatches({lang: len(data.image_rows)}, config.batch_size, steps, self.seed)
+        self.batches = LanguageBatches({lang: units}, config.batch_size, steps, self.seed)
+        self.caption_image = np.repeat(np.arange(len(data.image_rows)), data.counts)  # [captions] -> image index
 
     # --- TrainTask ---------------------------------------------------------------------------------------------
 
@@ -66,7 +71,8 @@ class CllClipTask:
         if self.lambdas is None:
             return torch.optim.AdamW(groups, lr=loop.lr, betas=loop.betas, eps=loop.eps)
         return TeirAdamW(groups, lr=loop.lr, betas=loop.betas, eps=loop.eps, weight_decay=loop.weight_decay,
-                         row_scales={params["table"]: self.lambdas.to(params["table"].device)})
+                         row_scales={params["table"]: self.lambdas.to(params["table"].device)},
+                         scale_gradients=config.teir_reg_grad, scale_weight_decay=config.teir_reg_decay)
 
     def loss(self, step: int) -> torch.Tensor:
         loss = self.data_loss(step)
@@ -83,13 +89,18 @@ class CllClipTask:
     def pair_loss(self, image: torch.Tensor, text: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
         """CLL-CLIP's loss of one batch (image [b, D] normalised, text and teacher [b, D] raw)."""
         return cll_clip_loss(gather_with_grad(image), gather_with_grad(text.float()), gather_with_grad(teacher),
-                             self.encoder.logit_scale(), self.config.gamma1, self.config.gamma2)
+                             self.encoder.logit_scale(), self.config.gamma1, self.config.gamma2, self.config.mse_form)
 
     def data_loss(self, step: int) -> torch.Tensor:
-        """The CLL-CLIP loss of the batch of ``step`` (distinct images, one caption each, drawn from the seed)."""
-        _, images = self.batches.batch(step)
+        """The CLL-CLIP loss of the batch of ``step``: distinct captions (by caption epochs), or distinct images
+        with one caption each drawn from the seed (by image epochs)."""
         data = self.data
-        captions = draw_captions(self.seed, step, 0xC11, images, data.offsets, data.counts)
+        if self.by_caption:
+            _, captions = self.batches.batch(step)
+            images = self.caption_image[captions]
+        else:
+            _, images = self.batches.batch(step)
+            captions = draw_captions(self.seed, step, 0xC11, images, data.offsets, data.counts)
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
         text = self.encoder.encode_tokens(data.tokens[captions].to(device), self.lang)
@@ -150,11 +161,12 @@ def task_vocabulary(config: ContinualTrainConfig, index: int, order: list[str], 
     return load_vocabulary(path)
 
 
-def teir_lambdas(vocabulary: Vocabulary) -> torch.Tensor:
-    """TEIR's lambda [V] for the task of ``vocabulary`` (``mltk.teir.token_lambdas``)."""
+def teir_lambdas(vocabulary: Vocabulary, token_sets: str = "occurrence") -> torch.Tensor:
+    """TEIR's lambda [V] for the task of ``vocabulary`` (``mltk.teir.token_lambdas``) over its token set
+    (``Vocabulary.token_set``: occurrence in the task's text, or membership of its new vocabulary)."""
     tokenizer = vocabulary.tokenizer
-    return token_lambdas(vocabulary.present_token_ids(), vocabulary.prior_task_counts,
-                         special_ids=[tokenizer.sot_token_id, tokenizer.eot_token_id])
+    ids, counts = vocabulary.token_set(token_sets)
+    return token_lambdas(ids, counts, special_ids=[tokenizer.sot_token_id, tokenizer.eot_token_id])
 
 
 def vocabulary_summary(vocabulary: Vocabulary, lambdas: torch.Tensor | None) -> dict[str, Any]:
