@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -226,3 +227,110 @@ def test_train_continual_order_option_refuses_languages_outside_it(world, tmp_pa
     result = CliRunner().invoke(app, ["train-continual", str(world["images"]), "--captions", str(world["captions"]),
                                       "--out", str(tmp_path / "x"), "--order", "cll-clip", "--lang", "en,xx"])
     assert result.exit_code == 2 and "xx are not in the cll-clip order" in result.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# train-continual as the authors ran it: epochs over captions, global clipping, TEIR's parts, token sets
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_an_epoch_passes_over_every_caption_by_default(world):
+    encoder = encoder_for(world)
+    (by_caption,) = start_tasks(world, encoder, 1, steps=None, epochs=1)
+    captions, images = len(by_caption.data.tokens), len(by_caption.data.image_rows)
+    assert captions > images  # several captions per image in the world
+    assert by_caption.steps_per_epoch == captions // 8 and by_caption.steps == captions // 8
+    seen = np.concatenate([by_caption.batches.batch(step)[1] for step in range(by_caption.steps_per_epoch)])
+    assert len(seen) == len(set(seen.tolist())) == (captions // 8) * 8  # each caption once per epoch
+    (by_image,) = start_tasks(world, encoder_for(world), 1, steps=None, epochs=1, epoch_unit="images")
+    assert by_image.steps_per_epoch == images // 8
+    with pytest.raises(ConfigError, match="--epoch-unit"):
+        config(world, epoch_unit="words").check()
+
+
+def test_gradients_are_clipped_by_their_global_norm(world):
+    encoder = encoder_for(world)
+    (task,) = start_tasks(world, encoder, 1)
+    assert C.CONTINUAL_LOOP.clip_mode == "global" and C.loop_config(task.config, task).clip_mode == "global"
+
+
+@pytest.mark.parametrize("parts, expected", [
+    (("init",), (True, False, True, True)), (("grad",), (False, True, True, False)),
+    (("decay",), (False, True, False, True)), (("grad", "decay"), (False, True, True, True)),
+    (("init", "grad", "decay"), (True, True, True, True))])
+def test_teir_parts_alone_or_together_reach_the_optimizer(world, parts, expected):
+    settings = C.teir_parts(parts=parts)
+    assert (settings["teir_init"], settings["teir_reg"], settings["teir_reg_grad"],
+            settings["teir_reg_decay"]) == expected
+    encoder = encoder_for(world)
+    (task,) = start_tasks(world, encoder, 1, **settings)
+    optimizer = task.make_optimizer(task.parameters_to_train(), C.loop_config(task.config, task))
+    if settings["teir_reg"]:
+        assert (optimizer.scale_gradients, optimizer.scale_weight_decay) == expected[2:]
+    else:
+        assert task.lambdas is None
+    assert C.teir_parts(teir=True) == C.teir_parts(parts=("init", "grad", "decay"))
+    with pytest.raises(ConfigError, match="choose one"):
+        C.teir_parts(teir=True, parts=("init",))
+    with pytest.raises(ConfigError, match="--teir-part"):
+        C.teir_parts(parts=("both",))
+
+
+def test_token_sets_by_vocabulary_membership_give_other_lambdas(world):
+    from mltk.teir import token_lambdas
+
+    by_text = start_tasks(world, encoder_for(world), 2, teir_reg=True)[1].lambdas
+    by_vocab = start_tasks(world, encoder_for(world), 2, teir_reg=True, token_sets="vocabulary")[1].lambdas
+    vocabulary = world["vocab"]["de"]
+    ids, counts = vocabulary.token_set("vocabulary")
+    assert torch.equal(by_vocab, token_lambdas(ids, counts, special_ids=[49406, 49407]))
+    assert not torch.equal(by_text, by_vocab)
+
+
+def test_the_mse_form_reaches_the_loss(world):
+    (task,) = start_tasks(world, encoder_for(world), 1, mse_form="sum", gamma1=0.0)
+    image, text, teacher = torch.zeros(2, 4), torch.tensor([[1.0, 2, 0, 0], [0, 0, 0, 3]]), torch.zeros(2, 4)
+    assert task.pair_loss(image, text, teacher).item() == pytest.approx((1 + 4 + 9) / 2)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The oracle vocabulary and the joint bound
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_the_joint_bound_trains_every_language_at_once_with_the_oracle_vocabulary(world):
+    import json
+
+    from mltk.vocab import load_vocabulary
+
+    out = C.train_continual(config(world, "joint", languages=("en", "de"), joint=True, steps=2,
+                                   keep_task_checkpoints=True))
+    document = json.loads((out / "continual.json").read_text())
+    matrix = document["continual"]["matrix"]
+    assert len(matrix) == 1 and None not in matrix[0]  # one task, tested on every language
+    assert document["continual"]["AR"] == [pytest.approx(sum(matrix[0]) / 2)]
+    assert document["method"]["teir"]["variant"] == "joint-plain"
+    oracle = load_vocabulary(out / "vocabs" / "oracle")
+    assert [t["lang"] for t in oracle.tasks] == ["en+de"]
+    assert json.loads((out / "config.json").read_text())["vocab_size"] == oracle.vocab_size
+    with pytest.raises(ConfigError, match="--joint"):
+        config(world, joint=True, method="lora").check()
+
+
+def test_the_oracle_vocabulary_grows_the_table_once_and_counts_earlier_tasks_texts(world, tmp_path):
+    cfg = config(world, languages=("en", "de"), oracle_vocab=True)
+    from mltk.vocab import clip_vocabulary
+
+    first = C.task_vocabulary(cfg, 0, ["en", "de"], clip_vocabulary(), _captions(world), tmp_path)
+    second = C.task_vocabulary(cfg, 1, ["en", "de"], first, _captions(world), tmp_path)
+    assert first.parent_size == 49408 and second.parent_size == second.vocab_size == first.vocab_size
+    english = first.task_token_freq > 0
+    assert np.array_equal(second.prior_task_counts[49408:], english[49408:].astype(np.int64))
+    assert (second.prior_task_counts[:49408] >= 1).all()
+    assert cfg.variant == "oracle-plain"
+
+
+def _captions(world):
+    from mltk import artifacts
+
+    return artifacts.load_captions(world["captions"])

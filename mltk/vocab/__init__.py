@@ -41,7 +41,8 @@ The package, one seam per module:
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
 from mltk.vocab.build import build_vocab, load_tokenizer, load_vocabulary, select_captions, write_vocabulary
 from mltk.vocab.merge import (TOKEN_SETS, MergeSizes, Vocabulary, clip_vocabulary, drop_merges_changing, merge_vocabularies,
-                              minimum_vocabulary_size, train_vocabulary, vocabulary_size_problem)
+                              minimum_vocabulary_size, token_frequencies, train_vocabulary,
+                              vocabulary_size_problem)
 from mltk.vocab.tokenizer import (CLIP_BPE_FILE, CLIP_MERGE_COUNT, CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN,
                                   SOT_TOKEN, SPECIAL_TOKENS, WORD_END, ClipBpeTokenizer, base_symbols,
                                   bytes_to_unicode, clean_text, clip_bpe_path, clip_pattern, clip_tokenizer,
@@ -52,6 +53,7 @@ __all__ = [
     "EOT_TOKEN", "SOT_TOKEN", "SPECIAL_TOKENS", "TOKEN_SETS", "WORD_END", "ClipBpeTokenizer", "MergeSizes", "Vocabulary",
     "base_symbols", "build_vocab", "bytes_to_unicode", "clean_text", "clip_bpe_path", "clip_pattern",
     "clip_tokenizer", "clip_vocabulary", "drop_merges_changing", "load_tokenizer", "load_vocabulary",
-    "merge_pair", "merge_vocabularies", "minimum_vocabulary_size", "pre_tokenize", "select_captions", "train_bpe",
+    "merge_pair", "merge_vocabularies", "minimum_vocabulary_size", "pre_tokenize", "select_captions",
+    "token_frequencies", "train_bpe",
     "train_vocabulary", "vocabulary_size_problem", "word_frequencies", "write_vocabulary",
 ]

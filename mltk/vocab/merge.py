@@ -167,6 +167,16 @@ def vocabulary_size_problem(size: int, option: str) -> str | None:
     return None
 
 
+def token_frequencies(tokenizer: ClipBpeTokenizer, texts: Sequence[str] | dict[str, int]) -> np.ndarray:
+    """Occurrences [V] (int64) of each token in ``texts`` tokenised by ``tokenizer`` (or in pre-computed word
+    counts ``{piece: count}``)."""
+    counts = texts if isinstance(texts, dict) else word_frequencies(texts)
+    freq = np.zeros(tokenizer.vocab_size, np.int64)
+    for piece, count in counts.items():
+        np.add.at(freq, np.fromiter(tokenizer.encode_piece(piece), np.int64), count)
+    return freq
+
+
 def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None = None,
                      size: int = DEFAULT_NEW_VOCAB_SIZE, min_frequency: int = 2,
                      protected_texts: Sequence[str] = ()) -> Vocabulary:
@@ -190,9 +200,7 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
     tokens, merges, sizes = merge_vocabularies(parent.tokenizer.tokens, parent.tokenizer.merges, new_merges)
     sizes = replace(sizes, merges_learned=len(learned), merges_protected=len(learned) - len(new_merges))
     tokenizer = ClipBpeTokenizer(tokens, merges, parent.tokenizer.context_length)
-    freq = np.zeros(len(tokens), np.int64)
-    for piece, count in counts.items():
-        np.add.at(freq, np.fromiter(tokenizer.encode_piece(piece), np.int64), count)
+    freq = token_frequencies(tokenizer, counts)
     prior = np.zeros(len(tokens), np.int64)
     prior[:sizes.old] = parent.counts_after_task()
     new_vocabulary = set(base_symbols()) | {"".join(m) for m in new_merges} | set(SPECIAL_TOKENS)  # V̂_t

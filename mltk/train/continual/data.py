@@ -91,8 +91,12 @@ class TaskData:
     teacher: torch.Tensor  # [N, D]
 
 
-def task_data(corpus: Corpus, lang: str, encoder: ContinualTextEncoder) -> TaskData:
-    order = np.argsort(corpus.image_rows[lang], kind="stable")
-    examples = corpus.examples(corpus.keys(lang)[order], encoder)
-    image_rows, counts, offsets = group_by_image(corpus.image_rows[lang][order])
+def task_data(corpus: Corpus, lang: str | list[str], encoder: ContinualTextEncoder) -> TaskData:
+    """The training pairs of ``lang`` (or of several languages together, for the joint run) grouped by image."""
+    languages = [lang] if isinstance(lang, str) else list(lang)
+    keys = np.concatenate([corpus.keys(name) for name in languages])
+    rows = np.concatenate([corpus.image_rows[name] for name in languages])
+    order = np.argsort(rows, kind="stable")
+    examples = corpus.examples(keys[order], encoder)
+    image_rows, counts, offsets = group_by_image(rows[order])
     return TaskData(image_rows, offsets, counts, examples.tokens, examples.teacher)

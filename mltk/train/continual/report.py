@@ -21,12 +21,20 @@ TASK_IDENTITY_NOTE = ("task-specific method: the language of each caption (the t
                       "set (adapters, LoRA or prefixes) at evaluation, as CLL-CLIP evaluated it")
 
 
+def joint_summary(row: list[float | None]) -> dict:
+    """The joint run (every language at once, the upper bound): one row a[0][i] over all languages, AR its mean,
+    no forgetting."""
+    values = [v for v in row if v is not None]
+    return {"matrix": [row], "AR": [float(sum(values) / len(values)) if values else None], "F": [None]}
+
+
 def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encoder: ContinualTextEncoder,
             vocabulary: Vocabulary, order: list[str], records: list[dict]) -> dict:
     """Write the final checkpoint files, continual.json and the pictures into the artifact."""
     from mltk import plots
 
-    summary = M.continual_metrics([record["row"] for record in records])
+    summary = joint_summary(records[0]["row"]) if config.joint else \
+        M.continual_metrics([record["row"] for record in records])
     method = encoder.method
     continual = {
         "continual": {"tasks": order, "metric": config.metric, **summary},
@@ -53,7 +61,8 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
         (writer.dir / MATRIX_PNG).with_suffix(f".{fmt}").write_bytes(
             plots.continual_heatmap(summary["matrix"], order, config.metric, title, fmt=fmt))
         (writer.dir / CURVE_PNG).with_suffix(f".{fmt}").write_bytes(
-            plots.continual_curves(summary["AR"], summary["F"], order, title, config.metric, fmt=fmt))
+            plots.continual_curves(summary["AR"], summary["F"], ["joint"] if config.joint else order, title,
+                                   config.metric, fmt=fmt))
     shutil.rmtree(writer.dir / "train", ignore_errors=True)
     if not config.keep_task_checkpoints:
         shutil.rmtree(writer.dir / "tasks", ignore_errors=True)

@@ -113,21 +113,22 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     with open_run(config.out, "train-continual", config, [config.captions, config.images]) as writer:
         records: list[dict] = []
         vocabulary = root
-        for index, lang in enumerate(order):
-            task_dir = writer.dir / "tasks" / f"{index:02d}-{lang}"
+        for index, name in enumerate(task_names(config, order)):
+            task_dir = writer.dir / "tasks" / f"{index:02d}-{name}"
             if artifacts.is_artifact(task_dir):
                 vocabulary, record = _restore_task(task_dir, encoder)
                 records.append(record)
-                log(f"task {index} ({lang}): finished earlier, loaded {task_dir}")
+                log(f"task {index} ({name}): finished earlier, loaded {task_dir}")
                 continue
             vocabulary = task_vocabulary(config, index, order, vocabulary, captions, writer.dir / "vocabs")
             record = _run_task(config, encoder, corpus, vocabulary, index, order, val, test, runtime,
-                               writer.dir / "train" / f"{index:02d}-{lang}", on_step)
-            record["row"] = [metric_value(record["test"], lang_i, config.metric) for lang_i in order[:index + 1]] + \
-                [None] * (len(order) - index - 1)
+                               writer.dir / "train" / f"{index:02d}-{name}", on_step)
+            evaluated = evaluated_languages(config, order, index)
+            record["row"] = [metric_value(record["test"], lang_i, config.metric) for lang_i in evaluated] + \
+                [None] * (len(order) - len(evaluated))
             records.append(record)
             _write_task_checkpoint(task_dir, encoder, vocabulary, record, config)
-            shutil.rmtree(writer.dir / "train" / f"{index:02d}-{lang}", ignore_errors=True)
+            shutil.rmtree(writer.dir / "train" / f"{index:02d}-{name}", ignore_errors=True)
         summary = finish(writer, config, encoder, vocabulary, order, records)
     if encoder.method.needs_task_identity:
         log(f"train-continual: {encoder.method.name} is task-specific: evaluated with the task identity (each "
@@ -136,10 +137,23 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     return writer.path
 
 
+def task_names(config: ContinualTrainConfig, order: list[str]) -> list[str]:
+    """The tasks of the run: one per language, or the single ``joint`` task (every language at once)."""
+    return ["joint"] if config.joint else list(order)
+
+
+def evaluated_languages(config: ContinualTrainConfig, order: list[str], index: int) -> list[str]:
+    """The languages tested after task ``index``: those seen so far (all of them after the joint task)."""
+    return list(order) if config.joint else list(order[:index + 1])
+
+
 def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpus: Corpus, vocabulary: Vocabulary,
-                 index: int, lang: str, val: RetrievalSplit | None, runtime: Runtime) -> CllClipTask:
+                 index: int, lang: str, val: RetrievalSplit | None, runtime: Runtime,
+                 languages: list[str] | None = None) -> CllClipTask:
     """Grow the table to ``vocabulary`` (TEIR or plain initialisation), and set up task ``index``: its data,
-    TEIR's lambdas, validation on ``val`` (none when None), and the method's per-task modules."""
+    TEIR's lambdas, validation on ``val`` (none when None), and the method's per-task modules. ``languages``: the
+    languages trained together (the joint task; default ``[lang]``)."""
+    languages = languages or [lang]
     if vocabulary.parent_size != encoder.vocab_size:
         raise ArtifactError(f"the vocabulary of task {index} ({lang}) grows a vocabulary of {vocabulary.parent_size} "
                             f"tokens, but the table has {encoder.vocab_size} rows (a different chain)",
@@ -149,9 +163,9 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
                              mode="teir" if config.teir_init else "normal")
     encoder.grow(vocabulary.tokenizer, new_rows)
     lambdas = teir_lambdas(vocabulary, config.token_sets) if config.teir_reg else None
-    data = task_data(corpus, lang, encoder)
+    data = task_data(corpus, languages, encoder)
     validator = None if val is None else RecallSumValidator(
-        retrieval_validator(encoder, val, [lang], runtime, config.val_images), lang)
+        retrieval_validator(encoder, val, languages, runtime, config.val_images), languages)
     task = CllClipTask(encoder, corpus, data, index, lang, config, runtime, validator, lambdas)
     encoder.train()
     encoder.method.begin_task(task)
@@ -167,8 +181,10 @@ def loop_config(config: ContinualTrainConfig, task: CllClipTask) -> LoopConfig:
 def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpus: Corpus, vocabulary: Vocabulary,
               index: int, order: list[str], val: RetrievalSplit, test: RetrievalSplit, runtime: Runtime, state_dir: Path,
               on_step: OnStep | None) -> dict:
-    lang = order[index]
-    task = prepare_task(config, encoder, corpus, vocabulary, index, lang, val, runtime)
+    lang = task_names(config, order)[index]
+    evaluated = evaluated_languages(config, order, index)
+    task = prepare_task(config, encoder, corpus, vocabulary, index, lang, val, runtime,
+                        languages=evaluated if config.joint else None)
     data, steps, steps_per_epoch, lambdas = task.data, task.steps, task.steps_per_epoch, task.lambdas
     loop = loop_config(config, task)
     log(f"task {index} ({lang}): {len(data.image_rows)} images, {len(data.tokens)} captions, {steps} steps "
@@ -177,11 +193,11 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
                       steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
                       on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
     encoder.method.end_task(task)
-    encoder.trained_languages = order[:index + 1]
-    evaluation = evaluate_languages(encoder, test, order[:index + 1], runtime)
+    encoder.trained_languages = evaluated
+    evaluation = evaluate_languages(encoder, test, evaluated, runtime)
     log(f"task {index} ({lang}): best validation recall sum {result.best_score:.2f} at step {result.best_step}; "
         f"test {config.metric} " + ", ".join(f"{k} {fmt(metric_value(evaluation, k, config.metric))}"
-                                             for k in order[:index + 1]))
+                                             for k in evaluated))
     return {"task": index, "lang": lang, "steps": steps, "steps_per_epoch": steps_per_epoch,
             "best_step": result.best_step, "best_epoch": result.best_step / steps_per_epoch,
             "best_validation_recall_sum": result.best_score, "temperature": encoder.logit_scale.temperature,

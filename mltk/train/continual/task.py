@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from mltk.train.continual.data import Corpus, TaskData
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
 from mltk.train.validate import RetrievalValidator
-from mltk.vocab import Vocabulary, load_vocabulary, select_captions, train_vocabulary, write_vocabulary
+from mltk.vocab import (Vocabulary, load_vocabulary, select_captions, token_frequencies, train_vocabulary,
+                        write_vocabulary)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -118,15 +120,17 @@ def task_seed(seed: int, index: int) -> int:
 
 
 class RecallSumValidator:
-    """Validation score: the recall sum (R@1 + R@5 + R@10 of both directions, = 6 x AR) of one language."""
+    """Validation score: the recall sum (R@1 + R@5 + R@10 of both directions, = 6 x AR) of one language, or its
+    mean over several (the joint run)."""
 
-    def __init__(self, retrieval: RetrievalValidator, lang: str):
-        self.retrieval, self.lang = retrieval, lang
+    def __init__(self, retrieval: RetrievalValidator, lang: str | list[str]):
+        self.retrieval = retrieval
+        self.languages = [lang] if isinstance(lang, str) else list(lang)
 
     def __call__(self) -> dict[str, float]:
         scores = self.retrieval()
-        average = scores.get(f"AR_{self.lang}", float("nan"))
-        return {"score": 6 * average, f"AR_{self.lang}": average}
+        averages = {f"AR_{lang}": scores.get(f"AR_{lang}", float("nan")) for lang in self.languages}
+        return {"score": 6 * float(np.mean(list(averages.values()))), **averages}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -136,7 +140,10 @@ class RecallSumValidator:
 
 def task_vocabulary(config: ContinualTrainConfig, index: int, order: list[str], parent: Vocabulary,
                     captions: pa.Table, build_dir: Path) -> Vocabulary:
-    """V_t for task ``index``: prebuilt (``vocab_dir/<lang>``), already built by an interrupted run, or built."""
+    """V_t for task ``index``: prebuilt (``vocab_dir/<lang>``), already built by an interrupted run, or built; with
+    the oracle vocabulary, the one vocabulary of every task's text seen from task ``index``."""
+    if config.uses_oracle_vocab:
+        return oracle_task_vocabulary(config, index, order, captions, build_dir)
     lang = order[index]
     if config.vocab_dir is not None:
         path = Path(config.vocab_dir) / lang
@@ -157,6 +164,40 @@ def task_vocabulary(config: ContinualTrainConfig, index: int, order: list[str], 
     write_vocabulary(vocabulary, path, config={"lang": lang, "size": config.vocab_size, "split": config.split,
                                                "min_frequency": config.vocab_min_frequency,
                                                "protect_lang": config.protect_lang, "stage": "train-continual"},
+                     inputs=[config.captions])
+    return load_vocabulary(path)
+
+
+def oracle_task_vocabulary(config: ContinualTrainConfig, index: int, order: list[str], captions: pa.Table,
+                           build_dir: Path) -> Vocabulary:
+    """The oracle vocabulary (CLL-CLIP's Table 3 and its joint bound): one vocabulary of ``vocab_size`` tokens
+    trained on the text of every task up front, built once (``build_dir/oracle``). Task ``index`` sees it with
+    its own TEIR counts: the tokens of its text (``order[index]``; every language in a joint run) and c_j over
+    the earlier tasks' texts, CLIP counting as one. The table grows to the whole vocabulary at the first task."""
+    oracle_path = build_dir / "oracle"
+    if not artifacts.is_artifact(oracle_path):
+        texts = [t for lang in order for t in select_captions(captions, lang, config.split, config.captions)]
+        oracle = train_vocabulary(texts, "+".join(order), None, config.vocab_size, config.vocab_min_frequency)
+        write_vocabulary(oracle, oracle_path, config={"lang": "oracle", "languages": order, "size": config.vocab_size,
+                                                      "split": config.split, "stage": "train-continual"},
+                         inputs=[config.captions])
+    oracle = load_vocabulary(oracle_path)
+    name = "joint" if config.joint else order[index]
+    path = build_dir / f"{index:02d}-{name}"
+    if artifacts.is_artifact(path):
+        return load_vocabulary(path)
+    tokenizer = oracle.tokenizer
+    task_languages = order if config.joint else [order[index]]
+    texts_of = {lang: select_captions(captions, lang, config.split, config.captions) for lang in order}
+    prior = np.zeros(tokenizer.vocab_size, np.int64)
+    prior[:oracle.parent_size] = 1  # CLIP's vocabulary counts as one earlier task
+    for lang in order[:0 if config.joint else index]:
+        prior += token_frequencies(tokenizer, texts_of[lang]) > 0
+    freq = sum(token_frequencies(tokenizer, texts_of[lang]) for lang in task_languages)
+    sizes = oracle.sizes if index == 0 else dataclasses.replace(oracle.sizes, old=tokenizer.vocab_size)
+    tasks = [{"lang": lang, "captions": len(texts_of[lang]), "oracle": True} for lang in order[:index + 1]]
+    vocabulary = Vocabulary(tokenizer, prior, freq, tasks, sizes)
+    write_vocabulary(vocabulary, path, config={"lang": name, "oracle": str(oracle_path), "stage": "train-continual"},
                      inputs=[config.captions])
     return load_vocabulary(path)
 
