@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
+from mltk.errors import ConfigError
 from mltk.losses import english_bridge_mse, one_to_k_contrastive, one_to_one_contrastive, pairwise_ranking_hinge
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import ccrk
@@ -200,9 +202,10 @@ def test_the_loss_choice_is_honoured(world, tmp_path, loss):
                                 for k in range(4)]).mean()
     else:
         assert mask[:, 0].all()  # English present everywhere in this world
-        expected = torch.stack([pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], 0])
-                                + pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k])
-                                + pairwise_ranking_hinge(text[mask[:, k], 0], text[mask[:, k], k])
+        beta = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017)
+        expected = torch.stack([beta * (pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], 0])
+                                        + pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k]))
+                                + (1 - beta) * pairwise_ranking_hinge(text[mask[:, k], 0], text[mask[:, k], k])
                                 for k in range(1, 4)]).mean()
     assert torch.allclose(got, expected, atol=1e-5), (loss, float(got), float(expected))
     trains_temperature = "loss.logit_scale.log_scale" in task.parameters_to_train()
@@ -353,3 +356,17 @@ def test_compare_prints_mean_ar_mrv_and_recall_spread_side_by_side(tmp_path):
     assert result.exit_code == 2 and "--name" in result.stderr
     result = runner.invoke(app, ["compare", str(one_to_k), "--out", str(tmp_path / "c3"), "--lang", "ja"])
     assert result.exit_code == 2 and "ja" in result.stderr
+
+
+def test_ccrk_defaults_are_the_authors():
+    from mltk.train.ccrk import CCRK_LOOP, CcrkConfig, CcrkObjective
+
+    assert (CCRK_LOOP.weight_decay, CCRK_LOOP.warmup_fraction) == (0.01, 0.03)
+    config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
+    assert config.loop == CCRK_LOOP and config.temperature_range == (0.001, 0.5)
+    objective = CcrkObjective("one-to-k", ["en", "de"], temperature_range=config.temperature_range)
+    with torch.no_grad():
+        objective.criterion.logit_scale.log_scale.fill_(0.0)  # T = 1
+    assert objective.temperature() == pytest.approx(0.5)
+    with pytest.raises(ConfigError, match="clamp range"):
+        CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), temperature=0.9)

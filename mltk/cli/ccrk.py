@@ -49,9 +49,10 @@ def train_ccrk_command(
         "default: en and every language of --init, or every language of the captions. Repeat or comma-separate."),
     steps: int = typer.Option(1000, "--steps", help="Optimizer updates."),
     batch_size: int = typer.Option(128, "--batch-size", help="Distinct images per batch (each with K captions)."),
-    lr: float = typer.Option(1e-4, "--lr", help="Peak learning rate (AdamW, 10% linear warm-up)."),
-    warmup: float = typer.Option(0.1, "--warmup", help="Fraction of steps of linear warm-up."),
-    weight_decay: float = typer.Option(0.2, "--weight-decay", help="Decoupled weight decay on weight matrices."),
+    lr: float = typer.Option(1e-4, "--lr", help="Peak learning rate (AdamW, linear warm-up)."),
+    warmup: float = typer.Option(0.03, "--warmup", help="Fraction of steps of linear warm-up (the authors': 3%)."),
+    weight_decay: float = typer.Option(0.01, "--weight-decay", help="Decoupled weight decay on weight matrices "
+                                       "(the authors': 0.01)."),
     temperature: float = typer.Option(0.07, "--temperature", help="Initial temperature of the contrastive losses."),
     fixed_temperature: bool = typer.Option(
         False, "--fixed-temperature", help="Keep the temperature fixed instead of learning it."),
@@ -77,8 +78,9 @@ def train_ccrk_command(
     baseline loss): MLA's acquirers (English stays the frozen CLIP), or CLL-CLIP's token table from a
     train-continual checkpoint (every language trains, English included). Writes a checkpoint of the same format
     that evaluate and index read."""
-    from mltk.train.ccrk import CcrkConfig, train_ccrk
-    from mltk.train.loop import LoopConfig
+    from dataclasses import replace
+
+    from mltk.train.ccrk import CCRK_LOOP, CcrkConfig, train_ccrk
     from mltk.train.step_log import step_logging
 
     if init is None and tokenizer is None:
@@ -89,8 +91,8 @@ def train_ccrk_command(
         languages=_split(lang), loss=loss, weighting=weighting, temperature=temperature,
         learn_temperature=not fixed_temperature, margin=margin, beta=beta, hard_negatives=hard_negatives,
         train_embedding=not freeze_embedding, batch_size=batch_size, val_split=val_split, val_images=val_images,
-        device=device, precision=precision, loop=LoopConfig(steps=steps, lr=lr, warmup_fraction=warmup,
-                                                            weight_decay=weight_decay, eval_every=eval_every, seed=seed))
+        device=device, precision=precision, loop=replace(CCRK_LOOP, steps=steps, lr=lr, warmup_fraction=warmup,
+                                                          weight_decay=weight_decay, eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):
         path = train_ccrk(config)
     manifest = artifacts.read_manifest(path, "checkpoint")

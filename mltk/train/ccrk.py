@@ -23,7 +23,8 @@ Losses (``mltk.losses``; ``--loss``):
 
 - ``one-to-k`` (default): ``one_to_k_contrastive``; image -> text with the image's K captions as positives
   (weight 1/K each) against every caption of the batch in every language, text -> image ordinary InfoNCE;
-  temperature learnable from 0.07. ``--weighting code`` is the authors' released weighting.
+  temperature learnable from 0.07, clamped to [0.001, 0.5] as in the authors' code. ``--weighting code`` is the
+  authors' released weighting.
 - ``one-to-one``: the baseline 1-to-K replaces; one language is sampled per image (uniform over its present
   languages, English included, from ``(seed, step)``) and only that caption is encoded; symmetric InfoNCE with a
   temperature learnable from 0.07.
@@ -86,6 +87,12 @@ NEEDS_ENGLISH = ("english-bridge", "mlmme")
 LOSS_PREFIX = "loss."
 
 
+# The CCR_k authors' optimizer settings: decoupled weight decay 0.01, 3% linear warm-up; their learnt temperature is
+# clamped to [0.001, 0.5].
+CCRK_LOOP = LoopConfig(steps=1000, lr=1e-4, weight_decay=0.01, warmup_fraction=0.03)
+CCRK_TEMPERATURE_RANGE = (0.001, 0.5)
+
+
 @dataclass(frozen=True)
 class CcrkConfig:
     """Options of ``mltk train-ccrk`` (built by the CLI, received by ``train_ccrk``)."""
@@ -113,7 +120,8 @@ class CcrkConfig:
     val_images: int | None = 1000
     device: str = "auto"
     precision: str = "auto"
-    loop: LoopConfig = LoopConfig(steps=1000, lr=1e-4)  # steps, lr, warm-up, decay, clipping, eval_every, seed
+    temperature_range: tuple[float, float] | None = CCRK_TEMPERATURE_RANGE  # the learnt T is clamped to it
+    loop: LoopConfig = CCRK_LOOP  # steps, lr, warm-up, decay, clipping, eval_every, seed
 
     def __post_init__(self) -> None:
         problems = []
@@ -127,6 +135,9 @@ class CcrkConfig:
             problems.append(f"--hard-negatives must be >= 0, got {self.hard_negatives}")
         if not self.temperature > 0:
             problems.append(f"--temperature must be positive, got {self.temperature}")
+        elif self.temperature_range and not self.temperature_range[0] <= self.temperature <= self.temperature_range[1]:
+            low, high = self.temperature_range
+            problems.append(f"--temperature must lie in the clamp range [{low}, {high}], got {self.temperature}")
         if self.margin < 0 or not 0 <= self.beta <= 1:
             problems.append(f"--margin must be >= 0 and --beta in [0, 1], got {self.margin} and {self.beta}")
         if self.val_images is not None and self.val_images < 1:
@@ -174,8 +185,8 @@ def _mlmme(objective, image, text, mask, teacher):
 LOSSES = {"one-to-k": _contrastive, "one-to-one": _contrastive, "english-bridge": _english_bridge,
           "hinge": _hinge, "mlmme": _mlmme}
 # the losses with a (learnable) temperature: --loss name -> criterion(temperature, learnable, weighting)
-CRITERIA = {"one-to-k": lambda t, learn, weighting: OneToKLoss(t, learn, weighting),
-            "one-to-one": lambda t, learn, weighting: OneToOneLoss(t, learn)}
+CRITERIA = {"one-to-k": lambda t, learn, weighting, bounds: OneToKLoss(t, learn, weighting, bounds),
+            "one-to-one": lambda t, learn, weighting, bounds: OneToOneLoss(t, learn, bounds)}
 CONTRASTIVE_LOSSES = tuple(CRITERIA)
 
 
@@ -185,7 +196,8 @@ class CcrkObjective(nn.Module):
     """
 
     def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
-                 learn_temperature: bool = True, margin: float = 0.2, beta: float = 0.5):
+                 learn_temperature: bool = True, margin: float = 0.2, beta: float = 0.5,
+                 temperature_range: tuple[float, float] | None = None):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
@@ -193,7 +205,8 @@ class CcrkObjective(nn.Module):
             raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
         self.name, self.margin, self.beta = loss, margin, beta
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
-        self.criterion = CRITERIA[loss](temperature, learn_temperature, weighting) if loss in CRITERIA else None
+        self.criterion = CRITERIA[loss](temperature, learn_temperature, weighting, temperature_range) \
+            if loss in CRITERIA else None
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
                 teacher: torch.Tensor | None = None) -> torch.Tensor:
@@ -361,7 +374,8 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     batches = MultilingualBatches(data, config.batch_size, config.loop.steps, config.loop.seed, neighbours,
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
-                              config.learn_temperature, config.margin, config.beta).to(runtime.device)
+                              config.learn_temperature, config.margin, config.beta,
+                              config.temperature_range).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return task, runtime
