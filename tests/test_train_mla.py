@@ -205,3 +205,48 @@ def test_le_temperature_is_fixed_at_a_number_or_at_the_base_clips_own(world, tmp
     result = runner.invoke(app, base + ["--temperature", "clip", "--out", str(tmp_path / "b")])
     assert result.exit_code == 0, result.stderr
     assert f"LE temperature {own:.4g}" in result.stderr
+
+
+def test_nlt_and_le_in_one_stage_add_both_losses(world, tmp_path):
+    """MLA's ablation of its two-stage recipe: one stage whose loss is nlt_weight * NLT + le_weight * LE."""
+    config = nlt_config(world, tmp_path / "joint", images=world["images"], loop=LoopConfig(steps=2, lr=1e-3))
+    captured = {}
+    original = mla._run
+
+    def capture(task, encoder, config, runtime, stage, languages, on_step=None):
+        captured["task"] = task
+        return original(task, encoder, config, runtime, stage, languages, on_step)
+
+    mla._run = capture
+    try:
+        out = mla.train_nlt_le(replace_settings(config, nlt_weight=0.5, le_weight=2.0))
+    finally:
+        mla._run = original
+    task = captured["task"]
+    with torch.no_grad():
+        expected = 0.5 * task.nlt.loss(1) + 2.0 * task.le.loss(1)
+        assert torch.allclose(task.loss(1), expected)
+        assert task.nlt.loss(1) > 0 and task.le.loss(1) > 0
+    manifest = artifacts.read_manifest(out, "checkpoint")
+    assert manifest["created_by"]["stage"] == "train-nlt-le"
+    result = runner.invoke(app, ["train-nlt-le", str(world["images"]), "--captions", str(world["captions"]),
+                                 "--model", str(world["native"]), "--tokenizer", str(world["vocab"]), "--lang", "de",
+                                 "--acquirer", "linear", "--out", str(tmp_path / "cli"), "--steps", "2",
+                                 "--batch-size", "8", "--device", "cpu", "--cache-dir", str(world["root"] / "cache")])
+    assert result.exit_code == 0, result.stderr
+    assert artifacts.load_checkpoint(tmp_path / "cli")[1]["acquirer"] == "linear"
+
+
+def test_nlt_acquirer_ablation_and_mse_form_reach_the_encoder_and_the_loss(world, tmp_path):
+    out = mla.train_nlt(nlt_config(world, tmp_path / "none", acquirer="none", languages=("de",),
+                                   loop=LoopConfig(steps=2, lr=1e-3)))
+    tensors, checkpoint = artifacts.load_checkpoint(out)
+    assert checkpoint["acquirer"] == "none" and all(k.startswith("embedding.") for k in tensors)
+    captured = {}
+    original = mla._run
+    mla._run = lambda task, *args, **kwargs: captured.setdefault("task", task) and tmp_path
+    try:
+        mla.train_nlt(nlt_config(world, tmp_path / "sum", mse_form="sum", languages=("de",)))
+    finally:
+        mla._run = original
+    assert captured["task"].mse_form == "sum"

@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     "encode-images": "mltk.cli.encode",
     "train-nlt": "mltk.cli.train",
     "train-le": "mltk.cli.train",
+    "train-nlt-le": "mltk.cli.train",
     "train-continual": "mltk.cli.continual",
     "train-ccrk": "mltk.cli.ccrk",
     "compare": "mltk.cli.compare",

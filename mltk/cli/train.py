@@ -1,4 +1,4 @@
-"""Training commands: ``train-nlt`` and ``train-le`` (MLA)."""
+"""Training commands: ``train-nlt``, ``train-le`` and ``train-nlt-le`` (MLA)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, Precision
 from mltk.train.step_log import step_logging
 from mltk.errors import ConfigError
 from mltk.train.loop import LoopConfig
-from mltk.train.mla import MlaConfig, train_le, train_nlt
+from mltk.train.mla import MlaConfig, train_le, train_nlt, train_nlt_le
 
 
 def _languages(values: list[str]) -> tuple[str, ...]:
@@ -28,6 +28,11 @@ EvalOption = typer.Option(0, "--eval-every", help="Validate every N steps (0: at
 TrainEmbeddingOption = typer.Option(
     None, "--train-embedding/--freeze-embedding", help="Train the shared non-native embedding (default: yes, "
     "unless languages are added to an --init checkpoint, which keeps the other languages bit-identical).")
+AcquirerOption = typer.Option(
+    "mlp", "--acquirer", help="Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) "
+    "or none (the non-native embedding alone): MLA's ablations. An --init checkpoint keeps its own.")
+MseFormOption = typer.Option(
+    "mean", "--mse-form", help="NLT's MSE: mean over elements (the authors' code) or sum (over D, the written form).")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache of English teacher embeddings (default: $MLTK_CACHE_DIR "
                            "or ~/.cache/mltk).")
 
@@ -54,6 +59,8 @@ def train_nlt_command(
     grad_clip: float = typer.Option(1.0, "--grad-clip", help="Per-tensor gradient norm clip (0: off)."),
     train_embedding: Optional[bool] = TrainEmbeddingOption,
     eval_every: int = EvalOption,
+    acquirer: str = AcquirerOption,
+    mse_form: str = MseFormOption,
     cache_dir: Optional[Path] = CacheOption,
     seed: int = SeedOption,
     device: str = DeviceOption,
@@ -70,6 +77,7 @@ def train_nlt_command(
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
                        init_embeddings=init_embeddings, languages=_languages(lang), batch_size=batch_size,
                        train_embedding=train_embedding, cache_dir=cache_dir, device=device, precision=precision,
+                       acquirer=acquirer, mse_form=mse_form,
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
                                        eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):
@@ -95,6 +103,7 @@ def train_le_command(
                                     "OpenAI ViT-B/32's own), or 'clip': the frozen base CLIP's own learned one."),
     train_embedding: Optional[bool] = TrainEmbeddingOption,
     eval_every: int = EvalOption,
+    acquirer: str = AcquirerOption,
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
@@ -106,16 +115,64 @@ def train_le_command(
     config = MlaConfig(captions=captions, out=out, images=resolve_input(images, what="image embeddings"),
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
                        languages=_languages(lang), batch_size=batch_size, temperature=_temperature(temperature),
-                       train_embedding=train_embedding, device=device, precision=precision,
+                       train_embedding=train_embedding, device=device, precision=precision, acquirer=acquirer,
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
                                        eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):
         emit(train_le(config), as_json)
 
 
+def train_nlt_le_command(
+    images: Optional[str] = typer.Argument(None, help="Image embeddings (encode-images), or -/piped stdin."),
+    captions: Path = typer.Option(..., "--captions", help="Captions artifact with translation pairs (shared "
+                                  "caption_id with English) and image-caption pairs."),
+    out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    init: Optional[Path] = typer.Option(None, "--init", help="MLA checkpoint to continue from."),
+    model: str = typer.Option("mltk-tiny", "--model", help="Without --init: frozen base CLIP."),
+    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Without --init: pretrained tag or file."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Without --init: non-native tokenizer."),
+    init_embeddings: bool = typer.Option(False, "--init-embeddings", help="Initialise the shared embedding from "
+                                         "the transformers model's word embeddings."),
+    lang: List[str] = LangOption,
+    steps: int = StepsOption,
+    batch_size: int = BatchOption,
+    lr: float = typer.Option(1e-4, "--lr", help="Peak learning rate (10% linear warm-up)."),
+    weight_decay: float = typer.Option(0.2, "--weight-decay"),
+    grad_clip: float = typer.Option(1.0, "--grad-clip", help="Per-tensor gradient norm clip (0: off)."),
+    temperature: str = typer.Option("0.01", "--temperature", help="Fixed InfoNCE temperature of the LE term, or "
+                                    "'clip'."),
+    nlt_weight: float = typer.Option(1.0, "--nlt-weight", help="Weight of the NLT (MSE) term."),
+    le_weight: float = typer.Option(1.0, "--le-weight", help="Weight of the LE (InfoNCE) term."),
+    train_embedding: Optional[bool] = TrainEmbeddingOption,
+    eval_every: int = EvalOption,
+    acquirer: str = AcquirerOption,
+    mse_form: str = MseFormOption,
+    cache_dir: Optional[Path] = CacheOption,
+    seed: int = SeedOption,
+    device: str = DeviceOption,
+    precision: str = PrecisionOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """MLA's NLT and LE in one stage (the paper's ablation of its two-stage recipe): each step adds the NLT MSE of a
+    translation batch and the LE InfoNCE of an image batch."""
+    config = MlaConfig(captions=captions, out=out, images=resolve_input(images, what="image embeddings"),
+                       init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
+                       init_embeddings=init_embeddings, languages=_languages(lang), batch_size=batch_size,
+                       temperature=_temperature(temperature), train_embedding=train_embedding, cache_dir=cache_dir,
+                       device=device, precision=precision, acquirer=acquirer, mse_form=mse_form,
+                       nlt_weight=nlt_weight, le_weight=le_weight,
+                       loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
+                                       eval_every=eval_every, seed=seed))
+    with step_logging(log_every, tensorboard):
+        emit(train_nlt_le(config), as_json)
+
+
 def register(app: typer.Typer) -> None:
     app.command("train-nlt")(train_nlt_command)
     app.command("train-le")(train_le_command)
+    app.command("train-nlt-le")(train_nlt_le_command)
 
 
 def _temperature(text: str) -> float | None:

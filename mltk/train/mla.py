@@ -12,6 +12,13 @@ Zhang et al., "Generalizing Multimodal Pre-training into Multilingual via Langua
   temperature differs (the embedded default's tiny CLIP learns about 0.06) needs: at 0.01 its LE drifts away from
   the similarity scale the frozen towers were trained at and loses recall.
 
+- NLT+LE in one stage (``train_nlt_le``, MLA's ablation of the two-stage recipe): each step adds
+  ``nlt_weight * NLT loss`` of a translation batch and ``le_weight * LE loss`` of an image batch.
+
+``acquirer`` picks MLA's acquirer ablations for a fresh encoder (``mlp``, ``linear``, ``none`` = embedding only;
+``mltk.models.acquirer``). The NLT MSE is the mean over elements, as the authors' code (``mse_form="sum"``: the
+written per-sample sum).
+
 Batches hold one language, drawn uniformly per step (``mltk.train.batches``). What is trained: the acquirers of
 the languages being trained and, by default, the shared non-native embedding; when languages are added to an
 existing checkpoint only their acquirers train, so the other languages stay bit-identical.
@@ -29,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from mltk.errors import ConfigError
-from mltk.losses import info_nce, mse_distill
+from mltk.losses import MSE_FORMS, info_nce, mse_distill
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log
@@ -65,6 +72,10 @@ class MlaConfig:
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
+    acquirer: str = "mlp"  # MLA's acquirer ablations for a fresh encoder: mlp, linear or none (embedding only)
+    mse_form: str = "mean"  # NLT's MSE: mean over elements (the authors' code) or sum over D (the written form)
+    nlt_weight: float = 1.0  # train_nlt_le: weight of the NLT term
+    le_weight: float = 1.0  # train_nlt_le: weight of the LE term
     loop: LoopConfig = LoopConfig(steps=1000, lr=1e-4)  # steps, lr (LE: 3e-6), warm-up, decay, clipping, seed
 
 
@@ -79,7 +90,8 @@ def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
     available = sorted(set(captions.column("lang").to_pylist()) - {NATIVE_LANG})
     encoder, languages, added = prepare_encoder(config.init, config.model, config.pretrained, config.tokenizer,
                                                 config.init_embeddings,
-                                                lambda known: list(config.languages) or (known if config.init else available), runtime)
+                                                lambda known: list(config.languages) or (known if config.init else available),
+                                                runtime, config.acquirer)
     train_embedding = config.train_embedding if config.train_embedding is not None else not added
     missing = [lang for lang in languages if lang not in available]
     if missing:
@@ -113,8 +125,9 @@ class NltTask:
 
     def __init__(self, encoder: LanguageAcquisitionEncoder, tokens: dict[str, torch.Tensor],
                  teacher: dict[str, torch.Tensor], languages: list[str], train_embedding: bool, batch_size: int,
-                 steps: int, seed: int, runtime: Runtime, validator=None, val_pairs=None):
+                 steps: int, seed: int, runtime: Runtime, validator=None, val_pairs=None, mse_form: str = "mean"):
         self.encoder, self.tokens, self.teacher = encoder, tokens, teacher  # per language: [N, L], [N, D]
+        self.mse_form = mse_form
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
         self.batches = LanguageBatches({lang: len(tokens[lang]) for lang in languages}, batch_size, steps, seed)
         self.validator, self.val_pairs = validator, val_pairs
@@ -126,7 +139,7 @@ class NltTask:
         lang, index = self.batches.batch(step)
         index = torch.as_tensor(shard(index))
         student = self.encoder.encode_tokens(self.tokens[lang][index].to(self.runtime.device), lang)
-        return mse_distill(student.float(), self.teacher[lang][index].to(self.runtime.device))
+        return mse_distill(student.float(), self.teacher[lang][index].to(self.runtime.device), self.mse_form)
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -183,7 +196,7 @@ def train_nlt(config: MlaConfig, on_step=None) -> Path:
         val_tokens, val_teacher = _nlt_data(encoder, config, inputs.captions, config.val_split, languages, runtime)
         val_pairs = {lang: (val_tokens[lang][:512], val_teacher[lang][:512]) for lang in languages}
     task = NltTask(encoder, tokens, teacher, languages, train_embedding, config.batch_size, config.loop.steps,
-                   config.loop.seed, runtime, validator, val_pairs)
+                   config.loop.seed, runtime, validator, val_pairs, config.mse_form)
     return _run(task, encoder, config, runtime, "train-nlt", languages, on_step)
 
 
@@ -253,6 +266,11 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
                           "--model and --tokenizer (the paper's LE-only ablation)")
     if config.images is None:
         raise ConfigError("train-le needs image embeddings (positional IMAGES, or piped from encode-images)")
+    task, encoder, languages, inputs = _le_task(config)
+    return _run(task, encoder, config, inputs.runtime, "train-le", languages, on_step)
+
+
+def _le_task(config: MlaConfig) -> tuple[LeTask, LanguageAcquisitionEncoder, list[str], StageInputs]:
     if config.temperature is not None and not config.temperature > 0:
         raise ConfigError(f"--temperature must be positive or 'clip', got {config.temperature}")
     inputs = _inputs(config)
@@ -268,7 +286,46 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
     log(f"LE temperature {temperature:.4g} (logit scale {1 / temperature:.4g})")
     task = LeTask(encoder, inputs.unit_image_vectors(), data, languages, train_embedding, config.batch_size,
                   config.loop.steps, config.loop.seed, temperature, runtime, validator)
-    return _run(task, encoder, config, runtime, "train-le", languages, on_step)
+    return task, encoder, languages, inputs
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# NLT and LE in one stage
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class NltLeTask:
+    """``nlt_weight * NLT + le_weight * LE`` each step, on the same encoder; validation is LE's retrieval."""
+
+    def __init__(self, nlt: NltTask, le: LeTask, nlt_weight: float, le_weight: float):
+        self.nlt, self.le, self.nlt_weight, self.le_weight = nlt, le, nlt_weight, le_weight
+
+    def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
+        return self.le.parameters_to_train()
+
+    def loss(self, step: int) -> torch.Tensor:
+        return self.nlt_weight * self.nlt.loss(step) + self.le_weight * self.le.loss(step)
+
+    def validate(self) -> dict[str, float]:
+        return self.le.validate()
+
+
+def train_nlt_le(config: MlaConfig, on_step=None) -> Path:
+    """``mltk train-nlt-le``: NLT and LE trained together in one stage (MLA's ablation). Needs image embeddings
+    and translation pairs; returns the checkpoint path."""
+    if config.images is None:
+        raise ConfigError("train-nlt-le needs image embeddings (positional IMAGES, or piped from encode-images)")
+    if config.nlt_weight < 0 or config.le_weight < 0 or config.nlt_weight + config.le_weight == 0:
+        raise ConfigError(f"--nlt-weight and --le-weight must be >= 0 and not both 0, got {config.nlt_weight} and "
+                          f"{config.le_weight}")
+    le, encoder, languages, inputs = _le_task(config)
+    runtime = inputs.runtime
+    tokens, teacher = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
+    log_sizes("NLT translation pairs", tokens)
+    nlt = NltTask(encoder, tokens, teacher, languages, le.train_embedding, config.batch_size, config.loop.steps,
+                  config.loop.seed + 1, runtime, mse_form=config.mse_form)
+    task = NltLeTask(nlt, le, config.nlt_weight, config.le_weight)
+    return _run(task, encoder, config, runtime, "train-nlt-le", languages, on_step)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -277,6 +334,8 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
 
 
 def _inputs(config: MlaConfig) -> StageInputs:
+    if config.mse_form not in MSE_FORMS:
+        raise ConfigError(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {config.mse_form!r}")
     return load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
 
 

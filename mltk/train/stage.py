@@ -139,10 +139,12 @@ def retrieval_validator(encoder, split: RetrievalSplit, languages: list[str], ru
 
 
 def prepare_encoder(init: Path | None, model: str, pretrained: str | None, tokenizer: str | None,
-                    init_embeddings: bool, languages: Callable[[list[str]], list[str]], runtime: Runtime):
+                    init_embeddings: bool, languages: Callable[[list[str]], list[str]], runtime: Runtime,
+                    acquirer: str = "mlp"):
     """MLA's language acquisition encoder from the ``init`` checkpoint, or built fresh on the base CLIP ``model``
     with the non-native ``tokenizer``. ``languages(known)`` names the languages it must have, given those of the
-    checkpoint (none when fresh); languages it lacks get fresh acquirers, in that order.
+    checkpoint (none when fresh); languages it lacks get fresh acquirers, in that order. ``acquirer`` (MLA's
+    ablations: mlp, linear, none) shapes a fresh encoder; a checkpoint keeps its own.
     Returns the encoder (on the runtime's device), its languages and those added to ``init``."""
     from mltk.models.multilingual import build_encoder, load_encoder
 
@@ -155,7 +157,7 @@ def prepare_encoder(init: Path | None, model: str, pretrained: str | None, token
                               "from `mltk build-vocab`, or a transformers name like bert-base-multilingual-cased)")
         wanted = languages([])
         encoder = build_encoder(model, pretrained, tokenizer, [lang for lang in wanted if lang != schema.NATIVE_LANG],
-                                init_embeddings=init_embeddings, device=runtime.device)
+                                init_embeddings=init_embeddings, device=runtime.device, acquirer=acquirer)
     added = [lang for lang in wanted if lang != schema.NATIVE_LANG and lang not in encoder.languages]
     for lang in added:
         encoder.add_language(lang)
