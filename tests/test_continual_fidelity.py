@@ -334,3 +334,22 @@ def _captions(world):
     from mltk import artifacts
 
     return artifacts.load_captions(world["captions"])
+
+
+@pytest.mark.slow  # ~8 s a method on 2 shared cores; the TEIR column of every method runs in the default suite
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_completes_a_tiny_run_without_teir(world, method):
+    """The smoke run of the continual table's plain column (the TEIR column: test_continual.py's every-method test;
+    the joint bound: test_the_joint_bound_trains_every_language_at_once_with_the_oracle_vocabulary)."""
+    import json
+
+    vocabs = world["root"] / "vocabs-en-de"  # the world's two vocabularies, so that no run trains BPE again
+    if not vocabs.exists():
+        vocabs.mkdir()
+        for lang in ("en", "de"):
+            (vocabs / lang).symlink_to(world["vocab"][lang].path)
+    out = C.train_continual(config(world, f"plain-{method}", languages=("en", "de"), method=method, steps=1,
+                                   options=SMALL.get(method), vocab_dir=vocabs, val_images=8))
+    document = json.loads((out / "continual.json").read_text())
+    assert document["method"]["teir"]["variant"] == "plain"
+    assert len(document["continual"]["matrix"]) == 2 and None not in document["continual"]["matrix"][1]
