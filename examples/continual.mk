@@ -2,6 +2,11 @@
 # share many tokens), plain CLL-CLIP against TEIR and its two halves (the paper's ablation), on a laptop CPU.
 #
 #   make -f examples/continual.mk [RUN=runs/continual] [SEEDS="0 1 2"] [-j2]
+#   make -f examples/continual.mk baselines [RUN=runs/continual] [BASELINE_SEED=0] [-j2]
+#
+# `baselines` is CLL-CLIP's Table 2 at small scale: each of the nine methods (with their paper settings, see
+# docs/fidelity.md) plain and with TEIR, plus the joint upper bound (every language at once, oracle vocabulary),
+# one seed; its table is RUN/baselines.md.
 #
 # The world (1,000 test images, so that one caption moves R@1 by 0.03 points), the native CLIP and the
 # vocabularies are shared by all runs. Measured: 34 minutes for the three default seeds with set-up, on 2 cores
@@ -49,4 +54,28 @@ $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(eval $(call run_rule,$(s),$(v))))
 $(RUN)/summary.md: $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(RUN)/seed$(s)/cll-$(v).json)) $(EXAMPLES)summarize.py
 	$(PYTHON) $(EXAMPLES)summarize.py continual $(RUN) $(SEEDS) > $@.tmp && mv $@.tmp $@
 summary: $(RUN)/summary.md
+	@cat $<
+
+# CLL-CLIP's Table 2: nine methods x {plain, TEIR} + the joint bound, one seed (`make ... baselines`).
+METHODS ?= cll-clip oewc er der mla lora ptuning dualprompt codaprompt
+BASELINE_SEED ?= 0
+BASELINES = $(RUN)/baselines
+define baseline_rule
+$(BASELINES)/$(1)-$(2).json: $(RUN)/img/manifest.json $(VOCABS) | $(TOOL)
+	@mkdir -p $(BASELINES)
+	$(MLTK) train-continual $(RUN)/img --captions $(RUN)/world/captions --model $(RUN)/native --lang $(LANGS) \
+	  --vocab-dir $(RUN)/vocab --epochs $(EPOCHS) --lr $(LR) --seed $(BASELINE_SEED) --method $(1) \
+	  $(if $(filter teir,$(2)),--teir,) --out $(BASELINES)/$(1)-$(2) --json > $$@.tmp && mv $$@.tmp $$@
+endef
+$(foreach m,$(METHODS),$(foreach v,plain teir,$(eval $(call baseline_rule,$(m),$(v)))))
+$(BASELINES)/joint.json: $(RUN)/img/manifest.json | $(TOOL)
+	@mkdir -p $(BASELINES)
+	$(MLTK) train-continual $(RUN)/img --captions $(RUN)/world/captions --model $(RUN)/native --lang $(LANGS) \
+	  --joint --vocab-size $(VOCAB_SIZE) --epochs $(EPOCHS) --lr $(LR) --seed $(BASELINE_SEED) \
+	  --out $(BASELINES)/joint --json > $@.tmp && mv $@.tmp $@
+$(RUN)/baselines.md: $(foreach m,$(METHODS),$(BASELINES)/$(m)-plain.json $(BASELINES)/$(m)-teir.json) \
+  $(BASELINES)/joint.json $(EXAMPLES)summarize.py
+	$(PYTHON) $(EXAMPLES)summarize.py baselines $(BASELINES) $(METHODS) > $@.tmp && mv $@.tmp $@
+.PHONY: baselines
+baselines: $(RUN)/baselines.md
 	@cat $<

@@ -1,5 +1,5 @@
 """Tables the example Makefiles print at the end: mean ± sample std over seeds, and how many seeds keep each of
-the paper's claims. Usage: python examples/summarize.py {mla,continual,ccrk} RUN ... (see each Makefile)."""
+the paper's claims. Usage: python examples/summarize.py {mla,continual,ccrk,baselines} RUN ... (see each Makefile)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,17 @@ def continual(run: Path, *seeds: str) -> None:
         print(f"  {a} vs {b}: AR {ar}/{len(seeds)}, F {f}/{len(seeds)}")
 
 
+def baselines(run: Path, *methods: str) -> None:
+    """CLL-CLIP's Table 2 at small scale: final AR and F of each method plain and with TEIR, and the joint bound
+    (examples/continual.mk baselines)."""
+    print("| method | AR plain | F plain | AR TEIR | F TEIR |\n|:---|---:|---:|---:|---:|")
+    for method in methods:
+        plain, teir = (json.loads((run / f"{method}-{v}.json").read_text()) for v in ("plain", "teir"))
+        print(f"| {method} | {plain['AR']:.2f} | {plain['F']:.2f} | {teir['AR']:.2f} | {teir['F']:.2f} |")
+    joint = json.loads((run / "joint.json").read_text())
+    print(f"| joint (upper bound) | {joint['AR']:.2f} | - | - | - |")
+
+
 def ccrk(run: Path, parts: str, *seeds: str) -> None:
     """Every seed of every part: mean ± std, and the seeds in which 1-to-K keeps each claim (examples/ccrk.mk)."""
     parts = parts.split()
@@ -86,4 +97,4 @@ def ccrk(run: Path, parts: str, *seeds: str) -> None:
 
 if __name__ == "__main__":
     command, run, *rest = sys.argv[1:]
-    {"mla": mla, "continual": continual, "ccrk": ccrk}[command](Path(run), *rest)
+    {"mla": mla, "continual": continual, "ccrk": ccrk, "baselines": baselines}[command](Path(run), *rest)
