@@ -25,8 +25,8 @@ Papers:
 - CLL-CLIP: Yang et al. 2024, "Embracing Language Inclusivity and Diversity in CLIP through Continual Language
   Learning".
 - Pairwise ranking hinge: Kiros et al. 2014 "Unifying Visual-Semantic Embeddings" / Faghri et al. 2018 "VSE++";
-  MLMME: Calixto, Liu and Campbell 2017 "Sentence-Level Multilingual Multi-modal Embedding for Natural Language
-  Processing" (the image-sentence / sentence-sentence weighting by beta);
+  MLMME: Calixto, Liu and Campbell 2017 "Multilingual Multi-modal Embeddings for Natural Language Processing"
+  (arXiv:1702.01101; the image-sentence / sentence-sentence weighting by beta);
   AME: Mohammadshahi et al. 2019 "Aligning Multilingual Word Embeddings for Cross-Modal Retrieval Task".
 """
 
