@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +45,9 @@ def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
 def test_replace_settings_routes_loop_fields_into_the_one_loop_config():
     config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
     changed = replace_settings(config, steps=3, lr=1e-3, batch_size=8)
-    assert changed.loop == LoopConfig(steps=3, lr=1e-3) and changed.batch_size == 8
-    assert config.loop == LoopConfig(steps=1000, lr=1e-4)
+    defaults = LoopConfig(steps=1000, lr=1e-4, weight_decay=0.01, warmup_fraction=0.03)  # the CCR_k authors'
+    assert changed.loop == dataclasses.replace(defaults, steps=3, lr=1e-3) and changed.batch_size == 8
+    assert config.loop == defaults
     with pytest.raises(TypeError, match="no setting"):
         replace_settings(config, stepz=3)
 
