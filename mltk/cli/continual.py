@@ -10,7 +10,6 @@ import typer
 
 from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
                               TensorboardOption, emit, resolve_input)
-from mltk.errors import ConfigError
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
