@@ -8,8 +8,6 @@ training state) keep their partial directory between runs and pick up what is al
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 import json
 import os
@@ -24,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mltk import __version__, integrity, locks, schema
+from mltk import __version__, integrity, locks, policy, schema
 from mltk.errors import ArtifactError, MltkError, SchemaError
 
 PathLike = str | os.PathLike
@@ -148,19 +146,7 @@ def write_json(path: PathLike, obj: Any) -> None:
 # Atomic artifact directories, and what happens to an existing one
 # ----------------------------------------------------------------------------------------------------------------
 
-# ``--overwrite`` of the running command (set by the CLI for the command's duration; library callers may use
-# ``overwriting()``): replace an existing artifact made otherwise, and discard a partial run started otherwise.
-OVERWRITE: contextvars.ContextVar[bool] = contextvars.ContextVar("mltk_overwrite", default=False)
 PARTIAL_SETTINGS = ".mltk-settings.json"  # inside a partial directory: the settings that started it
-
-
-@contextlib.contextmanager
-def overwriting(enabled: bool = True):
-    token = OVERWRITE.set(enabled)
-    try:
-        yield
-    finally:
-        OVERWRITE.reset(token)
 
 
 def partial_dir(out_dir: PathLike) -> Path:
@@ -193,7 +179,7 @@ class ArtifactWriter:
     question without a writer): ``out`` overlapping an input is refused; a complete artifact made by the same
     stage, configuration and input fingerprints is ``existing`` (a stage returns it instead of building; entering
     the writer anyway builds and replaces it, since data handed to the writer directly is not in the settings);
-    one made otherwise, or damaged, is refused unless ``--overwrite`` (``OVERWRITE``); a
+    one made otherwise, or damaged, is refused unless ``--overwrite`` (``policy.OVERWRITE``); a
     directory that is no artifact is never replaced. One writer per output holds a lock beside the partial
     directory. On success the manifest (with each file's size and sha256) is written last and the directory
     renamed to ``out``; the old artifact stays until the new one is complete. On an exception the partial
@@ -217,7 +203,7 @@ class ArtifactWriter:
         self.path = Path(out_dir).resolve()
         self.kind = kind
         self.resume = resume
-        self.overwrite = OVERWRITE.get() if overwrite is None else overwrite
+        self.overwrite = policy.OVERWRITE.get() if overwrite is None else overwrite
         self.dir = partial_dir(self.path)
         self.manifest: dict[str, Any] = {
             "kind": kind,
@@ -240,7 +226,7 @@ class ArtifactWriter:
         for entry in self.manifest["inputs"]:
             source = Path(entry["path"])
             if source == self.path or source in self.path.parents or self.path in source.parents:
-                raise ArtifactError(f"is an input of this command ({source}); write the result elsewhere", self.path)
+                raise ArtifactError("is an input of this command; write the result elsewhere", self.path)
         _check_writable(self.path)
         locks.refuse_if_held(self.path)
         if not self.path.exists() and not self.path.is_symlink():
@@ -263,6 +249,13 @@ class ArtifactWriter:
         if difference is None:
             return self.path
         raise ArtifactError(f"exists, made {difference}; pass --overwrite to replace it", self.path)
+
+    def reuse(self) -> Path | None:
+        """``existing``, saying on stderr that it is reused."""
+        if self.existing is not None:
+            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (--overwrite "
+                  "rebuilds it)", file=sys.stderr)
+        return self.existing
 
     # -- building -----------------------------------------------------------------------------------------------
 
@@ -339,7 +332,7 @@ def reusable(out_dir: PathLike, kind: str, *, stage: str | None = None, config: 
     """Ask the existing-artifact policy before expensive work: the path of a complete artifact at ``out_dir`` made
     by the same stage, settings and inputs (the stage should return it and do nothing), or None to build; raises
     when the output is refused (an input, made otherwise without --overwrite, locked by another writer)."""
-    return ArtifactWriter(out_dir, kind, stage=stage, config=config, inputs=inputs).existing
+    return ArtifactWriter(out_dir, kind, stage=stage, config=config, inputs=inputs).reuse()
 
 
 def _difference(made: dict, now: dict) -> str | None:

@@ -487,6 +487,12 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     metrics.md/metrics.csv for those formats), print the report on stderr, and return the artifact path."""
     _check_report_format(config.report_format)
     check_text_source(config)
+    model_path = Path(config.model) if config.texts is None else None
+    planned = [config.images, *([config.texts] if config.texts is not None else
+                                [config.captions, *([model_path] if model_path.exists() else [])])]
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
+    if existing is not None:
+        return existing
     runtime = resolve_runtime(config.device, config.precision)
     image_table, image_vectors = load_normalized_embeddings(config.images)
     texts = text_embeddings_for(config, image_table, runtime)
@@ -507,6 +513,9 @@ def run_continual(config: ContinualConfig) -> Path:
     if len(config.runs) != len(config.tasks):
         raise ConfigError(f"{len(config.runs)} metrics artifact(s) but {len(config.tasks)} task(s); give one "
                           "metrics artifact per task, in training order")
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=list(config.runs))
+    if existing is not None:
+        return existing
     matrix = [[_continual_value(artifacts.load_metrics(run), task, config.metric, run) for task in config.tasks]
               for run in config.runs]
     result = {"continual": {"tasks": list(config.tasks), "metric": config.metric, **M.continual_metrics(matrix)},

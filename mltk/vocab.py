@@ -601,14 +601,17 @@ def build_vocab(captions: artifacts.PathLike | pa.Table, lang: str, out_dir: art
         table, source, inputs = artifacts.validate_captions(captions), "<captions table>", []
     else:
         table, source, inputs = artifacts.load_captions(captions), captions, [captions]
+    config = {"lang": lang, "size": size, "split": split, "min_frequency": min_frequency,
+              "protect_lang": protect_lang,
+              "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME}
+    inputs += [parent] if parent is not None else []
+    existing = artifacts.reusable(out_dir, "vocab", stage="build-vocab", config=config, inputs=inputs)
+    if existing is not None and inputs:  # a table handed in directly is not in the settings
+        return existing
     texts = select_captions(table, lang, split, source)
     protected = select_captions(table, protect_lang, None, source) if protect_lang else []
     parent_vocabulary = load_vocabulary(parent)
     if lang in parent_vocabulary.languages:
         log(f"note: language {lang!r} was already a task of the parent vocabulary; learning it again")
     vocabulary = train_vocabulary(texts, lang, parent_vocabulary, size, min_frequency, protected)
-    config = {"lang": lang, "size": size, "split": split, "min_frequency": min_frequency,
-              "protect_lang": protect_lang,
-              "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME}
-    inputs += [parent] if parent is not None else []
     return write_vocabulary(vocabulary, out_dir, config=config, inputs=inputs)

@@ -12,7 +12,8 @@ from typing import Iterable
 import typer
 from typer.core import TyperGroup
 
-from mltk import __version__
+from mltk import __version__, policy
+from mltk.cli.common import add_shared_options
 from mltk.errors import MltkError
 
 # Every command and the module that registers it (``register(app)``), in pipeline order (the order of --help).
@@ -43,6 +44,14 @@ class MltkGroup(TyperGroup):
         return list(self.commands)  # registration order, not alphabetical: the pipeline reads top to bottom
 
     def invoke(self, ctx):
+        tokens = [variable.set(False) for variable in (policy.OVERWRITE, policy.TRUST_TORCHSCRIPT)]
+        try:
+            return self._invoke(ctx)
+        finally:
+            for variable, token in zip((policy.OVERWRITE, policy.TRUST_TORCHSCRIPT), tokens):
+                variable.reset(token)
+
+    def _invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except MltkError as exc:
@@ -98,6 +107,7 @@ def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
     app.callback()(_root)
     for module in dict.fromkeys(modules if modules is not None else COMMAND_MODULES.values()):
         importlib.import_module(module).register(app)
+    add_shared_options(app)
     return app
 
 

@@ -420,6 +420,11 @@ def import_dataset(fmt: str, src: str | os.PathLike, out_dir: str | os.PathLike,
     if not src.exists():
         raise ArtifactError("no such file or directory", src)
     root = Path(images_root) if images_root is not None else (src if src.is_dir() else src.parent)
+    config = {"format": fmt, "source": str(src.resolve()), "splits": list(splits or []), "images_root": str(root)}
+    reused = [artifacts.reusable(Path(out_dir) / name, kind, stage="import-data", config=config, inputs=[src])
+              for name, kind in ((CAPTIONS_DIR, "captions"), (IMAGES_DIR, "images"))]
+    if reused[0] is not None:
+        return Path(out_dir).resolve()
     imported = FORMATS[fmt](src, root.resolve(), list(splits) if splits else None)
     table = imported.captions_table()
     if table.num_rows == 0:
@@ -431,7 +436,6 @@ def import_dataset(fmt: str, src: str | os.PathLike, out_dir: str | os.PathLike,
     if out_dir.exists() and not out_dir.is_dir():
         raise ArtifactError("exists and is not a directory", out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = {"format": fmt, "source": str(src.resolve()), "splits": list(splits or []), "images_root": str(root)}
     dropped = sum(imported.dropped_empty.values())
     artifacts.write_captions(out_dir / CAPTIONS_DIR, table, stage="import-data", config=config, inputs=[src],
                              format=fmt, dropped_empty=dropped, dropped_empty_by_lang=dict(imported.dropped_empty),

@@ -527,8 +527,11 @@ def train_continual(config: ContinualConfig, on_step: OnStep | None = None) -> P
                           f"CLIP's vocabulary {root.vocab_size}: CLL-CLIP grows CLIP's own vocabulary")
     method = make_method(config.method, config.options, clip, config.seed)
     encoder = ContinualTextEncoder(clip, root.tokenizer, method, init_temperature=config.temperature)
-    with artifacts.ArtifactWriter(config.out, "checkpoint", stage="train-continual", config=config,
-                                  inputs=[config.captions, config.images], resume=True) as writer:
+    writer = artifacts.ArtifactWriter(config.out, "checkpoint", stage="train-continual", config=config,
+                                      inputs=[config.captions, config.images], resume=True)
+    if writer.existing is not None:
+        return writer.reuse()
+    with writer:
         _check_same_run(writer.dir, config)
         records: list[dict] = []
         vocabulary = root

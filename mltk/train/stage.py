@@ -26,8 +26,10 @@ def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out
     ``checkpoint_tensors(best_state)`` may complete the trained tensors with frozen ones the checkpoint must hold;
     ``extra_files(directory)`` may write files the checkpoint needs besides them (a vocabulary).
     """
-    with artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=run_config, inputs=inputs,
-                                  resume=True) as writer:
+    writer = artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=run_config, inputs=inputs, resume=True)
+    if writer.existing is not None:
+        return writer.reuse()
+    with writer:
         result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage)
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
