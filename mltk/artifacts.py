@@ -773,4 +773,7 @@ def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str =
 def load_metrics(path: PathLike) -> dict:
     path = Path(path)
     read_manifest(path, "metrics")
-    return json.loads((path / schema.METRICS_FILE).read_text(encoding="utf-8"))
+    metrics = read_json(path / schema.METRICS_FILE)
+    if not isinstance(metrics, dict):
+        raise ArtifactError(f"{schema.METRICS_FILE} is not a JSON object", path)
+    return metrics

@@ -61,8 +61,12 @@ class MltkGroup(TyperGroup):
             typer.echo("mltk: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            if _from_cli_framework(exc):  # usage errors, --help, exits: click/typer report them (exit code 2)
-                raise
+            if _from_cli_framework(exc):
+                if _is_usage_error(exc):  # one line, like every other bad input (not click's usage box)
+                    name = ctx.invoked_subcommand or ctx.info_name
+                    _report(exc, f"mltk {name}: error: {exc.format_message()} (see --help)")
+                    ctx.exit(2)
+                raise  # --help, exits
             _report(exc, f"mltk: internal error: {type(exc).__name__}: {exc} (set MLTK_DEBUG=1 for a traceback)")
             ctx.exit(1)
 
@@ -70,6 +74,11 @@ class MltkGroup(TyperGroup):
 def _from_cli_framework(exc: BaseException) -> bool:
     """typer vendors click (``typer._click``) in recent versions, so match both by module."""
     return type(exc).__module__.split(".")[0] in ("click", "typer")
+
+
+def _is_usage_error(exc: BaseException) -> bool:
+    """click's UsageError and BadParameter (vendored by typer or not): they carry ``format_message`` and exit 2."""
+    return hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2
 
 
 def _report(exc: BaseException, line: str) -> None:

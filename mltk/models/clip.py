@@ -19,6 +19,8 @@ import contextlib
 import json
 import logging
 import os
+import pickle
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +28,7 @@ from typing import Any, Callable
 import open_clip
 import torch
 
-from mltk import artifacts, schema
+from mltk import artifacts, policy, schema
 from mltk.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -63,13 +65,23 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
         raise ConfigError(f"unknown model {model!r}: not an open_clip architecture nor an mltk checkpoint artifact "
                           f"(see `open_clip.list_models()`)")
     if pretrained and _is_torchscript(pretrained):
+        if not policy.TRUST_TORCHSCRIPT.get():  # torch.jit.load (and open_clip's fallback) can run its code
+            raise ConfigError("is a TorchScript archive, and loading one can run code it carries; pass "
+                              "--trust-torchscript if you trust this file", pretrained)
         clip = open_clip.load_openai_model(pretrained, precision="fp32", device=device)
     else:
         if pretrained and os.path.sep in pretrained and not os.path.isfile(pretrained):
             raise ConfigError("weights file not found", pretrained)
-        with _quiet_open_clip():  # random init is intended when no weights are named
-            clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
-                                          pretrained_text=False, pretrained_image=False)
+        try:
+            with _quiet_open_clip():  # random init is intended when no weights are named
+                clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
+                                              pretrained_text=False, pretrained_image=False, weights_only=True)
+        except (RuntimeError, KeyError, ValueError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+            if not (pretrained and os.path.isfile(pretrained)):
+                raise
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"cannot load weights from this file ({type(exc).__name__}: {first[:100]})",
+                              pretrained) from None
     return _bundle(clip, model, {"model": model, "pretrained": pretrained}, freeze)
 
 
@@ -115,8 +127,6 @@ def _is_torchscript(path: str) -> bool:
     """OpenAI's released ``.pt`` files are TorchScript archives (zip files holding a ``constants.pkl``)."""
     if not (path.endswith(".pt") and os.path.isfile(path)):
         return False
-    import zipfile
-
     try:
         with zipfile.ZipFile(path) as archive:
             return any(name.endswith("constants.pkl") for name in archive.namelist())

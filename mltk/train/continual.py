@@ -527,6 +527,9 @@ def train_continual(config: ContinualConfig, on_step: OnStep | None = None) -> P
                           f"CLIP's vocabulary {root.vocab_size}: CLL-CLIP grows CLIP's own vocabulary")
     method = make_method(config.method, config.options, clip, config.seed)
     encoder = ContinualTextEncoder(clip, root.tokenizer, method, init_temperature=config.temperature)
+    if encoder.tower.output_dim != image_vectors.shape[1]:
+        raise ConfigError(f"image embeddings have dim {image_vectors.shape[1]} but the model's text features have "
+                          f"dim {encoder.tower.output_dim}: encode the images with the model's base CLIP", config.images)
     writer = artifacts.ArtifactWriter(config.out, "checkpoint", stage="train-continual", config=config,
                                       inputs=[config.captions, config.images], resume=True)
     if writer.existing is not None:

@@ -197,6 +197,7 @@ def train_nlt(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-nlt``: Native Language Transfer. Returns the checkpoint artifact path."""
     runtime, captions, images = _setup(config)
     encoder, languages, train_embedding = prepare_encoder(config, captions, runtime)
+    check_image_width(encoder.tower.output_dim, images, config.images)
     tokens, teacher = _nlt_data(encoder, config, captions, config.split, languages, runtime)
     _log_sizes("NLT translation pairs", tokens)
     validator, val_pairs = _validator(config, encoder, captions, images, languages, runtime), None
@@ -281,6 +282,7 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
     runtime, captions, images = _setup(config)
     image_table, image_vectors = images
     encoder, languages, train_embedding = prepare_encoder(config, captions, runtime)
+    check_image_width(encoder.tower.output_dim, images, config.images)
     image_row = {image_id: i for i, image_id in enumerate(image_table.column("id").to_pylist())}
     data = _le_data(encoder, captions, config.split, languages, image_row)
     _log_sizes("LE images", {lang: d["image_rows"] for lang, d in data.items()})
@@ -312,6 +314,13 @@ def _setup(config: MlaConfig):
         table, vectors = artifacts.load_embeddings(config.images)
         images = (table, np.asarray(vectors, dtype=np.float32))
     return runtime, captions, images
+
+
+def check_image_width(text_dim: int, images: tuple | None, path) -> None:
+    """Image embeddings must have the text tower's output width; checked before the output directory exists."""
+    if images is not None and images[1].shape[1] != text_dim:
+        raise ConfigError(f"image embeddings have dim {images[1].shape[1]} but the model's text features have dim "
+                          f"{text_dim}: encode the images with the model's base CLIP", path)
 
 
 def _validator(config: MlaConfig, encoder, captions, images, languages, runtime) -> RetrievalValidator | None:
