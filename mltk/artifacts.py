@@ -101,6 +101,31 @@ def fingerprint(path: PathLike) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
+    """What ``mltk inspect`` checks: the manifest, containment and sizes (``read_manifest``), every file's sha256,
+    and (``decode``) that every file decodes, including an embeddings artifact's shards as its reader sees them.
+    Raises ArtifactError naming the first problem; returns ``{"manifest", "verified", "changed_inputs"}`` where
+    ``changed_inputs`` lists inputs whose fingerprint is no longer the recorded one (or that are gone)."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    integrity.verify_hashes(path, manifest)
+    verified = "sha256" if manifest.get("checksums") else "sizes only (no checksums recorded)"
+    if decode:
+        for name in manifest["files"]:
+            integrity.decode_file(integrity.member(path, name))
+        if manifest["kind"] == "embeddings":
+            load_embeddings(path)
+        verified += " and decoded"
+    changed = []
+    for entry in manifest["inputs"]:
+        source = Path(str(entry.get("path")))
+        if not source.exists():
+            changed.append({"path": str(source), "change": "is gone"})
+        elif fingerprint(source) != entry.get("fingerprint"):
+            changed.append({"path": str(source), "change": "changed"})
+    return {"manifest": manifest, "verified": verified, "changed_inputs": changed}
+
+
 def _records_checksums(manifest_bytes: bytes) -> bool:
     try:
         manifest = json.loads(manifest_bytes)
