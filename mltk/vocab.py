@@ -562,10 +562,14 @@ def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
         if array.shape != (len(tokens),) or not np.issubdtype(array.dtype, np.integer):
             raise SchemaError(f"{name} has shape {array.shape} and dtype {array.dtype}, expected "
                               f"integers of shape ({len(tokens)},)", path)
-    sizes = MergeSizes(**manifest["sizes"]) if manifest.get("sizes") else None
-    tokenizer = ClipBpeTokenizer(tokens, merges, manifest.get("context_length", DEFAULT_CONTEXT_LENGTH))
-    return Vocabulary(tokenizer, prior.astype(np.int64), freq.astype(np.int64), list(manifest.get("tasks", [])),
-                      sizes, path.resolve())
+    try:
+        sizes = MergeSizes(**manifest["sizes"]) if manifest.get("sizes") else None
+        context_length = int(manifest.get("context_length", DEFAULT_CONTEXT_LENGTH))
+        tasks = list(manifest.get("tasks", []))
+    except (TypeError, ValueError):
+        raise ArtifactError("manifest.json: malformed sizes, context_length or tasks", path) from None
+    tokenizer = ClipBpeTokenizer(tokens, merges, context_length)
+    return Vocabulary(tokenizer, prior.astype(np.int64), freq.astype(np.int64), tasks, sizes, path.resolve())
 
 
 def load_tokenizer(path: artifacts.PathLike | None) -> ClipBpeTokenizer:

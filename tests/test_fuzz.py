@@ -249,3 +249,15 @@ def test_index_build_on_damaged_embeddings_leaves_nothing_behind(profile, tmp_pa
                 _load_index(out)
 
     run_fuzz(profile, artifact_damage, check)
+
+
+def test_found_by_fuzzing_a_damaged_vocab_manifest_is_exit_2(tmp_path):
+    """The long profile found ``MergeSizes(**manifest["sizes"])`` raising TypeError on a flipped key."""
+    from mltk.errors import ArtifactError
+
+    path = _vocab(tmp_path)
+    manifest = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))
+    manifest["sizes"]["merges_duplibate"] = manifest["sizes"].pop(next(iter(manifest["sizes"])))
+    (path / schema.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="malformed sizes"):
+        _load_vocab(path)

@@ -466,7 +466,7 @@ def _check_same_run(directory: Path, config: ContinualConfig) -> None:
                    if saved.get(k) != current.get(k)]
         if changed:
             raise ConfigError(f"the interrupted run in {directory} was started with other settings: "
-                              f"{'; '.join(changed)}; rerun with the same settings or delete it to start over")
+                              f"{'; '.join(changed)}; rerun with the same settings, or pass --overwrite to start over")
     else:
         artifacts.write_json(record, current)
 
