@@ -262,9 +262,10 @@ def test_junk_weights_file_is_exit_2_naming_it(tmp_path):
     from mltk.models.clip import load_clip
 
     junk = tmp_path / "junk.pt"
-    junk.write_bytes(os.urandom(100))
-    with pytest.raises(ConfigError, match="junk.pt: cannot load weights"):
-        load_clip("mltk-tiny", str(junk))
+    for data in (bytes(range(100)), b"\x80\x02" + bytes(range(256)) * 3, b"PK\x03\x04 broken zip"):
+        junk.write_bytes(data)
+        with pytest.raises(ConfigError, match="junk.pt: cannot load weights"):
+            load_clip("mltk-tiny", str(junk))
 
 
 def test_torchscript_is_loaded_only_when_trusted(tmp_path, monkeypatch):
