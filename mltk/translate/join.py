@@ -46,10 +46,6 @@ def join_translations(input_path: str | Path, out_dir: str | Path, config: JoinC
     """Add the rows of ``config.translations`` files to the captions of ``input_path``; returns the new
     captions artifact (input rows plus joined rows)."""
     config = _validated(config)
-    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=config,
-                                  inputs=[input_path, *config.translations])
-    if existing is not None:
-        return existing
     table = R.with_origin_column(artifacts.load_captions(input_path))
     sources = R.source_row_indices(table, config.source_lang, input_path)
     report = QualityReport(config.guards, config.drop_bad)
@@ -59,6 +55,10 @@ def join_translations(input_path: str | Path, out_dir: str | Path, config: JoinC
         file_parts, file_stats = joiner.join_file(read_translations(path), Path(path), report)
         parts.extend(file_parts)
         stats[str(Path(path).resolve())] = file_stats
+    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=config,
+                                  inputs=[input_path, *config.translations])
+    if existing is not None:  # checked once every file is known to be readable (joining itself is cheap)
+        return existing
     result = R.assemble(table, parts)
     out = artifacts.write_captions(
         out_dir, result, stage="translate-data", config=config, inputs=[input_path, *config.translations],
