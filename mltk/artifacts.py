@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mltk import __version__, schema
-from mltk.errors import ArtifactError, SchemaError
+from mltk import __version__, integrity, locks, policy, schema
+from mltk.errors import ArtifactError, MltkError, SchemaError
 
 PathLike = str | os.PathLike
 
@@ -38,7 +38,9 @@ def is_artifact(path: PathLike) -> bool:
 
 
 def read_manifest(path: PathLike, kind: str | None = None) -> dict:
-    """Read and validate ``path/manifest.json``; with ``kind``, insist on that artifact kind."""
+    """Read and validate ``path/manifest.json``; with ``kind``, insist on that artifact kind.
+
+    Every file the manifest names must lie inside the artifact, exist, and have its recorded size."""
     path = Path(path)
     if not path.exists():
         raise ArtifactError("no such file or directory", path)
@@ -49,35 +51,44 @@ def read_manifest(path: PathLike, kind: str | None = None) -> dict:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"manifest.json is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", path)
+    except OSError as exc:
+        raise ArtifactError(f"cannot read manifest.json ({exc.strerror or exc})", path)
+    if not isinstance(manifest, dict):
+        raise ArtifactError("manifest.json is not a JSON object", path)
     missing = [f for f in schema.MANIFEST_FIELDS if f not in manifest]
     if missing:
         raise ArtifactError(f"manifest.json lacks {', '.join(missing)}", path)
     if manifest["schema_version"] != schema.SCHEMA_VERSION:
         raise ArtifactError(
-            f"schema_version {manifest['schema_version']} is not supported (this mltk reads "
+            f"schema_version {manifest['schema_version']!r} is not supported (this mltk reads "
             f"{schema.SCHEMA_VERSION})",
             path,
         )
+    if manifest["kind"] not in schema.KINDS:
+        raise ArtifactError(f"manifest.json: unknown kind {str(manifest['kind'])[:40]!r}", path)
     if kind is not None and manifest["kind"] != kind:
         raise ArtifactError(f"is a {manifest['kind']} artifact, expected {kind}", path)
-    for name in manifest["files"]:
-        if not (path / name).exists():
-            raise ArtifactError(f"file {name} listed in the manifest is missing", path)
+    if not isinstance(manifest["created_by"], dict) or not isinstance(manifest["inputs"], list) or not all(
+            isinstance(entry, dict) for entry in manifest["inputs"]):
+        raise ArtifactError("manifest.json: 'created_by' or 'inputs' is malformed", path)
+    integrity.check_sizes(path, manifest)
     return manifest
 
 
 def fingerprint(path: PathLike) -> str:
-    """A content fingerprint of an input: the bytes of a file; for an artifact its manifest plus the name, size and
-    modification time of each of its files (weights rewritten at the same path within the same second keep an
-    identical manifest; hashing every byte of a large embeddings artifact would cost more than a stage's start);
-    the listing of a plain directory (names and sizes)."""
+    """A content fingerprint of an input: the bytes of a file; for an artifact whose manifest records each file's
+    sha256, the manifest itself (it pins every byte, and a copy of the artifact keeps it); for an older artifact
+    its manifest plus the name, size and modification time of each of its files; the listing of a plain
+    directory (names and sizes)."""
     path = Path(path)
     digest = hashlib.sha256()
     if is_artifact(path):
-        digest.update((path / schema.MANIFEST).read_bytes())
-        for child in sorted(p for p in path.rglob("*") if p.is_file()):
-            stat = child.stat()
-            digest.update(f"{child.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        manifest_bytes = (path / schema.MANIFEST).read_bytes()
+        digest.update(manifest_bytes)
+        if not _records_checksums(manifest_bytes):
+            for child in sorted(p for p in path.rglob("*") if p.is_file()):
+                stat = child.stat()
+                digest.update(f"{child.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     elif path.is_file():
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
@@ -90,11 +101,47 @@ def fingerprint(path: PathLike) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
+    """What ``mltk inspect`` checks: the manifest, containment and sizes (``read_manifest``), every file's sha256,
+    and (``decode``) that every file decodes, including an embeddings artifact's shards as its reader sees them.
+    Raises ArtifactError naming the first problem; returns ``{"manifest", "verified", "changed_inputs"}`` where
+    ``changed_inputs`` lists inputs whose fingerprint is no longer the recorded one (or that are gone)."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    integrity.verify_hashes(path, manifest)
+    verified = "sha256" if manifest.get("checksums") else "sizes only (no checksums recorded)"
+    if decode:
+        for name in manifest["files"]:
+            integrity.decode_file(integrity.member(path, name))
+        if manifest["kind"] == "embeddings":
+            load_embeddings(path)
+        verified += " and decoded"
+    changed = []
+    for entry in manifest["inputs"]:
+        source = Path(str(entry.get("path")))
+        if not source.exists():
+            changed.append({"path": str(source), "change": "is gone"})
+        elif fingerprint(source) != entry.get("fingerprint"):
+            changed.append({"path": str(source), "change": "changed"})
+    return {"manifest": manifest, "verified": verified, "changed_inputs": changed}
+
+
+def _records_checksums(manifest_bytes: bytes) -> bool:
+    try:
+        manifest = json.loads(manifest_bytes)
+    except ValueError:
+        return False
+    return isinstance(manifest, dict) and isinstance(manifest.get("checksums"), dict)
+
+
 def describe_input(path: PathLike) -> dict:
     path = Path(path).resolve()
     entry = {"path": str(path), "fingerprint": fingerprint(path)}
     if is_artifact(path):
-        entry["kind"] = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))["kind"]
+        try:
+            entry["kind"] = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))["kind"]
+        except (ValueError, TypeError, KeyError):
+            raise ArtifactError("manifest.json is not valid", path) from None
     return entry
 
 
@@ -121,8 +168,10 @@ def write_json(path: PathLike, obj: Any) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Atomic artifact directories
+# Atomic artifact directories, and what happens to an existing one
 # ----------------------------------------------------------------------------------------------------------------
+
+PARTIAL_SETTINGS = ".mltk-settings.json"  # inside a partial directory: the settings that started it
 
 
 def partial_dir(out_dir: PathLike) -> Path:
@@ -131,17 +180,36 @@ def partial_dir(out_dir: PathLike) -> Path:
     return out_dir.parent / f".{out_dir.name}.partial"
 
 
+def _trash_dir(out_dir: Path) -> Path:
+    return out_dir.parent / f".{out_dir.name}.old"
+
+
+def _plain(value: Any) -> Any:
+    """The value as it reads back from a manifest (tuples become lists, paths strings)."""
+    return json.loads(json.dumps(_jsonable(value), ensure_ascii=False, default=str))
+
+
 class ArtifactWriter:
-    """Build an artifact atomically::
+    """Build an artifact atomically, under one policy for an existing one::
 
-        with ArtifactWriter(out, "metrics", config=cfg, inputs=[a, b]) as w:
-            write_json(w.dir / "metrics.json", numbers)
-            w.manifest["summary"] = {...}      # extra manifest fields
-        w.path                                  # the final absolute path
+        writer = ArtifactWriter(out, "metrics", stage="evaluate", config=cfg, inputs=[a, b])
+        if writer.existing:                     # made by the same stage, settings and inputs: reuse it
+            return writer.existing
+        with writer:
+            write_json(writer.dir / "metrics.json", numbers)
+            writer.manifest["summary"] = {...}  # extra manifest fields
+        writer.path                             # the final absolute path
 
-    On success the manifest is written last and the directory renamed to ``out``; an existing artifact at
-    ``out`` is replaced. On an exception the partial directory is kept when ``resume`` is true (so the next
-    run continues from it) and removed otherwise.
+    The policy, decided on construction (so a stage can ask before its expensive work; ``reusable()`` is the same
+    question without a writer): ``out`` overlapping an input is refused; a complete artifact made by the same
+    stage, configuration and input fingerprints is ``existing`` (a stage returns it instead of building; entering
+    the writer anyway builds and replaces it, since data handed to the writer directly is not in the settings);
+    one made otherwise, or damaged, is refused unless ``--overwrite`` (``policy.OVERWRITE``); a
+    directory that is no artifact is never replaced. One writer per output holds a lock beside the partial
+    directory. On success the manifest (with each file's size and sha256) is written last and the directory
+    renamed to ``out``; the old artifact stays until the new one is complete. On an exception the partial
+    directory is kept when ``resume`` is true (so the next run continues from it), except after bad input
+    (``MltkError``) in a run that started it; otherwise it is removed.
     """
 
     def __init__(
@@ -153,12 +221,14 @@ class ArtifactWriter:
         config: Any = None,
         inputs: Iterable[PathLike] = (),
         resume: bool = False,
+        overwrite: bool | None = None,
     ):
         if kind not in schema.KINDS:
             raise ValueError(f"unknown artifact kind {kind!r}")
         self.path = Path(out_dir).resolve()
         self.kind = kind
         self.resume = resume
+        self.overwrite = policy.OVERWRITE.get() if overwrite is None else overwrite
         self.dir = partial_dir(self.path)
         self.manifest: dict[str, Any] = {
             "kind": kind,
@@ -167,32 +237,112 @@ class ArtifactWriter:
             "mltk_version": __version__,
             "inputs": [describe_input(p) for p in inputs],
         }
+        self._lock = locks.OutputLock(self.path)
+        self._started_partial = False
+        self.existing: Path | None = self._existing_policy()
+
+    # -- the policy -------------------------------------------------------------------------------------------
+
+    def _settings(self) -> dict:
+        return {"kind": self.kind, "created_by": _plain(self.manifest["created_by"]),
+                "inputs": [entry["fingerprint"] for entry in self.manifest["inputs"]]}
+
+    def _existing_policy(self) -> Path | None:
+        for entry in self.manifest["inputs"]:
+            source = Path(entry["path"])
+            if source == self.path or source in self.path.parents or self.path in source.parents:
+                raise ArtifactError("is an input of this command; write the result elsewhere", self.path)
+        _check_writable(self.path)
+        locks.refuse_if_held(self.path)
+        if not self.path.exists() and not self.path.is_symlink():
+            return None
+        if not self.path.is_dir() or not (is_artifact(self.path) or _is_empty_dir(self.path)):
+            raise ArtifactError("exists and is not an mltk artifact; refusing to overwrite it", self.path)
+        if _is_empty_dir(self.path):
+            return None
+        try:
+            manifest = read_manifest(self.path)
+            made = {"kind": manifest["kind"], "created_by": manifest["created_by"],
+                    "inputs": [entry.get("fingerprint") for entry in manifest["inputs"]]}
+        except (ArtifactError, TypeError, AttributeError) as exc:
+            if self.overwrite:
+                return None
+            raise ArtifactError(f"exists but is damaged ({_reason(exc)}); pass --overwrite to replace it", self.path)
+        if self.overwrite:
+            return None
+        difference = _difference(made, self._settings())
+        if difference is None:
+            return self.path
+        raise ArtifactError(f"exists, made {difference}; pass --overwrite to replace it", self.path)
+
+    def reuse(self) -> Path | None:
+        """``existing``, saying on stderr that it is reused."""
+        if self.existing is not None:
+            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (--overwrite "
+                  "rebuilds it)", file=sys.stderr)
+        return self.existing
+
+    # -- building -----------------------------------------------------------------------------------------------
 
     def __enter__(self) -> ArtifactWriter:
-        if self.path.exists() and not (is_artifact(self.path) or _is_empty_dir(self.path)):
-            raise ArtifactError("exists and is not an mltk artifact; refusing to overwrite it", self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.dir.exists() and not self.resume:
-            shutil.rmtree(self.dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock.acquire()
+        except OSError as exc:
+            raise ArtifactError(f"cannot create the output ({exc.strerror or exc})", self.path) from None
+        try:
+            self._restore_interrupted_swap()
+            self._prepare_partial()
+        except BaseException:
+            self._lock.release()
+            raise
         return self
 
+    def _restore_interrupted_swap(self) -> None:
+        """A crash between the two renames of a replacement leaves the old artifact in ``.NAME.old``."""
+        trash = _trash_dir(self.path)
+        if trash.exists() and not self.path.exists():
+            os.replace(trash, self.path)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _prepare_partial(self) -> None:
+        record = self.dir / PARTIAL_SETTINGS
+        if self.dir.exists() and self.resume and self.overwrite:
+            try:
+                same = json.loads(record.read_text(encoding="utf-8")) == self._settings()
+            except (OSError, ValueError):
+                same = False
+            if not same:
+                print(f"--overwrite: discarding the interrupted run in {self.dir}, started with other settings", file=sys.stderr)
+                shutil.rmtree(self.dir)
+        if self.dir.exists() and not self.resume:
+            shutil.rmtree(self.dir)
+        self._started_partial = not self.dir.exists()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_json(record, self._settings())
+
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            if not self.resume:
-                shutil.rmtree(self.dir, ignore_errors=True)
-            return
-        self.commit()
+        try:
+            if exc_type is not None:
+                if not self.resume or (isinstance(exc, MltkError) and self._started_partial):
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                return
+            self.commit()
+        finally:
+            self._lock.release()
 
     def commit(self) -> Path:
+        (self.dir / PARTIAL_SETTINGS).unlink(missing_ok=True)
         files = sorted(
-            str(p.relative_to(self.dir)) for p in self.dir.rglob("*") if p.is_file() and p.name != schema.MANIFEST
+            p.relative_to(self.dir).as_posix() for p in self.dir.rglob("*")
+            if p.is_file() and p.name != schema.MANIFEST
         )
         self.manifest["files"] = files
+        self.manifest["checksums"] = integrity.checksums(self.dir, files)
         self.manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         write_json(self.dir / schema.MANIFEST, self.manifest)
         if self.path.exists():
-            trash = self.path.parent / f".{self.path.name}.old"
+            trash = _trash_dir(self.path)
             shutil.rmtree(trash, ignore_errors=True)
             os.replace(self.path, trash)
             os.replace(self.dir, self.path)
@@ -200,6 +350,47 @@ class ArtifactWriter:
         else:
             os.replace(self.dir, self.path)
         return self.path
+
+
+def reusable(out_dir: PathLike, kind: str, *, stage: str | None = None, config: Any = None,
+             inputs: Iterable[PathLike] = ()) -> Path | None:
+    """Ask the existing-artifact policy before expensive work: the path of a complete artifact at ``out_dir`` made
+    by the same stage, settings and inputs (the stage should return it and do nothing), or None to build; raises
+    when the output is refused (an input, made otherwise without --overwrite, locked by another writer)."""
+    return ArtifactWriter(out_dir, kind, stage=stage, config=config, inputs=inputs).reuse()
+
+
+def _difference(made: dict, now: dict) -> str | None:
+    """How an existing artifact's making differs from this run, in a few words; None when it does not."""
+    if made["kind"] != now["kind"] or made["created_by"].get("stage") != now["created_by"]["stage"]:
+        return f"by {made['created_by'].get('stage')} ({made['kind']})"
+    old, new = made["created_by"].get("config"), now["created_by"]["config"]
+    if old != new:
+        if isinstance(old, dict) and isinstance(new, dict):
+            keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+            shown = ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys[:3])
+            more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+            return f"with other settings ({shown}{more})"
+        return "with other settings"
+    if made["inputs"] != now["inputs"]:
+        return "from other inputs (or inputs that changed since)"
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return text.split(": ", 1)[1] if isinstance(exc, MltkError) and exc.path and ": " in text else text
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse an output whose nearest existing ancestor cannot be written, before anything is created."""
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ArtifactError(f"cannot create the output: {ancestor} is not a directory", path)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ArtifactError(f"cannot create the output: {ancestor} is not writable", path)
 
 
 def _is_empty_dir(path: Path) -> bool:
@@ -370,20 +561,27 @@ def write_embeddings(out_dir: PathLike, ids: Sequence, vectors: np.ndarray, *, d
 def load_embeddings(path: PathLike, *, check_finite: bool = True) -> tuple[pa.Table, np.ndarray]:
     """Read an embeddings artifact: ``(table, vectors)`` row-aligned; ``table`` holds ``id`` and extra columns.
 
-    A single-shard artifact is memory-mapped; several shards are concatenated in manifest order.
+    A single-shard artifact is memory-mapped; several shards are concatenated in manifest order. Every reader of
+    embeddings comes here, so ids are checked once: unique, non-null, one per vector.
     """
     path = Path(path)
     manifest = read_manifest(path, "embeddings")
+    shards, dim = manifest.get("shards"), manifest.get("dim")
+    if not isinstance(shards, list) or not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+        raise ArtifactError("manifest.json: 'shards' must be a list and 'dim' a positive integer", path)
     tables, arrays = [], []
-    for shard in manifest["shards"]:
-        try:
-            vectors = np.load(path / shard["vectors"], mmap_mode="r")
-        except (ValueError, OSError) as exc:
-            raise ArtifactError(f"cannot read {shard['vectors']} ({exc})", path)
-        table = read_table(path / shard["rows"])
-        require_columns(table, [schema.EMBEDDING_ID_COLUMN], path / shard["rows"])
-        if vectors.ndim != 2 or vectors.shape[1] != manifest["dim"]:
-            raise ArtifactError(f"{shard['vectors']} has shape {vectors.shape}, expected dim {manifest['dim']}", path)
+    for shard in shards:
+        if not isinstance(shard, dict) or not isinstance(shard.get("count"), int):
+            raise ArtifactError(f"manifest.json: malformed shard entry {str(shard)[:80]}", path)
+        vectors_path = integrity.member(path, shard.get("vectors"))
+        rows_path = integrity.member(path, shard.get("rows"))
+        vectors = load_array(vectors_path, mmap=True)
+        if vectors.dtype.kind != "f":
+            raise ArtifactError(f"has dtype {vectors.dtype}, expected float16 or float32", vectors_path)
+        table = read_table(rows_path)
+        require_columns(table, [schema.EMBEDDING_ID_COLUMN], rows_path)
+        if vectors.ndim != 2 or vectors.shape[1] != dim:
+            raise ArtifactError(f"{shard['vectors']} has shape {vectors.shape}, expected dim {dim}", path)
         if table.num_rows != len(vectors) or table.num_rows != shard["count"]:
             raise ArtifactError(
                 f"ids do not line up with vectors in {shard['rows']}: {table.num_rows} rows, "
@@ -394,11 +592,25 @@ def load_embeddings(path: PathLike, *, check_finite: bool = True) -> tuple[pa.Ta
         arrays.append(vectors)
     if not arrays:
         raise ArtifactError("embeddings artifact has no shards", path)
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    try:
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    except pa.ArrowInvalid as exc:
+        raise ArtifactError(f"shards have different columns ({str(exc).splitlines()[0]})", path) from None
+    table = _as_string_columns(table, [schema.EMBEDDING_ID_COLUMN], path)
+    _check_unique_ids(table.column(schema.EMBEDDING_ID_COLUMN), path)
     vectors = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
     if check_finite:
         _check_vectors(vectors, path)
     return table, vectors
+
+
+def _check_unique_ids(ids: pa.ChunkedArray, path: PathLike) -> None:
+    import pyarrow.compute as pc
+
+    if pc.count_distinct(ids).as_py() != len(ids):
+        counts = pc.value_counts(ids)
+        repeated = [item["values"] for item in counts.to_pylist() if item["counts"] > 1]
+        raise ArtifactError(f"{len(repeated)} id(s) occur more than once (e.g. {repeated[0]!r})", path)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -552,7 +764,10 @@ def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str =
 def load_metrics(path: PathLike) -> dict:
     path = Path(path)
     read_manifest(path, "metrics")
-    return json.loads((path / schema.METRICS_FILE).read_text(encoding="utf-8"))
+    metrics = read_json(path / schema.METRICS_FILE)
+    if not isinstance(metrics, dict):
+        raise ArtifactError(f"{schema.METRICS_FILE} is not a JSON object", path)
+    return metrics
 
 
 # ----------------------------------------------------------------------------------------------------------------

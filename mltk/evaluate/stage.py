@@ -209,6 +209,13 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     check_text_source(config)
     if config.images is None and set(config.metrics) - {"c2c"}:
         raise ConfigError("--images (image embeddings) is required unless the only metric is c2c")
+    model_path = Path(config.model) if config.texts is None else None
+    planned = [*([config.images] if config.images is not None else []),
+               *([config.texts] if config.texts is not None else
+                 [config.captions, *([model_path] if model_path.exists() else [])])]
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
+    if existing is not None:
+        return existing
     runtime = resolve_runtime(config.device, config.precision)
     image_table, image_vectors = load_normalized_embeddings(config.images) if config.images is not None else \
         (None, None)
@@ -267,6 +274,9 @@ def run_continual(config: ContinualConfig) -> Path:
     if len(config.runs) != len(config.tasks):
         raise ConfigError(f"{len(config.runs)} metrics artifact(s) but {len(config.tasks)} task(s); give one "
                           "metrics artifact per task, in training order")
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=list(config.runs))
+    if existing is not None:
+        return existing
     matrix = [[_continual_value(artifacts.load_metrics(run), task, config.metric, run) for task in config.tasks]
               for run in config.runs]
     result = {"continual": {"tasks": list(config.tasks), "metric": config.metric, **M.continual_metrics(matrix)},
