@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
