@@ -312,11 +312,11 @@ def test_undecodable_image_in_pretrain_names_the_image(tmp_path):
 
 
 def test_image_width_is_checked_before_training():
-    from mltk.train.mla import check_image_width
+    from mltk.train.stage import check_image_width
 
     with pytest.raises(ConfigError, match="img64: image embeddings have dim 64 but the model's text features"):
-        check_image_width(128, (None, np.zeros((3, 64))), "img64")
-    check_image_width(64, (None, np.zeros((3, 64))), "img64")
+        check_image_width(128, np.zeros((3, 64)), "img64")
+    check_image_width(64, np.zeros((3, 64)), "img64")
 
 
 def test_unwritable_out_is_exit_2_before_anything_is_created(tmp_path):
