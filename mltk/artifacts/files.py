@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mltk import integrity, schema
+from mltk import schema
+from mltk.artifacts import integrity
 from mltk.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import (PathLike, _jsonable, fingerprint, read_json, read_manifest,  # noqa: F401

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from mltk import integrity, schema
+from mltk import schema
+from mltk.artifacts import integrity
 from mltk.errors import ArtifactError
 
 PathLike = str | os.PathLike

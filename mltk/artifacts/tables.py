@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mltk import integrity, schema
+from mltk import schema
+from mltk.artifacts import integrity
 from mltk.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import PathLike, _jsonable, read_manifest

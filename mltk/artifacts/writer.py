@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 
-from mltk import __version__, integrity, locks, policy, schema
+from mltk import __version__, locks, policy, schema
+from mltk.artifacts import integrity
 from mltk.errors import ArtifactError, MltkError
 
 from mltk.artifacts.manifest import PathLike, _jsonable, describe_input, is_artifact, read_manifest, write_json  # noqa
