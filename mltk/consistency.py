@@ -95,6 +95,9 @@ def compare_runs(config: CompareConfig) -> Path:
     names = list(config.names) or [Path(run).name for run in config.runs]
     if len(names) != len(config.runs):
         raise ConfigError(f"{len(names)} --name value(s) for {len(config.runs)} metrics artifact(s)")
+    existing = artifacts.reusable(config.out, "metrics", stage="compare", config=config, inputs=list(config.runs))
+    if existing is not None:
+        return existing
     loaded = [artifacts.load_metrics(run) for run in config.runs]
     languages = list(config.languages) or _shared_languages(loaded, config.runs)
     summaries = []

@@ -267,6 +267,8 @@ def encode_images(
     inputs = [source] + [Path(p) for p in (model, pretrained, image_map) if p and Path(p).exists()]
     writer = artifacts.ArtifactWriter(out_dir, "embeddings", stage="encode-images", config=config, inputs=inputs,
                                       resume=True)
+    if writer.existing is not None:
+        return writer.reuse()
     key = _plain_json({"config": dataclasses.asdict(config), "inputs": writer.manifest["inputs"],
                        "rows": len(records)})
     if world_size == 1:

@@ -56,6 +56,10 @@ def build_index(config: IndexConfig) -> Path:
     """Index the vectors of an embeddings artifact; returns the index artifact path."""
     if config.kind not in INDEX_KINDS:
         raise ConfigError(f"--kind must be one of {', '.join(INDEX_KINDS)}, got {config.kind!r}")
+    existing = artifacts.reusable(config.out, "index", stage="index build", config=config,
+                                  inputs=[config.embeddings])
+    if existing is not None:
+        return existing
     table, vectors = artifacts.load_embeddings(config.embeddings)
     vectors = normalized_float32(vectors)
     index, settings = _new_index(config, vectors)

@@ -73,6 +73,11 @@ def test_ids_that_do_not_line_up_are_rejected(tmp_path):
         artifacts.write_embeddings(tmp_path / "emb", ["a", "b"], np.ones((3, 2)))
     path = artifacts.write_embeddings(tmp_path / "ok", ["a", "b"], np.ones((2, 2)))
     np.save(path / "vectors-00000.npy", np.ones((3, 2), dtype=np.float32))  # corrupt it afterwards
+    with pytest.raises(ArtifactError, match="152 bytes, the manifest says 144"):
+        artifacts.load_embeddings(path)  # the recorded size catches it first
+    manifest = json.loads((path / "manifest.json").read_text())
+    del manifest["checksums"]  # an artifact from before sizes were recorded
+    (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="do not line up"):
         artifacts.load_embeddings(path)
 

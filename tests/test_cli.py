@@ -66,7 +66,7 @@ def test_unexpected_errors_are_exit_1_and_debug_shows_traceback(tmp_path, monkey
     def boom(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(artifacts, "read_manifest", boom)
+    monkeypatch.setattr(artifacts, "verify_artifact", boom)  # what inspect calls
     result = runner.invoke(app, ["inspect", str(path)])
     assert result.exit_code == 1
     assert "internal error: ZeroDivisionError: boom" in result.stderr and "Traceback" not in result.stderr

@@ -239,6 +239,11 @@ def test_index_files_are_read_through_artifacts_and_checked_against_each_other(t
     assert manifest["files"] == sorted([schema.INDEX_FILE, schema.INDEX_IDS_FILE])
     assert index.ntotal == 200 and table.column("id").to_pylist() == ids
     artifacts.write_table(index_path / schema.INDEX_IDS_FILE, table.slice(0, 199))
+    with pytest.raises(ArtifactError, match="the manifest says"):
+        open_index(index_path)  # the recorded size catches it first
+    manifest = json.loads((index_path / "manifest.json").read_text())
+    del manifest["checksums"]  # an artifact from before sizes were recorded
+    (index_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="199 rows but the index holds 200"):
         open_index(index_path)
     (index_path / schema.INDEX_FILE).write_bytes(b"not faiss")

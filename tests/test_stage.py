@@ -14,7 +14,7 @@ from mltk.train.ccrk import CcrkConfig
 from mltk.train.loop import LoopConfig
 from mltk.train.loop_state import changed_settings, settings_record
 from mltk.train.mla import MlaConfig
-from mltk.train.stage import open_run, replace_settings
+from mltk.train.stage import open_run, replace_settings, stage_writer
 
 
 def test_one_rule_lets_only_listed_settings_change_at_any_depth():
@@ -32,12 +32,14 @@ def test_one_rule_lets_only_listed_settings_change_at_any_depth():
 def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
     config = MlaConfig(captions=Path("c"), out=tmp_path / "out", loop=LoopConfig(steps=5, lr=1e-3))
     with pytest.raises(KeyboardInterrupt):
-        with open_run(config.out, "train-nlt", config, []):
+        with open_run(stage_writer(config.out, "train-nlt", config, []), config):
             raise KeyboardInterrupt
     with pytest.raises(ConfigError, match=r"other settings: batch_size=128 \(now 4\); loop.steps=5 \(now 6\)"):
-        with open_run(config.out, "train-nlt", replace_settings(config, batch_size=4, steps=6), []):
+        changed = replace_settings(config, batch_size=4, steps=6)
+        with open_run(stage_writer(config.out, "train-nlt", changed, []), changed):
             pass
-    with open_run(config.out, "train-nlt", replace_settings(config, eval_every=1, device="cpu"), []) as writer:
+    allowed = replace_settings(config, eval_every=1, device="cpu")
+    with open_run(stage_writer(config.out, "train-nlt", allowed, []), allowed) as writer:
         assert (writer.dir / "run.json").is_file()
     assert not (config.out / "run.json").exists()  # the finished artifact does not keep it
 

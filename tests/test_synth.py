@@ -444,6 +444,9 @@ def test_cli_prints_the_world_path_and_json(tmp_path):
     assert "synth-data" in result.stderr
     result = runner.invoke(app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1",
                                  "--json"])
+    assert result.exit_code == 2 and "--overwrite" in result.stderr  # other settings over an existing world
+    result = runner.invoke(app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1",
+                                 "--json", "--overwrite"])
     payload = json.loads(result.stdout)
     assert payload["path"] == str(out.resolve()) and payload["n_images"] == 3
     assert artifacts.read_manifest(payload["images"], "images")["rows"] == 3

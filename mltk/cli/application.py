@@ -12,7 +12,8 @@ from typing import Iterable
 import typer
 from typer.core import TyperGroup
 
-from mltk import __version__
+from mltk import __version__, policy
+from mltk.cli.common import add_shared_options
 from mltk.errors import MltkError
 
 # Every command and the module that registers it (``register(app)``), in pipeline order (the order of --help).
@@ -46,6 +47,14 @@ class MltkGroup(TyperGroup):
         return list(self.commands)  # registration order, not alphabetical: the pipeline reads top to bottom
 
     def invoke(self, ctx):
+        tokens = [variable.set(False) for variable in (policy.OVERWRITE, policy.TRUST_TORCHSCRIPT)]
+        try:
+            return self._invoke(ctx)
+        finally:
+            for variable, token in zip((policy.OVERWRITE, policy.TRUST_TORCHSCRIPT), tokens):
+                variable.reset(token)
+
+    def _invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except MltkError as exc:
@@ -55,8 +64,12 @@ class MltkGroup(TyperGroup):
             typer.echo("mltk: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            if _from_cli_framework(exc):  # usage errors, --help, exits: click/typer report them (exit code 2)
-                raise
+            if _from_cli_framework(exc):
+                if _is_usage_error(exc):  # one line, like every other bad input (not click's usage box)
+                    name = ctx.invoked_subcommand or ctx.info_name
+                    _report(exc, f"mltk {name}: error: {exc.format_message()} (see --help)")
+                    ctx.exit(2)
+                raise  # --help, exits
             _report(exc, f"mltk: internal error: {type(exc).__name__}: {exc} (set MLTK_DEBUG=1 for a traceback)")
             ctx.exit(1)
 
@@ -64,6 +77,11 @@ class MltkGroup(TyperGroup):
 def _from_cli_framework(exc: BaseException) -> bool:
     """typer vendors click (``typer._click``) in recent versions, so match both by module."""
     return type(exc).__module__.split(".")[0] in ("click", "typer")
+
+
+def _is_usage_error(exc: BaseException) -> bool:
+    """click's UsageError and BadParameter (vendored by typer or not): they carry ``format_message`` and exit 2."""
+    return hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2
 
 
 def _report(exc: BaseException, line: str) -> None:
@@ -101,6 +119,7 @@ def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
     app.callback()(_root)
     for module in dict.fromkeys(modules if modules is not None else COMMAND_MODULES.values()):
         importlib.import_module(module).register(app)
+    add_shared_options(app)
     return app
 
 

@@ -1,4 +1,4 @@
-"""``mltk inspect``: validate an artifact and summarise its manifest."""
+"""``mltk inspect``: validate an artifact (containment, sizes, hashes, decoding) and summarise its manifest."""
 
 from __future__ import annotations
 
@@ -14,19 +14,28 @@ from mltk.runtime import console
 
 def inspect(
     path: Optional[str] = typer.Argument(None, help="Artifact directory, or - / nothing to read its path from stdin."),
+    quick: bool = typer.Option(False, "--quick", help="Check sizes and sha256 only; do not decode every file."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Check that PATH is a complete mltk artifact and summarise its manifest on stderr."""
+    """Check that PATH is a complete, intact mltk artifact: every file it names lies inside it, has the recorded
+    size and sha256, and decodes (unless --quick); exit 2 naming the first file that does not. Inputs that changed
+    since the artifact was made are reported (it was made from something that is no longer there)."""
     resolved = resolve_input(path, what="artifact").resolve()
-    manifest = artifacts.read_manifest(resolved)
+    report = artifacts.verify_artifact(resolved, decode=not quick)
+    manifest = report["manifest"]
     if as_json:
-        typer.echo(json.dumps({"path": str(resolved), "manifest": manifest}, ensure_ascii=False))
+        typer.echo(json.dumps({"path": str(resolved), "manifest": manifest, "verified": report["verified"],
+                               "changed_inputs": report["changed_inputs"]}, ensure_ascii=False))
         return
-    summary = {k: v for k, v in manifest.items() if k not in ("files", "inputs", "created_by", "shards")}
+    summary = {k: v for k, v in manifest.items() if k not in ("files", "inputs", "created_by", "shards", "checksums")}
     console.print(f"[bold]{manifest['kind']}[/bold] artifact at {resolved}")
     for key, value in summary.items():
         console.print(f"  {key}: {value}", markup=False)
     console.print(f"  stage: {manifest['created_by'].get('stage')}  inputs: {len(manifest['inputs'])}", markup=False)
+    console.print(f"  verified: {report['verified']}", markup=False)
+    for entry in report["changed_inputs"]:
+        console.print(f"  warning: input {entry['path']} {entry['change']} since this artifact was made",
+                      markup=False)
     typer.echo(str(resolved))
 
 

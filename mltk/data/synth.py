@@ -264,6 +264,10 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
 
     ``world.json`` is written last and removed first, so a world directory with it is complete."""
     out_dir = Path(out_dir).resolve()
+    reused = [artifacts.reusable(out_dir / name, kind, stage="synth-data", config=config)
+              for name, kind in ((IMAGES_DIR, "images"), (CAPTIONS_DIR, "captions"))]
+    if all(reused) and (out_dir / WORLD_FILE).is_file():
+        return load_world(out_dir)
     _prepare_world_dir(out_dir)
     images = {"image_id": [], "split": [], "image": [], "scene": []}
     captions = {"image_id": [], "lang": [], "caption": [], "caption_id": [], "split": [], "kind": [], "mt_error": []}

@@ -215,6 +215,13 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     if config.folds < 1 or (config.folds > 1 and config.images is None):
         raise ConfigError(f"--folds must be at least 1 and cuts the image gallery (needs --images), got "
                           f"{config.folds}")
+    model_path = Path(config.model) if config.texts is None else None
+    planned = [*([config.images] if config.images is not None else []),
+               *([config.texts] if config.texts is not None else
+                 [config.captions, *([model_path] if model_path.exists() else [])])]
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
+    if existing is not None:
+        return existing
     runtime = resolve_runtime(config.device, config.precision)
     image_table, image_vectors = load_normalized_embeddings(config.images) if config.images is not None else \
         (None, None)
@@ -274,6 +281,9 @@ def run_continual(config: ContinualConfig) -> Path:
     if len(config.runs) != len(config.tasks):
         raise ConfigError(f"{len(config.runs)} metrics artifact(s) but {len(config.tasks)} task(s); give one "
                           "metrics artifact per task, in training order")
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=list(config.runs))
+    if existing is not None:
+        return existing
     matrix = [[_continual_value(artifacts.load_metrics(run), task, config.metric, run) for task in config.tasks]
               for run in config.runs]
     result = {"continual": {"tasks": list(config.tasks), "metric": config.metric, **M.continual_metrics(matrix)},

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +29,7 @@ from typing import Any, Callable
 import open_clip
 import torch
 
-from mltk import artifacts, schema
+from mltk import artifacts, policy, schema
 from mltk.errors import ConfigError
 from mltk.models.download import model_download
 
@@ -60,13 +61,25 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
         return _load_artifact(Path(model), device, freeze)
     check_open_clip_name(model, pretrained)
     if pretrained and _is_torchscript(pretrained):
+        if not policy.TRUST_TORCHSCRIPT.get():  # torch.jit.load (and open_clip's fallback) can run its code
+            raise ConfigError("is a TorchScript archive, and loading one can run code it carries; pass "
+                              "--trust-torchscript if you trust this file", pretrained)
         clip = open_clip.load_openai_model(pretrained, precision="fp32", device=device)
     else:
         if pretrained and os.path.sep in pretrained and not os.path.isfile(pretrained):
             raise ConfigError("weights file not found", pretrained)
-        with _quiet_open_clip(), model_download(model):  # random init is intended when no weights are named
-            clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
-                                          pretrained_text=False, pretrained_image=False)
+        try:
+            with _quiet_open_clip(), model_download(model):  # random init is intended when no weights are named
+                clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
+                                              pretrained_text=False, pretrained_image=False, weights_only=True)
+        except ConfigError:  # a download failure, already one line (mltk.models.download)
+            raise
+        except Exception as exc:  # noqa: BLE001 - torch's unpickler raises anything on a damaged file
+            if not (pretrained and os.path.isfile(pretrained)):
+                raise
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"cannot load weights from this file ({type(exc).__name__}: {first[:100]})",
+                              pretrained) from None
     return _bundle(clip, model, {"model": model, "pretrained": pretrained}, freeze)
 
 
@@ -166,8 +179,6 @@ def _is_torchscript(path: str) -> bool:
     """OpenAI's released ``.pt`` files are TorchScript archives (zip files holding a ``constants.pkl``)."""
     if not (path.endswith(".pt") and os.path.isfile(path)):
         return False
-    import zipfile
-
     try:
         with zipfile.ZipFile(path) as archive:
             return any(name.endswith("constants.pkl") for name in archive.namelist())

@@ -216,7 +216,7 @@ def _check_same_run(saved_config: dict, config: LoopConfig, params: dict, tensor
     changed = changed_settings(saved_config, settings_record(config))
     if changed:
         raise ConfigError(f"the saved training state was made with other settings: {', '.join(changed)}; rerun "
-                          f"with the same settings, or delete {record.parent} to start over", record)
+                          f"with the same settings, or pass --overwrite to start over", record)
     saved_names = {k[len("trained/"):] for k in tensors if k.startswith("trained/")}
     if saved_names != set(params) or any(tuple(tensors[f"trained/{n}"].shape) != tuple(p.shape)
                                          for n, p in params.items()):

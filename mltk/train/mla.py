@@ -43,8 +43,8 @@ from mltk.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import (StageInputs, load_inputs, log_sizes, prepare_encoder, retrieval_split,
-                              retrieval_validator, run_stage)
+from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, prepare_encoder,
+                              retrieval_split, retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
 
 LE_TEMPERATURE = 0.01
@@ -189,6 +189,7 @@ def train_nlt(config: MlaConfig, on_step=None) -> Path:
     inputs = _inputs(config)
     runtime = inputs.runtime
     encoder, languages, train_embedding = mla_encoder(config, inputs.captions, runtime)
+    check_image_width(encoder.tower.output_dim, inputs.image_vectors, config.images)
     tokens, teacher = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
     log_sizes("NLT translation pairs", tokens)
     validator, val_pairs = _validator(config, encoder, inputs, languages), None
@@ -276,6 +277,7 @@ def _le_task(config: MlaConfig) -> tuple[LeTask, LanguageAcquisitionEncoder, lis
     inputs = _inputs(config)
     runtime = inputs.runtime
     encoder, languages, train_embedding = mla_encoder(config, inputs.captions, runtime)
+    check_image_width(encoder.tower.output_dim, inputs.image_vectors, config.images)
     data = _le_data(encoder, inputs.captions, config.split, languages, inputs.image_row())
     log_sizes("LE images", {lang: d["image_rows"] for lang, d in data.items()})
     validator = _validator(config, encoder, inputs, languages)

@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from mltk import artifacts
 from mltk.encode_texts import ClipTextEncoder, encode_texts
-from mltk.errors import ConfigError
+from mltk.errors import ArtifactError, ConfigError
 from mltk.losses import info_nce
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
@@ -49,14 +49,21 @@ class PretrainConfig:
     loop: LoopConfig = PRETRAIN_LOOP
 
 
-def decode_images(table: pa.Table, preprocess) -> torch.Tensor:
-    """Decode and preprocess every image once: [N, 3, H, W] float32 (the world is small)."""
+def decode_images(table: pa.Table, preprocess, origin="<images>") -> torch.Tensor:
+    """Decode and preprocess every image once: [N, 3, H, W] float32 (the world is small). An image that cannot
+    be decoded is bad input naming ``origin`` and the image, found before the output directory exists."""
     column = "image" if "image" in table.column_names else "path"
     out = []
-    for value in track(table.column(column).to_pylist(), "decoding images", total=table.num_rows):
+    ids = table.column("image_id").to_pylist()
+    for image_id, value in zip(ids, track(table.column(column).to_pylist(), "decoding images",
+                                          total=table.num_rows)):
         source = io.BytesIO(value) if column == "image" else value
-        with Image.open(source) as image:
-            out.append(preprocess(image.convert("RGB")))
+        try:
+            with Image.open(source) as image:
+                out.append(preprocess(image.convert("RGB")))
+        except (OSError, ValueError, Image.DecompressionBombError) as exc:
+            reason = "not a recognised image format" if isinstance(exc, UnidentifiedImageError) else exc
+            raise ArtifactError(f"image {image_id} cannot be decoded ({reason})", origin) from None
     return torch.stack(out)
 
 
@@ -119,13 +126,13 @@ def pretrain(config: PretrainConfig) -> Path:
     if not train_pairs:
         raise ConfigError("no English train captions describe the images", config.captions)
     image_rows, counts, offsets = group_by_image([r for r, _ in train_pairs])  # images with captions
-    pixels = decode_images(train_table.take(pa.array(image_rows)), bundle.preprocess)
+    pixels = decode_images(train_table.take(pa.array(image_rows)), bundle.preprocess, config.images)
     tower = clip_text_tower(bundle)
     tokens = tower.tokenize([t for _, t in train_pairs])
     log(f"pretrain: {len(pixels)} train images, {len(train_pairs)} English captions")
 
     val_table, val_pairs = split_data("val")
-    val_pixels = decode_images(val_table, bundle.preprocess) if val_pairs else None
+    val_pixels = decode_images(val_table, bundle.preprocess, config.images) if val_pairs else None
     validate_fn = _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime)
 
     task = ClipPretrainTask(clip, tower, pixels, tokens, offsets, counts, config.batch_size, config.loop.steps,

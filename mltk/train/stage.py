@@ -169,23 +169,37 @@ def prepare_encoder(init: Path | None, model: str, pretrained: str | None, token
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def stage_writer(out: Path, stage: str, config: Any, inputs: Iterable[Path]) -> artifacts.ArtifactWriter:
+    """The stage's resumable artifact writer, made before any training. Its ``existing`` is a finished artifact of
+    the same command, settings and inputs (return ``writer.reuse()``); one made otherwise is refused here unless
+    ``--overwrite``."""
+    return artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=config, inputs=list(inputs), resume=True)
+
+
 @contextlib.contextmanager
-def open_run(out: Path, stage: str, config: Any, inputs: Iterable[Path]) -> Iterator[artifacts.ArtifactWriter]:
-    """The stage's resumable artifact writer. The first run records its settings (``run.json``); a rerun that finds
-    the partial artifact continues it only when ``changed_settings`` allows every difference."""
-    with artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=config, inputs=list(inputs),
-                                  resume=True) as writer:
+def open_run(writer: artifacts.ArtifactWriter, config: Any) -> Iterator[artifacts.ArtifactWriter]:
+    """Enter ``writer`` (from ``stage_writer``). The first run records its settings (``run.json``); a rerun that
+    finds the partial artifact continues it only when ``changed_settings`` allows every difference."""
+    with writer:
         record = writer.dir / RUN_FILE
         current = settings_record(config)
         if record.is_file():
             changed = changed_settings(artifacts.read_json(record), current)
             if changed:
                 raise ConfigError(f"the interrupted run in {writer.dir} was started with other settings: "
-                                  f"{'; '.join(changed)}; rerun with the same settings or delete it to start over")
+                                  f"{'; '.join(changed)}; rerun with the same settings, or pass --overwrite to "
+                                  f"start over")
         else:
             artifacts.write_json(record, current)
         yield writer
         record.unlink(missing_ok=True)
+
+
+def check_image_width(text_dim: int, image_vectors: np.ndarray | None, path: Path | None) -> None:
+    """Image embeddings must have the text tower's output width; checked before the output directory exists."""
+    if image_vectors is not None and image_vectors.shape[1] != text_dim:
+        raise ConfigError(f"image embeddings have dim {image_vectors.shape[1]} but the model's text features have "
+                          f"dim {text_dim}: encode the images with the model's base CLIP", path)
 
 
 def fit_best(task: TrainTask, loop: LoopConfig, runtime: Runtime, state_dir: Path, *, description: str,
@@ -213,7 +227,10 @@ def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *,
     ``checkpoint_tensors(best_state)`` may complete the trained tensors with frozen ones the checkpoint must hold;
     ``extra_files(directory)`` may write files the checkpoint needs besides them (a vocabulary).
     """
-    with open_run(out, stage, run_config, inputs) as writer:
+    writer = stage_writer(out, stage, run_config, inputs)
+    if writer.existing is not None:
+        return writer.reuse()
+    with open_run(writer, run_config):
         result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
                      steps_csv=writer.dir / STEPS_CSV)
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state

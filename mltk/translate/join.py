@@ -55,6 +55,10 @@ def join_translations(input_path: str | Path, out_dir: str | Path, config: JoinC
         file_parts, file_stats = joiner.join_file(read_translations(path), Path(path), report)
         parts.extend(file_parts)
         stats[str(Path(path).resolve())] = file_stats
+    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=config,
+                                  inputs=[input_path, *config.translations])
+    if existing is not None:  # checked once every file is known to be readable (joining itself is cheap)
+        return existing
     result = R.assemble(table, parts)
     out = artifacts.write_captions(
         out_dir, result, stage="translate-data", config=config, inputs=[input_path, *config.translations],

@@ -61,6 +61,9 @@ def translate_captions(input_path: str | Path, out_dir: str | Path, config: Tran
     config = validate_config(config)
     family = config.family if config.family != "auto" else detect_family(config.model)
     _check_models_exist(config, family)
+    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=config, inputs=[input_path])
+    if existing is not None:
+        return existing
     table = R.with_origin_column(artifacts.load_captions(input_path))
     sources = R.source_row_indices(table, config.source_lang, input_path)
     runtime = resolve_runtime(config.device, config.precision)

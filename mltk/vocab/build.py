@@ -55,14 +55,19 @@ def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
     path = Path(path)
     manifest = artifacts.read_manifest(path, "vocab")
     files = artifacts.read_vocab_files(path)
-    sizes = MergeSizes(**manifest["sizes"]) if manifest.get("sizes") else None
-    tokenizer = ClipBpeTokenizer(files.tokens, files.merges, manifest.get("context_length", DEFAULT_CONTEXT_LENGTH))
+    try:
+        sizes = MergeSizes(**manifest["sizes"]) if manifest.get("sizes") else None
+        context_length = int(manifest.get("context_length", DEFAULT_CONTEXT_LENGTH))
+        tasks = list(manifest.get("tasks", []))
+    except (TypeError, ValueError):
+        raise ArtifactError("manifest.json: malformed sizes, context_length or tasks", path) from None
+    tokenizer = ClipBpeTokenizer(files.tokens, files.merges, context_length)
     member_files = [path / schema.VOCAB_PRIOR_MEMBER_FILE, path / schema.VOCAB_TASK_MEMBER_FILE]
     prior_vocab, member = (artifacts.load_array(f).astype(np.int64) if f.exists() else None for f in member_files)
     if any(a is not None and a.shape != (tokenizer.vocab_size,) for a in (prior_vocab, member)):
         raise ArtifactError(f"the membership counts do not have one entry per token ({tokenizer.vocab_size})", path)
-    return Vocabulary(tokenizer, files.prior_task_counts, files.task_token_freq, list(manifest.get("tasks", [])),
-                      sizes, path.resolve(), prior_vocab, member)
+    return Vocabulary(tokenizer, files.prior_task_counts, files.task_token_freq, tasks, sizes, path.resolve(),
+                      prior_vocab, member)
 
 
 def load_tokenizer(path: artifacts.PathLike | None) -> ClipBpeTokenizer:
@@ -98,14 +103,17 @@ def build_vocab(captions: artifacts.PathLike | pa.Table, lang: str, out_dir: art
         table, source, inputs = artifacts.validate_captions(captions), "<captions table>", []
     else:
         table, source, inputs = artifacts.load_captions(captions), captions, [captions]
+    config = {"lang": lang, "size": size, "split": split, "min_frequency": min_frequency,
+              "protect_lang": protect_lang,
+              "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME}
+    inputs += [parent] if parent is not None else []
+    existing = artifacts.reusable(out_dir, "vocab", stage="build-vocab", config=config, inputs=inputs)
+    if existing is not None and inputs:  # a table handed in directly is not in the settings
+        return existing
     texts = select_captions(table, lang, split, source)
     protected = select_captions(table, protect_lang, None, source) if protect_lang else []
     parent_vocabulary = load_vocabulary(parent)
     if lang in parent_vocabulary.languages:
         log(f"note: language {lang!r} was already a task of the parent vocabulary; learning it again")
     vocabulary = train_vocabulary(texts, lang, parent_vocabulary, size, min_frequency, protected)
-    config = {"lang": lang, "size": size, "split": split, "min_frequency": min_frequency,
-              "protect_lang": protect_lang,
-              "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME}
-    inputs += [parent] if parent is not None else []
     return write_vocabulary(vocabulary, out_dir, config=config, inputs=inputs)

@@ -86,6 +86,15 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     request = ImportRequest(ImageRoots(roots), tuple(splits or ()), lang,
                             Path(image_list) if image_list is not None else None, translation_of,
                             Path(parent) if parent is not None else None)
+    inputs = [*sources, *([request.parent] if request.parent else [])]
+    config = {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
+              str(first.resolve()), "splits": list(splits or []), "images_root": [str(r) for r in request.images.roots],
+              "lang": lang, "image_list": str(image_list) if image_list else None,
+              "translation_of": translation_of, "parent": str(parent) if parent else None}
+    reused = artifacts.reusable(Path(out_dir) / CAPTIONS_DIR, "captions", stage="import-data", config=config,
+                                inputs=inputs)
+    if reused is not None:  # the same import, already done: nothing to read again
+        return Path(out_dir).resolve()
     imported = FORMATS[fmt](sources if fmt in MULTI_FILE_FORMATS else first, request)
     for skipped in imported.skipped:
         log(f"import-data ({fmt}): skipped {skipped}")
@@ -99,11 +108,6 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     if out_dir.exists() and not out_dir.is_dir():
         raise ArtifactError("exists and is not a directory", out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    inputs = [*sources, *([request.parent] if request.parent else [])]
-    config = {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
-              str(first.resolve()), "splits": list(splits or []), "images_root": [str(r) for r in request.images.roots],
-              "lang": lang, "image_list": str(image_list) if image_list else None,
-              "translation_of": translation_of, "parent": str(parent) if parent else None}
     dropped = sum(imported.dropped_empty.values())
     artifacts.write_captions(out_dir / CAPTIONS_DIR, table, stage="import-data", config=config, inputs=inputs,
                              format=fmt, dropped_empty=dropped, dropped_empty_by_lang=dict(imported.dropped_empty),

@@ -26,7 +26,8 @@ from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE
 from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
                                        vocabulary_summary)
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import RetrievalSplit, fit_best, load_inputs, open_run, retrieval_split, retrieval_validator
+from mltk.train.stage import (RetrievalSplit, check_image_width, fit_best, load_inputs, open_run, retrieval_split,
+                              retrieval_validator, stage_writer)
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import Vocabulary, clip_vocabulary, load_vocabulary
 
@@ -110,7 +111,11 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
                           f"CLIP's vocabulary {root.vocab_size}: CLL-CLIP grows CLIP's own vocabulary")
     method = make_method(config.method, config.options, clip, config.loop.seed)
     encoder = ContinualTextEncoder(clip, root.tokenizer, method, init_temperature=config.temperature)
-    with open_run(config.out, "train-continual", config, [config.captions, config.images]) as writer:
+    check_image_width(encoder.tower.output_dim, image_vectors, config.images)
+    writer = stage_writer(config.out, "train-continual", config, [config.captions, config.images])
+    if writer.existing is not None:
+        return writer.reuse()
+    with open_run(writer, config):
         records: list[dict] = []
         vocabulary = root
         for index, name in enumerate(task_names(config, order)):

@@ -1,0 +1,275 @@
+"""Images, checkpoints (safetensors plus the checkpoint config), metrics, NPY arrays, vocab files and FAISS
+indexes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from mltk import schema
+from mltk.artifacts import integrity
+from mltk.errors import ArtifactError, SchemaError
+
+from mltk.artifacts.manifest import (PathLike, _jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
+                                    write_json)
+from mltk.artifacts.tables import (_as_string_columns, load_array, load_embeddings, read_table, require_columns,
+                                  save_array, write_table)
+from mltk.artifacts.writer import ArtifactWriter
+
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Images (encoded bytes or paths), checkpoints (safetensors + config.json), metrics (JSON)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def write_images(out_dir: PathLike, table: pa.Table, *, stage: str = "images", config: Any = None,
+                 inputs: Iterable[PathLike] = (), **manifest_fields: Any) -> Path:
+    """Write an images artifact: ``image_id``, ``split`` and either ``image`` (encoded bytes, e.g. PNG) or
+    ``path`` (absolute, or relative to the artifact directory)."""
+    table = validate_images(table, out_dir)
+    with ArtifactWriter(out_dir, "images", stage=stage, config=config, inputs=inputs) as writer:
+        write_table(writer.dir / schema.IMAGES_FILE, table)
+        writer.manifest["rows"] = table.num_rows
+        writer.manifest.update(_jsonable(manifest_fields))
+    return writer.path
+
+
+def validate_images(table: pa.Table, path: PathLike = "<images>") -> pa.Table:
+    require_columns(table, schema.IMAGE_COLUMNS, path)
+    sources = [c for c in schema.IMAGE_SOURCE_COLUMNS if c in table.column_names]
+    if len(sources) != 1:
+        raise SchemaError("an images table needs exactly one of the columns 'image' (bytes) or 'path'", path)
+    return _as_string_columns(table, schema.IMAGE_COLUMNS, path)
+
+
+def load_images(path: PathLike) -> pa.Table:
+    """Read an images artifact (or a Parquet file of ``image_id``, ``split``, ``path``/``image``).
+
+    Relative ``path`` values are resolved against the artifact directory (or the Parquet file's folder); URLs
+    (``scheme://...``, e.g. Conceptual Captions) are kept as they are."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".parquet":
+        table, base = validate_images(read_table(path), path), path.parent
+    else:
+        read_manifest(path, "images")
+        table, base = validate_images(read_table(path / schema.IMAGES_FILE), path), path
+    if "path" in table.column_names:
+        resolved = [p if os.path.isabs(p) or "://" in p else str((base / p).resolve())
+                    for p in table.column("path").to_pylist()]
+        table = table.set_column(table.schema.get_field_index("path"), "path", pa.array(resolved, pa.string()))
+    return table
+
+
+def save_tensors(path: PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> None:
+    """Save a flat dict of tensors as safetensors, atomically (never pickle)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
+              metadata=dict(metadata) if metadata else None)
+    os.replace(tmp, path)
+
+
+def load_tensors(path: PathLike, device: str = "cpu") -> dict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device=device)
+    except (SafetensorError, OSError) as exc:
+        raise ArtifactError(f"cannot read safetensors ({exc})", path)
+
+
+def write_checkpoint(out_dir: PathLike, tensors: Mapping[str, Any], config: Mapping[str, Any], *,
+                     stage: str = "checkpoint", run_config: Any = None, inputs: Iterable[PathLike] = (),
+                     extra_files: Mapping[str, Any] | None = None, **manifest_fields: Any) -> Path:
+    """Write a checkpoint artifact: the trained tensors (``model.safetensors``) plus ``config.json`` that names the
+    frozen base model and everything needed to rebuild the module. ``extra_files`` maps file names to JSON
+    objects written beside them."""
+    with ArtifactWriter(out_dir, "checkpoint", stage=stage, config=run_config, inputs=inputs) as writer:
+        save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
+        write_json(writer.dir / schema.CHECKPOINT_CONFIG, config)
+        for name, obj in (extra_files or {}).items():
+            write_json(writer.dir / name, obj)
+        writer.manifest.update(_jsonable(manifest_fields))
+    return writer.path
+
+
+def load_checkpoint(path: PathLike, device: str = "cpu") -> tuple[dict, dict]:
+    """Read a checkpoint artifact: ``(tensors, config)``."""
+    path = Path(path)
+    read_manifest(path, "checkpoint")
+    config = read_checkpoint_config(path)
+    return load_tensors(path / schema.CHECKPOINT_WEIGHTS, device=device), config
+
+
+def read_checkpoint_config(path: PathLike) -> dict:
+    """The ``config.json`` of a checkpoint artifact (its ``format`` names how to rebuild it)."""
+    path = Path(path)
+    read_manifest(path, "checkpoint")
+    config = read_json(path / schema.CHECKPOINT_CONFIG)
+    if not isinstance(config, dict):
+        raise ArtifactError("config.json is not a JSON object", path / schema.CHECKPOINT_CONFIG)
+    return config
+
+
+def checkpoint_format(path: PathLike) -> str | None:
+    """The ``format`` of a checkpoint artifact's config.json; None when ``path`` is no checkpoint artifact."""
+    path = Path(path)
+    if not (path / schema.MANIFEST).is_file() or not (path / schema.CHECKPOINT_CONFIG).is_file():
+        return None
+    try:
+        return read_checkpoint_config(path).get("format")
+    except ArtifactError:
+        return None
+
+
+
+
+
+
+def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str = "evaluate", config: Any = None,
+                  inputs: Iterable[PathLike] = (), extra_files: Mapping[str, bytes] | None = None) -> Path:
+    """Write a metrics artifact (``metrics.json``; ``extra_files`` are raw bytes such as a PNG or a CSV)."""
+    with ArtifactWriter(out_dir, "metrics", stage=stage, config=config, inputs=inputs) as writer:
+        write_json(writer.dir / schema.METRICS_FILE, metrics)
+        for name, data in (extra_files or {}).items():
+            (writer.dir / name).write_bytes(data)
+    return writer.path
+
+
+def load_metrics(path: PathLike) -> dict:
+    path = Path(path)
+    read_manifest(path, "metrics")
+    metrics = read_json(path / schema.METRICS_FILE)
+    if not isinstance(metrics, dict):
+        raise ArtifactError(f"{schema.METRICS_FILE} is not a JSON object", path)
+    return metrics
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Vocabularies (kind ``vocab``: CLIP-style BPE merges, token ids, TEIR's per-token task counts)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VocabFiles:
+    """The contents of a vocab artifact's files, checked against each other."""
+
+    tokens: list[str]  # token of id i at position i
+    merges: list[tuple[str, str]]  # highest priority first
+    prior_task_counts: np.ndarray  # int64 [V]
+    task_token_freq: np.ndarray  # int64 [V]
+
+
+def write_vocab_files(directory: PathLike, tokens: Sequence[str], merges: Sequence[tuple[str, str]],
+                      prior_task_counts: np.ndarray, task_token_freq: np.ndarray) -> None:
+    """Write the files of a vocab artifact into ``directory`` (a writer's partial directory)."""
+    directory = Path(directory)
+    lines = [schema.VOCAB_MERGES_HEADER] + [f"{a} {b}" for a, b in merges]
+    merges_path = directory / schema.VOCAB_MERGES_FILE
+    tmp = merges_path.with_name(merges_path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, merges_path)
+    write_json(directory / schema.VOCAB_TOKENS_FILE, {token: index for index, token in enumerate(tokens)})
+    save_array(directory / schema.VOCAB_PRIOR_COUNTS_FILE, np.asarray(prior_task_counts, dtype=np.int64))
+    save_array(directory / schema.VOCAB_TASK_FREQ_FILE, np.asarray(task_token_freq, dtype=np.int64))
+
+
+def read_vocab_files(path: PathLike) -> VocabFiles:
+    """Read and cross-check the files of the vocab artifact at ``path``: ids are 0..V-1, every merge joins two
+    symbols into a token of the vocabulary, and both count arrays are integers of shape [V]."""
+    path = Path(path)
+    merges_path = path / schema.VOCAB_MERGES_FILE
+    try:
+        lines = merges_path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"cannot read the vocabulary files ({exc})", path)
+    encoder = read_json(path / schema.VOCAB_TOKENS_FILE)
+    if not isinstance(encoder, dict):
+        raise SchemaError(f"{schema.VOCAB_TOKENS_FILE} is not a JSON object of token ids", path)
+    prior = load_array(path / schema.VOCAB_PRIOR_COUNTS_FILE)
+    freq = load_array(path / schema.VOCAB_TASK_FREQ_FILE)
+    merges = [tuple(line.split(" ")) for line in lines[1:] if line]
+    tokens = sorted(encoder, key=encoder.__getitem__)
+    if [encoder[t] for t in tokens] != list(range(len(tokens))):
+        raise SchemaError(f"{schema.VOCAB_TOKENS_FILE} ids are not 0..{len(tokens) - 1}", path)
+    bad = next((m for m in merges if len(m) != 2 or m[0] + m[1] not in encoder), None)
+    if bad is not None:
+        raise SchemaError(f"{schema.VOCAB_MERGES_FILE} has a merge whose result is not in the vocabulary: "
+                          f"{' '.join(bad)!r}", path)
+    for name, array in ((schema.VOCAB_PRIOR_COUNTS_FILE, prior), (schema.VOCAB_TASK_FREQ_FILE, freq)):
+        if array.shape != (len(tokens),) or not np.issubdtype(array.dtype, np.integer):
+            raise SchemaError(f"{name} has shape {array.shape} and dtype {array.dtype}, expected "
+                              f"integers of shape ({len(tokens)},)", path)
+    return VocabFiles(tokens, merges, prior.astype(np.int64), freq.astype(np.int64))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# FAISS indexes (kind ``index``: the index file plus the id rows of its vectors)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def write_index_files(directory: PathLike, index: Any, ids: pa.Table) -> None:
+    """Write a FAISS index (``faiss.write_index``, never pickle) and the id rows of its vectors into
+    ``directory`` (a writer's partial directory); row i of ``ids`` belongs to the index's vector i."""
+    import faiss  # imported only where an index is touched (a slow import the other commands skip)
+
+    if ids.num_rows != index.ntotal:
+        raise ArtifactError(f"{ids.num_rows} id rows for {index.ntotal} indexed vectors", directory)
+    directory = Path(directory)
+    tmp = directory / (schema.INDEX_FILE + ".tmp")
+    faiss.write_index(index, str(tmp))
+    os.replace(tmp, directory / schema.INDEX_FILE)
+    write_table(directory / schema.INDEX_IDS_FILE, ids)
+
+
+def read_index(path: PathLike) -> tuple[dict, Any, pa.Table]:
+    """Read an index artifact: ``(manifest, faiss index, id rows)``, the rows checked against the index."""
+    import faiss
+
+    path = Path(path)
+    manifest = read_manifest(path, "index")
+    try:
+        index = faiss.read_index(str(path / schema.INDEX_FILE))
+    except RuntimeError as exc:
+        raise ArtifactError(f"cannot read {schema.INDEX_FILE} ({str(exc).splitlines()[0]})", path)
+    table = read_table(path / schema.INDEX_IDS_FILE)
+    require_columns(table, [schema.EMBEDDING_ID_COLUMN], path / schema.INDEX_IDS_FILE)
+    if table.num_rows != index.ntotal:
+        raise ArtifactError(f"{schema.INDEX_IDS_FILE} has {table.num_rows} rows but the index holds "
+                            f"{index.ntotal} vectors", path)
+    return manifest, index, table
+
+
+def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
+    """What ``mltk inspect`` checks: the manifest, containment and sizes (``read_manifest``), every file's sha256,
+    and (``decode``) that every file decodes, including an embeddings artifact's shards as its reader sees them.
+    Raises ArtifactError naming the first problem; returns ``{"manifest", "verified", "changed_inputs"}`` where
+    ``changed_inputs`` lists inputs whose fingerprint is no longer the recorded one (or that are gone)."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    integrity.verify_hashes(path, manifest)
+    verified = "sha256" if manifest.get("checksums") else "sizes only (no checksums recorded)"
+    if decode:
+        for name in manifest["files"]:
+            integrity.decode_file(integrity.member(path, name))
+        if manifest["kind"] == "embeddings":
+            load_embeddings(path)
+        verified += " and decoded"
+    changed = []
+    for entry in manifest["inputs"]:
+        source = Path(str(entry.get("path")))
+        if not source.exists():
+            changed.append({"path": str(source), "change": "is gone"})
+        elif fingerprint(source) != entry.get("fingerprint"):
+            changed.append({"path": str(source), "change": "changed"})
+    return {"manifest": manifest, "verified": verified, "changed_inputs": changed}

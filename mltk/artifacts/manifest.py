@@ -1,0 +1,147 @@
+"""Manifests: reading and validating them, fingerprints of artifacts, integrity checks, JSON files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mltk import schema
+from mltk.artifacts import integrity
+from mltk.errors import ArtifactError
+
+PathLike = str | os.PathLike
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Manifests
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def is_artifact(path: PathLike) -> bool:
+    return (Path(path) / schema.MANIFEST).is_file()
+
+
+def read_manifest(path: PathLike, kind: str | None = None) -> dict:
+    """Read and validate ``path/manifest.json``; with ``kind``, insist on that artifact kind.
+
+    Every file the manifest names must lie inside the artifact, exist, and have its recorded size."""
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError("no such file or directory", path)
+    manifest_path = path / schema.MANIFEST
+    if not manifest_path.is_file():
+        raise ArtifactError("not an mltk artifact (no manifest.json)", path)
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"manifest.json is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", path)
+    except OSError as exc:
+        raise ArtifactError(f"cannot read manifest.json ({exc.strerror or exc})", path)
+    if not isinstance(manifest, dict):
+        raise ArtifactError("manifest.json is not a JSON object", path)
+    missing = [f for f in schema.MANIFEST_FIELDS if f not in manifest]
+    if missing:
+        raise ArtifactError(f"manifest.json lacks {', '.join(missing)}", path)
+    if manifest["schema_version"] != schema.SCHEMA_VERSION:
+        raise ArtifactError(
+            f"schema_version {manifest['schema_version']!r} is not supported (this mltk reads "
+            f"{schema.SCHEMA_VERSION})",
+            path,
+        )
+    if manifest["kind"] not in schema.KINDS:
+        raise ArtifactError(f"manifest.json: unknown kind {str(manifest['kind'])[:40]!r}", path)
+    if kind is not None and manifest["kind"] != kind:
+        raise ArtifactError(f"is a {manifest['kind']} artifact, expected {kind}", path)
+    if not isinstance(manifest["created_by"], dict) or not isinstance(manifest["inputs"], list) or not all(
+            isinstance(entry, dict) for entry in manifest["inputs"]):
+        raise ArtifactError("manifest.json: 'created_by' or 'inputs' is malformed", path)
+    integrity.check_sizes(path, manifest)
+    return manifest
+
+
+def fingerprint(path: PathLike) -> str:
+    """A content fingerprint of an input: the bytes of a file; for an artifact whose manifest records each file's
+    sha256, the manifest itself (it pins every byte, and a copy of the artifact keeps it); for an older artifact
+    its manifest plus the name, size and modification time of each of its files; the listing of a plain
+    directory (names and sizes)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    if is_artifact(path):
+        manifest_bytes = (path / schema.MANIFEST).read_bytes()
+        digest.update(manifest_bytes)
+        if not _records_checksums(manifest_bytes):
+            for child in sorted(p for p in path.rglob("*") if p.is_file()):
+                stat = child.stat()
+                digest.update(f"{child.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    elif path.is_file():
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    elif path.is_dir():
+        for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(f"{child.relative_to(path)}\0{child.stat().st_size}\n".encode())
+    else:
+        raise ArtifactError("no such file or directory", path)
+    return "sha256:" + digest.hexdigest()
+
+
+
+
+def _records_checksums(manifest_bytes: bytes) -> bool:
+    try:
+        manifest = json.loads(manifest_bytes)
+    except ValueError:
+        return False
+    return isinstance(manifest, dict) and isinstance(manifest.get("checksums"), dict)
+
+
+def describe_input(path: PathLike) -> dict:
+    path = Path(path).resolve()
+    entry = {"path": str(path), "fingerprint": fingerprint(path)}
+    if is_artifact(path):
+        try:
+            entry["kind"] = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))["kind"]
+        except (ValueError, TypeError, KeyError):
+            raise ArtifactError("manifest.json is not valid", path) from None
+    return entry
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if hasattr(value, "__dataclass_fields__"):
+        return _jsonable({f: getattr(value, f) for f in value.__dataclass_fields__})
+    return value
+
+
+def write_json(path: PathLike, obj: Any) -> None:
+    """Write JSON atomically (temporary file, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+
+
+def read_json(path: PathLike) -> Any:
+    """A JSON file inside an artifact; a missing or malformed file is an ArtifactError naming it."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArtifactError("missing file", path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"cannot read JSON ({exc})", path)

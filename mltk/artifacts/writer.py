@@ -1,0 +1,252 @@
+"""Atomic artifact directories (``ArtifactWriter``), and what happens to an existing artifact: reuse, refuse,
+replace with ``--overwrite``; one writer per output (a lock)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+
+from mltk import __version__, locks, policy, schema
+from mltk.artifacts import integrity
+from mltk.errors import ArtifactError, MltkError
+
+from mltk.artifacts.manifest import PathLike, _jsonable, describe_input, is_artifact, read_manifest, write_json  # noqa
+
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Atomic artifact directories, and what happens to an existing one
+# ----------------------------------------------------------------------------------------------------------------
+
+PARTIAL_SETTINGS = ".mltk-settings.json"  # inside a partial directory: the settings that started it
+
+
+def partial_dir(out_dir: PathLike) -> Path:
+    """Where an artifact is built before it is renamed into place (stable, so a rerun can resume)."""
+    out_dir = Path(out_dir).resolve()
+    return out_dir.parent / f".{out_dir.name}.partial"
+
+
+def _trash_dir(out_dir: Path) -> Path:
+    return out_dir.parent / f".{out_dir.name}.old"
+
+
+def _plain(value: Any) -> Any:
+    """The value as it reads back from a manifest (tuples become lists, paths strings)."""
+    return json.loads(json.dumps(_jsonable(value), ensure_ascii=False, default=str))
+
+
+class ArtifactWriter:
+    """Build an artifact atomically, under one policy for an existing one::
+
+        writer = ArtifactWriter(out, "metrics", stage="evaluate", config=cfg, inputs=[a, b])
+        if writer.existing:                     # made by the same stage, settings and inputs: reuse it
+            return writer.existing
+        with writer:
+            write_json(writer.dir / "metrics.json", numbers)
+            writer.manifest["summary"] = {...}  # extra manifest fields
+        writer.path                             # the final absolute path
+
+    The policy, decided on construction (so a stage can ask before its expensive work; ``reusable()`` is the same
+    question without a writer): ``out`` overlapping an input is refused; a complete artifact made by the same
+    stage, configuration and input fingerprints is ``existing`` (a stage returns it instead of building; entering
+    the writer anyway builds and replaces it, since data handed to the writer directly is not in the settings);
+    one made otherwise, or damaged, is refused unless ``--overwrite`` (``policy.OVERWRITE``); a
+    directory that is no artifact is never replaced. One writer per output holds a lock beside the partial
+    directory. On success the manifest (with each file's size and sha256) is written last and the directory
+    renamed to ``out``; the old artifact stays until the new one is complete. On an exception the partial
+    directory is kept when ``resume`` is true (so the next run continues from it), except after bad input
+    (``MltkError``) in a run that started it; otherwise it is removed.
+    """
+
+    def __init__(
+        self,
+        out_dir: PathLike,
+        kind: str,
+        *,
+        stage: str | None = None,
+        config: Any = None,
+        inputs: Iterable[PathLike] = (),
+        resume: bool = False,
+        overwrite: bool | None = None,
+    ):
+        if kind not in schema.KINDS:
+            raise ValueError(f"unknown artifact kind {kind!r}")
+        self.path = Path(out_dir).resolve()
+        self.kind = kind
+        self.resume = resume
+        self.overwrite = policy.OVERWRITE.get() if overwrite is None else overwrite
+        self.dir = partial_dir(self.path)
+        self.manifest: dict[str, Any] = {
+            "kind": kind,
+            "schema_version": schema.SCHEMA_VERSION,
+            "created_by": {"stage": stage or kind, "config": _jsonable(config)},
+            "mltk_version": __version__,
+            "inputs": [describe_input(p) for p in inputs],
+        }
+        self._lock = locks.OutputLock(self.path)
+        self._started_partial = False
+        self.existing: Path | None = self._existing_policy()
+
+    # -- the policy -------------------------------------------------------------------------------------------
+
+    def _settings(self) -> dict:
+        return {"kind": self.kind, "created_by": _plain(self.manifest["created_by"]),
+                "inputs": [entry["fingerprint"] for entry in self.manifest["inputs"]]}
+
+    def _existing_policy(self) -> Path | None:
+        for entry in self.manifest["inputs"]:
+            source = Path(entry["path"])
+            if source == self.path or source in self.path.parents or self.path in source.parents:
+                raise ArtifactError("is an input of this command; write the result elsewhere", self.path)
+        _check_writable(self.path)
+        locks.refuse_if_held(self.path)
+        if not self.path.exists() and not self.path.is_symlink():
+            return None
+        if not self.path.is_dir() or not (is_artifact(self.path) or _is_empty_dir(self.path)):
+            raise ArtifactError("exists and is not an mltk artifact; refusing to overwrite it", self.path)
+        if _is_empty_dir(self.path):
+            return None
+        try:
+            manifest = read_manifest(self.path)
+            made = {"kind": manifest["kind"], "created_by": manifest["created_by"],
+                    "inputs": [entry.get("fingerprint") for entry in manifest["inputs"]]}
+        except (ArtifactError, TypeError, AttributeError) as exc:
+            if self.overwrite:
+                return None
+            raise ArtifactError(f"exists but is damaged ({_reason(exc)}); pass --overwrite to replace it", self.path)
+        if self.overwrite:
+            return None
+        difference = _difference(made, self._settings())
+        if difference is None:
+            return self.path
+        raise ArtifactError(f"exists, made {difference}; pass --overwrite to replace it", self.path)
+
+    def reuse(self) -> Path | None:
+        """``existing``, saying on stderr that it is reused."""
+        if self.existing is not None:
+            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (--overwrite "
+                  "rebuilds it)", file=sys.stderr)
+        return self.existing
+
+    # -- building -----------------------------------------------------------------------------------------------
+
+    def __enter__(self) -> ArtifactWriter:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock.acquire()
+        except OSError as exc:
+            raise ArtifactError(f"cannot create the output ({exc.strerror or exc})", self.path) from None
+        try:
+            self._restore_interrupted_swap()
+            self._prepare_partial()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def _restore_interrupted_swap(self) -> None:
+        """A crash between the two renames of a replacement leaves the old artifact in ``.NAME.old``."""
+        trash = _trash_dir(self.path)
+        if trash.exists() and not self.path.exists():
+            os.replace(trash, self.path)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _prepare_partial(self) -> None:
+        record = self.dir / PARTIAL_SETTINGS
+        if self.dir.exists() and self.resume and self.overwrite:
+            try:
+                same = json.loads(record.read_text(encoding="utf-8")) == self._settings()
+            except (OSError, ValueError):
+                same = False
+            if not same:
+                print(f"--overwrite: discarding the interrupted run in {self.dir}, started with other settings",
+                      file=sys.stderr)
+                shutil.rmtree(self.dir)
+        if self.dir.exists() and not self.resume:
+            shutil.rmtree(self.dir)
+        self._started_partial = not self.dir.exists()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_json(record, self._settings())
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is not None:
+                if not self.resume or (isinstance(exc, MltkError) and self._started_partial):
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                return
+            self.commit()
+        finally:
+            self._lock.release()
+
+    def commit(self) -> Path:
+        (self.dir / PARTIAL_SETTINGS).unlink(missing_ok=True)
+        files = sorted(
+            p.relative_to(self.dir).as_posix() for p in self.dir.rglob("*")
+            if p.is_file() and p.name != schema.MANIFEST
+        )
+        self.manifest["files"] = files
+        self.manifest["checksums"] = integrity.checksums(self.dir, files)
+        self.manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        write_json(self.dir / schema.MANIFEST, self.manifest)
+        if self.path.exists():
+            trash = _trash_dir(self.path)
+            shutil.rmtree(trash, ignore_errors=True)
+            os.replace(self.path, trash)
+            os.replace(self.dir, self.path)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(self.dir, self.path)
+        return self.path
+
+
+def reusable(out_dir: PathLike, kind: str, *, stage: str | None = None, config: Any = None,
+             inputs: Iterable[PathLike] = ()) -> Path | None:
+    """Ask the existing-artifact policy before expensive work: the path of a complete artifact at ``out_dir`` made
+    by the same stage, settings and inputs (the stage should return it and do nothing), or None to build; raises
+    when the output is refused (an input, made otherwise without --overwrite, locked by another writer)."""
+    return ArtifactWriter(out_dir, kind, stage=stage, config=config, inputs=inputs).reuse()
+
+
+def _difference(made: dict, now: dict) -> str | None:
+    """How an existing artifact's making differs from this run, in a few words; None when it does not."""
+    if made["kind"] != now["kind"] or made["created_by"].get("stage") != now["created_by"]["stage"]:
+        return f"by {made['created_by'].get('stage')} ({made['kind']})"
+    old, new = made["created_by"].get("config"), now["created_by"]["config"]
+    if old != new:
+        if isinstance(old, dict) and isinstance(new, dict):
+            keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+            shown = ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys[:3])
+            more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+            return f"with other settings ({shown}{more})"
+        return "with other settings"
+    if made["inputs"] != now["inputs"]:
+        return "from other inputs (or inputs that changed since)"
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return text.split(": ", 1)[1] if isinstance(exc, MltkError) and exc.path and ": " in text else text
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse an output whose nearest existing ancestor cannot be written, before anything is created."""
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ArtifactError(f"cannot create the output: {ancestor} is not a directory", path)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ArtifactError(f"cannot create the output: {ancestor} is not writable", path)
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
