@@ -400,7 +400,7 @@ def test_logit_scale_clamps_the_temperature_to_a_range():
     with torch.no_grad():
         scale.log_scale.fill_(math.log(1 / 0.0001))  # T = 1e-4 < 0.001: s would be 10,000
     assert float(scale().detach()) == pytest.approx(1000.0)
-    assert float(losses.LogitScale(0.0001)()) == pytest.approx(100.0)  # open_clip's bound without a range
+    assert float(losses.LogitScale(0.0001)().detach()) == pytest.approx(100.0)  # open_clip's bound without a range
     assert losses.OneToKLoss(temperature_range=(0.001, 0.5)).logit_scale.max_scale == pytest.approx(1000.0)
     with pytest.raises(ConfigError, match="temperature range"):
         losses.LogitScale(0.07, temperature_range=(0.5, 0.1))
