@@ -353,3 +353,22 @@ def test_every_method_completes_a_tiny_run_without_teir(world, method):
     document = json.loads((out / "continual.json").read_text())
     assert document["method"]["teir"]["variant"] == "plain"
     assert len(document["continual"]["matrix"]) == 2 and None not in document["continual"]["matrix"][1]
+
+
+def test_checkpoints_with_the_old_flat_options_keep_their_meaning(tmp_path):
+    """train-continual checkpoints written before per-method options recorded one flat set for every method."""
+    from mltk.continual.model import legacy_options
+
+    old = {"ewc_lambda": 1000.0, "ewc_gamma": 1.0, "fisher_batches": 2, "memory_size": 40, "replay_batch": None,
+           "der_alpha": 0.5, "adapter_hidden": 16, "lora_rank": 8, "lora_alpha": 16.0, "ptuning_length": 30,
+           "coda_components": 2, "coda_length": 8, "coda_layers": [0, 1, 2, 3, 4]}
+    assert legacy_options("der", old, 128, tmp_path) == {"memory_size": 40, "replay_batch": None, "alpha": 0.5}
+    assert legacy_options("mla", old, 128, tmp_path) == {"position": "block", "reduction": 8}
+    assert legacy_options("codaprompt", old, 128, tmp_path) == {"components": 2, "length": 8,
+                                                                "layers": [0, 1, 2, 3, 4]}
+    assert legacy_options("cll-clip", old, 128, tmp_path) == {}
+    for method in ("der", "mla", "codaprompt", "oewc", "er", "cll-clip"):
+        method_options(method, legacy_options(method, old, 128, tmp_path))  # valid options of the method
+    assert legacy_options("lora", {"rank": 8}, 128, tmp_path) == {"rank": 8}  # the current form passes through
+    with pytest.raises(ConfigError, match="older mltk"):
+        legacy_options("lora", old, 128, tmp_path)

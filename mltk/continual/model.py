@@ -132,6 +132,33 @@ def base_spec(clip: ClipBundle) -> dict[str, Any]:
     return {k: v for k, v in clip.spec.items() if k in ("model", "pretrained")}
 
 
+# Checkpoints written before each method had its own options recorded one flat set for all methods; the keys that
+# still mean the same thing are carried over (method, old key) -> new key. The old MLA adapters sat after the block.
+LEGACY_KEYS = {("oewc", "ewc_lambda"): "penalty", ("oewc", "ewc_gamma"): "gamma", ("oewc", "fisher_batches"):
+               "fisher_batches", ("er", "memory_size"): "memory_size", ("er", "replay_batch"): "replay_batch",
+               ("der", "memory_size"): "memory_size", ("der", "replay_batch"): "replay_batch",
+               ("der", "der_alpha"): "alpha", ("codaprompt", "coda_components"): "components",
+               ("codaprompt", "coda_length"): "length", ("codaprompt", "coda_layers"): "layers"}
+LEGACY_UNREADABLE = ("lora", "ptuning", "dualprompt")  # their tensors changed shape (task-specific, prefix lengths)
+
+
+def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> dict[str, Any]:
+    """The options of a checkpoint in the current form: as recorded, or translated from the old flat set."""
+    if "ewc_lambda" not in raw:  # the current form
+        return raw
+    if name in LEGACY_UNREADABLE:
+        raise ConfigError(f"this {name} checkpoint was written by an older mltk whose {name} differs from the "
+                          f"paper's (now task-specific or with other prompt shapes); train it again", path)
+    options = {new: raw[old] for (method, old), new in LEGACY_KEYS.items() if method == name and old in raw}
+    if name == "mla":
+        hidden = int(raw.get("adapter_hidden", 256))
+        if width % hidden:
+            raise ConfigError(f"this mla checkpoint's adapters ({hidden} wide) are no width / reduction of the "
+                              f"{width}-wide tower; train it again", path)
+        options = {"position": "block", "reduction": width // hidden}
+    return options
+
+
 def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu") -> ContinualTextEncoder:
     """Rebuild an encoder from a ``cll`` checkpoint (``mltk train-continual``, or one task of it)."""
     from mltk.continual import make_method
@@ -143,7 +170,8 @@ def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu")
     clip = load_clip(config["base"]["model"], config["base"].get("pretrained"), device=device)
     tokenizer = load_tokenizer(path / config["vocab"])
     spec = config["method"]
-    method = make_method(spec["name"], spec.get("options", {}), clip)
+    width = clip_text_tower(clip).width
+    method = make_method(spec["name"], legacy_options(spec["name"], spec.get("options", {}), width, path), clip)
     method.build(spec.get("structure", {}))
     encoder = ContinualTextEncoder(clip, tokenizer, method, table=tensors["table"])
     encoder.load_state_tensors(tensors)
