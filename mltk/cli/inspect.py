@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import JsonOption, resolve_input
-from mltk.runtime import console
+from mltk.cli.common import JsonOption, examples, resolve_input
+
+EXAMPLE = examples("mltk inspect runs/le", "mltk train-le ... | mltk inspect --json")
 
 
 def inspect(
@@ -17,6 +17,9 @@ def inspect(
     as_json: bool = JsonOption,
 ) -> None:
     """Check that PATH is a complete mltk artifact and summarise its manifest on stderr."""
+    from mltk import artifacts
+    from mltk.runtime import console
+
     resolved = resolve_input(path, what="artifact").resolve()
     manifest = artifacts.read_manifest(resolved)
     if as_json:
@@ -31,4 +34,4 @@ def inspect(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("inspect")(inspect)
+    app.command("inspect", epilog=EXAMPLE)(inspect)
