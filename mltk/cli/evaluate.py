@@ -73,7 +73,8 @@ def evaluate(
     continual: List[Path] = typer.Option(
         [], "--continual", help="Metrics artifact after each trained task, in order; computes a_{j,i}, AR_j, F_j "
         "instead of retrieval metrics."),
-    task: List[str] = typer.Option([], "--task", help="Task languages in training order, for --continual."),
+    task: List[str] = typer.Option([], "--task", metavar="A[,B...]", help="Task languages in training order, for "
+                                   "--continual; repeat or comma-separate."),
     continual_metric: str = typer.Option(
         "t2i.R@1", "--continual-metric", help="a_{j,i} for --continual: AR or <i2t|t2i>.R@<K>."),
     device: str = DeviceOption,
