@@ -4,6 +4,7 @@ piped path by its kind (an embeddings artifact), and the checks that need no mod
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,28 @@ def test_unknown_metric_fails_before_captions_are_encoded(world, tmp_path, monke
     result = runner.invoke(app, ["evaluate", "--model", str(world["native"]), "--captions", str(world["captions"]),
                                  "--metric", "recall,ndcg", "-o", str(tmp_path / "m")], input=world["pipe"])
     assert result.exit_code == 2 and "unknown --metric ndcg" in result.stderr
+
+
+class _NeverClosingPipe:
+    """A stdin that is a pipe whose writer never finishes: reading it would hang a real process."""
+
+    def isatty(self):
+        return False
+
+    def read(self):
+        raise AssertionError("stdin was read although nothing was missing")
+
+
+def test_stdin_is_not_read_when_nothing_it_could_give_is_missing(tmp_path):
+    from mltk.cli.common import route_input
+
+    captions = tmp_path / "caps.parquet"
+    captions.write_bytes(b"")
+    options = {"captions": "--captions", "image-embeddings": "--images", "checkpoint": "--model"}
+    routed = route_input(None, {"captions": str(captions), "image-embeddings": None, "checkpoint": None},
+                         default="captions", options=options, stdin=_NeverClosingPipe(), wanting=["captions"])
+    assert routed == {"captions": captions, "image-embeddings": None, "checkpoint": None}
+    with open(os.devnull) as devnull:  # a character device, not a pipe: nothing to wait for
+        routed = route_input(None, {"captions": None, "image-embeddings": None}, default="captions",
+                             options=options, stdin=devnull)
+    assert routed == {"captions": None, "image-embeddings": None}

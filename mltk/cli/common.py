@@ -174,21 +174,22 @@ def artifact_role(path: Path) -> str | None:
 
 
 def route_input(value: str | None, slots: dict[str, Any], *, default: str, options: dict[str, str],
-                stdin=None) -> dict[str, Path | None]:
+                stdin=None, wanting: Iterable[str] | None = None) -> dict[str, Path | None]:
     """Put a stage's positional input (a path, ``-``, or a path piped on stdin) into the slot of its kind.
 
     ``slots`` maps a role (``captions``, ``image-embeddings``, ``checkpoint``, ...) to the value given by that
     role's option (or None); ``options`` names each role's option for messages; ``default`` is the role of a
     positional path that is no artifact (a Parquet file, a folder). So ``mltk encode-images ... | mltk STAGE
     --captions CAPS`` takes the piped path as image embeddings because its manifest says so. Returns the slots,
-    every given value as a Path; stdin is read only when ``-`` is given or a slot is still empty and stdin is a
-    pipe or a file.
+    every given value as a Path; stdin is read only when ``-`` is given, or when one of the ``wanting`` roles
+    (default: every role) is still empty and stdin is a pipe or a file.
     """
     stdin = stdin if stdin is not None else sys.stdin
     routed = {role: Path(given) if given not in (None, "") else None for role, given in slots.items()}
     kinds = " or ".join(f"{role.replace('-', ' ')} ({options[role]})" for role in slots)
     if value is None:
-        if all(v is not None for v in routed.values()) or not _stdin_may_hold_a_pipe(stdin):
+        empty = [role for role in (wanting if wanting is not None else routed) if routed.get(role) is None]
+        if not empty or not _stdin_may_hold_a_pipe(stdin):
             return routed
         path = _path_from_stdin(stdin, kinds, required=False)
         if path is None:

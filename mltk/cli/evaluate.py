@@ -111,10 +111,15 @@ def evaluate(
     for value in (images, texts, captions):
         if value is not None:
             resolve_input(value)  # a missing path fails here, naming it
+    # stdin is consulted only for what is still missing (a --model name needs no checkpoint from a pipe)
+    wanting = ["image-embeddings"] if images is None and set(metrics) != {"c2c"} else []
+    if texts is None and captions is None:
+        wanting += ["text-embeddings", "captions"] + (["checkpoint"] if model is None else [])
     routed = route_input(source, {"checkpoint": model if model is not None and Path(model).exists() else None,
                                   "image-embeddings": images, "text-embeddings": texts, "captions": captions},
                          default="captions", options={"checkpoint": "--model", "image-embeddings": "--images",
-                                                      "text-embeddings": "--texts", "captions": "--captions"})
+                                                      "text-embeddings": "--texts", "captions": "--captions"},
+                         wanting=wanting)
     if routed["checkpoint"] is not None:
         model = str(routed["checkpoint"])
     config = EvaluateConfig(
