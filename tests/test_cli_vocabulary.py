@@ -91,6 +91,7 @@ def test_every_help_shows_an_example_of_the_command(name, command):
 def test_no_option_name_is_cut_in_80_columns(name, command):
     text = _help(command, name, width=80)
     assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80, name
     for option in _visible_options(command):
         for spelling in option.opts + option.secondary_opts:
             assert spelling in text, f"{name}: {spelling} not shown whole"

@@ -14,7 +14,8 @@ from mltk.errors import ConfigError
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
-    "  | mltk train-ccrk --captions world/captions --init runs/nlt --lang en,de,zh -o runs/ccrk")
+    "  | mltk train-ccrk --captions world/captions --init runs/nlt \\",
+    "      --lang en,de,zh -o runs/ccrk")
 
 
 def train_ccrk_command(

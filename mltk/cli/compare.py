@@ -9,7 +9,7 @@ import typer
 
 from mltk.cli.common import JsonOption, emit, examples, lang_option, out_option, split_list
 
-EXAMPLE = examples("mltk compare runs/mla/metrics runs/ccrk/metrics --name mla,ccrk -o runs/compare")
+EXAMPLE = examples("mltk compare runs/mla/metrics runs/ccrk/metrics --name mla,ccrk -o cmp")
 
 
 def compare_command(

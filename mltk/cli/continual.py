@@ -19,7 +19,8 @@ METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience re
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
-    "  | mltk train-continual --captions world/captions -m runs/native --lang en,de,zh --teir -o runs/cll")
+    "  | mltk train-continual --captions world/captions -m runs/native \\",
+    "      --lang en,de,zh --teir -o runs/cll")
 
 
 def train_continual_command(

@@ -11,7 +11,7 @@ import typer
 from mltk.cli.common import (JsonOption, SeedOption, either, emit, examples, hidden_alias, lang_option, out_option,
                               split_list)
 
-SYNTH_EXAMPLE = examples("mltk synth-data -o world --train 500 --lang en,de,zh | mltk pretrain -o runs/native")
+SYNTH_EXAMPLE = examples("mltk synth-data -o world --lang en,de,zh | mltk pretrain -o runs/native")
 IMPORT_EXAMPLE = examples("mltk import-data xtd10 XTD10/ --images-root coco/val2014 -o data/xtd10")
 MERGE_EXAMPLE = examples("mltk merge-captions data/a/captions data/b/captions -o data/ab")
 

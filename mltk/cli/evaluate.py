@@ -12,7 +12,8 @@ from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, emit, ex
 from mltk.errors import ConfigError
 
 EXAMPLE = examples(
-    "mltk evaluate runs/le --images emb --captions world/captions --split test --metric recall,mrv -o m",
+    "mltk evaluate runs/le --images emb --captions world/captions \\",
+    "    --split test --metric recall,mrv -o m",
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk evaluate --model runs/le --captions world/captions --split test -o m")
 

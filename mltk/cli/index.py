@@ -15,10 +15,12 @@ from mltk.errors import ConfigError
 
 index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True,
                         rich_markup_mode=None, context_settings=HELP_SETTINGS)
-BUILD_EXAMPLE = examples("mltk encode-images world/images -m runs/native -o emb | mltk index build -o idx")
+BUILD_EXAMPLE = examples("mltk encode-images world/images -m runs/native -o emb \\",
+                         "  | mltk index build -o idx")
 QUERY_EXAMPLE = examples(
-    "mltk index query idx --text 'ein roter Kreis' --lang de --model runs/le --k 5",
-    "mltk index query idx --images emb --ids img003 --contact-sheet sheet.png --image-source world/images")
+    "mltk index query idx --text 'ein roter Kreis' --lang de --model runs/le",
+    "mltk index query idx --images emb --ids img003 \\",
+    "    --contact-sheet sheet.png --image-source world/images")
 
 
 @index_app.command("build", epilog=BUILD_EXAMPLE)

@@ -13,7 +13,7 @@ from mltk.errors import ConfigError
 BACKENDS = ("seq2seq", "join")
 DEFAULT_MODEL = "Helsinki-NLP/opus-mt-{src}-{tgt}"  # mltk.translate.DEFAULT_MODEL (importing it would import torch for --help)
 EXAMPLE = examples("mltk translate-data world/captions -t de,fr -o data/caps-mt",
-                   "mltk translate-data caps --backend join --translations de.tsv -o data/caps-de")
+                   "mltk translate-data caps --backend join --translations de.tsv -o caps-de")
 
 
 def translate_data(
