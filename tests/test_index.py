@@ -93,6 +93,8 @@ def test_cli_build_and_query_print_json_lines_and_a_contact_sheet(tmp_path, imag
     assert result.exit_code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["query"] for line in lines] == ["img003", "img007"]
+    old = runner.invoke(app, ["index", "query", index_path, "--images", str(images), "--contact-sheet", str(sheet)])
+    assert old.exit_code == 2 and "--image-source" in old.stderr  # raw images under --images: named, not misread
     assert [len(line["results"]) for line in lines] == [4, 4]
     assert lines[0]["results"][0]["id"] == "img003" and lines[0]["results"][0]["score"] == pytest.approx(1.0)
     from mltk.index import LABEL_LINES, SHEET_MARGIN, TILE_GAP, SheetFonts

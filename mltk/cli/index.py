@@ -9,8 +9,8 @@ from typing import List, Optional
 import typer
 
 from mltk.cli.application import HELP_SETTINGS
-from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, either, emit, examples,
-                              hidden_alias, out_option, resolve_input, split_list)
+from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, artifact_role, either, emit,
+                              examples, hidden_alias, out_option, resolve_input, split_list)
 from mltk.errors import ConfigError
 
 index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True,
@@ -76,6 +76,9 @@ def query(
     from mltk.runtime import log
 
     image_emb = either(images, image_emb, "--images", "--image-emb")
+    if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
+        raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "
+                          "--contact-sheet draws are --image-source")
 
     texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
     if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
