@@ -102,7 +102,8 @@ def train_continual_command(
                          options={"captions": "--captions", "image-embeddings": "--images"})
     config = ContinualTrainConfig(
         images=require(routed, "image-embeddings", "--images"), captions=require(routed, "captions", "--captions"),
-        out=out, model=model, pretrained=pretrained, languages=split_list(lang), method=method, teir_init=teir or teir_init_only,
+        out=out, model=model, pretrained=pretrained, languages=split_list(lang), method=method,
+        teir_init=teir or teir_init_only,
         teir_reg=teir or teir_reg_only, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, method_lr=method_lr,
         gamma1=gamma1, gamma2=gamma2, metric=metric, val_images=val_images, options=options,

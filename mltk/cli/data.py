@@ -48,7 +48,8 @@ def synth_data(
     config = SynthConfig(seed=seed, train=train, val=val, test=test, image_size=size, langs=langs,
                          translated_per_image=translated, independent_per_image=independent, mt_errors=mt_errors)
     result = synthesize(out, config)
-    emit(result.images_path, as_json, world=str(Path(result.path).resolve()), images=str(result.images_path), captions=str(result.captions_path),
+    emit(result.images_path, as_json, world=str(Path(result.path).resolve()), images=str(result.images_path),
+         captions=str(result.captions_path),
          n_images=result.n_images, n_captions=result.n_captions)
 
 
@@ -85,7 +86,8 @@ def import_data(
     from mltk import artifacts
     from mltk.data.importers import CAPTIONS_DIR, IMAGES_DIR, import_dataset
 
-    path = import_dataset(fmt, src, out, splits=list(split_list(split)) or None, images_root=images_root or None, lang=lang,
+    path = import_dataset(fmt, src, out, splits=list(split_list(split)) or None, images_root=images_root or None,
+                          lang=lang,
                           image_list=image_list, translation_of=translation_of, parent=parent)
     manifest = artifacts.read_manifest(path / CAPTIONS_DIR, "captions")
     images = path / IMAGES_DIR

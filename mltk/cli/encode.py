@@ -59,7 +59,8 @@ def encode_images_command(
 
     resolved = resolve_input(source, what="images")
     path = encode_images(resolved, out, model=model, pretrained=pretrained, batch_size=batch_size, workers=workers,
-                         dtype=dtype, shard_size=shard_size, splits=split_list(split) or None, device=device, precision=precision,
+                         dtype=dtype, shard_size=shard_size, splits=split_list(split) or None, device=device,
+                         precision=precision,
                          seed=seed, images_roots=images_root, image_map=image_map)
     if not is_main_process():  # under torchrun: one line on stdout, from rank 0
         return

@@ -103,7 +103,8 @@ def query(
                                "results": [{"id": i, "score": s} for i, s in zip(result_ids, scores)]},
                               ensure_ascii=False))
     if contact_sheet is not None:
-        log(f"contact sheet written to {write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened)}")
+        sheet = write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened)
+        log(f"contact sheet written to {sheet}")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from mltk.cli.common import (CacheDirOption, DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, emit, examples, lang_option, out_option, require, route_input, split_list)
+                              TensorboardOption, emit, examples, lang_option, out_option, require, route_input,
+                              split_list)
 from mltk.errors import ConfigError
 
 LangOption = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")
@@ -72,7 +73,8 @@ def train_nlt_command(
     routed = route_input(source, {"captions": captions, "image-embeddings": images}, default="captions",
                          options={"captions": "--captions", "image-embeddings": "--images"})
     config = MlaConfig(captions=require(routed, "captions", "--captions"), out=out,
-                       images=routed["image-embeddings"], init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
+                       images=routed["image-embeddings"], init=init, model=model, pretrained=pretrained,
+                       tokenizer=tokenizer,
                        init_embeddings=init_embeddings, languages=split_list(lang), batch_size=batch_size,
                        train_embedding=train_embedding, cache_dir=cache_dir, device=device, precision=precision,
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,

@@ -11,7 +11,8 @@ from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, either, 
 from mltk.errors import ConfigError
 
 BACKENDS = ("seq2seq", "join")
-DEFAULT_MODEL = "Helsinki-NLP/opus-mt-{src}-{tgt}"  # mltk.translate.DEFAULT_MODEL (importing it would import torch for --help)
+# mltk.translate.DEFAULT_MODEL (importing it would import torch for --help; a test keeps them equal)
+DEFAULT_MODEL = "Helsinki-NLP/opus-mt-{src}-{tgt}"
 EXAMPLE = examples("mltk translate-data world/captions -t de,fr -o data/caps-mt",
                    "mltk translate-data caps --backend join --translations de.tsv -o caps-de")
 
@@ -22,7 +23,8 @@ def translate_data(
     out: str = out_option("Output captions artifact directory."),
     source_lang: str = typer.Option("en", "--source-lang", help="ISO 639-1 code of the captions to translate."),
     target: Optional[list[str]] = typer.Option(
-        None, "--target", "-t", metavar="A[,B...]", help="Target ISO 639-1 code; repeat it or give a comma list (de,fr). With "
+        None, "--target", "-t", metavar="A[,B...]", help="Target ISO 639-1 code; repeat it or give a comma list "
+        "(de,fr). With "
         "--backend join, leaving it out takes every language in the files."),
     backend: str = typer.Option("seq2seq", "--backend", help="seq2seq (a transformers model) or join (existing "
                                 "translations from --translations files)."),
