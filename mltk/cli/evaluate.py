@@ -15,7 +15,7 @@ EXAMPLE = examples(
     "mltk evaluate runs/le --images emb --captions world/captions \\",
     "    --split test --metric recall,mrv -o m",
     "mltk encode-images world/images -m runs/native -o emb \\",
-    "  | mltk evaluate --model runs/le --captions world/captions --split test -o m")
+    "  | mltk evaluate --model runs/le --captions world/captions -o m")
 
 
 def parse_pair(text: str) -> tuple[str, str]:
