@@ -8,32 +8,36 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, emit, resolve_input)
+from mltk.cli.common import (CacheDirOption, DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, either, emit, examples, hidden_alias, lang_option, out_option,
+                              require, route_input, split_list)
 from mltk.errors import ConfigError
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language; needs the task identity at test time), lora (q and v), ptuning, "
                "dualprompt, codaprompt.")
 
-
-def _split(values: List[str]) -> tuple[str, ...]:
-    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+EXAMPLE = examples(
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk train-continual --captions world/captions -m runs/native \\",
+    "      --lang en,de,zh --teir -o runs/cll")
 
 
 def train_continual_command(
-    images: Optional[str] = typer.Argument(
-        None, help="Image embeddings artifact (mltk encode-images), or - / nothing to read its path from stdin."),
-    captions: Path = typer.Option(..., "--captions", help="Captions artifact; parallel captions share caption_id "
-                                  "(the English one is each caption's teacher)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory of the checkpoint artifact to write."),
+    source: Optional[str] = typer.Argument(
+        None, metavar="[IMAGES]", help="Image embeddings artifact (mltk encode-images), or - / nothing to read its "
+        "path from stdin (a captions artifact there is taken as --captions)."),
+    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact; parallel captions share "
+                                            "caption_id (the English one is each caption's teacher)."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, instead of the positional."),
+    out: Path = out_option("Directory of the checkpoint artifact to write."),
     model: str = typer.Option(
         "mltk-tiny", "--model", "-m", help="Frozen base CLIP: open_clip name (with --pretrained) or a checkpoint "
         "artifact from `mltk pretrain`."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag for --model."),
-    lang: List[str] = typer.Option(
-        [], "--lang", help="Task languages in training order (repeat or comma-separate); default: en first, then "
-        "every other language of the captions."),
+    lang: List[str] = lang_option(
+        "Task languages in training order (repeat or comma-separate); default: en first, then every other "
+        "language of the captions."),
     method: str = typer.Option("cll-clip", "--method", help=METHOD_HELP),
     teir: bool = typer.Option(False, "--teir", help="TEIR: initialisation and regularisation of the token table."),
     teir_init_only: bool = typer.Option(False, "--teir-init-only", help="TEIR's initialisation alone (ablation)."),
@@ -57,8 +61,9 @@ def train_continual_command(
     weight_decay: float = typer.Option(0.05, "--weight-decay", help="Decoupled weight decay."),
     gamma1: float = typer.Option(0.01, "--gamma1", help="Weight of the image-text InfoNCE term."),
     gamma2: float = typer.Option(1.0, "--gamma2", help="Weight of the MSE to the English teacher."),
-    metric: str = typer.Option("t2i.R@1", "--metric", help="a_{j,i} of the continual matrix: AR or "
-                               "<i2t|t2i>.R@<1|5|10>."),
+    continual_metric: str = typer.Option("t2i.R@1", "--continual-metric", help="a_{j,i} of the continual "
+                                         "matrix: AR or <i2t|t2i>.R@<1|5|10>."),
+    metric_alias: Optional[str] = hidden_alias("--metric"),
     memory_size: int = typer.Option(8000, "--memory-size", help="ER/DER reservoir capacity."),
     replay_batch: Optional[int] = typer.Option(None, "--replay-batch", help="ER/DER replayed examples per step "
                                                "(default: the batch size)."),
@@ -69,8 +74,7 @@ def train_continual_command(
     keep_task_checkpoints: bool = typer.Option(
         False, "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact."),
     val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where the English teacher embeddings are "
-                                             "cached (default: $MLTK_CACHE_DIR or ~/.cache/mltk)."),
+    cache_dir: Optional[Path] = CacheDirOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
     seed: int = SeedOption,
@@ -88,13 +92,18 @@ def train_continual_command(
                                       train_continual)
     from mltk.train.step_log import step_logging
 
+    metric = either(continual_metric if continual_metric != "t2i.R@1" else None, metric_alias, "--continual-metric",
+                    "--metric") or continual_metric
     if sum([teir, teir_init_only, teir_reg_only]) > 1:
         raise ConfigError("choose one of --teir, --teir-init-only and --teir-reg-only")
     options = MethodOptions(memory_size=memory_size, replay_batch=replay_batch, ewc_lambda=ewc_lambda,
                             ewc_gamma=ewc_gamma, lora_rank=lora_rank, ptuning_length=prompt_length)
+    routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
+                         options={"captions": "--captions", "image-embeddings": "--images"})
     config = ContinualTrainConfig(
-        images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
-        pretrained=pretrained, languages=_split(lang), method=method, teir_init=teir or teir_init_only,
+        images=require(routed, "image-embeddings", "--images"), captions=require(routed, "captions", "--captions"),
+        out=out, model=model, pretrained=pretrained, languages=split_list(lang), method=method,
+        teir_init=teir or teir_init_only,
         teir_reg=teir or teir_reg_only, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, method_lr=method_lr,
         gamma1=gamma1, gamma2=gamma2, metric=metric, val_images=val_images, options=options,
@@ -107,4 +116,4 @@ def train_continual_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train-continual")(train_continual_command)
+    app.command("train-continual", epilog=EXAMPLE)(train_continual_command)

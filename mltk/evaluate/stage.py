@@ -21,7 +21,8 @@ import torch
 
 from mltk import artifacts, metrics as M, report
 from mltk.errors import ConfigError, SchemaError
-from mltk.evaluate.retrieval import _column_strings, _split_column, evaluate_retrieval
+from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
+from mltk.preflight import check_image_embeddings
 from mltk.overlap import training_data_of, warn_if_overlap
 from mltk.runtime import Runtime, log, resolve_runtime
 
@@ -209,6 +210,9 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     check_text_source(config)
     if config.images is None and set(config.metrics) - {"c2c"}:
         raise ConfigError("--images (image embeddings) is required unless the only metric is c2c")
+    check_options(config.metrics, config.images is not None, config.mrv_variant, config.mrv_instance,
+                  config.c2c_relevance, config.protocol)  # before any caption is encoded
+    check_image_embeddings(config.images, config.model, config.pretrained)
     model_path = Path(config.model) if config.texts is None else None
     planned = [*([config.images] if config.images is not None else []),
                *([config.texts] if config.texts is not None else
