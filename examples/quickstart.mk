@@ -67,11 +67,11 @@ $(BASE)/index/manifest.json: $(BASE)/img/manifest.json | $(TOOL)
 $(BASE)/query-de.png: $(BASE)/index/manifest.json $(BASE)/mla/manifest.json | $(TOOL)
 	$(MLTK) index query $(BASE)/index --model $(BASE)/mla --lang de \
 	  --text "Zu sehen sind ein roter Kreis und ein blaues Quadrat." --k 5 --contact-sheet $@ \
-	  --images $(BASE)/world/images >&2
+	  --image-source $(BASE)/world/images >&2
 
 $(BASE)/query-zh.png: $(BASE)/index/manifest.json $(BASE)/mla/manifest.json | $(TOOL)
 	$(MLTK) index query $(BASE)/index --model $(BASE)/mla --lang zh --text "画面里是三个红色的三角形。" --k 5 \
-	  --contact-sheet $@ --images $(BASE)/world/images >&2
+	  --contact-sheet $@ --image-source $(BASE)/world/images >&2
 
 # 6. Test-split retrieval in every language (English goes through the native CLIP unchanged), with MRV; the
 #    table on stderr and in metrics.md, the pictures in BASE/plots.

@@ -432,8 +432,10 @@ def test_bad_options_are_one_line_errors(world, tmp_path):
     assert result.exit_code == 2 and "--teir" in result.stderr
     result = runner.invoke(app, base + ["--method", "gem"])
     assert result.exit_code == 2 and "--method must be one of" in result.stderr
-    result = runner.invoke(app, base + ["--metric", "t2i.R@3"])
-    assert result.exit_code == 2 and "--metric" in result.stderr
+    result = runner.invoke(app, base + ["--continual-metric", "t2i.R@3"])
+    assert result.exit_code == 2 and "--continual-metric" in result.stderr
+    result = runner.invoke(app, base + ["--metric", "t2i.R@3"])  # the old spelling, hidden
+    assert result.exit_code == 2 and "--continual-metric" in result.stderr
     result = runner.invoke(app, base + ["--vocab-size", "100"])  # refused before any model or teacher work
     assert result.exit_code == 2 and "--vocab-size must be at least 514" in result.stderr
     assert "teacher" not in result.stderr

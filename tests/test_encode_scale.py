@@ -98,8 +98,7 @@ def test_two_processes_write_the_artifact_of_one(tmp_path, coco_like, tiny_check
     assert not list((tmp_path / "two").glob("encode-state*"))
     assert not artifacts.partial_dir(tmp_path / "two").exists()
     # shard i is encoded by rank i % 2, each exactly once
-    # searched, not read line by line: the two ranks share one stderr, and a rank's progress output can run into
-    # the other's report on the same line
+    # found anywhere in stderr: two ranks share the pipe, so a report may land inside the other rank's line
     written = sorted(re.findall(r"test-worker: rank \d+ wrote shard \d+", done.stderr))
     assert written == ["test-worker: rank 0 wrote shard 0", "test-worker: rank 0 wrote shard 2",
                        "test-worker: rank 1 wrote shard 1"]
@@ -112,7 +111,8 @@ def _worker(images: str, out: str, checkpoint: str, train: str, val: str) -> Non
     write_shard = module._write_shard
 
     def reporting_write_shard(records, shard, *args):
-        print(f"test-worker: rank {distributed.world()[0]} wrote shard {shard}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"test-worker: rank {distributed.world()[0]} wrote shard {shard}\n")  # one write, one line
+        sys.stderr.flush()
         return write_shard(records, shard, *args)
 
     module._write_shard = reporting_write_shard

@@ -87,12 +87,14 @@ def test_cli_build_and_query_print_json_lines_and_a_contact_sheet(tmp_path, imag
     assert index_path == str((tmp_path / "index").resolve())
     sheet = tmp_path / "sheet.png"
     images = _images_artifact(tmp_path, ids)
-    result = runner.invoke(app, ["index", "query", index_path, "--image-emb", str(path), "--ids", "img003",
-                                 "--ids", "img007", "--k", "4", "--contact-sheet", str(sheet), "--images",
+    result = runner.invoke(app, ["index", "query", index_path, "--images", str(path), "--ids", "img003",
+                                 "--ids", "img007", "--k", "4", "--contact-sheet", str(sheet), "--image-source",
                                  str(images)])
     assert result.exit_code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["query"] for line in lines] == ["img003", "img007"]
+    old = runner.invoke(app, ["index", "query", index_path, "--images", str(images), "--contact-sheet", str(sheet)])
+    assert old.exit_code == 2 and "--image-source" in old.stderr  # raw images under --images: named, not misread
     assert [len(line["results"]) for line in lines] == [4, 4]
     assert lines[0]["results"][0]["id"] == "img003" and lines[0]["results"][0]["score"] == pytest.approx(1.0)
     from mltk.index import LABEL_LINES, SHEET_MARGIN, TILE_GAP, SheetFonts
@@ -218,7 +220,7 @@ def test_text_query_bad_inputs_are_exit_2_naming_the_file(text_world, tmp_path):
     blank.write_text("\n  \n", encoding="utf-8")
     cases = [
         (["--text", "roter kreis"], ["--model"]),
-        (["--text", "roter kreis", "--model", mla, "--image-emb", str(text_world["embeddings"])], ["one kind"]),
+        (["--text", "roter kreis", "--model", mla, "--images", str(text_world["embeddings"])], ["one kind"]),
         (["--text", "un cercle rouge", "--lang", "fr", "--model", mla], [mla, "fr"]),
         (["--text-file", str(blank), "--model", mla], [str(blank), "no query"]),
         (["--text-file", str(tmp_path / "none.txt"), "--model", mla], [str(tmp_path / "none.txt"), "no such file"]),

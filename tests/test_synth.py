@@ -435,12 +435,15 @@ def test_bad_config_is_rejected(bad):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_cli_prints_the_world_path_and_json(tmp_path):
+def test_cli_prints_the_images_artifact_and_json(tmp_path):
+    """synth-data prints the images artifact, which the next stage (encode-images, pretrain) accepts."""
     out = tmp_path / "w"
-    result = runner.invoke(app, ["synth-data", "--out", str(out), "--train", "4", "--val", "1", "--test", "1",
-                                 "--langs", "en,ar"])
+    result = runner.invoke(app, ["synth-data", "-o", str(out), "--train", "4", "--val", "1", "--test", "1",
+                                 "--lang", "en", "--lang", "ar"])
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == f"{out.resolve()}\n"
+    assert result.stdout == f"{(out / 'images').resolve()}\n"
+    assert artifacts.read_manifest(result.stdout.strip(), "images")["rows"] == 6
+    assert artifacts.read_manifest(out / "captions", "captions")["languages"] == ["ar", "en"]
     assert "synth-data" in result.stderr
     result = runner.invoke(app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1",
                                  "--json"])
@@ -448,13 +451,16 @@ def test_cli_prints_the_world_path_and_json(tmp_path):
     result = runner.invoke(app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1",
                                  "--json", "--overwrite"])
     payload = json.loads(result.stdout)
-    assert payload["path"] == str(out.resolve()) and payload["n_images"] == 3
+    assert payload["path"] == payload["images"] and payload["world"] == str(out.resolve())
+    assert payload["n_images"] == 3
     assert artifacts.read_manifest(payload["images"], "images")["rows"] == 3
     assert artifacts.read_manifest(payload["captions"], "captions")["languages"] == sorted(LANGS)
 
 
 def test_cli_bad_option_is_exit_2_with_one_line(tmp_path):
-    result = runner.invoke(app, ["synth-data", "--out", str(tmp_path / "w"), "--langs", "en,klingon"])
+    result = runner.invoke(app, ["synth-data", "--out", str(tmp_path / "w"), "--lang", "en,klingon"])
+    assert result.exit_code == 2 and "klingon" in result.stderr
+    result = runner.invoke(app, ["synth-data", "--out", str(tmp_path / "w"), "--langs", "en,klingon"])  # old name
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "klingon" in result.stderr and len(result.stderr.strip().splitlines()) == 1

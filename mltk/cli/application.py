@@ -40,6 +40,10 @@ COMMAND_MODULES = {
 }
 
 
+# -h as well as --help; help text wrapped to the terminal (at most 100 columns), option names never cut.
+HELP_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
 class MltkGroup(TyperGroup):
     """Maps ``MltkError`` to exit code 2 and other exceptions to exit code 1, each as one line on stderr."""
 
@@ -114,7 +118,8 @@ def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        context_settings={"help_option_names": ["-h", "--help"]},
+        rich_markup_mode=None,  # plain click help: never cuts an option name in 80 columns, shows flags as flags
+        context_settings=HELP_SETTINGS,
     )
     app.callback()(_root)
     for module in dict.fromkeys(modules if modules is not None else COMMAND_MODULES.values()):

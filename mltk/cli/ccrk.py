@@ -7,23 +7,26 @@ from typing import List, Optional
 
 import typer
 
-from mltk import artifacts
 from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, emit, resolve_input)
+                              TensorboardOption, emit, examples, lang_option, out_option, require, route_input,
+                              split_list)
 from mltk.errors import ConfigError
 
-
-def _split(values: List[str]) -> tuple[str, ...]:
-    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+EXAMPLE = examples(
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk train-ccrk --captions world/captions --init runs/nlt \\",
+    "      --lang en,de,zh -o runs/ccrk")
 
 
 def train_ccrk_command(
-    images: Optional[str] = typer.Argument(
-        None, help="Image embeddings artifact (mltk encode-images), or - / nothing to read its path from stdin."),
-    captions: Path = typer.Option(..., "--captions", help="Captions artifact (parallel captions share caption_id)."),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Directory of the checkpoint artifact to write (the format of --init; MLA when "
-        "starting fresh)."),
+    source: Optional[str] = typer.Argument(
+        None, metavar="[IMAGES]", help="Image embeddings artifact (mltk encode-images), or - / nothing to read its "
+        "path from stdin (a captions artifact there is taken as --captions)."),
+    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact (parallel captions share "
+                                            "caption_id)."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, instead of the positional."),
+    out: Path = out_option("Directory of the checkpoint artifact to write (the format of --init; MLA when starting "
+                           "fresh)."),
     init: Optional[Path] = typer.Option(
         None, "--init", help="Checkpoint to start from: MLA (e.g. the train-nlt result; languages it lacks get "
         "fresh acquirers, English stays the frozen CLIP) or CLL-CLIP (train-continual; its token table trains, "
@@ -44,8 +47,8 @@ def train_ccrk_command(
     weighting: str = typer.Option(
         "paper", "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: "
         "divided by K)."),
-    lang: List[str] = typer.Option(
-        [], "--lang", help="The K languages of a batch (include en: frozen with MLA, trained with CLL-CLIP); "
+    lang: List[str] = lang_option(
+        "The K languages of a batch (include en: frozen with MLA, trained with CLL-CLIP); "
         "default: en and every language of --init, or every language of the captions. Repeat or comma-separate."),
     steps: int = typer.Option(1000, "--steps", help="Optimizer updates."),
     batch_size: int = typer.Option(128, "--batch-size", help="Distinct images per batch (each with K captions)."),
@@ -62,8 +65,9 @@ def train_ccrk_command(
     hard_negatives: int = typer.Option(
         0, "--hard-negatives", help="N > 0: batches of anchors each followed by its N most similar training images "
         "(by image embedding), so in-batch negatives are look-alikes."),
-    freeze_embedding: bool = typer.Option(
-        False, "--freeze-embedding", help="MLA: train the acquirers only, not the shared non-native embedding."),
+    train_embedding: bool = typer.Option(
+        True, "--train-embedding/--freeze-embedding", help="MLA: train the shared non-native embedding as well as "
+        "the acquirers (--freeze-embedding: the acquirers only)."),
     eval_every: int = typer.Option(0, "--eval-every", help="Validate every N steps (0: only at the end)."),
     val_split: str = typer.Option("val", "--val-split", help="Split whose captions validate (mean AR)."),
     val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
@@ -80,17 +84,21 @@ def train_ccrk_command(
     that evaluate and index read."""
     from dataclasses import replace
 
+    from mltk import artifacts
     from mltk.train.ccrk import CCRK_LOOP, CcrkConfig, train_ccrk
     from mltk.train.step_log import step_logging
 
     if init is None and tokenizer is None:
         raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF")
+    routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
+                         options={"captions": "--captions", "image-embeddings": "--images"})
     config = CcrkConfig(
-        images=resolve_input(images, what="image embeddings"), captions=captions, out=out, init=init,
+        images=require(routed, "image-embeddings", "--images"), captions=require(routed, "captions", "--captions"),
+        out=out, init=init,
         model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
-        languages=_split(lang), loss=loss, weighting=weighting, temperature=temperature,
+        languages=split_list(lang), loss=loss, weighting=weighting, temperature=temperature,
         learn_temperature=not fixed_temperature, margin=margin, beta=beta, hard_negatives=hard_negatives,
-        train_embedding=not freeze_embedding, batch_size=batch_size, val_split=val_split, val_images=val_images,
+        train_embedding=train_embedding, batch_size=batch_size, val_split=val_split, val_images=val_images,
         device=device, precision=precision, loop=replace(CCRK_LOOP, steps=steps, lr=lr, warmup_fraction=warmup,
                                                           weight_decay=weight_decay, eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):
@@ -101,4 +109,4 @@ def train_ccrk_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train-ccrk")(train_ccrk_command)
+    app.command("train-ccrk", epilog=EXAMPLE)(train_ccrk_command)

@@ -1,12 +1,20 @@
 """Option aliases shared by commands, the one way a command reads its main input (a path, ``-`` or a pipe) and
-the one way it prints its result. The library never reads stdin: commands resolve it here and pass a path."""
+the one way it prints its result. The library never reads stdin: commands resolve it here and pass a path.
+
+This module is imported by ``mltk --help``: it must stay free of torch, numpy and pyarrow (library imports
+happen inside the functions that run a command).
+
+The option vocabulary (``VOCABULARY``) names each idea once; ``tests/test_cli_vocabulary.py`` holds every
+command to it."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import functools
 import inspect
@@ -14,8 +22,43 @@ from collections.abc import Callable
 
 import typer
 
-from mltk import artifacts, policy
-from mltk.errors import ArtifactError
+from mltk import policy
+from mltk.errors import ArtifactError, ConfigError
+
+# One name per idea across every command. A command that has the idea uses this name (and no other spelling).
+VOCABULARY = {
+    "--out": "the artifact (or folder) a command writes; always with the short form -o",
+    "--images": "image embeddings (an embeddings artifact from encode-images)",
+    "--image-source": "raw images (an images artifact) where a command also takes image embeddings",
+    "--captions": "a captions artifact (or captions Parquet file)",
+    "--texts": "text embeddings",
+    "--model": "the base CLIP: open_clip name, hf-hub name or checkpoint artifact",
+    "--pretrained": "open_clip pretrained tag or weights file of --model",
+    "--init": "a trained checkpoint to start from",
+    "--tokenizer": "the non-native tokenizer (vocab artifact or transformers name)",
+    "--lang": "languages: repeat the option or comma-separate",
+    "--metric": "retrieval metrics of evaluate (recall, mrv, c2c)",
+    "--continual-metric": "a_{j,i}'s metric of the continual matrix (AR or <i2t|t2i>.R@K)",
+    "--cache-dir": "cache root (default $MLTK_CACHE_DIR, else ~/.cache/mltk)",
+    "--train-embedding": "train the shared non-native embedding (--freeze-embedding: do not)",
+    "--split": "the data split to use",
+    "--steps": "optimizer steps",
+    "--batch-size": "examples per batch",
+    "--seed": "random seed",
+    "--device": "auto, cpu or cuda",
+    "--precision": "auto, fp32, bf16 or fp16",
+    "--json": "print one JSON object instead of the bare path",
+    "--log-every": "steps between log lines and steps.csv rows",
+    "--tensorboard": "TensorBoard event file directory",
+}
+
+# Spellings that name an idea of VOCABULARY differently; no visible option may use them.
+NON_CANONICAL = {
+    "--langs": "--lang", "--language": "--lang", "--languages": "--lang",
+    "--cache": "--cache-dir", "--train-embeddings": "--train-embedding", "--freeze-embeddings": "--train-embedding",
+    "--output": "--out", "--image-emb": "--images", "--image-embeddings": "--images", "--metrics": "--metric",
+    "--caption": "--captions", "--text-emb": "--texts", "--batch": "--batch-size",
+}
 
 DeviceOption = typer.Option("auto", "--device", help="auto (CUDA when available), cpu or cuda.")
 PrecisionOption = typer.Option(
@@ -27,8 +70,41 @@ LogEveryOption = typer.Option(None, "--log-every", help="Steps between stderr lo
                               "(default 10).")
 TensorboardOption = typer.Option(None, "--tensorboard", help="Also write TensorBoard event files under this "
                                  "directory (needs the tensorboard extra).")
+CacheDirOption = typer.Option(None, "--cache-dir", help="Cache root (default: $MLTK_CACHE_DIR or ~/.cache/mltk).")
+LIST_METAVAR = "A[,B...]"
 
 
+def out_option(help: str, required: bool = True) -> Any:
+    """``-o/--out``: where a command writes (every writer has both spellings)."""
+    return typer.Option(... if required else None, "--out", "-o", help=help)
+
+
+def lang_option(help: str) -> Any:
+    """``--lang``: a list of languages, repeated or comma-separated."""
+    return typer.Option([], "--lang", metavar=LIST_METAVAR, help=help)
+
+
+def hidden_alias(name: str, default: Any = None) -> Any:
+    """An old spelling kept working but not shown in --help."""
+    return typer.Option(default, name, hidden=True)
+
+
+def split_list(values: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Repeated options that may also hold comma-separated items: ``["fr,de", "ja"]`` -> ``("fr", "de", "ja")``."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def either(new: Any, old: Any, new_name: str, old_name: str) -> Any:
+    """The value of an option given under its name or its old, hidden spelling (not both)."""
+    if old in (None, [], ()):
+        return new
+    if new not in (None, [], ()):
+        raise ConfigError(f"{old_name} is the old spelling of {new_name}; give only {new_name}")
+    return old
 
 
 def _grant(variable):
@@ -91,6 +167,37 @@ def emit(path: Path, as_json: bool = False, **extra: Any) -> None:
         typer.echo(str(path))
 
 
+def _stdin_may_hold_a_pipe(stdin) -> bool:
+    """True for a pipe or a redirected file; False for a terminal or /dev/null-like devices (nothing to wait for)."""
+    if stdin is None or stdin.isatty():
+        return False
+    try:
+        mode = os.fstat(stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # an in-memory stream (tests): read it
+        return True
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
+
+
+def _path_from_stdin(stdin, what: str, required: bool) -> Path | None:
+    text = stdin.read().strip() if stdin is not None else ""
+    if not text:
+        if not required:
+            return None
+        raise ArtifactError(f"empty stdin; expected the path of an artifact ({what})", "<stdin>")
+    line = text.splitlines()[-1].strip()
+    if line.startswith("{"):
+        try:
+            line = json.loads(line)["path"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ArtifactError("stdin JSON has no 'path' field", "<stdin>")
+    from mltk import artifacts
+
+    resolved = Path(line)
+    if not artifacts.is_artifact(resolved):
+        raise ArtifactError("stdin does not name an mltk artifact", line[:200])
+    return resolved
+
+
 def resolve_input(path: str | None, *, what: str = "input", stdin=None) -> Path:
     """The main input of a stage: a path, or ``-``/nothing with the path of an artifact piped on stdin.
 
@@ -105,16 +212,73 @@ def resolve_input(path: str | None, *, what: str = "input", stdin=None) -> Path:
         return resolved
     if path is None and (stdin is None or stdin.isatty()):
         raise ArtifactError(f"no {what} given (pass a path or pipe one on stdin)", "<stdin>")
-    text = stdin.read().strip() if stdin is not None else ""
-    if not text:
-        raise ArtifactError(f"empty stdin; expected the path of an artifact ({what})", "<stdin>")
-    line = text.splitlines()[-1].strip()
-    if line.startswith("{"):
-        try:
-            line = json.loads(line)["path"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ArtifactError("stdin JSON has no 'path' field", "<stdin>")
-    resolved = Path(line)
-    if not artifacts.is_artifact(resolved):
-        raise ArtifactError("stdin does not name an mltk artifact", line[:200])
-    return resolved
+    return _path_from_stdin(stdin, what, required=True)
+
+
+def artifact_role(path: Path) -> str | None:
+    """What an artifact is to a stage: its manifest kind, with embeddings told apart as ``image-embeddings`` or
+    ``text-embeddings`` (by the stage that wrote them). None for a path that is not an artifact."""
+    from mltk import artifacts
+
+    if not artifacts.is_artifact(path):
+        return None
+    manifest = artifacts.read_manifest(path)
+    if manifest["kind"] != "embeddings":
+        return manifest["kind"]
+    stage = (manifest.get("created_by") or {}).get("stage", "")
+    return "text-embeddings" if "text" in str(stage) else "image-embeddings"
+
+
+def route_input(value: str | None, slots: dict[str, Any], *, default: str, options: dict[str, str],
+                stdin=None, wanting: Iterable[str] | None = None) -> dict[str, Path | None]:
+    """Put a stage's positional input (a path, ``-``, or a path piped on stdin) into the slot of its kind.
+
+    ``slots`` maps a role (``captions``, ``image-embeddings``, ``checkpoint``, ...) to the value given by that
+    role's option (or None); ``options`` names each role's option for messages; ``default`` is the role of a
+    positional path that is no artifact (a Parquet file, a folder). So ``mltk encode-images ... | mltk STAGE
+    --captions CAPS`` takes the piped path as image embeddings because its manifest says so. Returns the slots,
+    every given value as a Path; stdin is read only when ``-`` is given, or when one of the ``wanting`` roles
+    (default: every role) is still empty and stdin is a pipe or a file.
+    """
+    stdin = stdin if stdin is not None else sys.stdin
+    routed = {role: Path(given) if given not in (None, "") else None for role, given in slots.items()}
+    kinds = " or ".join(f"{role.replace('-', ' ')} ({options[role]})" for role in slots)
+    if value is None:
+        empty = [role for role in (wanting if wanting is not None else routed) if routed.get(role) is None]
+        if not empty or not _stdin_may_hold_a_pipe(stdin):
+            return routed
+        path = _path_from_stdin(stdin, kinds, required=False)
+        if path is None:
+            return routed
+        source = "<stdin>"
+    elif value == "-":
+        path, source = _path_from_stdin(stdin, kinds, required=True), "<stdin>"
+    else:
+        path, source = Path(value), value
+        if not path.exists():
+            raise ArtifactError("no such file or directory", path)
+    role = artifact_role(path)
+    if role is None:
+        role = default
+    if role not in routed:
+        raise ArtifactError(f"is a {role} artifact; this command takes {kinds}", path if source != "<stdin>"
+                            else f"<stdin> ({path})")
+    if routed[role] is not None:
+        raise ConfigError(f"{role.replace('-', ' ')} given twice: {options[role]} {routed[role]} and {source} "
+                          f"({path})")
+    routed[role] = path
+    return routed
+
+
+def require(routed: dict[str, Path | None], role: str, option: str) -> Path:
+    """The routed input of ``role``; a one-line usage error when neither the positional, stdin nor ``option``
+    gave it."""
+    if routed.get(role) is None:
+        raise ConfigError(f"no {role.replace('-', ' ')} given (pass it as the positional path, pipe it on stdin, "
+                          f"or use {option})")
+    return routed[role]
+
+
+def examples(*commands: str) -> str:
+    """The epilog of a command's --help: its example command lines, kept as written (click's ``\\b``)."""
+    return "\b\nExample" + ("s" if len(commands) > 1 else "") + ":\n" + "\n".join(f"  {c}" for c in commands)

@@ -7,19 +7,17 @@ from typing import List
 
 import typer
 
-from mltk.cli.common import JsonOption, emit
+from mltk.cli.common import JsonOption, emit, examples, lang_option, out_option, split_list
 
-
-def _split(values: List[str]) -> tuple[str, ...]:
-    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+EXAMPLE = examples("mltk compare runs/mla/metrics runs/ccrk/metrics --name mla,ccrk -o cmp")
 
 
 def compare_command(
     runs: List[Path] = typer.Argument(..., help="Metrics artifacts from `mltk evaluate` (with --metric mrv)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory of the comparison metrics artifact to write."),
-    name: List[str] = typer.Option([], "--name", help="A label per run, in order (default: folder names)."),
-    lang: List[str] = typer.Option(
-        [], "--lang", help="Languages for mean AR and spread (default: those every run evaluated)."),
+    out: Path = out_option("Directory of the comparison metrics artifact to write."),
+    name: List[str] = typer.Option([], "--name", metavar="A[,B...]", help="A label per run, in order (default: "
+                                   "folder names); repeat or comma-separate."),
+    lang: List[str] = lang_option("Languages for mean AR and spread (default: those every run evaluated)."),
     report_format: str = typer.Option("table", "--format", help="table (rich on stderr), markdown or csv."),
     as_json: bool = JsonOption,
 ) -> None:
@@ -27,9 +25,9 @@ def compare_command(
     runs side by side on stderr, and write them as a metrics artifact."""
     from mltk.consistency import CompareConfig, compare_runs
 
-    emit(compare_runs(CompareConfig(runs=tuple(runs), out=out, names=_split(name), languages=_split(lang),
+    emit(compare_runs(CompareConfig(runs=tuple(runs), out=out, names=split_list(name), languages=split_list(lang),
                                     report_format=report_format)), as_json)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare")(compare_command)
+    app.command("compare", epilog=EXAMPLE)(compare_command)

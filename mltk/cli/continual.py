@@ -8,15 +8,14 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, emit, resolve_input)
+from mltk.cli.common import (CacheDirOption, DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, either, emit, examples, hidden_alias, lang_option, out_option,
+                              require, route_input, split_list)
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
                "dualprompt, codaprompt. mla, lora and ptuning are task-specific: each caption uses its language's "
                "set at evaluation (the task identity), as CLL-CLIP ran them.")
-
-
 # Kept in step with each method's Options dataclass by tests/test_continual_fidelity.py (importing them here
 # would load torch for every CLI call).
 OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches; er memory_size, replay_batch; der memory_size, "
@@ -24,24 +23,27 @@ OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches; er memory_size, repl
                 "bottleneck, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight; "
                 "codaprompt components, length, layers, tasks. Defaults and sources: docs/fidelity.md.")
 
-
-def _split(values: List[str]) -> tuple[str, ...]:
-    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+EXAMPLE = examples(
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk train-continual --captions world/captions -m runs/native \\",
+    "      --lang en,de,zh --teir -o runs/cll")
 
 
 def train_continual_command(
-    images: Optional[str] = typer.Argument(
-        None, help="Image embeddings artifact (mltk encode-images), or - / nothing to read its path from stdin."),
-    captions: Path = typer.Option(..., "--captions", help="Captions artifact; parallel captions share caption_id "
-                                  "(the English one is each caption's teacher)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory of the checkpoint artifact to write."),
+    source: Optional[str] = typer.Argument(
+        None, metavar="[IMAGES]", help="Image embeddings artifact (mltk encode-images), or - / nothing to read its "
+        "path from stdin (a captions artifact there is taken as --captions)."),
+    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact; parallel captions share "
+                                            "caption_id (the English one is each caption's teacher)."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, instead of the positional."),
+    out: Path = out_option("Directory of the checkpoint artifact to write."),
     model: str = typer.Option(
         "mltk-tiny", "--model", "-m", help="Frozen base CLIP: open_clip name (with --pretrained) or a checkpoint "
         "artifact from `mltk pretrain`."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag for --model."),
-    lang: List[str] = typer.Option(
-        [], "--lang", help="Task languages in training order (repeat or comma-separate); default: en first, then "
-        "every other language of the captions."),
+    lang: List[str] = lang_option(
+        "Task languages in training order (repeat or comma-separate); default: en first, then every other "
+        "language of the captions."),
     order: Optional[str] = typer.Option(
         None, "--order", help="A published task order shipped with mltk: cll-clip (CLL-CLIP's 36 languages, en "
         "first; with --lang, those languages in this order)."),
@@ -87,8 +89,9 @@ def train_continual_command(
     mse_form: str = typer.Option(
         "mean", "--mse-form", help="The MSE term: mean over elements (the authors' code) or sum (over D, the "
         "written form)."),
-    metric: str = typer.Option("t2i.R@1", "--metric", help="a_{j,i} of the continual matrix: AR or "
-                               "<i2t|t2i>.R@<1|5|10>."),
+    continual_metric: str = typer.Option("t2i.R@1", "--continual-metric", help="a_{j,i} of the continual "
+                                         "matrix: AR or <i2t|t2i>.R@<1|5|10>."),
+    metric_alias: Optional[str] = hidden_alias("--metric"),
     method_option: List[str] = typer.Option(
         [], "--method-option", help="The method's hyper-parameters as key=value (repeat or comma-separate; block "
         "lists as 2+3+4 or 2-4), checked against the method's options; defaults are the CLL-CLIP authors' values. "
@@ -96,8 +99,7 @@ def train_continual_command(
     keep_task_checkpoints: bool = typer.Option(
         False, "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact."),
     val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where the English teacher embeddings are "
-                                             "cached (default: $MLTK_CACHE_DIR or ~/.cache/mltk)."),
+    cache_dir: Optional[Path] = CacheDirOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
     seed: int = SeedOption,
@@ -109,20 +111,25 @@ def train_continual_command(
     table of the frozen text tower (0.01 x InfoNCE + MSE to the English teacher). After each task every language
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume."""
+    from mltk import report
     from mltk.continual import method_options
     from mltk.data.orders import ordered_subset
-    from mltk import report
     from mltk.train.continual import (CONTINUAL_LOOP, ContinualTrainConfig, final_summary, read_summary, teir_parts,
                                       train_continual)
     from mltk.train.step_log import step_logging
 
-    parts = teir_parts(teir, teir_init_only, teir_reg_only, _split(teir_part))
+    metric = either(continual_metric if continual_metric != "t2i.R@1" else None, metric_alias, "--continual-metric",
+                    "--metric") or continual_metric
+    parts = teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part))
     options = method_options(method, method_option)
-    languages = _split(lang) if order is None else ordered_subset(order, _split(lang))
+    languages = split_list(lang) if order is None else ordered_subset(order, split_list(lang))
+    routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
+                         options={"captions": "--captions", "image-embeddings": "--images"})
     config = ContinualTrainConfig(
-        images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
-        pretrained=pretrained, languages=languages, method=method, **parts, token_sets=token_sets,
-        joint=joint, oracle_vocab=oracle_vocab, epoch_unit=epoch_unit, mse_form=mse_form, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
+        images=require(routed, "image-embeddings", "--images"), captions=require(routed, "captions", "--captions"),
+        out=out, model=model, pretrained=pretrained, languages=languages, method=method, **parts,
+        token_sets=token_sets, joint=joint, oracle_vocab=oracle_vocab, epoch_unit=epoch_unit, mse_form=mse_form,
+        vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, method_lr=method_lr,
         gamma1=gamma1, gamma2=gamma2, metric=metric, val_images=val_images, options=options,
         keep_task_checkpoints=keep_task_checkpoints, device=device, precision=precision, cache_dir=cache_dir,
@@ -134,4 +141,4 @@ def train_continual_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train-continual")(train_continual_command)
+    app.command("train-continual", epilog=EXAMPLE)(train_continual_command)

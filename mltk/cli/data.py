@@ -8,19 +8,23 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import JsonOption, SeedOption, emit
-from mltk.data.lang import LANGUAGE_CODES
+from mltk.cli.common import (JsonOption, SeedOption, either, emit, examples, hidden_alias, lang_option, out_option,
+                              split_list)
+
+SYNTH_EXAMPLE = examples("mltk synth-data -o world --lang en,de,zh | mltk pretrain -o runs/native")
+IMPORT_EXAMPLE = examples("mltk import-data xtd10 XTD10/ --images-root coco/val2014 -o data/xtd10")
+MERGE_EXAMPLE = examples("mltk merge-captions data/a/captions data/b/captions -o data/ab")
 
 
 def synth_data(
-    out: Path = typer.Option(..., "--out", help="World directory to write (images/, captions/, world.json)."),
+    out: Path = out_option("World directory to write (images/, captions/, world.json)."),
     seed: int = SeedOption,
     train: int = typer.Option(2000, "--train", help="Number of training images."),
     val: int = typer.Option(250, "--val", help="Number of validation images."),
     test: int = typer.Option(250, "--test", help="Number of test images."),
     size: int = typer.Option(64, "--size", help="Image side in pixels."),
-    langs: str = typer.Option(",".join(LANGUAGE_CODES), "--langs",
-                              help="Comma-separated caption languages (or 'all')."),
+    lang: List[str] = lang_option("Caption languages, repeated or comma-separated (default: all)."),
+    langs: Optional[str] = hidden_alias("--langs"),
     translated: int = typer.Option(2, "--translated", help="Captions per image rendered in every language."),
     independent: int = typer.Option(1, "--independent",
                                     help="Further captions per image mentioning a different subset of the scene."),
@@ -31,13 +35,21 @@ def synth_data(
     as_json: bool = JsonOption,
 ) -> None:
     """Generate the embedded multilingual scene world: an images artifact (PNG bytes) and a captions artifact
-    (parallel captions sharing caption_id across languages), split into train/val/test by image."""
+    (parallel captions sharing caption_id across languages), split into train/val/test by image.
+
+    Prints the images artifact (OUT/images), which encode-images and pretrain take (pretrain finds OUT/captions
+    beside it); --json also names the world folder and the captions."""
+    from mltk.data.lang import LANGUAGE_CODES
     from mltk.data.synth import SynthConfig, synthesize
+
+    langs = ",".join(split_list(either(list(lang), [langs] if langs else [], "--lang", "--langs"))) or \
+        ",".join(LANGUAGE_CODES)
 
     config = SynthConfig(seed=seed, train=train, val=val, test=test, image_size=size, langs=langs,
                          translated_per_image=translated, independent_per_image=independent, mt_errors=mt_errors)
     result = synthesize(out, config)
-    emit(result.path, as_json, images=str(result.images_path), captions=str(result.captions_path),
+    emit(result.images_path, as_json, world=str(Path(result.path).resolve()), images=str(result.images_path),
+         captions=str(result.captions_path),
          n_images=result.n_images, n_captions=result.n_captions)
 
 
@@ -48,8 +60,9 @@ def import_data(
                                      "dataset_coco.json, the XTD10 folder, captions.jsonl, the xFlickr&CO "
                                      "annotations folder (or one SPLIT.jsonl), a Conceptual Captions TSV; for "
                                      "lines, one or more caption files (one caption per line)."),
-    out: Path = typer.Option(..., "--out", help="Directory to write captions/ (and images/) into."),
-    split: List[str] = typer.Option(None, "--split", help="Import only this split (repeatable; for xflickrco the "
+    out: Path = out_option("Directory to write captions/ (and images/) into."),
+    split: List[str] = typer.Option(None, "--split", metavar="A[,B...]", help="Import only these splits "
+                                    "(repeat or comma-separate; for xflickrco the "
                                     "file names to read, default test; for lines the split to write, default "
                                     "test)."),
     images_root: List[Path] = typer.Option(None, "--images-root", help="Folder the dataset's image names are "
@@ -73,7 +86,8 @@ def import_data(
     from mltk import artifacts
     from mltk.data.importers import CAPTIONS_DIR, IMAGES_DIR, import_dataset
 
-    path = import_dataset(fmt, src, out, splits=split, images_root=images_root or None, lang=lang,
+    path = import_dataset(fmt, src, out, splits=list(split_list(split)) or None, images_root=images_root or None,
+                          lang=lang,
                           image_list=image_list, translation_of=translation_of, parent=parent)
     manifest = artifacts.read_manifest(path / CAPTIONS_DIR, "captions")
     images = path / IMAGES_DIR
@@ -83,7 +97,7 @@ def import_data(
 
 def merge_captions(
     inputs: List[Path] = typer.Argument(..., metavar="CAPTIONS...", help="Two or more captions artifacts."),
-    out: Path = typer.Option(..., "--out", help="The captions artifact to write."),
+    out: Path = out_option("The captions artifact to write."),
     as_json: bool = JsonOption,
 ) -> None:
     """The union of captions artifacts; a duplicate (caption_id, lang), a caption_id naming two images or an image
@@ -94,6 +108,6 @@ def merge_captions(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("synth-data")(synth_data)
-    app.command("import-data")(import_data)
-    app.command("merge-captions")(merge_captions)
+    app.command("synth-data", epilog=SYNTH_EXAMPLE)(synth_data)
+    app.command("import-data", epilog=IMPORT_EXAMPLE)(import_data)
+    app.command("merge-captions", epilog=MERGE_EXAMPLE)(merge_captions)

@@ -7,10 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
-from mltk.encode_images import encode_images
-from mltk.train.distributed import is_main_process
+from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, examples, out_option,
+                              resolve_input, split_list)
+
+EXAMPLE = examples("mltk encode-images world/images -m runs/native -o emb",
+                   "mltk encode-images photos/ -m ViT-B-32-quickgelu --pretrained openai -o emb")
 
 
 def encode_images_command(
@@ -24,7 +25,7 @@ def encode_images_command(
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained", help="open_clip pretrained tag (openai, laion2b_s34b_b79k) or a local weights file; "
         "leave it out for a checkpoint artifact (or for random weights, fixed by --seed)."),
-    out: str = typer.Option(..., "--out", "-o", help="Output embeddings artifact directory."),
+    out: str = out_option("Output embeddings artifact directory."),
     batch_size: int = typer.Option(256, "--batch-size", help="Images per forward pass."),
     workers: Optional[int] = typer.Option(
         None, "--workers", help="DataLoader worker processes that decode and preprocess images (default: one per "
@@ -34,7 +35,8 @@ def encode_images_command(
         4096, "--shard-size", help="Images per shard; finished shards survive an interruption and a rerun with "
         "the same settings skips them."),
     split: Optional[list[str]] = typer.Option(
-        None, "--split", help="Encode only this split (repeatable); default: every image."),
+        None, "--split", metavar="A[,B...]", help="Encode only these splits (repeat or comma-separate); default: "
+        "every image."),
     images_root: List[Path] = typer.Option(
         [], "--images-root", help="Folder to look for image files in when a path of the source does not exist "
         "(by the path as given, then by file name); repeat it for a set spread over folders (XTD10: COCO "
@@ -51,9 +53,14 @@ def encode_images_command(
 
     Under torchrun (torchrun --nproc_per_node N -m mltk encode-images ...) each process encodes its own shards
     and one artifact results, the same as a one-process run; only rank 0 prints its path."""
+    from mltk import artifacts
+    from mltk.encode_images import encode_images
+    from mltk.train.distributed import is_main_process
+
     resolved = resolve_input(source, what="images")
     path = encode_images(resolved, out, model=model, pretrained=pretrained, batch_size=batch_size, workers=workers,
-                         dtype=dtype, shard_size=shard_size, splits=split, device=device, precision=precision,
+                         dtype=dtype, shard_size=shard_size, splits=split_list(split) or None, device=device,
+                         precision=precision,
                          seed=seed, images_roots=images_root, image_map=image_map)
     if not is_main_process():  # under torchrun: one line on stdout, from rank 0
         return
@@ -62,4 +69,4 @@ def encode_images_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("encode-images")(encode_images_command)
+    app.command("encode-images", epilog=EXAMPLE)(encode_images_command)

@@ -7,10 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from mltk import plots
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, emit, examples, lang_option, out_option,
+                              resolve_input, route_input, split_list)
 from mltk.errors import ConfigError
-from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation
+
+EXAMPLE = examples(
+    "mltk evaluate runs/le --images emb --captions world/captions \\",
+    "    --split test --metric recall,mrv -o m",
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk evaluate --model runs/le --captions world/captions -o m")
 
 
 def parse_pair(text: str) -> tuple[str, str]:
@@ -21,13 +26,12 @@ def parse_pair(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def split_list(values: List[str]) -> tuple[str, ...]:
-    """Repeated options that may also hold comma-separated items: ``["fr,de", "ja"]`` -> ``("fr", "de", "ja")``."""
-    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
-
-
 def evaluate(
-    out: Path = typer.Option(..., "--out", help="Directory of the metrics artifact to write."),
+    source: Optional[str] = typer.Argument(
+        None, metavar="[ARTIFACT]", help="Taken by its kind: a checkpoint (as --model), image embeddings (as "
+        "--images), text embeddings (as --texts) or captions (as --captions); - or a pipe reads its path from "
+        "stdin."),
+    out: Path = out_option("Directory of the metrics artifact to write."),
     images: Optional[str] = typer.Option(
         None, "--images", help="Image embeddings artifact (rows: id = image_id), or - to read its path from stdin; "
         "not needed when the only metric is c2c."),
@@ -42,7 +46,8 @@ def evaluate(
         None, "--captions", help="Captions artifact (or .parquet) to encode with --model; only the rows of --split "
         "and --lang are encoded."),
     metric: List[str] = typer.Option(
-        ["recall"], "--metric", help="recall (always computed), mrv, c2c; repeat the option for several."),
+        ["recall"], "--metric", metavar="A[,B...]", help="recall (always computed), mrv, c2c; repeat the option or "
+        "comma-separate (recall,mrv)."),
     mrv_variant: str = typer.Option(
         "paper", "--mrv-variant", help="paper: mean per-instance rank variance (eq. 7); code: mean per-instance "
         "standard deviation of 0-based ranks (the authors' code)."),
@@ -57,8 +62,7 @@ def evaluate(
         1, "--folds", help="Cut the gallery into N consecutive folds, evaluate each alone and average (5 on COCO's "
         "5K test split = the COCO 1K protocol); per-fold results are kept in metrics.json."),
     split: Optional[str] = typer.Option(None, "--split", help="Evaluate only rows of this split (e.g. test)."),
-    lang: List[str] = typer.Option(
-        [], "--lang", help="Languages to evaluate (default: all); repeat or comma-separate."),
+    lang: List[str] = lang_option("Languages to evaluate (default: all); repeat or comma-separate."),
     c2c_pair: List[str] = typer.Option(
         [], "--c2c-pair", help="SRC:TGT language pair for --metric c2c (default: every pair); repeatable."),
     c2c_relevance: str = typer.Option(
@@ -73,7 +77,8 @@ def evaluate(
     continual: List[Path] = typer.Option(
         [], "--continual", help="Metrics artifact after each trained task, in order; computes a_{j,i}, AR_j, F_j "
         "instead of retrieval metrics."),
-    task: List[str] = typer.Option([], "--task", help="Task languages in training order, for --continual."),
+    task: List[str] = typer.Option([], "--task", metavar="A[,B...]", help="Task languages in training order, for "
+                                   "--continual; repeat or comma-separate."),
     continual_metric: str = typer.Option(
         "t2i.R@1", "--continual-metric", help="a_{j,i} for --continual: AR or <i2t|t2i>.R@<K>."),
     device: str = DeviceOption,
@@ -91,8 +96,11 @@ def evaluate(
 
     Median and mean rank are 1-based; recalls are percentages; metrics.json records every convention, and what
     one MRV or c2c instance is and how many there were. A warning names test images that the model's training
-    data (found through the artifacts' manifests) also holds.
-    """
+    data (found through the artifacts' manifests) also holds."""
+    from mltk import plots
+    from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation
+
+    metrics = split_list(metric)
     if continual:
         path = run_continual(ContinualConfig(runs=tuple(continual), tasks=split_list(task), out=out,
                                              metric=continual_metric, report_format=report_format))
@@ -100,15 +108,32 @@ def evaluate(
             plots.write_evaluation_plots(path, plot)
         emit(path, as_json)
         return
-    text_only = images is None and set(metric) == {"c2c"}  # c2c runs from text embeddings alone
+    if images == "-":  # the old way to pipe image embeddings: now the positional (or nothing) does it by kind
+        if source is not None:
+            raise ConfigError("--images - and a positional input both read stdin; give one")
+        source, images = "-", None
+    for value in (images, texts, captions):
+        if value is not None:
+            resolve_input(value)  # a missing path fails here, naming it
+    # stdin is consulted only for what is still missing (a --model name needs no checkpoint from a pipe)
+    wanting = ["image-embeddings"] if images is None and set(metrics) != {"c2c"} else []
+    if texts is None and captions is None:
+        wanting += ["text-embeddings", "captions"] + (["checkpoint"] if model is None else [])
+    routed = route_input(source, {"checkpoint": model if model is not None and Path(model).exists() else None,
+                                  "image-embeddings": images, "text-embeddings": texts, "captions": captions},
+                         default="captions", options={"checkpoint": "--model", "image-embeddings": "--images",
+                                                      "text-embeddings": "--texts", "captions": "--captions"},
+                         wanting=wanting)
+    if routed["checkpoint"] is not None:
+        model = str(routed["checkpoint"])
     config = EvaluateConfig(
-        images=None if text_only else resolve_input(images, what="image embeddings"),
-        texts=resolve_input(texts, what="text embeddings") if texts is not None else None,
+        images=routed["image-embeddings"],
+        texts=routed["text-embeddings"],
         model=model,
         pretrained=pretrained,
-        captions=resolve_input(captions, what="captions") if captions is not None else None,
+        captions=routed["captions"],
         out=out,
-        metrics=tuple(metric),
+        metrics=metrics,
         mrv_variant=mrv_variant,
         mrv_instance=mrv_instance,
         protocol=protocol,
@@ -131,4 +156,4 @@ def evaluate(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("evaluate")(evaluate)
+    app.command("evaluate", epilog=EXAMPLE)(evaluate)

@@ -8,17 +8,25 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
+from mltk.cli.application import HELP_SETTINGS
+from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, artifact_role, either, emit,
+                              examples, hidden_alias, out_option, resolve_input, split_list)
 from mltk.errors import ConfigError
-from mltk.runtime import log
 
-index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True)
+index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True,
+                        rich_markup_mode=None, context_settings=HELP_SETTINGS)
+BUILD_EXAMPLE = examples("mltk encode-images world/images -m runs/native -o emb \\",
+                         "  | mltk index build -o idx")
+QUERY_EXAMPLE = examples(
+    "mltk index query idx --text 'ein roter Kreis' --lang de --model runs/le",
+    "mltk index query idx --images emb --ids img003 \\",
+    "    --contact-sheet sheet.png --image-source world/images")
 
 
-@index_app.command("build")
+@index_app.command("build", epilog=BUILD_EXAMPLE)
 def build(
     embeddings: Optional[str] = typer.Argument(None, help="Embeddings artifact, or - / nothing to read it from stdin."),
-    out: Path = typer.Option(..., "--out", help="Directory of the index artifact to write."),
+    out: Path = out_option("Directory of the index artifact to write."),
     kind: str = typer.Option("flat", "--kind", help="flat (exact inner product), ivf or hnsw (approximate)."),
     nlist: int = typer.Option(0, "--nlist", help="IVF lists (0: about 4 * sqrt(count))."),
     nprobe: int = typer.Option(16, "--nprobe", help="IVF lists visited per query."),
@@ -36,11 +44,13 @@ def build(
     emit(build_index(config), as_json)
 
 
-@index_app.command("query")
+@index_app.command("query", epilog=QUERY_EXAMPLE)
 def query(
     index: str = typer.Argument(..., help="Index artifact."),
-    image_emb: Optional[Path] = typer.Option(None, "--image-emb", help="Embeddings artifact holding the queries."),
-    ids: List[str] = typer.Option([], "--ids", help="Ids of the query rows in --image-emb (default: all rows)."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings holding the queries."),
+    image_emb: Optional[Path] = hidden_alias("--image-emb"),
+    ids: List[str] = typer.Option([], "--ids", metavar="A[,B...]", help="Ids of the query rows in --images "
+                                  "(default: all rows); repeat or comma-separate."),
     vectors: Optional[Path] = typer.Option(None, "--vectors", help="Query vectors as a [queries, dim] .npy file."),
     text: List[str] = typer.Option([], "--text", help="A text query (repeatable), encoded by --model in --lang."),
     text_file: Optional[Path] = typer.Option(
@@ -52,32 +62,39 @@ def query(
         None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
     k: int = typer.Option(10, "--k", help="Results per query."),
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Images artifact for --contact-sheet."),
+    image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
+                                                "--contact-sheet draws from."),
     device: str = DeviceOption,
     precision: str = PrecisionOption,
 ) -> None:
     """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}.
 
-    Queries are image vectors (--image-emb or --vectors) or texts (--text / --text-file with --model and --lang;
+    Queries are image vectors (--images or --vectors) or texts (--text / --text-file with --model and --lang;
     the query id is the text)."""
     from mltk.index import (open_index, query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
                             read_query_lines, write_contact_sheet)
+    from mltk.runtime import log
+
+    image_emb = either(images, image_emb, "--images", "--image-emb")
+    if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
+        raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "
+                          "--contact-sheet draws are --image-source")
 
     texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
     if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
-        raise ConfigError("give exactly one kind of query: --image-emb, --vectors, or --text/--text-file")
+        raise ConfigError("give exactly one kind of query: --images, --vectors, or --text/--text-file")
     if texts and model is None:
         raise ConfigError("text queries need --model (the checkpoint that encodes them)")
     if model is not None and not texts:
         raise ConfigError("--model encodes text queries; give --text or --text-file")
-    if contact_sheet is not None and images is None:
-        raise ConfigError("--contact-sheet needs --images (the images artifact to draw from)")
+    if contact_sheet is not None and image_source is None:
+        raise ConfigError("--contact-sheet needs --image-source (the images artifact to draw from)")
     opened = open_index(resolve_input(index, what="index"))
     if texts:
         query_ids, query_matrix = query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device,
                                                            precision=precision)
     elif image_emb is not None:
-        query_ids, query_matrix = query_vectors_from_embeddings(image_emb, [i for v in ids for i in v.split(",") if i])
+        query_ids, query_matrix = query_vectors_from_embeddings(image_emb, list(split_list(ids)))
     else:
         query_ids, query_matrix = query_vectors_from_npy(vectors)
     results = opened.search(query_matrix, k)
@@ -86,7 +103,8 @@ def query(
                                "results": [{"id": i, "score": s} for i, s in zip(result_ids, scores)]},
                               ensure_ascii=False))
     if contact_sheet is not None:
-        log(f"contact sheet written to {write_contact_sheet(contact_sheet, query_ids, results, images, index=opened)}")
+        sheet = write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened)
+        log(f"contact sheet written to {sheet}")
 
 
 def register(app: typer.Typer) -> None:

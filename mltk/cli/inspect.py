@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import JsonOption, resolve_input
-from mltk.runtime import console
+from mltk.cli.common import JsonOption, examples, resolve_input
+
+EXAMPLE = examples("mltk inspect runs/le", "mltk train-le ... | mltk inspect --json")
 
 
 def inspect(
@@ -20,6 +20,9 @@ def inspect(
     """Check that PATH is a complete, intact mltk artifact: every file it names lies inside it, has the recorded
     size and sha256, and decodes (unless --quick); exit 2 naming the first file that does not. Inputs that changed
     since the artifact was made are reported (it was made from something that is no longer there)."""
+    from mltk import artifacts
+    from mltk.runtime import console
+
     resolved = resolve_input(path, what="artifact").resolve()
     report = artifacts.verify_artifact(resolved, decode=not quick)
     manifest = report["manifest"]
@@ -40,4 +43,4 @@ def inspect(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("inspect")(inspect)
+    app.command("inspect", epilog=EXAMPLE)(inspect)

@@ -8,15 +8,17 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import JsonOption, emit
+from mltk.cli.common import JsonOption, emit, examples, out_option
+
+EXAMPLE = examples("mltk check-overlap data/coco/captions data/xtd10/captions -o runs/overlap")
 
 
 def check_overlap(
     train: Path = typer.Argument(..., help="Training data: a captions, images or embeddings artifact (a captions "
                                  "artifact counts its train rows when it has a train split)."),
     test: Path = typer.Argument(..., help="Test data: a captions, images or embeddings artifact."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write a metrics artifact listing every shared image "
-                                       "id, and print its path."),
+    out: Optional[Path] = out_option("Write a metrics artifact listing every shared image id, and print its path.",
+                                     required=False),
     as_json: bool = JsonOption,
 ) -> None:
     """Count the test images that appear in the training set (the report goes to stderr). Prints the artifact
@@ -31,4 +33,4 @@ def check_overlap(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("check-overlap")(check_overlap)
+    app.command("check-overlap", epilog=EXAMPLE)(check_overlap)

@@ -9,15 +9,18 @@ from typing import Optional
 import typer
 
 from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, emit, resolve_input)
-from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, pretrain
-from mltk.train.step_log import step_logging
+                              TensorboardOption, emit, examples, out_option, resolve_input)
+
+EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 1500")
 
 
 def pretrain_command(
-    images: Optional[str] = typer.Argument(None, help="Images artifact (e.g. WORLD/images), or - for stdin."),
-    captions: Path = typer.Option(..., "--captions", help="Captions artifact; its English rows are used."),
-    out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    images: Optional[str] = typer.Argument(None, help="Images artifact (e.g. WORLD/images, what synth-data "
+                                           "prints), or - for stdin."),
+    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact; its English rows are "
+                                            "used (default: the captions the images artifact names, as synth-data "
+                                            "and import-data record)."),
+    out: Path = out_option("Checkpoint artifact to write."),
     model: str = typer.Option("mltk-tiny", "--model", help="open_clip architecture to train from scratch."),
     steps: int = typer.Option(1500, "--steps", min=1, help="Optimizer steps."),
     batch_size: int = typer.Option(128, "--batch-size", min=2),
@@ -35,12 +38,16 @@ def pretrain_command(
 
     The checkpoint holds the whole model under open_clip key names; pass it as --model to every other stage.
     """
+    from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, paired_captions, pretrain
+    from mltk.train.step_log import step_logging
+
+    images_path = resolve_input(images, what="images")
     loop = replace(PRETRAIN_LOOP, steps=steps, lr=lr, weight_decay=weight_decay, eval_every=eval_every, seed=seed)
-    config = PretrainConfig(images=resolve_input(images, what="images"), captions=captions, out=out,
+    config = PretrainConfig(images=images_path, captions=captions or paired_captions(images_path), out=out,
                             model=model, batch_size=batch_size, device=device, precision=precision, loop=loop)
     with step_logging(log_every, tensorboard):
         emit(pretrain(config), as_json)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("pretrain")(pretrain_command)
+    app.command("pretrain", epilog=EXAMPLE)(pretrain_command)

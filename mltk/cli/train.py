@@ -7,20 +7,12 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, emit, resolve_input)
-from mltk.train.step_log import step_logging
+from mltk.cli.common import (CacheDirOption, DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, emit, examples, lang_option, out_option, require, route_input,
+                              split_list)
 from mltk.errors import ConfigError
-from mltk.train.loop import LoopConfig
-from mltk.train.mla import MlaConfig, train_le, train_nlt, train_nlt_le
 
-
-def _languages(values: list[str]) -> tuple[str, ...]:
-    return tuple(lang.strip() for value in values for lang in value.split(",") if lang.strip())
-
-
-LangOption = typer.Option([], "--lang", help="Languages to train (default: all non-English ones); repeat or "
-                          "comma-separate.")
+LangOption = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")
 StepsOption = typer.Option(1000, "--steps", min=1, help="Optimizer steps (one language per step, drawn uniformly).")
 BatchOption = typer.Option(128, "--batch-size", min=2, help="Captions per step (paper: 128).")
 EvalOption = typer.Option(0, "--eval-every", help="Validate every N steps (0: at the end only); the best "
@@ -33,14 +25,26 @@ AcquirerOption = typer.Option(
     "or none (the non-native embedding alone): MLA's ablations. An --init checkpoint keeps its own.")
 MseFormOption = typer.Option(
     "mean", "--mse-form", help="NLT's MSE: mean over elements (the authors' code) or sum (over D, the written form).")
-CacheOption = typer.Option(None, "--cache-dir", help="Cache of English teacher embeddings (default: $MLTK_CACHE_DIR "
-                           "or ~/.cache/mltk).")
+NLT_EXAMPLE = examples(
+    "mltk train-nlt world/captions --model runs/native -o runs/nlt --steps 200",
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk train-nlt --captions world/captions --model runs/native -o runs/nlt")
+NLT_LE_EXAMPLE = examples(
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk train-nlt-le --captions world/captions --model runs/native --tokenizer runs/vocab -o runs/nlt-le")
+LE_EXAMPLE = examples(
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk train-le --captions world/captions --init runs/nlt -o runs/le")
 
 
 def train_nlt_command(
-    captions: Optional[str] = typer.Argument(None, help="Captions artifact with translation pairs (shared "
-                                             "caption_id between English and each language), or - for stdin."),
-    out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    source: Optional[str] = typer.Argument(
+        None, metavar="[CAPTIONS]", help="Captions artifact with translation pairs (shared caption_id between "
+        "English and each language), or -/piped stdin; an embeddings artifact here (or piped) is taken as "
+        "--images."),
+    captions: Optional[Path] = typer.Option(None, "--captions", help="The captions, when the positional input is "
+                                            "the image embeddings (or nothing)."),
+    out: Path = out_option("Checkpoint artifact to write."),
     model: str = typer.Option("mltk-tiny", "--model", help="Frozen base CLIP: open_clip name or checkpoint."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Pretrained tag or weights file."),
     tokenizer: Optional[str] = typer.Option(
@@ -50,7 +54,7 @@ def train_nlt_command(
                                          "the transformers model's word embeddings (the paper's M-BERT init)."),
     init: Optional[Path] = typer.Option(None, "--init", help="MLA checkpoint to continue from or add languages to."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, to validate by retrieval "
-                                          "(otherwise by validation MSE)."),
+                                          "(otherwise by validation MSE); may also arrive on stdin."),
     lang: List[str] = LangOption,
     steps: int = StepsOption,
     batch_size: int = BatchOption,
@@ -61,7 +65,7 @@ def train_nlt_command(
     eval_every: int = EvalOption,
     acquirer: str = AcquirerOption,
     mse_form: str = MseFormOption,
-    cache_dir: Optional[Path] = CacheOption,
+    cache_dir: Optional[Path] = CacheDirOption,
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
@@ -71,11 +75,17 @@ def train_nlt_command(
 ) -> None:
     """MLA Native Language Transfer: MSE from each language to the frozen English CLIP text embedding.
 
-    Rerun the same command after an interruption to resume exactly where it stopped.
-    """
-    config = MlaConfig(captions=resolve_input(captions, what="captions"), out=out, images=images,
-                       init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-                       init_embeddings=init_embeddings, languages=_languages(lang), batch_size=batch_size,
+    Rerun the same command after an interruption to resume exactly where it stopped."""
+    from mltk.train.loop import LoopConfig
+    from mltk.train.mla import MlaConfig, train_nlt
+    from mltk.train.step_log import step_logging
+
+    routed = route_input(source, {"captions": captions, "image-embeddings": images}, default="captions",
+                         options={"captions": "--captions", "image-embeddings": "--images"})
+    config = MlaConfig(captions=require(routed, "captions", "--captions"), out=out,
+                       images=routed["image-embeddings"], init=init, model=model, pretrained=pretrained,
+                       tokenizer=tokenizer,
+                       init_embeddings=init_embeddings, languages=split_list(lang), batch_size=batch_size,
                        train_embedding=train_embedding, cache_dir=cache_dir, device=device, precision=precision,
                        acquirer=acquirer, mse_form=mse_form,
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
@@ -85,10 +95,12 @@ def train_nlt_command(
 
 
 def train_le_command(
-    images: Optional[str] = typer.Argument(None, help="Image embeddings (encode-images), or -/piped stdin."),
-    captions: Path = typer.Option(..., "--captions", help="Captions artifact with image-caption pairs."),
+    source: Optional[str] = typer.Argument(None, metavar="[IMAGES]", help="Image embeddings (encode-images), or "
+                                           "-/piped stdin (a captions artifact there is taken as --captions)."),
+    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact with image-caption pairs."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, instead of the positional."),
     init: Optional[Path] = typer.Option(None, "--init", help="The NLT checkpoint to start from (the MLA recipe)."),
-    out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    out: Path = out_option("Checkpoint artifact to write."),
     model: str = typer.Option("mltk-tiny", "--model", help="Without --init: frozen base CLIP of fresh acquirers."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Without --init: pretrained tag or file."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Without --init: non-native tokenizer (LE "
@@ -112,9 +124,16 @@ def train_le_command(
     as_json: bool = JsonOption,
 ) -> None:
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions."""
-    config = MlaConfig(captions=captions, out=out, images=resolve_input(images, what="image embeddings"),
+    from mltk.train.loop import LoopConfig
+    from mltk.train.mla import MlaConfig, train_le
+    from mltk.train.step_log import step_logging
+
+    routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
+                         options={"captions": "--captions", "image-embeddings": "--images"})
+    config = MlaConfig(captions=require(routed, "captions", "--captions"), out=out,
+                       images=require(routed, "image-embeddings", "--images"),
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-                       languages=_languages(lang), batch_size=batch_size, temperature=_temperature(temperature),
+                       languages=split_list(lang), batch_size=batch_size, temperature=_temperature(temperature),
                        train_embedding=train_embedding, device=device, precision=precision, acquirer=acquirer,
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
                                        eval_every=eval_every, seed=seed))
@@ -123,10 +142,12 @@ def train_le_command(
 
 
 def train_nlt_le_command(
-    images: Optional[str] = typer.Argument(None, help="Image embeddings (encode-images), or -/piped stdin."),
-    captions: Path = typer.Option(..., "--captions", help="Captions artifact with translation pairs (shared "
-                                  "caption_id with English) and image-caption pairs."),
-    out: Path = typer.Option(..., "--out", help="Checkpoint artifact to write."),
+    source: Optional[str] = typer.Argument(None, metavar="[IMAGES]", help="Image embeddings (encode-images), or "
+                                           "-/piped stdin (a captions artifact there is taken as --captions)."),
+    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact with translation pairs "
+                                            "(shared caption_id with English) and image-caption pairs."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, instead of the positional."),
+    out: Path = out_option("Checkpoint artifact to write."),
     init: Optional[Path] = typer.Option(None, "--init", help="MLA checkpoint to continue from."),
     model: str = typer.Option("mltk-tiny", "--model", help="Without --init: frozen base CLIP."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Without --init: pretrained tag or file."),
@@ -147,7 +168,7 @@ def train_nlt_le_command(
     eval_every: int = EvalOption,
     acquirer: str = AcquirerOption,
     mse_form: str = MseFormOption,
-    cache_dir: Optional[Path] = CacheOption,
+    cache_dir: Optional[Path] = CacheDirOption,
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
@@ -157,9 +178,16 @@ def train_nlt_le_command(
 ) -> None:
     """MLA's NLT and LE in one stage (the paper's ablation of its two-stage recipe): each step adds the NLT MSE of a
     translation batch and the LE InfoNCE of an image batch."""
-    config = MlaConfig(captions=captions, out=out, images=resolve_input(images, what="image embeddings"),
+    from mltk.train.loop import LoopConfig
+    from mltk.train.mla import MlaConfig, train_nlt_le
+    from mltk.train.step_log import step_logging
+
+    routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
+                         options={"captions": "--captions", "image-embeddings": "--images"})
+    config = MlaConfig(captions=require(routed, "captions", "--captions"), out=out,
+                       images=require(routed, "image-embeddings", "--images"),
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-                       init_embeddings=init_embeddings, languages=_languages(lang), batch_size=batch_size,
+                       init_embeddings=init_embeddings, languages=split_list(lang), batch_size=batch_size,
                        temperature=_temperature(temperature), train_embedding=train_embedding, cache_dir=cache_dir,
                        device=device, precision=precision, acquirer=acquirer, mse_form=mse_form,
                        nlt_weight=nlt_weight, le_weight=le_weight,
@@ -170,9 +198,9 @@ def train_nlt_le_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train-nlt")(train_nlt_command)
-    app.command("train-le")(train_le_command)
-    app.command("train-nlt-le")(train_nlt_le_command)
+    app.command("train-nlt", epilog=NLT_EXAMPLE)(train_nlt_command)
+    app.command("train-le", epilog=LE_EXAMPLE)(train_le_command)
+    app.command("train-nlt-le", epilog=NLT_LE_EXAMPLE)(train_nlt_le_command)
 
 
 def _temperature(text: str) -> float | None:

@@ -6,27 +6,25 @@ from typing import Optional
 
 import typer
 
-from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, either, emit, examples, hidden_alias,
+                              out_option, resolve_input, split_list)
 from mltk.errors import ConfigError
-from mltk.translate import (DEFAULT_MODEL, GuardConfig, JoinConfig, TranslateConfig, join_translations,
-                            translate_captions)
 
 BACKENDS = ("seq2seq", "join")
-
-
-def _split_languages(values: Optional[list[str]]) -> tuple[str, ...]:
-    """``--target de --target fr`` and ``--target de,fr`` both give (de, fr)."""
-    return tuple(code.strip() for value in values or [] for code in value.split(",") if code.strip())
+# mltk.translate.DEFAULT_MODEL (importing it would import torch for --help; a test keeps them equal)
+DEFAULT_MODEL = "Helsinki-NLP/opus-mt-{src}-{tgt}"
+EXAMPLE = examples("mltk translate-data world/captions -t de,fr -o data/caps-mt",
+                   "mltk translate-data caps --backend join --translations de.tsv -o caps-de")
 
 
 def translate_data(
     captions: Optional[str] = typer.Argument(
         None, help="Captions artifact (or a captions Parquet file); - or nothing reads its path from stdin."),
-    out: str = typer.Option(..., "--out", "-o", help="Output captions artifact directory."),
+    out: str = out_option("Output captions artifact directory."),
     source_lang: str = typer.Option("en", "--source-lang", help="ISO 639-1 code of the captions to translate."),
     target: Optional[list[str]] = typer.Option(
-        None, "--target", "-t", help="Target ISO 639-1 code; repeat it or give a comma list (de,fr). With "
+        None, "--target", "-t", metavar="A[,B...]", help="Target ISO 639-1 code; repeat it or give a comma list "
+        "(de,fr). With "
         "--backend join, leaving it out takes every language in the files."),
     backend: str = typer.Option("seq2seq", "--backend", help="seq2seq (a transformers model) or join (existing "
                                 "translations from --translations files)."),
@@ -47,9 +45,10 @@ def translate_data(
     batch_size: int = typer.Option(32, "--batch-size", help="Captions per batch (batches hold similar lengths)."),
     shard_size: int = typer.Option(1024, "--shard-size",
                                    help="Unique captions per resumable shard (a rerun skips finished shards)."),
-    cache: Optional[str] = typer.Option(
-        None, "--cache", help="Translation cache directory (SQLite, keyed by model, decoding settings, languages "
+    cache_dir: Optional[str] = typer.Option(
+        None, "--cache-dir", help="Translation cache directory (SQLite, keyed by model, decoding settings, languages "
         "and source text); default $MLTK_CACHE_DIR/translate or ~/.cache/mltk/translate."),
+    cache: Optional[str] = hidden_alias("--cache"),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the translation cache."),
     drop_bad: bool = typer.Option(False, "--drop-bad", help="Drop translations failing a quality guard (empty, "
                                   "over-long, identical to the source, repeated n-gram loop); they are counted "
@@ -66,19 +65,24 @@ def translate_data(
     split; lang = target; a source column says human, mt:<model> or join:<file>). Identical captions are
     translated once; a cache and resumable shards make reruns and interrupted runs translate nothing twice.
     """
+    from mltk import artifacts
+    from mltk.translate import (GuardConfig, JoinConfig, TranslateConfig, join_translations,
+                                translate_captions)
+
+    cache = either(cache_dir, cache, "--cache-dir", "--cache")
     input_path = resolve_input(captions, what="captions artifact")
     guards = GuardConfig(max_length_ratio=max_length_ratio)
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "join":
         config = JoinConfig(translations=tuple(translations or ()), source_lang=source_lang,
-                            targets=_split_languages(target), drop_bad=drop_bad, guards=guards)
+                            targets=split_list(target), drop_bad=drop_bad, guards=guards)
         path = join_translations(input_path, out, config)
     else:
         if translations:
             raise ConfigError("--translations needs --backend join")
         config = TranslateConfig(
-            targets=_split_languages(target), source_lang=source_lang, model=model, family=family, beams=beams,
+            targets=split_list(target), source_lang=source_lang, model=model, family=family, beams=beams,
             max_length=max_length, batch_size=batch_size, shard_size=shard_size, device=device,
             precision=precision, cache_dir=cache, use_cache=not no_cache, drop_bad=drop_bad, guards=guards)
         path = translate_captions(input_path, out, config)
@@ -87,4 +91,4 @@ def translate_data(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("translate-data")(translate_data)
+    app.command("translate-data", epilog=EXAMPLE)(translate_data)

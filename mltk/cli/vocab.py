@@ -6,19 +6,22 @@ from typing import Optional
 
 import typer
 
-from mltk import artifacts, vocab
-from mltk.cli.common import JsonOption, emit, resolve_input
+from mltk.cli.common import JsonOption, emit, examples, out_option, resolve_input
 from mltk.errors import ConfigError
+
+DEFAULT_NEW_VOCAB_SIZE = 10000  # mltk.vocab.DEFAULT_NEW_VOCAB_SIZE (importing it would import torch for --help)
+EXAMPLE = examples("mltk build-vocab world/captions --lang de -o vocab/de",
+                   "mltk build-vocab world/captions --lang zh --parent vocab/de -o vocab/zh")
 
 
 def build_vocab(
     captions: Optional[str] = typer.Argument(
         None, help="Captions artifact (or Parquet file), or - / nothing to read its path from stdin."),
     lang: str = typer.Option(..., "--lang", help="Language whose captions train the new vocabulary."),
-    out: str = typer.Option(..., "--out", help="Directory of the vocab artifact to write."),
+    out: str = out_option("Directory of the vocab artifact to write."),
     parent: Optional[str] = typer.Option(
         None, "--parent", help="Vocab artifact of the previous task; CLIP's own vocabulary when left out."),
-    size: int = typer.Option(vocab.DEFAULT_NEW_VOCAB_SIZE, "--size",
+    size: int = typer.Option(DEFAULT_NEW_VOCAB_SIZE, "--size",
                              help="Tokens of the new vocabulary V̂ (512 byte symbols + 2 special tokens + merges)."),
     split: str = typer.Option("train", "--split",
                               help="Split whose captions train the vocabulary ('all' for every split)."),
@@ -30,6 +33,8 @@ def build_vocab(
 ) -> None:
     """Train a BPE vocabulary on one language's captions with CLIP's pre-processing and merge it into the parent
     vocabulary (old ids and merges kept, new tokens appended); writes tokenizer files and TEIR's token counts."""
+    from mltk import artifacts, vocab
+
     if size < 1:
         raise ConfigError(f"--size must be positive, got {size}")
     source = resolve_input(captions, what="captions artifact")
@@ -40,4 +45,4 @@ def build_vocab(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("build-vocab")(build_vocab)
+    app.command("build-vocab", epilog=EXAMPLE)(build_vocab)

@@ -72,11 +72,7 @@ def evaluate_retrieval(
     computed, from the text vectors alone. ``split`` keeps only rows of that split (see ``_select_split``).
     """
     with_images = image_table is not None
-    metrics = _check_metric_names(metrics, with_images)
-    _check_choice("--mrv-variant", mrv_variant, M.MRV_VARIANTS)
-    _check_choice("--mrv-instance", mrv_instance, MRV_INSTANCES)
-    _check_choice("--c2c-relevance", c2c_relevance, C2C_RELEVANCE)
-    _check_choice("--protocol", protocol, PROTOCOLS)
+    metrics = check_options(metrics, with_images, mrv_variant, mrv_instance, c2c_relevance, protocol)
     ks = tuple(int(k) for k in ks)
     texts = _text_rows(_as_table(text_table), text_vectors, text_source)
     images = _image_rows(_as_table(image_table), image_vectors, image_source) if with_images else None
@@ -117,6 +113,18 @@ def evaluate_retrieval(
     result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
                                    device, protocol, c2c_relevance, len(texts.lang))
     return result
+
+
+def check_options(metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str,
+                  c2c_relevance: str, protocol: str) -> tuple[str, ...]:
+    """Every option of a retrieval evaluation checked at once (the stage calls it before encoding anything);
+    returns the metrics to compute."""
+    metrics = _check_metric_names(metrics, with_images)
+    _check_choice("--mrv-variant", mrv_variant, M.MRV_VARIANTS)
+    _check_choice("--mrv-instance", mrv_instance, MRV_INSTANCES)
+    _check_choice("--c2c-relevance", c2c_relevance, C2C_RELEVANCE)
+    _check_choice("--protocol", protocol, PROTOCOLS)
+    return metrics
 
 
 def _check_choice(option: str, value: str, choices: Sequence[str]) -> None:

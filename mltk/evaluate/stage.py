@@ -23,7 +23,8 @@ import torch
 from mltk import artifacts, metrics as M, report
 from mltk.errors import ConfigError, SchemaError
 from mltk.evaluate.folds import evaluate_folds
-from mltk.evaluate.retrieval import _column_strings, _split_column, evaluate_retrieval
+from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
+from mltk.preflight import check_image_embeddings
 from mltk.overlap import training_data_of, warn_if_overlap
 from mltk.runtime import Runtime, log, resolve_runtime
 
@@ -212,9 +213,12 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     check_text_source(config)
     if config.images is None and set(config.metrics) - {"c2c"}:
         raise ConfigError("--images (image embeddings) is required unless the only metric is c2c")
+    check_options(config.metrics, config.images is not None, config.mrv_variant, config.mrv_instance,
+                  config.c2c_relevance, config.protocol)  # before any caption is encoded
     if config.folds < 1 or (config.folds > 1 and config.images is None):
         raise ConfigError(f"--folds must be at least 1 and cuts the image gallery (needs --images), got "
                           f"{config.folds}")
+    check_image_embeddings(config.images, config.model, config.pretrained)
     model_path = Path(config.model) if config.texts is None else None
     planned = [*([config.images] if config.images is not None else []),
                *([config.texts] if config.texts is not None else

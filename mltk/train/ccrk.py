@@ -67,6 +67,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk import artifacts
+from mltk.preflight import check_image_embeddings, require_weights
 from mltk.continual.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
 from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
@@ -359,6 +360,8 @@ def ccrk_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     """Everything ``train_ccrk`` fits: loads the inputs, builds encoder, data, batches, objective, validator."""
+    require_weights(config.model, config.pretrained, config.init, "train-ccrk")
+    check_image_embeddings(config.images, config.model, config.pretrained, config.init)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
     runtime, captions = inputs.runtime, inputs.captions
     image_vectors = inputs.unit_image_vectors()  # [N, D]

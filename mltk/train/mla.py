@@ -46,6 +46,7 @@ from mltk.train.loop import LoopConfig
 from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, prepare_encoder,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
+from mltk.preflight import check_image_embeddings, require_weights
 
 LE_TEMPERATURE = 0.01
 
@@ -184,8 +185,15 @@ def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, langua
     return tokens, teacher
 
 
+def preflight(config: MlaConfig, stage: str) -> None:
+    """Checks that need no model: weights of the base CLIP, and image embeddings made by that CLIP."""
+    require_weights(config.model, config.pretrained, config.init, stage)
+    check_image_embeddings(config.images, config.model, config.pretrained, config.init)
+
+
 def train_nlt(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-nlt``: Native Language Transfer. Returns the checkpoint artifact path."""
+    preflight(config, "train-nlt")
     inputs = _inputs(config)
     runtime = inputs.runtime
     encoder, languages, train_embedding = mla_encoder(config, inputs.captions, runtime)
@@ -274,6 +282,7 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
 def _le_task(config: MlaConfig) -> tuple[LeTask, LanguageAcquisitionEncoder, list[str], StageInputs]:
     if config.temperature is not None and not config.temperature > 0:
         raise ConfigError(f"--temperature must be positive or 'clip', got {config.temperature}")
+    preflight(config, "train-le")
     inputs = _inputs(config)
     runtime = inputs.runtime
     encoder, languages, train_embedding = mla_encoder(config, inputs.captions, runtime)

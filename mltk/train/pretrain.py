@@ -107,6 +107,16 @@ def _english(captions: pa.Table, split: str, image_ids: list[str]):
     return pairs
 
 
+def paired_captions(images: Path) -> Path:
+    """The captions artifact written beside an images artifact (``WORLD/images`` -> ``WORLD/captions``, as
+    synth-data and import-data lay them out), so that ``mltk synth-data ... | mltk pretrain ...`` needs no
+    --captions."""
+    sibling = Path(images).parent / "captions"
+    if artifacts.is_artifact(sibling) and artifacts.read_manifest(sibling).get("kind") == "captions":
+        return sibling
+    raise ConfigError("no --captions given and no captions artifact beside the images; pass --captions", images)
+
+
 def pretrain(config: PretrainConfig) -> Path:
     """``mltk pretrain``: train a CLIP from scratch on English captions; returns the checkpoint artifact path."""
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions)

@@ -116,7 +116,7 @@ class ContinualTrainConfig:
         if self.uses_oracle_vocab and self.vocab_dir is not None:
             problems.append("--oracle-vocab builds its one vocabulary itself; leave out --vocab-dir")
         if not METRIC_PATTERN.fullmatch(self.metric):
-            problems.append(f"--metric must be AR or <i2t|t2i>.R@<1|5|10>, got {self.metric!r}")
+            problems.append(f"--continual-metric must be AR or <i2t|t2i>.R@<1|5|10>, got {self.metric!r}")
         if problems:
             raise ConfigError("; ".join(problems))
 
@@ -146,10 +146,10 @@ def metric_value(result: dict, lang: str, metric: str) -> float | None:
         return None
     for part in metric.split("."):
         if not isinstance(value, dict) or part not in value:
-            raise ConfigError(f"--metric must be AR or <i2t|t2i>.R@<1|5|10>, got {metric!r}")
+            raise ConfigError(f"--continual-metric must be AR or <i2t|t2i>.R@<1|5|10>, got {metric!r}")
         value = value[part]
     if isinstance(value, dict):
-        raise ConfigError(f"--metric must be AR or <i2t|t2i>.R@<1|5|10>, got {metric!r}")
+        raise ConfigError(f"--continual-metric must be AR or <i2t|t2i>.R@<1|5|10>, got {metric!r}")
     return float(value)
 
 

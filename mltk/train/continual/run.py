@@ -18,6 +18,7 @@ from mltk.encode_texts import ClipTextEncoder, encode_captions
 from mltk.errors import ArtifactError, ConfigError
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import load_clip
+from mltk.preflight import check_image_embeddings, require_weights
 from mltk.runtime import Runtime, log
 from mltk.teir import init_new_rows
 from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
@@ -90,6 +91,8 @@ def _restore_task(path: Path, encoder: ContinualTextEncoder) -> tuple[Vocabulary
 def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None) -> Path:
     """``mltk train-continual``: train the task sequence and write the checkpoint artifact; returns its path."""
     config.check()
+    require_weights(config.model, config.pretrained, None, "train-continual")
+    check_image_embeddings(config.images, config.model, config.pretrained)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
     runtime, captions, image_table, image_vectors = inputs.runtime, inputs.captions, inputs.image_table, \
         inputs.image_vectors

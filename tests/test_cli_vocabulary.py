@@ -1,0 +1,157 @@
+"""Every command's options held to one vocabulary (``mltk.cli.common.VOCABULARY``): canonical names for known
+ideas, flags as flags, -o/--out on every writer, an example in every --help, option names whole in 80 columns,
+and --help without torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+import typer
+
+from mltk.cli.application import COMMAND_MODULES, full_app
+from mltk.cli.common import NON_CANONICAL, VOCABULARY
+
+ROOT = Path(__file__).resolve().parents[1]
+# Commands that write nothing (they print to stdout or only check).
+NON_WRITERS = {"inspect", "index query"}
+
+
+def _commands() -> list:
+    """(name, click command) of every leaf command; typer may vendor click, so classes are matched by duck type."""
+    def walk(command, prefix: str):
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                yield from walk(sub, f"{prefix} {name}".strip())
+        else:
+            yield prefix, command
+
+    return list(walk(typer.main.get_command(full_app()), ""))
+
+
+COMMANDS = _commands()
+IDS = [name for name, _ in COMMANDS]
+
+
+def _is_option(param) -> bool:
+    return getattr(param, "param_type_name", "") == "option"
+
+
+def _visible_options(command) -> list:
+    return [p for p in command.params if _is_option(p) and not p.hidden]
+
+
+def _help(command, name: str, width: int | None = None) -> str:
+    ctx = command.context_class(command, info_name=f"mltk {name}", terminal_width=width, max_content_width=width)
+    return command.get_help(ctx)
+
+
+def test_the_walk_finds_every_registered_command():
+    assert {name.split()[0] for name in IDS} == set(COMMAND_MODULES) | {"index"}
+    assert {"index build", "index query", "train-nlt", "evaluate"} <= set(IDS)
+
+
+@pytest.mark.parametrize("name,command", COMMANDS, ids=IDS)
+def test_no_option_uses_a_non_canonical_name(name, command):
+    for option in _visible_options(command):
+        for spelling in option.opts + option.secondary_opts:
+            assert spelling not in NON_CANONICAL, f"{name}: {spelling} -> use {NON_CANONICAL[spelling]}"
+
+
+@pytest.mark.parametrize("name,command", COMMANDS, ids=IDS)
+def test_boolean_options_are_flags(name, command):
+    for option in _visible_options(command):
+        annotation = option.type_descriptor.annotation
+        if bool in (annotation, *typing.get_args(annotation)):
+            assert option.is_flag, f"{name}: {option.opts} takes a value"
+    assert "<bool>" not in _help(command, name)
+
+
+@pytest.mark.parametrize("name,command", COMMANDS, ids=IDS)
+def test_every_writer_has_o_and_out(name, command):
+    outs = [o for o in _visible_options(command) if "--out" in o.opts]
+    if name in NON_WRITERS:
+        assert not outs
+        return
+    assert outs and "-o" in outs[0].opts, f"{name} writes an artifact but lacks -o/--out"
+
+
+@pytest.mark.parametrize("name,command", COMMANDS, ids=IDS)
+def test_every_help_shows_an_example_of_the_command(name, command):
+    text = _help(command, name)
+    assert "Example" in text and f"mltk {name}" in text, name
+
+
+@pytest.mark.parametrize("name,command", COMMANDS, ids=IDS)
+def test_no_option_name_is_cut_in_80_columns(name, command):
+    text = _help(command, name, width=80)
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80, name
+    for option in _visible_options(command):
+        for spelling in option.opts + option.secondary_opts:
+            assert spelling in text, f"{name}: {spelling} not shown whole"
+
+
+def test_vocabulary_names_are_what_the_commands_use():
+    """Each canonical name is used by some command (a stale table would hold nothing to account)."""
+    used = {spelling for _, command in COMMANDS for option in _visible_options(command)
+            for spelling in option.opts + option.secondary_opts}
+    assert set(VOCABULARY) - used == set()
+
+
+def test_list_options_accept_commas_and_repeats():
+    from mltk.cli.common import split_list
+
+    assert split_list(["recall,mrv", "c2c"]) == ("recall", "mrv", "c2c")
+    for name, command in COMMANDS:
+        for option in _visible_options(command):
+            if option.multiple and option.name not in ("continual", "src", "translations", "text", "images_root",
+                                                        "c2c_pair"):
+                assert option.metavar == "A[,B...]", f"{name}: {option.opts} should say it takes a comma list"
+
+
+def test_old_spellings_still_work_hidden():
+    hidden = {(name, s) for name, command in COMMANDS for p in command.params
+              if _is_option(p) and p.hidden for s in p.opts}
+    assert {("synth-data", "--langs"), ("translate-data", "--cache"), ("index query", "--image-emb"),
+            ("train-continual", "--metric")} <= hidden
+
+
+def test_defaults_copied_into_the_cli_match_the_library():
+    """Some command modules repeat a library default to keep torch off --help; they must not drift."""
+    from mltk import convert, translate, vocab
+    from mltk.cli import convert as cli_convert, translate as cli_translate, vocab as cli_vocab
+
+    assert cli_translate.DEFAULT_MODEL == translate.DEFAULT_MODEL
+    assert cli_vocab.DEFAULT_NEW_VOCAB_SIZE == vocab.DEFAULT_NEW_VOCAB_SIZE
+    assert (cli_convert.DEFAULT_ARCHITECTURE, cli_convert.DEFAULT_TOKENIZER) == \
+        (convert.DEFAULT_ARCHITECTURE, convert.DEFAULT_TOKENIZER)
+
+
+HEAVY = ("torch", "open_clip", "transformers", "pyarrow", "numpy", "faiss", "matplotlib")
+HELP_PROBE = """
+import json, sys
+from mltk.cli.application import main
+names, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for argv in [["--help"], *[[*name.split(), "--help"] for name in names]]:
+    sys.argv = ["mltk", *argv]
+    try:
+        main()
+    except SystemExit:
+        pass
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def test_help_imports_no_torch_numpy_or_pyarrow():
+    result = subprocess.run([sys.executable, "-c", HELP_PROBE, json.dumps(IDS), json.dumps(HEAVY)],
+                            capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stderr.strip().splitlines()[-1]) == []
+    assert "train-nlt" in result.stdout and "Example" in result.stdout
