@@ -8,9 +8,9 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (CacheDirOption, DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, either, emit, examples, hidden_alias, lang_option, out_option,
-                              require, route_input, split_list)
+from mltk.cli.common import (LIST_METAVAR, CacheDirOption, DeviceOption, JsonOption, LogEveryOption,
+                              PrecisionOption, SeedOption, TensorboardOption, either, emit, examples, hidden_alias,
+                              lang_option, out_option, require, route_input, split_list)
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
@@ -53,7 +53,7 @@ def train_continual_command(
     teir_reg_only: bool = typer.Option(
         False, "--teir-reg-only", help="TEIR's regularisation alone (ablation)."),
     teir_part: List[str] = typer.Option(
-        [], "--teir-part", help="TEIR's parts one by one (repeat or comma-separate): init (initialisation), grad "
+        [], "--teir-part", metavar=LIST_METAVAR, help="TEIR's parts one by one (repeat or comma-separate): init (initialisation), grad "
         "(lambda scales the gradient), decay (lambda scales the weight decay); --teir = all three."),
     token_sets: str = typer.Option(
         "occurrence", "--token-sets", help="TEIR's token sets: occurrence (tokens in the task's text, the authors' "
@@ -93,7 +93,7 @@ def train_continual_command(
                                          "matrix: AR or <i2t|t2i>.R@<1|5|10>."),
     metric_alias: Optional[str] = hidden_alias("--metric"),
     method_option: List[str] = typer.Option(
-        [], "--method-option", help="The method's hyper-parameters as key=value (repeat or comma-separate; block "
+        [], "--method-option", metavar=LIST_METAVAR, help="The method's hyper-parameters as key=value (repeat or comma-separate; block "
         "lists as 2+3+4 or 2-4), checked against the method's options; defaults are the CLL-CLIP authors' values. "
         + OPTIONS_HELP),
     keep_task_checkpoints: bool = typer.Option(

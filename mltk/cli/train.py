@@ -31,7 +31,8 @@ NLT_EXAMPLE = examples(
     "  | mltk train-nlt --captions world/captions --model runs/native -o runs/nlt")
 NLT_LE_EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
-    "  | mltk train-nlt-le --captions world/captions --model runs/native --tokenizer runs/vocab -o runs/nlt-le")
+    "  | mltk train-nlt-le --captions world/captions --model runs/native \\",
+    "      --tokenizer runs/vocab -o runs/nlt-le")
 LE_EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk train-le --captions world/captions --init runs/nlt -o runs/le")
