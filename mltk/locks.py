@@ -18,8 +18,16 @@ def lock_path(out_dir: Path) -> Path:
     return out_dir.parent / f".{out_dir.name}.lock"
 
 
+def _other_rank_of_a_job() -> bool:
+    """Under torchrun the job's ranks write one output together (each its own shards, ordered by barriers): rank 0
+    holds the lock for the job, and the other ranks neither take it nor take rank 0 for a second writer."""
+    return "WORLD_SIZE" in os.environ and os.environ.get("RANK", "0") not in ("", "0")
+
+
 def holder(out_dir: Path) -> int | None:
     """The pid of another live process writing ``out_dir``, or None."""
+    if _other_rank_of_a_job():
+        return None
     try:
         text = lock_path(out_dir).read_text(encoding="ascii").strip()
         pid = int(text)
@@ -58,6 +66,8 @@ class OutputLock:
         self.held = False
 
     def acquire(self) -> None:
+        if _other_rank_of_a_job():
+            return
         for _ in range(3):
             try:
                 handle = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

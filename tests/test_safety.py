@@ -350,3 +350,21 @@ def test_duplicate_ids_are_refused_by_every_reader_of_embeddings(tmp_path):
         artifacts.load_embeddings(emb)
     result = invoke("index", "build", emb, "--out", tmp_path / "index")
     assert result.exit_code == 2 and "'id0'" in result.stderr
+
+
+def test_the_other_ranks_of_a_torchrun_job_share_rank_0s_lock(tmp_path, monkeypatch):
+    """encode-images under torchrun: every rank builds a writer on the same --out; only rank 0 locks it, and the
+    other ranks must not refuse it as a second writer (a failure 2 runs in 3 of the two-process test before)."""
+    from mltk import locks
+
+    out = tmp_path / "emb"
+    lock_file = locks.lock_path(out)
+    lock_file.write_text(f"{os.getppid()}\n")  # a live process other than this one holds it
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    locks.refuse_if_held(out)  # rank 1: no error
+    locks.OutputLock(out).acquire()
+    assert lock_file.read_text() == f"{os.getppid()}\n"  # untouched
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(ArtifactError, match="another mltk process"):
+        locks.refuse_if_held(out)
