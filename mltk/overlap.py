@@ -13,7 +13,6 @@ embeddings artifact's ``image_id`` (text) or ``id`` (images).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -123,7 +122,7 @@ def training_data_of(paths: Iterable[str | os.PathLike], max_depth: int = 8) -> 
             if key in seen or not artifacts.is_artifact(path):
                 continue
             seen.add(key)
-            manifest = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))
+            manifest = artifacts.read_json(path / schema.MANIFEST)
             stage = str(manifest.get("created_by", {}).get("stage", ""))
             for entry in manifest.get("inputs", []):
                 source = Path(entry.get("path", ""))
