@@ -82,6 +82,11 @@ class HFTextTower(nn.Module):
         tokens, lengths = self.tokenizer(list(texts))
         return tokens[:, : int(lengths.max())], lengths
 
+    def lengths(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Lengths [B] of token rows [B, L] padded on the right with the pad id: the ids that are not padding
+        (BERT's and XLM-R's tokenizers never give a real token the pad id)."""
+        return (tokens != self._padding_idx).sum(dim=1)
+
     def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         """Token ids [B, L] -> word embeddings [B, L, W] (no positions, no token types, no LayerNorm)."""
         return self.token_embedding(tokens)
@@ -103,13 +108,16 @@ class HFTextTower(nn.Module):
                 h = after_block(index, h)
         return self.projection(self._pool(h, real, lengths))  # [B, D]
 
-    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor,
+    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None,
                after_block: AfterBlock | None = None) -> torch.Tensor:
-        """Token ids [B, L] -> features [B, D], unnormalised, the batch trimmed to its longest row."""
+        """Token ids [B, L] -> features [B, D], unnormalised, the batch trimmed to its longest row. ``lengths``
+        None: counted from the padding."""
+        if lengths is None:
+            lengths = self.lengths(tokens)
         tokens = tokens[:, : int(lengths.max())]
         return self.forward_embeddings(self.embed_tokens(tokens), lengths, after_block)
 
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         return self.encode(tokens, lengths)
 
     # --- the steps transformers would take ------------------------------------------------------------------------
