@@ -152,3 +152,33 @@ def encode_captions(encoder: TextEncoder, captions: pa.Table, runtime: Runtime, 
     if not tables:
         raise ConfigError(f"no captions in the languages {', '.join(langs)}")
     return pa.concat_tables(tables), np.concatenate(arrays)
+
+
+def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path, pretrained: str | None = None,
+                          languages: list[str] | None = None, splits: list[str] | None = None,
+                          device: str = "auto", precision: str = "auto", batch_size: int = 256) -> Path:
+    """``mltk encode-texts``: the captions of ``captions_path`` (optionally only ``languages`` / ``splits``) encoded
+    by ``model`` (any text encoder ``load_text_encoder`` reads) into an L2-normalised embeddings artifact whose rows
+    carry ``lang``, ``image_id``, ``caption_id`` and ``split`` beside the id, for ``evaluate --texts`` and ``index``."""
+    from mltk.evaluate.stage import check_model_languages, load_model_encoder
+    from mltk.runtime import resolve_runtime
+
+    captions = artifacts.load_captions(captions_path)
+    if splits:
+        captions = captions.filter(pc.is_in(captions.column("split"), pa.array(list(splits), pa.string())))
+    if languages:
+        captions = captions.filter(pc.is_in(captions.column("lang"), pa.array(list(languages), pa.string())))
+    if captions.num_rows == 0:
+        raise ConfigError(f"no captions in split(s) {', '.join(splits or ['any'])} and language(s) "
+                          f"{', '.join(languages or ['any'])}", captions_path)
+    runtime = resolve_runtime(device, precision)
+    encoder = load_model_encoder(str(model), pretrained, runtime.device)
+    langs = languages or sorted(set(captions.column("lang").to_pylist()))
+    check_model_languages(encoder, langs, str(model))
+    table, vectors = encode_captions(encoder, captions, runtime, batch_size, languages=langs)
+    spec = {"model": str(model), "pretrained": pretrained, "languages": langs, "splits": list(splits or [])}
+    inputs = [captions_path] + ([model] if Path(model).exists() else [])
+    return artifacts.write_embeddings(out, table.column("id").to_pylist(), vectors, normalized=True,
+                                      stage="encode-texts", config=spec, inputs=inputs,
+                                      **{name: table.column(name).to_pylist()
+                                         for name in ("lang", "image_id", "caption_id", "split")})
