@@ -40,7 +40,6 @@ from mltk import artifacts, schema
 from mltk.errors import ArtifactError, ConfigError
 from mltk.models.clip import _quiet_open_clip, clip_checkpoint_config
 from mltk.runtime import log
-from mltk.schema import NATIVE_LANG
 
 DEFAULT_ARCHITECTURE = "ViT-B-32-quickgelu"  # OpenAI ViT-B/32 weights need QuickGELU
 DEFAULT_TOKENIZER = "bert-base-multilingual-cased"

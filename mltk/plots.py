@@ -1,138 +1,257 @@
-"""Pictures of a continual run, drawn with Pillow (no matplotlib dependency): PNG bytes.
+"""Pictures of results, drawn with matplotlib (Agg, no pyplot state), as PNG or SVG bytes.
 
-- ``continual_heatmap(matrix, tasks, metric)``: a_{j,i}, one row per trained task j (top to bottom), one column
-  per task i, coloured on a viridis-like scale with the value in each cell; cells not evaluated (i > j) are blank.
-- ``continual_curves(AR, F, tasks)``: AR_j and F_j after each task, as two lines on one axis.
+Why matplotlib: labelled axes, colour bars and vector output (SVG for papers) come for free, and one style holds
+for every figure. Recall-like values are drawn on a fixed 0-100 scale by default, so two runs' pictures compare
+by eye and a difference of half a point does not fill the whole colour range.
+
+- ``continual_heatmap(matrix, tasks, metric)``: a_{j,i}, rows j = after training task j, columns i = evaluated
+  task, the value in each cell; cells never evaluated (i > j) are hatched.
+- ``continual_curves(AR, F, tasks)``: AR_j (0-100) above F_j (its own axis) after each task (F_0 is
+  undefined and not drawn).
+- ``recall_bars(metrics)``: per-language R@K in both directions from a ``metrics.json`` of ``mltk evaluate``.
+- ``rank_spread(metrics)``: per-language median and mean rank in both directions, with MRV when it was computed:
+  how far the languages' ranks of the same ground truth drift apart.
+- ``write_evaluation_plots(metrics, out_dir)``: every figure a metrics dict supports, as PNG and SVG files.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageFont
-
-# Viridis, sampled at 0, 0.25, 0.5, 0.75, 1.
-_SCALE = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
-BACKGROUND, INK, GRID, BLANK = (255, 255, 255), (30, 30, 30), (220, 220, 220), (240, 240, 240)
-AR_COLOUR, F_COLOUR = (31, 119, 180), (214, 39, 40)
-
-
-def _font(size: int) -> ImageFont.ImageFont:
-    try:
-        return ImageFont.load_default(size=size)
-    except TypeError:  # Pillow < 10.1: a fixed bitmap font
-        return ImageFont.load_default()
+FORMATS = ("png", "svg")
+DPI = 150
+AR_COLOUR, F_COLOUR = "#1f77b4", "#d62728"
+DIRECTION_TITLES = {"i2t": "image → text", "t2i": "text → image"}
+_STYLE = {"font.family": "DejaVu Sans", "font.size": 10, "axes.titlesize": 11, "svg.hashsalt": "mltk",
+          "axes.spines.top": False, "axes.spines.right": False}
 
 
-def colour(fraction: float) -> tuple[int, int, int]:
-    """The scale's colour at ``fraction`` in [0, 1] (clipped), linearly interpolated."""
-    fraction = min(max(fraction, 0.0), 1.0) * (len(_SCALE) - 1)
-    low = min(int(fraction), len(_SCALE) - 2)
-    t = fraction - low
-    return tuple(round(a + (b - a) * t) for a, b in zip(_SCALE[low], _SCALE[low + 1]))
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
 
 
-def _png(image: Image.Image) -> bytes:
+def render(figure, fmt: str = "png") -> bytes:
+    """The figure as PNG or SVG bytes; SVG and PNG carry no creation date, so the same data gives the same file."""
+    import matplotlib
+
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+    with matplotlib.rc_context(_STYLE):
+        figure.savefig(buffer, format=fmt, metadata=metadata)
     return buffer.getvalue()
 
 
-def _text(draw: ImageDraw.ImageDraw, xy: tuple[float, float], text: str, font, fill=INK, anchor="mm") -> None:
-    draw.text(xy, text, fill=fill, font=font, anchor=anchor)
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _finite(values) -> list[float]:
-    return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+def _styled(build):
+    """Build figures under mltk's style (fonts are chosen when text is laid out, so both steps need it)."""
+    import matplotlib
+
+    def wrapper(*args, fmt: str | None = "png", **kwargs):
+        with matplotlib.rc_context(_STYLE):
+            figure = build(*args, **kwargs)
+        return figure if fmt is None else render(figure, fmt)
+
+    wrapper.__doc__, wrapper.__name__ = build.__doc__, build.__name__
+    return wrapper
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Continual learning
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@_styled
 def continual_heatmap(matrix: Sequence[Sequence[float | None]], tasks: Sequence[str], metric: str = "",
-                      title: str = "", cell: int = 56) -> bytes:
-    """PNG of the continual matrix a[j][i] (rows: after training task j; columns: task i)."""
+                      title: str = "", scale: tuple[float, float] | None = (0.0, 100.0)):
+    """a[j][i] as a heatmap (``fmt="png"`` or ``"svg"`` bytes; ``fmt=None`` returns the Figure). ``scale`` fixes
+    the colour range (default 0-100, recall in percent); None stretches it to the values."""
+    import numpy as np
+
     rows, columns = len(matrix), len(tasks)
-    font, small = _font(14), _font(12)
-    left, top, right, bottom = 90, 60, 90, 40
-    width, height = max(left + columns * cell + right, 380), top + rows * cell + bottom
-    image = Image.new("RGB", (width, height), BACKGROUND)
-    draw = ImageDraw.Draw(image)
-    values = _finite(v for row in matrix for v in row)
-    low, high = (min(values), max(values)) if values else (0.0, 1.0)
-    span = high - low or 1.0
-    _text(draw, (width / 2, 16), title or "continual matrix", font)
-    _text(draw, (left + columns * cell / 2, 38), f"{metric} on task i (columns) after training task j (rows)", small)
-    for i, task in enumerate(tasks):
-        _text(draw, (left + i * cell + cell / 2, top + rows * cell + 14), task, font)
+    values = np.full((rows, columns), np.nan)
     for j, row in enumerate(matrix):
-        _text(draw, (left - 8, top + j * cell + cell / 2), f"after {tasks[j]}", font, anchor="rm")
+        for i, value in enumerate(row[:columns]):
+            if not _missing(value):
+                values[j, i] = float(value)
+    finite = values[np.isfinite(values)]
+    low, high = scale if scale is not None else ((finite.min(), finite.max()) if finite.size else (0.0, 1.0))
+    figure = _figure(max(4.2, 0.75 * columns + 2.6), max(3.2, 0.6 * rows + 1.9))
+    axes = figure.add_subplot()
+    image = axes.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=low, vmax=high, aspect="auto")
+    axes.set_facecolor("#f2f2f2")
+    for j in range(rows):
         for i in range(columns):
-            value = row[i] if i < len(row) else None
-            box = (left + i * cell, top + j * cell, left + (i + 1) * cell - 1, top + (j + 1) * cell - 1)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                draw.rectangle(box, fill=BLANK)
-                continue
-            fill = colour((float(value) - low) / span)
-            draw.rectangle(box, fill=fill)
-            luminance = 0.299 * fill[0] + 0.587 * fill[1] + 0.114 * fill[2]
-            _text(draw, (box[0] + cell / 2, box[1] + cell / 2), f"{value:.1f}", small,
-                  fill=INK if luminance > 140 else BACKGROUND)
-    # colour bar
-    bar_left, bar_top, bar_height = left + columns * cell + 20, top, rows * cell
-    for y in range(bar_height):
-        draw.line([(bar_left, bar_top + y), (bar_left + 14, bar_top + y)], fill=colour(1 - y / max(bar_height - 1, 1)))
-    _text(draw, (bar_left + 18, bar_top), f"{high:.1f}", small, anchor="lt")
-    _text(draw, (bar_left + 18, bar_top + bar_height), f"{low:.1f}", small, anchor="lb")
-    return _png(image)
+            if np.isfinite(values[j, i]):
+                fraction = (values[j, i] - low) / ((high - low) or 1.0)
+                axes.text(i, j, f"{values[j, i]:.1f}", ha="center", va="center", fontsize=9,
+                          color="black" if fraction > 0.6 else "white")
+            else:
+                axes.add_patch(_hatched_cell(i, j))
+    axes.set_xticks(range(columns), tasks)
+    axes.set_yticks(range(rows), [f"after {tasks[j]}" if j < columns else str(j) for j in range(rows)])
+    axes.set_xlabel(f"evaluated task i (its language's {metric or 'score'})")
+    axes.set_ylabel("after training task j")
+    axes.set_title(title or "continual matrix a[j][i]")
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(True)
+    bar = figure.colorbar(image, ax=axes, shrink=0.9)
+    bar.set_label(metric or "score")
+    return figure
 
 
-def _nice_step(span: float) -> float:
-    raw = span / 5 if span > 0 else 1.0
-    magnitude = 10 ** math.floor(math.log10(raw))
-    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+def _hatched_cell(i: int, j: int):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((i - 0.5, j - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#c8c8c8", linewidth=0)
 
 
+@_styled
 def continual_curves(average: Sequence[float | None], forgetting: Sequence[float | None], tasks: Sequence[str],
-                     title: str = "", size: tuple[int, int] = (640, 400)) -> bytes:
-    """PNG of AR_j and F_j over the tasks (F_0 is undefined and not drawn)."""
-    width, height = size
-    left, top, right, bottom = 60, 50, 20, 60
-    font, small = _font(14), _font(12)
-    image = Image.new("RGB", size, BACKGROUND)
-    draw = ImageDraw.Draw(image)
-    values = _finite(list(average) + list(forgetting)) or [0.0]
-    step = _nice_step(max(values + [0.0]) - min(values + [0.0]))
-    low = math.floor(min(values + [0.0]) / step) * step
-    high = math.ceil(max(values + [0.0]) / step) * step
-    high = high if high > low else low + step
-    plot_w, plot_h = width - left - right, height - top - bottom
-    count = max(len(tasks), 1)
+                     title: str = "", metric: str = "", scale: tuple[float, float] | None = (0.0, 100.0)):
+    """AR_j (top, on ``scale``, default 0-100) and F_j (below, on its own axis: forgetting is a few points, which
+    a 0-100 axis would flatten) after each task j, each point labelled with its value."""
+    steps = list(range(len(tasks)))
+    figure = _figure(max(5.0, 0.7 * len(tasks) + 3.0), 4.6)
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    for axes, series, colour, marker, label in ((top, average, AR_COLOUR, "o", "AR"),
+                                                (bottom, forgetting, F_COLOUR, "s", "F")):
+        points = [(j, float(v)) for j, v in zip(steps, series) if not _missing(v)]
+        if points:
+            axes.plot(*zip(*points), marker=marker, color=colour, label=label)
+        for j, v in points:
+            axes.annotate(f"{v:.2f}", (j, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8,
+                          color=colour)
+        axes.grid(axis="y", color="#e5e5e5")
+    if scale is not None:
+        top.set_ylim(*scale)
+    top.set_ylabel(f"AR (mean {metric or 'score'}\nover tasks so far)")
+    f_values = [float(v) for v in forgetting if not _missing(v)]
+    bottom.set_ylim(min(f_values + [0.0]) * 1.3, max(f_values + [1.0]) * 1.35)
+    bottom.axhline(0.0, color="#999999", linewidth=0.8)
+    bottom.set_ylabel("F (forgetting,\npoints)")
+    bottom.set_xticks(steps, tasks)
+    bottom.set_xlabel("after training task")
+    bottom.set_xlim(-0.5, len(tasks) - 0.5)
+    top.set_title(title or "average recall (AR) and forgetting (F)")
+    return figure
 
-    def x_of(j: int) -> float:
-        return left + (j + 0.5) * plot_w / count
 
-    def y_of(v: float) -> float:
-        return top + plot_h * (1 - (v - low) / (high - low))
+# ----------------------------------------------------------------------------------------------------------------
+# Evaluation (metrics.json of mltk evaluate)
+# ----------------------------------------------------------------------------------------------------------------
 
-    _text(draw, (width / 2, 18), title or "average recall and forgetting", font)
-    tick = low
-    while tick <= high + step / 2:
-        y = y_of(tick)
-        draw.line([(left, y), (left + plot_w, y)], fill=GRID)
-        _text(draw, (left - 6, y), f"{tick:g}", small, anchor="rm")
-        tick += step
-    draw.rectangle((left, top, left + plot_w, top + plot_h), outline=INK)
-    for j, task in enumerate(tasks):
-        _text(draw, (x_of(j), top + plot_h + 14), task, small)
-    _text(draw, (left + plot_w / 2, height - 24), "after training task", small)
-    for series, fill in ((average, AR_COLOUR), (forgetting, F_COLOUR)):
-        points = [(x_of(j), y_of(float(v))) for j, v in enumerate(series) if v is not None and not math.isnan(v)]
-        if len(points) > 1:
-            draw.line(points, fill=fill, width=3)
-        for x, y in points:
-            draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=fill)
-    for n, (label, fill) in enumerate((("AR", AR_COLOUR), ("F", F_COLOUR))):
-        x = left + 12 + n * 70
-        draw.line([(x, top + 14), (x + 20, top + 14)], fill=fill, width=3)
-        _text(draw, (x + 26, top + 14), label, small, anchor="lm")
-    return _png(image)
+
+def _languages(metrics: Mapping) -> list[str]:
+    per_language = metrics.get("per_language") or {}
+    order = (metrics.get("summary") or {}).get("languages") or list(per_language)
+    return [lang for lang in order if lang in per_language]
+
+
+def _ks(metrics: Mapping) -> list[int]:
+    return list((metrics.get("settings") or {}).get("ks") or (1, 5, 10))
+
+
+@_styled
+def recall_bars(metrics: Mapping, title: str = ""):
+    """Per-language R@K (percent, 0-100) for image-to-text and text-to-image side by side, AR (the mean of the
+    six recalls) under each language's name."""
+    import numpy as np
+
+    langs, ks = _languages(metrics), _ks(metrics)
+    per_language = metrics["per_language"]
+    figure = _figure(max(6.0, 1.1 * len(langs) + 2.4), 3.6)
+    panels = figure.subplots(1, 2, sharey=True)
+    width = 0.8 / max(len(ks), 1)
+    colours = ["#9ecae1", "#4292c6", "#08519c", "#08306b"]
+    positions = np.arange(len(langs))
+    for axes, direction in zip(panels, ("i2t", "t2i")):
+        for n, k in enumerate(ks):
+            values = [per_language[lang][direction].get(f"R@{k}", np.nan) for lang in langs]
+            bars = axes.bar(positions + (n - (len(ks) - 1) / 2) * width, values, width, label=f"R@{k}",
+                            color=colours[n % len(colours)])
+            if n == 0:
+                axes.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
+        axes.set_xticks(positions, [f"{lang}\n{per_language[lang]['AR']:.1f}" for lang in langs])
+        axes.set_xlabel("language, and its AR below it")
+        axes.set_ylim(0, 100)
+        axes.set_title(DIRECTION_TITLES[direction])
+        axes.grid(axis="y", color="#e5e5e5")
+        axes.set_axisbelow(True)
+    panels[0].set_ylabel("recall (%)")
+    panels[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    mean = (metrics.get("summary") or {}).get("mean_AR")
+    figure.suptitle(title or (f"retrieval per language (mean AR {mean:.2f})" if mean is not None else
+                              "retrieval per language"))
+    return figure
+
+
+@_styled
+def rank_spread(metrics: Mapping, title: str = ""):
+    """Per-language median and mean rank (1-based) of the ground truth in each direction, with MRV (the mean
+    per-instance variance of those ranks across the languages, metrics.json ``mrv``) when it was computed."""
+    import numpy as np
+
+    langs = _languages(metrics)
+    per_language = metrics["per_language"]
+    mrv = metrics.get("mrv") or {}
+    figure = _figure(max(6.0, 0.9 * len(langs) + 3.0), 3.4)
+    panels = figure.subplots(1, 2)
+    positions = np.arange(len(langs))
+    for axes, direction in zip(panels, ("i2t", "t2i")):
+        medians = [per_language[lang][direction]["median_rank"] for lang in langs]
+        means = [per_language[lang][direction]["mean_rank"] for lang in langs]
+        axes.bar(positions - 0.2, medians, 0.4, label="median rank", color="#74c476")
+        axes.bar(positions + 0.2, means, 0.4, label="mean rank", color="#238b45")
+        axes.set_xticks(positions, langs)
+        axes.set_ylim(0, max(means + medians + [1.0]) * 1.2)
+        axes.set_ylabel("rank of the ground truth (1 = top)")
+        heading = DIRECTION_TITLES[direction]
+        if mrv.get(direction) is not None:
+            heading += f"\nMRV {mrv[direction]:.2f} ({mrv.get('variant', 'paper')}, K={mrv.get('K', len(langs))})"
+        axes.set_title(heading)
+        axes.grid(axis="y", color="#e5e5e5")
+        axes.set_axisbelow(True)
+    panels[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    figure.suptitle(title or "ranks across languages (lower and more even is better)")
+    return figure
+
+
+def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = "") -> list[Path]:
+    """Write every figure ``metrics`` supports (a metrics dict, or a metrics artifact) into ``out_dir`` as PNG and
+    SVG: ``recall`` and ``ranks`` for retrieval metrics, ``continual_matrix`` and ``continual_curve`` for
+    continual ones. Returns the files written."""
+    if not isinstance(metrics, Mapping):
+        from mltk import artifacts
+
+        metrics = artifacts.load_metrics(Path(metrics))
+    figures = {}
+    if metrics.get("per_language"):
+        figures["recall"] = recall_bars(metrics, title=title, fmt=None)
+        figures["ranks"] = rank_spread(metrics, title=title, fmt=None)
+    if metrics.get("continual"):
+        continual = metrics["continual"]
+        figures["continual_matrix"] = continual_heatmap(continual["matrix"], continual["tasks"],
+                                                        continual.get("metric", ""), title, fmt=None)
+        figures["continual_curve"] = continual_curves(continual["AR"], continual["F"], continual["tasks"], title,
+                                                      continual.get("metric", ""), fmt=None)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, figure in figures.items():
+        for fmt in FORMATS:
+            path = out_dir / f"{name}.{fmt}"
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(render(figure, fmt))
+            tmp.replace(path)
+            written.append(path)
+    return written

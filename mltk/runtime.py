@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -80,8 +81,12 @@ def seed_everything(seed: int) -> None:
 T = TypeVar("T")
 
 
-def progress_bar() -> Progress:
-    """A rich progress bar on stderr (rich falls back to plain output when stderr is not a terminal)."""
+def progress_bar(transient: bool = True) -> Progress | PlainProgress:
+    """Progress on stderr: a rich bar on a terminal (or with ``MLTK_PROGRESS=1``), removed when it finishes
+    (``transient``) so that finished sub-bars do not pile up; elsewhere (a pipe, a Slurm log) ``PlainProgress``,
+    plain lines at most every ``$MLTK_PROGRESS_SECONDS`` (default 10) seconds."""
+    if not console.is_terminal and os.environ.get("MLTK_PROGRESS") != "1":
+        return PlainProgress()
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -89,16 +94,78 @@ def progress_bar() -> Progress:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
-        transient=False,
-        disable=not console.is_terminal and os.environ.get("MLTK_PROGRESS") != "1",
+        transient=transient,
     )
 
 
+class PlainProgress:
+    """The part of ``rich.progress.Progress`` mltk uses, as plain stderr lines for logs that are not terminals::
+
+        encode-images 1200/6000 (20%) 00:12 elapsed, 98.5/s
+
+    A task prints when ``$MLTK_PROGRESS_SECONDS`` have passed since its last line, and once more when it
+    completes if it printed before, so quick tasks stay silent and long ones end with their total."""
+
+    def __init__(self, interval: float | None = None):
+        self.interval = float(os.environ.get("MLTK_PROGRESS_SECONDS", 10)) if interval is None else interval
+        self._tasks: dict[int, dict] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        for task_id in list(self._tasks):
+            self._finish(task_id)
+
+    def add_task(self, description: str, total: float | None = None, completed: float = 0, **_) -> int:
+        task_id = len(self._tasks)
+        now = time.perf_counter()
+        self._tasks[task_id] = {"description": description, "total": total, "completed": completed, "start": now,
+                                "last": now, "printed": False, "done": False}
+        return task_id
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        self.update(task_id, advance=advance)
+
+    def update(self, task_id: int, *, completed: float | None = None, advance: float | None = None,
+               total: float | None = None, description: str | None = None, **_) -> None:
+        task = self._tasks[task_id]
+        if total is not None:
+            task["total"] = total
+        if description is not None:
+            task["description"] = description
+        task["completed"] = completed if completed is not None else task["completed"] + (advance or 0)
+        if task["total"] is not None and task["completed"] >= task["total"]:
+            self._finish(task_id)
+        elif time.perf_counter() - task["last"] >= self.interval:
+            self._line(task)
+
+    def _finish(self, task_id: int) -> None:
+        task = self._tasks[task_id]
+        if task["printed"] and not task["done"]:
+            self._line(task)
+        task["done"] = True
+
+    def _line(self, task: dict) -> None:
+        now = time.perf_counter()
+        elapsed = now - task["start"]
+        done, total = task["completed"], task["total"]
+        share = f"{done:g}/{total:g} ({100 * done / total:.0f}%)" if total else f"{done:g}"
+        minutes, seconds = divmod(int(elapsed), 60)
+        rate = f", {done / elapsed:.1f}/s" if elapsed > 0 else ""
+        console.print(f"{task['description']} {share} {minutes:02d}:{seconds:02d} elapsed{rate}", markup=False,
+                      highlight=False, soft_wrap=True)
+        task["last"], task["printed"] = now, True
+
+
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """Iterate with a progress bar on stderr when it is a terminal."""
-    if not console.is_terminal:
-        yield from items
-        return
+    """Iterate with progress on stderr: a bar on a terminal, removed when done; plain lines elsewhere."""
     with progress_bar() as progress:
         task = progress.add_task(description, total=total if total is not None else _len_or_none(items))
         for item in items:

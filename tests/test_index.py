@@ -95,8 +95,12 @@ def test_cli_build_and_query_print_json_lines_and_a_contact_sheet(tmp_path, imag
     assert [line["query"] for line in lines] == ["img003", "img007"]
     assert [len(line["results"]) for line in lines] == [4, 4]
     assert lines[0]["results"][0]["id"] == "img003" and lines[0]["results"][0]["score"] == pytest.approx(1.0)
-    with Image.open(sheet) as picture:
-        assert picture.size == (5 * 128, 2 * (128 + 14))
+    from mltk.index import LABEL_LINES, SHEET_MARGIN, TILE_GAP, SheetFonts
+
+    label = LABEL_LINES * SheetFonts(12).line_height + 4  # two label lines under each 128 px tile
+    with Image.open(sheet) as picture:  # the query image and 4 results per row, 2 rows
+        assert picture.size == (2 * SHEET_MARGIN + 128 + 4 * (128 + TILE_GAP),
+                                2 * SHEET_MARGIN + 2 * (128 + label + TILE_GAP))
     assert "contact sheet" in result.stderr
 
 
@@ -140,11 +144,16 @@ def test_contact_sheet_of_a_caption_index_shows_the_captions_images(tmp_path):
     assert results[0][0] == ["en:2", "en:3"]
     sheet = write_contact_sheet(tmp_path / "sheet.png", ["q"], results, _images_artifact(tmp_path, image_ids),
                                 index=opened)
+    from mltk.index import CARD_BACKGROUND, SHEET_MARGIN, TILE_GAP
+
     with Image.open(sheet) as picture:
-        # query "q" has no image (grey tile); caption en:2 shows image "a" (red 0), en:3 image "b" (red 1)
-        assert picture.getpixel((64, 64)) == (200, 200, 200)
-        assert picture.getpixel((128 + 64, 64)) == (0, 100, 200)
-        assert picture.getpixel((256 + 64, 64)) == (1, 100, 200)
+        # query "q" has no image (a text card two tiles wide); caption en:2 shows image "a" (red 0), en:3 image
+        # "b" (red 1)
+        picture = picture.convert("RGB")
+        assert picture.getpixel((SHEET_MARGIN + 2, SHEET_MARGIN + 2)) == CARD_BACKGROUND
+        first = SHEET_MARGIN + 256 + TILE_GAP
+        assert picture.getpixel((first + 64, SHEET_MARGIN + 64)) == (0, 100, 200)
+        assert picture.getpixel((first + 128 + TILE_GAP + 64, SHEET_MARGIN + 64)) == (1, 100, 200)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from mltk import artifacts
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, emit, resolve_input)
 from mltk.errors import ConfigError
 
 
@@ -66,6 +67,8 @@ def train_ccrk_command(
     device: str = DeviceOption,
     precision: str = PrecisionOption,
     seed: int = SeedOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Train a multilingual text tower against frozen image embeddings with 1-to-K contrastive learning (or a
@@ -73,6 +76,7 @@ def train_ccrk_command(
     train-continual checkpoint (every language trains, English included). Writes a checkpoint of the same format
     that evaluate and index read."""
     from mltk.train.ccrk import CcrkConfig, train_ccrk
+    from mltk.train.step_log import step_logging
 
     if init is None and tokenizer is None:
         raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF")
@@ -84,7 +88,8 @@ def train_ccrk_command(
         train_embedding=not freeze_embedding, steps=steps, batch_size=batch_size, lr=lr, warmup_fraction=warmup,
         weight_decay=weight_decay, eval_every=eval_every, val_split=val_split, val_images=val_images, seed=seed,
         device=device, precision=precision)
-    path = train_ccrk(config)
+    with step_logging(log_every, tensorboard):
+        path = train_ccrk(config)
     manifest = artifacts.read_manifest(path, "checkpoint")
     emit(path, as_json, best_score=manifest.get("best_score"), best_step=manifest.get("best_step"),
          languages=manifest.get("languages"))

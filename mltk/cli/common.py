@@ -19,6 +19,10 @@ PrecisionOption = typer.Option(
 )
 JsonOption = typer.Option(False, "--json", help="Print one JSON object instead of the bare artifact path.")
 SeedOption = typer.Option(0, "--seed", help="Random seed; the same seed gives the same result on the CPU.")
+LogEveryOption = typer.Option(None, "--log-every", help="Steps between stderr log lines and steps.csv rows "
+                              "(default 10).")
+TensorboardOption = typer.Option(None, "--tensorboard", help="Also write TensorBoard event files under this "
+                                 "directory (needs the tensorboard extra).")
 
 
 def emit(path: Path, as_json: bool = False, **extra: Any) -> None:

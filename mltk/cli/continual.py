@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, emit, resolve_input)
 from mltk.errors import ConfigError
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
@@ -72,6 +73,8 @@ def train_continual_command(
     device: str = DeviceOption,
     precision: str = PrecisionOption,
     seed: int = SeedOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Learn languages one after another with CLL-CLIP: each task grows CLIP's vocabulary and trains the token
@@ -81,6 +84,7 @@ def train_continual_command(
     from mltk.continual import MethodOptions
     from mltk import report
     from mltk.train.continual import ContinualTrainConfig, final_summary, read_summary, train_continual
+    from mltk.train.step_log import step_logging
 
     if sum([teir, teir_init_only, teir_reg_only]) > 1:
         raise ConfigError("choose one of --teir, --teir-init-only and --teir-reg-only")
@@ -94,7 +98,8 @@ def train_continual_command(
         warmup_fraction=warmup, weight_decay=weight_decay, gamma1=gamma1, gamma2=gamma2, metric=metric,
         val_images=val_images, options=options, keep_task_checkpoints=keep_task_checkpoints, seed=seed,
         device=device, precision=precision, cache_dir=cache_dir)
-    path = train_continual(config)
+    with step_logging(log_every, tensorboard):
+        path = train_continual(config)
     report.print_metrics({"continual": read_summary(path)})  # the matrix, AR and F on stderr
     emit(path, as_json, **(final_summary(path) if as_json else {}))
 

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from mltk import plots
 from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, emit, resolve_input
 from mltk.errors import ConfigError
 from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation
@@ -76,6 +77,8 @@ def evaluate(
     precision: str = PrecisionOption,
     batch_size: int = typer.Option(256, "--batch-size", help="Captions per encoder batch (with --model)."),
     chunk_mb: float = typer.Option(256, "--chunk-mb", help="Memory bound of one chunk of the score matrix (MiB)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the metrics as PNG and SVG files in this "
+                                        "directory (per-language recall, ranks; continual matrix and curves)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Evaluate cross-lingual, cross-modal retrieval per language and write a metrics artifact.
@@ -90,6 +93,8 @@ def evaluate(
     if continual:
         path = run_continual(ContinualConfig(runs=tuple(continual), tasks=split_list(task), out=out,
                                              metric=continual_metric, report_format=report_format))
+        if plot is not None:
+            plots.write_evaluation_plots(path, plot)
         emit(path, as_json)
         return
     text_only = images is None and set(metric) == {"c2c"}  # c2c runs from text embeddings alone
@@ -115,7 +120,10 @@ def evaluate(
         batch_size=batch_size,
         chunk_mb=chunk_mb,
     )
-    emit(run_evaluation(config), as_json)
+    path = run_evaluation(config)
+    if plot is not None:
+        plots.write_evaluation_plots(path, plot)
+    emit(path, as_json)
 
 
 def register(app: typer.Typer) -> None:

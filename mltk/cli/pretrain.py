@@ -7,8 +7,10 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, emit, resolve_input)
 from mltk.train.pretrain import PretrainConfig, pretrain
+from mltk.train.step_log import step_logging
 
 
 def pretrain_command(
@@ -24,6 +26,8 @@ def pretrain_command(
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Train a CLIP from scratch on English captions with the standard CLIP loss (resumable: rerun to continue).
@@ -33,7 +37,8 @@ def pretrain_command(
     config = PretrainConfig(images=resolve_input(images, what="images"), captions=captions, out=out,
                             model=model, steps=steps, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                             eval_every=eval_every, seed=seed, device=device, precision=precision)
-    emit(pretrain(config), as_json)
+    with step_logging(log_every, tensorboard):
+        emit(pretrain(config), as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,9 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, resolve_input
+from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
+                              TensorboardOption, emit, resolve_input)
+from mltk.train.step_log import step_logging
 from mltk.errors import ConfigError
 from mltk.train.mla import MlaConfig, train_le, train_nlt
 
@@ -55,6 +57,8 @@ def train_nlt_command(
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """MLA Native Language Transfer: MSE from each language to the frozen English CLIP text embedding.
@@ -67,7 +71,8 @@ def train_nlt_command(
                        batch_size=batch_size, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
                        train_embedding=train_embedding, eval_every=eval_every, cache_dir=cache_dir, seed=seed,
                        device=device, precision=precision)
-    emit(train_nlt(config), as_json)
+    with step_logging(log_every, tensorboard):
+        emit(train_nlt(config), as_json)
 
 
 def train_le_command(
@@ -92,6 +97,8 @@ def train_le_command(
     seed: int = SeedOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
+    log_every: Optional[int] = LogEveryOption,
+    tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions."""
@@ -102,7 +109,8 @@ def train_le_command(
                        temperature=_temperature(temperature), train_embedding=train_embedding,
                        eval_every=eval_every, seed=seed, device=device,
                        precision=precision)
-    emit(train_le(config), as_json)
+    with step_logging(log_every, tensorboard):
+        emit(train_le(config), as_json)
 
 
 def register(app: typer.Typer) -> None:

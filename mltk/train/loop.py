@@ -40,6 +40,7 @@ and writes state. Step numbers in logs, ``history`` and ``best_step`` count comp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import signal
 import threading
@@ -53,7 +54,7 @@ import torch
 
 from mltk.errors import ArtifactError, ConfigError, MltkError
 from mltk.runtime import Runtime, console, progress_bar, seed_everything
-from mltk.train import distributed
+from mltk.train import distributed, step_log
 from mltk.train.loop_state import (LOOP_JSON, TRAJECTORY_FIELDS, _cpu_copy, _load_state, _LoopState,  # noqa: F401
                                    _remove_unreferenced, _save_state, _state_files, _validation_due, capture_rng,
                                    restore_rng)
@@ -314,15 +315,20 @@ def _log_line(text: str) -> None:
 
 
 def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
-        on_step: Callable[[int, float], None] | None = None, description: str = "train") -> FitResult:
+        on_step: Callable[[int, float], None] | None = None, description: str = "train",
+        steps_csv: Path | None = None) -> FitResult:
     """Train ``task`` for ``config.steps`` updates, resuming from ``state_dir`` when it holds a saved state.
 
     ``on_step(step, loss)`` is called after each update with the 0-based step passed to ``task.loss`` and that
     step's (local) loss; it runs on a forked random stream. Raising KeyboardInterrupt or SystemExit from it (or
     receiving SIGINT/SIGTERM) saves the state and re-raises; any other exception propagates without saving, as
     a crash would. Returns the best and last trained tensors, the best step and score, and the history.
+    Per-step metrics go to ``steps_csv`` when given (and to TensorBoard on request): ``mltk.train.step_log``.
     """
     state_dir = Path(state_dir)
+    options = step_log.current_options()
+    if options.log_every is not None:  # not a trajectory field: a resumed run may log at another interval
+        config = dataclasses.replace(config, log_every=options.log_every)
     params = dict(task.parameters_to_train())
     optimizer = _build_optimizer(task, params, config)
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
@@ -337,7 +343,11 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     if not distributed.same_on_all_ranks(state.step):
         raise ArtifactError("the processes found different saved states; the state directory must be on a file "
                             "system every process reads", state_dir)
-    with _Signals() as signals, _Reporter(description, config.steps, is_main) as reporter:
+    with _Signals() as signals, _Reporter(description, config.steps, is_main) as reporter, \
+            contextlib.closing(step_log.StepLogger(
+                steps_csv, description, state.step, enabled=is_main,
+                samples_per_step=getattr(getattr(task, "batches", None), "batch_size", None),
+                tensorboard=options.tensorboard)) as reporter.steps_log:
         reporter.begin(state.step, f"{sum(p.numel() for p in params.values()):,} trained values in {len(params)} "
                                    f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
                                    f"{runtime.precision}")
@@ -363,7 +373,7 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
         _validate(task, state, params, runtime, signals, reporter)
     for step in range(state.step, config.steps):
         with runtime.autocast():
-            loss = task.loss(step)
+            loss, terms = step_log.split_loss(task.loss(step))
         if not torch.is_tensor(loss) or loss.dim() != 0:
             raise TypeError(f"task.loss({step}) must return a scalar tensor, got {type(loss).__name__}")
         (scaler.scale(loss) if scaler is not None else loss).backward()
@@ -374,6 +384,8 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             distributed.average_gradients(trained)
             if scaler is not None:
                 scaler.unscale_(optimizer)
+            logged = (step + 1) % config.log_every == 0 or step + 1 == config.steps
+            grad_norm = step_log.gradient_norm(trained) if logged and is_main else None  # read-only, before clipping
             if config.grad_clip is not None:
                 clip_gradients(trained, config.grad_clip, config.clip_mode)
             lr = _set_lr(optimizer, lr_factor(step, config))
@@ -386,8 +398,10 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             state.step = step + 1
             state.rng = capture_rng(runtime)
             state.window.append(loss.double())
-            if state.step % config.log_every == 0 or state.step == config.steps:
+            reporter.steps_log.add_terms(terms)
+            if logged:
                 _log_window(state, lr, reporter)
+                reporter.steps_log.write(state.step, state.history[-1]["loss"], lr, grad_norm)
             state.consistent = True
         reporter.advance(state.step)
 
@@ -424,6 +438,7 @@ def _validate(task: TrainTask, state: _LoopState, params: dict, runtime: Runtime
     best = state.best_score
     improved = best is None or score > best or (math.isnan(best) and not math.isnan(score))
     snapshot = _cpu_copy(params) if improved else None
+    reporter.steps_log.validation(entry)
     with signals.held():
         state.history.append(entry)
         state.last_validated = state.step

@@ -2,7 +2,8 @@
 
 The loop's resumable state lives in ``state/`` inside the artifact's partial directory, so rerunning the same
 command after an interruption continues from the last saved step; the finished artifact holds the best trained
-tensors (``model.safetensors``), the checkpoint config, the training history, and the final optimizer state beside them.
+tensors (``model.safetensors``), the checkpoint config, the training history, the per-step metrics
+(``steps.csv``) and the final optimizer state beside them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from mltk import artifacts, schema
 from mltk.runtime import Runtime, log
 from mltk.train.loop import LoopConfig, TrainTask, fit
+from mltk.train.step_log import STEPS_CSV
 
 
 def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *, stage: str,
@@ -28,7 +30,8 @@ def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out
     """
     with artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=run_config, inputs=inputs,
                                   resume=True) as writer:
-        result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage)
+        result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
+                     steps_csv=writer.dir / STEPS_CSV)
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
         artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, checkpoint_config())

@@ -43,8 +43,11 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
     shutil.copytree(vocabulary.path, final_vocab)
     artifacts.write_json(writer.dir / CONTINUAL_FILE, continual)
     title = f"{method.name} ({config.variant})"
-    (writer.dir / MATRIX_PNG).write_bytes(plots.continual_heatmap(summary["matrix"], order, config.metric, title))
-    (writer.dir / CURVE_PNG).write_bytes(plots.continual_curves(summary["AR"], summary["F"], order, title))
+    for fmt in plots.FORMATS:  # PNG to look at, SVG for papers
+        (writer.dir / MATRIX_PNG).with_suffix(f".{fmt}").write_bytes(
+            plots.continual_heatmap(summary["matrix"], order, config.metric, title, fmt=fmt))
+        (writer.dir / CURVE_PNG).with_suffix(f".{fmt}").write_bytes(
+            plots.continual_curves(summary["AR"], summary["F"], order, title, config.metric, fmt=fmt))
     shutil.rmtree(writer.dir / "train", ignore_errors=True)
     (writer.dir / RUN_FILE).unlink(missing_ok=True)
     if not config.keep_task_checkpoints:

@@ -210,6 +210,7 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
     log(f"task {index} ({lang}): {len(data.image_rows)} images, {len(data.tokens)} captions, {steps} steps "
         f"({steps_per_epoch} per epoch); vocabulary {vocabulary.parent_size} -> {vocabulary.vocab_size}")
     result = fit(task, loop, runtime, state_dir, description=f"task {index} {lang}",
+                 steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
                  on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
     params = task.parameters_to_train()
     with torch.no_grad():

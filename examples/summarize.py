@@ -1,0 +1,89 @@
+"""Tables the example Makefiles print at the end: mean ± sample std over seeds, and how many seeds keep each of
+the paper's claims. Usage: python examples/summarize.py {mla,continual,ccrk} RUN ... (see each Makefile)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def stat(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+
+
+def _metrics(path: Path) -> dict:
+    return json.loads((path / "metrics.json").read_text(encoding="utf-8"))
+
+
+def mla(run: Path, langs: str, *seeds: str) -> None:
+    """Each variant's mean AR of the trained languages against English's (examples/mla_ablation.mk)."""
+    langs = langs.split(",")
+    print(f"seed(s): {' '.join(seeds)}\n")
+    print("| variant | English AR | mean AR of " + ", ".join(langs) + " | ratio | per seed |\n|:---|---:|---:|---:|:---|")
+    for name, label in (("mla", "NLT then LE"), ("nlt", "NLT only"), ("le-only", "LE only")):
+        english, others = [], []
+        for seed in seeds:
+            per_language = _metrics(run / f"seed{seed}" / f"metrics-{name}")["per_language"]
+            english.append(per_language["en"]["AR"])
+            others.append(sum(per_language[lang]["AR"] for lang in langs) / len(langs))
+        ratio = statistics.mean(others) / statistics.mean(english)
+        print(f"| {label} | {stat(english)} | {stat(others)} | {ratio:.2f} | {' '.join(f'{x:.2f}' for x in others)} |")
+
+
+def continual(run: Path, *seeds: str) -> None:
+    """Final AR and F of each CLL-CLIP variant, and the seeds that keep the paper's order (examples/continual.mk)."""
+    variants = ("plain", "teir-init-only", "teir-reg-only", "teir")
+    final = {v: [json.loads((run / f"seed{s}" / f"cll-{v}.json").read_text()) for s in seeds] for v in variants}
+    print(f"{len(seeds)} seed(s): {' '.join(seeds)}\n")
+    print("| variant | final AR | final F | AR per seed | F per seed |\n|:---|---:|---:|:---|:---|")
+    for v in variants:
+        ar, f = [r["AR"] for r in final[v]], [r["F"] for r in final[v]]
+        print(f"| {v} | {stat(ar)} | {stat(f)} | {' '.join(f'{x:.2f}' for x in ar)} | "
+              f"{' '.join(f'{x:.2f}' for x in f)} |")
+    print("\nseeds where the first beats the second (higher AR / lower F):")
+    for a, b in (("teir", "plain"), ("teir", "teir-init-only"), ("teir", "teir-reg-only"),
+                 ("teir-init-only", "plain"), ("teir-reg-only", "plain")):
+        ar = sum(x["AR"] > y["AR"] for x, y in zip(final[a], final[b]))
+        f = sum(x["F"] < y["F"] for x, y in zip(final[a], final[b]))
+        print(f"  {a} vs {b}: AR {ar}/{len(seeds)}, F {f}/{len(seeds)}")
+
+
+def ccrk(run: Path, parts: str, *seeds: str) -> None:
+    """Every seed of every part: mean ± std, and the seeds in which 1-to-K keeps each claim (examples/ccrk.mk)."""
+    parts = parts.split()
+    starts = {"1": "fresh", "2": "nlt", "3": "mt", "4": "cll"}
+
+    def rows(start: str, seed: str, trained: bool = False) -> list[dict]:
+        name = f"compare-{start}{'-trained' if trained else ''}{'' if seed == '0' else '-s' + seed}"
+        return _metrics(run / name)["comparison"]["runs"][:3]
+
+    print(f"seed(s): {' '.join(seeds)}\n")
+    print("| part | loss | mean AR | MRV i2t | MRV t2i | AR spread (6) | AR spread (non-English) |")
+    print("|:---|:---|---:|---:|---:|---:|---:|")
+    for part in parts:
+        start = starts[part]
+        six = [rows(start, s) for s in seeds]
+        five = [rows(start, s, trained=True) for s in seeds]
+        for i, loss in enumerate(("1-to-K", "1-to-1", "English bridge")):
+            cells = [stat([r[i][key] for r in six]) for key in ("mean_AR", "MRV_i2t", "MRV_t2i", "recall_spread")]
+            cells.append(stat([r[i]["recall_spread"] for r in five]))
+            print(f"| {part}. {start} | {loss} | {' | '.join(cells)} |")
+    print("\nseeds where 1-to-K keeps the claim:")
+    for part in parts:
+        start = starts[part]
+        six = [rows(start, s) for s in seeds]
+        five = [rows(start, s, trained=True) for s in seeds]
+        mrv = sum(k["MRV_i2t"] < o["MRV_i2t"] and k["MRV_t2i"] < o["MRV_t2i"] and k["mean_AR"] >= o["mean_AR"]
+                  for k, o, _ in six)
+        spread6 = sum(k["recall_spread"] < b["recall_spread"] for k, _, b in six)
+        spread5 = sum(k["recall_spread"] < b["recall_spread"] for k, _, b in five)
+        print(f"  {part}. {start}: lower MRV (both directions) than 1-to-1 at equal or better mean AR "
+              f"{mrv}/{len(seeds)}; smaller spread than the bridge {spread6}/{len(seeds)} (6 languages), "
+              f"{spread5}/{len(seeds)} (non-English)")
+
+
+if __name__ == "__main__":
+    command, run, *rest = sys.argv[1:]
+    {"mla": mla, "continual": continual, "ccrk": ccrk}[command](Path(run), *rest)

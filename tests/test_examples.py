@@ -1,0 +1,131 @@
+"""The example Makefiles, dry-run (`make -n`): the plan of each, what a complete artifact skips, what runs
+independently, and the paper recipes on real data and on the embedded default through the same variables."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
+
+
+def plan(makefile: str, *args: str) -> list[str]:
+    """The mltk commands `make -n` would run (one per line, continuation lines joined), in order."""
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-f", f"examples/{makefile}", "MLTK=mltk",
+                             "PYTHON=python3", *args], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    joined = result.stdout.replace("\\\n", " ")
+    return [" ".join(line.split()) for line in joined.splitlines() if line.startswith("mltk ")]
+
+
+def stages(commands: list[str]) -> list[str]:
+    return [" ".join(c.split()[1:3]) if c.split()[1] == "index" else c.split()[1] for c in commands]
+
+
+def option(command: str, name: str) -> str:
+    return re.search(rf"{name} (\S+)", command).group(1)
+
+
+def complete(*manifests: Path) -> None:
+    """Pretend these artifacts are complete, each newer than the one before (make compares times)."""
+    for n, manifest in enumerate(manifests):
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text("{}")
+        os.utime(manifest, (1_000_000 + n, 1_000_000 + n))
+
+
+def test_quickstart_plan_order_and_vocabulary_chain(tmp_path):
+    base = tmp_path / "q"
+    commands = plan("quickstart.mk", f"BASE={base}")
+    order = stages(commands)
+    assert order.index("synth-data") < order.index("pretrain") < order.index("train-nlt") < order.index("train-le")
+    assert order.index("encode-images") < order.index("train-le") < order.index("evaluate")
+    assert order.count("index query") == 2 and order.count("build-vocab") == 5
+    vocabs = [c for c in commands if c.startswith("mltk build-vocab")]
+    assert [option(c, "--lang") for c in vocabs] == ["de", "fr", "ru", "zh", "ar"]
+    assert "--parent" not in vocabs[0] and all(option(c, "--parent") == f"{base}/vocab/{prev}"
+                                               for c, prev in zip(vocabs[1:], ["de", "fr", "ru", "zh"]))
+    nlt = next(c for c in commands if c.startswith("mltk train-nlt"))
+    assert option(nlt, "--tokenizer") == f"{base}/vocab/ar" and option(nlt, "--steps") == "500"
+    evaluate = next(c for c in commands if c.startswith("mltk evaluate"))
+    assert option(evaluate, "--plot") == f"{base}/plots" and option(evaluate, "--lang") == "en,de,fr,ru,zh,ar"
+    small = plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=7", "LANGS=de,zh")
+    assert option(next(c for c in small if "train-nlt" in c), "--steps") == "7"
+    assert stages(small).count("build-vocab") == 2
+
+
+def test_quickstart_skips_complete_artifacts_and_reruns_what_depends_on_a_newer_one(tmp_path):
+    base = tmp_path / "q"
+    done = [base / "world/captions/manifest.json", base / "native/manifest.json", base / "img/manifest.json",
+            *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
+            base / "nlt/manifest.json", base / "mla/manifest.json", base / "index/manifest.json",
+            base / "query-de.png", base / "query-zh.png", base / "metrics/manifest.json"]
+    complete(*done)
+    assert plan("quickstart.mk", f"BASE={base}") == []
+    os.utime(done[8], (2_000_000, 2_000_000))  # NLT rerun: LE, the queries and the metrics follow
+    assert sorted(stages(plan("quickstart.mk", f"BASE={base}"))) == ["evaluate", "index query", "index query",
+                                                                     "train-le"]
+
+
+def test_image_encoding_does_not_wait_for_the_vocabularies_or_nlt(tmp_path):
+    """make -j2 can run encode-images beside build-vocab and train-nlt: its target needs neither."""
+    order = stages(plan("quickstart.mk", f"BASE={tmp_path}", f"{tmp_path}/img/manifest.json"))
+    assert order == ["synth-data", "pretrain", "encode-images"]
+
+
+def test_mla_ablation_reuses_the_quickstart_at_seed_0_and_trains_other_seeds(tmp_path):
+    commands = plan("mla_ablation.mk", f"RUN={tmp_path}/a", f"BASE={tmp_path}/q", "SEEDS=0 1")
+    order = stages(commands)
+    assert order.count("train-nlt") == 2 and order.count("train-le") == 4  # BASE's + seed 1's; LE only twice
+    assert order.count("evaluate") == 6 and order.count("compare") == 2
+    le_only = [c for c in commands if "le-only" in c and c.startswith("mltk train-le")]
+    assert [option(c, "--seed") for c in le_only] == ["0", "1"] and all(option(c, "--steps") == "700" for c in le_only)
+
+
+def test_continual_runs_every_variant_and_seed_over_one_vocabulary_chain(tmp_path):
+    commands = plan("continual.mk", f"RUN={tmp_path}", "SEEDS=0 1")
+    runs = [c for c in commands if c.startswith("mltk train-continual")]
+    assert len(runs) == 8 and stages(commands).count("build-vocab") == 6
+    flags = sorted({next((w for w in c.split() if w.startswith("--teir")), "plain") for c in runs})
+    assert flags == ["--teir", "--teir-init-only", "--teir-reg-only", "plain"]
+    assert all(option(c, "--vocab-dir") == f"{tmp_path}/vocab" for c in runs)
+
+
+def test_ccrk_parts_and_seeds(tmp_path):
+    commands = plan("ccrk.mk", f"RUN={tmp_path}/c", f"BASE={tmp_path}/q", "PARTS=2 4", "SEEDS=0 1")
+    trains = [c for c in commands if c.startswith("mltk train-ccrk")]
+    assert len(trains) == 2 * 2 * 3
+    assert sorted({option(c, "--loss") for c in trains}) == ["english-bridge", "one-to-k", "one-to-one"]
+    assert {option(c, "--init") for c in trains} == {f"{tmp_path}/q/nlt", f"{tmp_path}/c/cll"}
+    assert f"{tmp_path}/c/cll-one-to-k-s1" in {option(c, "--out") for c in trains}
+    assert stages(commands).count("compare") == 2 * 2 * 2 and "synth-data --train 6000 --mt-errors" not in commands
+
+
+def test_paper_recipes_on_real_data_use_openai_vit_b32_and_m_bert(tmp_path):
+    data = tmp_path / "data"
+    complete(data / "train/captions/manifest.json", data / "coco-test/captions/manifest.json")
+    commands = plan("papers.mk", f"DATA={data}", f"RUN={tmp_path}/p", "all")
+    assert {c.split()[2] for c in commands if c.startswith("mltk import-data")} == {"multi30k", "crossmodal3600",
+                                                                                 "xflickrco"}
+    encodes = [c for c in commands if c.startswith("mltk encode-images")]
+    assert len(encodes) == 5 and all("--model ViT-B-32-quickgelu --pretrained openai" in c for c in encodes)
+    nlt = next(c for c in commands if c.startswith("mltk train-nlt"))
+    assert "--tokenizer bert-base-multilingual-cased --init-embeddings" in nlt and option(nlt, "--steps") == "117150"
+    le = next(c for c in commands if c.startswith("mltk train-le"))
+    assert (option(le, "--steps"), option(le, "--lr"), option(le, "--temperature")) == ("11715", "3e-6", "0.01")
+    assert len([c for c in commands if c.startswith("mltk evaluate")]) == 5
+
+
+def test_paper_recipes_run_on_the_embedded_default_through_the_same_variables(tmp_path):
+    commands = plan("papers.mk", "EMBEDDED=1", f"RUN={tmp_path}/p", f"BASE={tmp_path}/q", "NLT_STEPS=50", "all")
+    order = stages(commands)
+    assert "import-data" not in order and order.count("encode-images") == 1  # one img-train shared by all sets
+    assert option(next(c for c in commands if "train-nlt" in c and "/p/nlt" in c), "--steps") == "50"
+    assert all(f"--model {tmp_path}/q/native" in c for c in commands if c.startswith("mltk encode-images"))
+    assert order.count("evaluate") == 5  # one per table; the quickstart's own metrics are not needed
