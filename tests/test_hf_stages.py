@@ -215,3 +215,15 @@ def test_evaluate_model_reads_an_hf_folder(bert_dir, tmp_path):
                                       "--metric", "c2c", "--c2c-pair", "de:en", "--out", str(tmp_path / "m"),
                                       "--device", "cpu"])
     assert result.exit_code == 0, result.output
+
+
+def test_tower_tokenizer_is_the_default_on_hf_towers_only(bert_dir):
+    from mltk.errors import ConfigError
+    from mltk.models.multilingual import build_encoder
+
+    encoder = build_encoder(str(bert_dir), None, None, ["de"])
+    assert encoder.non_native.kind == "tower" and encoder.non_native.end_token_id == 3
+    assert torch.equal(encoder.embedding.table.weight, encoder.tower.token_embedding.weight)
+    assert encoder.embedding.table.weight is not encoder.tower.token_embedding.weight  # a trainable copy
+    with pytest.raises(ConfigError, match="--tokenizer is needed"):
+        build_encoder("mltk-tiny", None, None, ["de"])

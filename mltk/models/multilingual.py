@@ -168,14 +168,20 @@ class LanguageAcquisitionEncoder(nn.Module):
         }
 
 
-def build_encoder(base_model: str, base_pretrained: str | None, non_native_source: str, languages: list[str],
+def build_encoder(base_model: str, base_pretrained: str | None, non_native_source: str | None, languages: list[str],
                   init_embeddings: bool = False, device: str | torch.device = "cpu",
                   hidden: int = ACQUIRER_HIDDEN, embed_dim: int | None = None,
                   train: str = "acquirers") -> LanguageAcquisitionEncoder:
     """A fresh encoder over a frozen text tower. ``init_embeddings`` copies the word embeddings of the
     transformers model behind the tokenizer (M-BERT in the paper); the ``tower`` tokenizer always starts from a
-    copy of the tower's own table."""
+    copy of the tower's own table, and is the default (``non_native_source`` None) on a Hugging Face tower."""
     base = load_text_base(base_model, base_pretrained, device=device)
+    if non_native_source is None:
+        if not base.hugging_face:
+            raise ConfigError("--tokenizer is needed for open_clip's own text tower (a vocabulary artifact from "
+                              "`mltk build-vocab`, a transformers name like bert-base-multilingual-cased, or "
+                              "'tower' for CLIP's own BPE)")
+        non_native_source = TOWER_SOURCE
     tokenizer = load_non_native_tokenizer(non_native_source, base.tower)
     wants_init = tokenizer.kind == TOWER_SOURCE or (init_embeddings and tokenizer.kind == "hf")
     init = tokenizer.word_embeddings() if wants_init else None

@@ -38,6 +38,12 @@ class TextBase:
     spec: dict = field(default_factory=dict)
     clip: ClipBundle | None = None
 
+    @property
+    def hugging_face(self) -> bool:
+        """Whether the tower is a transformers encoder (a text-only folder, or an HF-tower CLIP): its own subword
+        tokenizer is then the natural non-native tokenizer."""
+        return self.clip is None or has_hf_text_tower(self.clip.model)
+
     def require_image_tower(self, stage: str) -> ClipBundle:
         """The CLIP, or a one-line refusal for stages that align text with images."""
         if self.clip is None:
