@@ -56,8 +56,8 @@ def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.Cll
     """The German task after an English one, on a fresh copy of the table (no validation: timing needs none)."""
     teir = variant == "TEIR"
     config = C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"), languages=("en", "de"),
-                               teir_init=teir, teir_reg=teir, steps=10_000, batch_size=args.batch_size, lr=5e-5,
-                               device=args.device)
+                               teir_init=teir, teir_reg=teir, steps=10_000, batch_size=args.batch_size,
+                               device=args.device, loop=C.CONTINUAL_LOOP)
     encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", MethodOptions(), clip))
     for index, (lang, vocabulary) in enumerate((("en", english), ("de", german))):
         task = C.prepare_task(config, encoder, corpus, vocabulary, index, lang, None, runtime)

@@ -55,7 +55,7 @@ from mltk.models.text import end_positions
 from mltk.runtime import Runtime, resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
-from mltk.train.loop import clip_gradients, default_optimizer, lr_factor
+from mltk.train.loop import LoopConfig, clip_gradients, default_optimizer, lr_factor
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import build_vocab
 
@@ -155,8 +155,8 @@ class StraightforwardNlt:
     def __init__(self, encoder: LanguageAcquisitionEncoder, english: torch.Tensor, german: torch.Tensor,
                  config: mla.MlaConfig, runtime: Runtime):
         self.encoder, self.english, self.german, self.runtime = encoder, english, german, runtime  # [N, 77] each
-        self.loop = config.loop()
-        self.batches = LanguageBatches({LANG: len(german)}, config.batch_size, config.steps, config.seed)
+        self.loop = config.loop
+        self.batches = LanguageBatches({LANG: len(german)}, config.batch_size, config.loop.steps, config.loop.seed)
         self.params = encoder.trainable_tensors([LANG], embedding=True)
         self.optimizer = default_optimizer(self.params, self.loop)
         self.teacher_seconds = 0.0  # of the last step
@@ -233,12 +233,13 @@ def main() -> None:
         base = save_random_base(root, args.model)
         vocab = german_tokenizer(root, args.tokenizer, args.vocab_size)
         config = mla.MlaConfig(captions=captions, out=root / "nlt", model=str(base), tokenizer=str(vocab),
-                               languages=(LANG,), steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                               device=args.device, precision=args.precision, cache_dir=root / "cache")
+                               languages=(LANG,), batch_size=args.batch_size, device=args.device,
+                               precision=args.precision, cache_dir=root / "cache",
+                               loop=LoopConfig(steps=args.steps, lr=args.lr))
 
         # The straightforward side's encoder: built exactly as train_nlt builds its own (same seed, same calls),
         # so both start from the same weights (the step-0 losses show it).
-        seed_everything(config.seed)
+        seed_everything(config.loop.seed)
         encoder = build_encoder(str(base), None, str(vocab), [LANG], device=runtime.device)
         encoder.train()
 

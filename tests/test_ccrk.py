@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +16,8 @@ from mltk.cli import app
 from mltk.losses import english_bridge_mse, one_to_k_contrastive, one_to_one_contrastive, pairwise_ranking_hinge
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import ccrk
+from mltk.train.loop import LoopConfig
+from mltk.train.stage import replace_settings
 
 runner = CliRunner()
 LANGS = ("en", "de", "fr", "zh")
@@ -57,9 +58,9 @@ def _drop_languages(captions: pa.Table) -> pa.Table:
 
 def config(world, out, **changes) -> ccrk.CcrkConfig:
     base = ccrk.CcrkConfig(images=world["images"], captions=world["captions"], out=out, model=str(world["native"]),
-                           tokenizer=str(world["vocab"]), steps=3, batch_size=8, lr=1e-3, device="cpu",
-                           val_images=8)
-    return dataclasses.replace(base, **changes)
+                           tokenizer=str(world["vocab"]), batch_size=8, device="cpu", val_images=8,
+                           loop=LoopConfig(steps=3, lr=1e-3))
+    return replace_settings(base, **changes)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -245,10 +246,10 @@ def cll_checkpoint(world):
     """A real train-continual checkpoint over en, de, fr, zh (one update per task)."""
     from mltk.train.continual import ContinualTrainConfig, train_continual
 
-    return train_continual(ContinualTrainConfig(
+    return train_continual(replace_settings(ContinualTrainConfig(
         images=world["images"], captions=world["captions"], out=world["root"] / "cll", model=str(world["native"]),
-        languages=LANGS, vocab_size=600, steps=1, batch_size=8, lr=1e-2, val_images=8, device="cpu",
-        cache_dir=world["root"] / "cache"))
+        languages=LANGS, vocab_size=600, steps=1, batch_size=8, val_images=8, device="cpu",
+        cache_dir=world["root"] / "cache"), lr=1e-2))
 
 
 def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoint, tmp_path):

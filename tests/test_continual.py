@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 
@@ -27,6 +26,7 @@ from mltk.models.text import trim_tokens
 from mltk.runtime import resolve_runtime
 from mltk.train import continual as C
 from mltk.train.loop import fit
+from mltk.train.stage import replace_settings
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import clip_vocabulary, load_vocabulary, select_captions, train_vocabulary, \
     write_vocabulary
@@ -71,8 +71,8 @@ def world(tmp_path_factory):
 def config(world, out="unused", **changes) -> C.ContinualTrainConfig:
     base = C.ContinualTrainConfig(images=world["images"], captions=world["captions"], out=world["root"] / out,
                              model=str(world["native"]), languages=LANGS, vocab_size=600, steps=2, batch_size=8,
-                             lr=1e-2, device="cpu", cache_dir=world["root"] / "cache")
-    return dataclasses.replace(base, **changes)
+                             device="cpu", cache_dir=world["root"] / "cache")
+    return replace_settings(base, lr=1e-2, **changes)
 
 
 def encoder_for(world, method: str = "cll-clip", **options) -> ContinualTextEncoder:
@@ -422,7 +422,7 @@ def test_an_interrupted_run_resumes_to_the_same_result(world, cli_run, tmp_path)
     assert (partial / "tasks" / "00-en").is_dir() and (partial / "train" / "01-de").is_dir()
     assert not cfg.out.exists()
     with pytest.raises(Exception, match="other settings"):
-        C.train_continual(dataclasses.replace(cfg, lr=1e-3))
+        C.train_continual(replace_settings(cfg, lr=1e-3))
     C.train_continual(cfg)
     expected, _ = artifacts.load_checkpoint(out)
     resumed, _ = artifacts.load_checkpoint(cfg.out)

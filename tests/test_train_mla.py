@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -13,6 +12,8 @@ from mltk import artifacts
 from mltk.cli import app
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import mla
+from mltk.train.loop import LoopConfig
+from mltk.train.stage import replace_settings
 
 runner = CliRunner()
 
@@ -38,9 +39,9 @@ def world(tmp_path_factory):
 
 def nlt_config(world, out, **changes) -> mla.MlaConfig:
     base = mla.MlaConfig(captions=world["captions"], out=out, model=str(world["native"]), tokenizer=str(world["vocab"]),
-                         languages=("de", "ru"), steps=6, batch_size=8, lr=1e-3, device="cpu",
-                         cache_dir=world["root"] / "cache")
-    return dataclasses.replace(base, **changes)
+                         languages=("de", "ru"), batch_size=8, device="cpu", cache_dir=world["root"] / "cache",
+                         loop=LoopConfig(steps=6, lr=1e-3))
+    return replace_settings(base, **changes)
 
 
 def test_train_nlt_cli_writes_a_checkpoint_of_acquirers_only(world, tmp_path):

@@ -76,6 +76,7 @@ def train_ccrk_command(
     train-continual checkpoint (every language trains, English included). Writes a checkpoint of the same format
     that evaluate and index read."""
     from mltk.train.ccrk import CcrkConfig, train_ccrk
+    from mltk.train.loop import LoopConfig
     from mltk.train.step_log import step_logging
 
     if init is None and tokenizer is None:
@@ -85,9 +86,9 @@ def train_ccrk_command(
         model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=_split(lang), loss=loss, weighting=weighting, temperature=temperature,
         learn_temperature=not fixed_temperature, margin=margin, beta=beta, hard_negatives=hard_negatives,
-        train_embedding=not freeze_embedding, steps=steps, batch_size=batch_size, lr=lr, warmup_fraction=warmup,
-        weight_decay=weight_decay, eval_every=eval_every, val_split=val_split, val_images=val_images, seed=seed,
-        device=device, precision=precision)
+        train_embedding=not freeze_embedding, batch_size=batch_size, val_split=val_split, val_images=val_images,
+        device=device, precision=precision, loop=LoopConfig(steps=steps, lr=lr, warmup_fraction=warmup,
+                                                            weight_decay=weight_decay, eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):
         path = train_ccrk(config)
     manifest = artifacts.read_manifest(path, "checkpoint")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -83,7 +84,8 @@ def train_continual_command(
     command to resume."""
     from mltk.continual import MethodOptions
     from mltk import report
-    from mltk.train.continual import ContinualTrainConfig, final_summary, read_summary, train_continual
+    from mltk.train.continual import (CONTINUAL_LOOP, ContinualTrainConfig, final_summary, read_summary,
+                                      train_continual)
     from mltk.train.step_log import step_logging
 
     if sum([teir, teir_init_only, teir_reg_only]) > 1:
@@ -94,10 +96,10 @@ def train_continual_command(
         images=resolve_input(images, what="image embeddings"), captions=captions, out=out, model=model,
         pretrained=pretrained, languages=_split(lang), method=method, teir_init=teir or teir_init_only,
         teir_reg=teir or teir_reg_only, vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
-        epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, lr=lr, method_lr=method_lr,
-        warmup_fraction=warmup, weight_decay=weight_decay, gamma1=gamma1, gamma2=gamma2, metric=metric,
-        val_images=val_images, options=options, keep_task_checkpoints=keep_task_checkpoints, seed=seed,
-        device=device, precision=precision, cache_dir=cache_dir)
+        epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, method_lr=method_lr,
+        gamma1=gamma1, gamma2=gamma2, metric=metric, val_images=val_images, options=options,
+        keep_task_checkpoints=keep_task_checkpoints, device=device, precision=precision, cache_dir=cache_dir,
+        loop=replace(CONTINUAL_LOOP, lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, seed=seed))
     with step_logging(log_every, tensorboard):
         path = train_continual(config)
     report.print_metrics({"continual": read_summary(path)})  # the matrix, AR and F on stderr

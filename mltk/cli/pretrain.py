@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -9,7 +10,7 @@ import typer
 
 from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
                               TensorboardOption, emit, resolve_input)
-from mltk.train.pretrain import PretrainConfig, pretrain
+from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, pretrain
 from mltk.train.step_log import step_logging
 
 
@@ -34,9 +35,9 @@ def pretrain_command(
 
     The checkpoint holds the whole model under open_clip key names; pass it as --model to every other stage.
     """
+    loop = replace(PRETRAIN_LOOP, steps=steps, lr=lr, weight_decay=weight_decay, eval_every=eval_every, seed=seed)
     config = PretrainConfig(images=resolve_input(images, what="images"), captions=captions, out=out,
-                            model=model, steps=steps, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                            eval_every=eval_every, seed=seed, device=device, precision=precision)
+                            model=model, batch_size=batch_size, device=device, precision=precision, loop=loop)
     with step_logging(log_every, tensorboard):
         emit(pretrain(config), as_json)
 

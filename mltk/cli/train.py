@@ -11,6 +11,7 @@ from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, Precision
                               TensorboardOption, emit, resolve_input)
 from mltk.train.step_log import step_logging
 from mltk.errors import ConfigError
+from mltk.train.loop import LoopConfig
 from mltk.train.mla import MlaConfig, train_le, train_nlt
 
 
@@ -67,10 +68,10 @@ def train_nlt_command(
     """
     config = MlaConfig(captions=resolve_input(captions, what="captions"), out=out, images=images,
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-                       init_embeddings=init_embeddings, languages=_languages(lang), steps=steps,
-                       batch_size=batch_size, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
-                       train_embedding=train_embedding, eval_every=eval_every, cache_dir=cache_dir, seed=seed,
-                       device=device, precision=precision)
+                       init_embeddings=init_embeddings, languages=_languages(lang), batch_size=batch_size,
+                       train_embedding=train_embedding, cache_dir=cache_dir, device=device, precision=precision,
+                       loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
+                                       eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):
         emit(train_nlt(config), as_json)
 
@@ -104,11 +105,10 @@ def train_le_command(
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions."""
     config = MlaConfig(captions=captions, out=out, images=resolve_input(images, what="image embeddings"),
                        init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-                       languages=_languages(lang), steps=steps, batch_size=batch_size, lr=lr,
-                       weight_decay=weight_decay, grad_clip=grad_clip or None,
-                       temperature=_temperature(temperature), train_embedding=train_embedding,
-                       eval_every=eval_every, seed=seed, device=device,
-                       precision=precision)
+                       languages=_languages(lang), batch_size=batch_size, temperature=_temperature(temperature),
+                       train_embedding=train_embedding, device=device, precision=precision,
+                       loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
+                                       eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):
         emit(train_le(config), as_json)
 

@@ -5,4 +5,6 @@ the tensors to train, the loss of global step ``k`` built deterministically from
 score. ``fit`` owns *how*: AdamW (or the task's optimizer), warm-up and schedule, AMP, gradient clipping,
 gradient averaging across ``torchrun`` processes (``mltk.train.distributed``), validation and best-state
 selection, progress on stderr, and exact resume from the state it saves (safetensors and JSON, never pickle).
+``mltk.train.stage`` is the one runner around it: inputs, validator, encoder, fit, best state, checkpoint, and the
+one rule for which settings may change on resume. Each stage config embeds one ``LoopConfig`` (``config.loop``).
 """

@@ -49,3 +49,17 @@ class LanguageBatches:
     def steps_per_epoch(self) -> float:
         """Steps for every language to see all its examples once, on average."""
         return sum(self.sizes[lang] for lang in self.languages) / self.batch_size
+
+
+def group_by_image(image_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Captions sorted by image row -> (distinct image rows [n], captions per image [n], first caption [n])."""
+    rows, counts = np.unique(np.asarray(image_rows), return_counts=True)
+    return rows, counts, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+def draw_captions(seed: int, step: int, salt: int, images: np.ndarray, offsets: np.ndarray,
+                  counts: np.ndarray) -> np.ndarray:
+    """One caption per image of the batch of ``step``: index ``offsets[i] + floor(u * counts[i])`` with ``u``
+    uniform from ``(seed, step, salt)``. Drawn for the global batch before sharding, so every rank agrees."""
+    draw = np.random.default_rng([seed, step, salt]).random(len(images))
+    return offsets[images] + (draw * counts[images]).astype(np.int64)

@@ -71,14 +71,15 @@ from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
                          pairwise_ranking_hinge)
-from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.schema import NATIVE_LANG
-from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
+from mltk.runtime import Runtime, log
 from mltk.train.ccrk_batches import (NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions,  # noqa: F401
                                      keep_one_language, nearest_images, pick_captions)
-from mltk.train.distributed import gather_with_grad, init_from_env, shard
+from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import train_to_checkpoint
+from mltk.train.stage import (StageInputs, load_inputs, prepare_encoder, retrieval_split, retrieval_validator,
+                              run_stage)
 from mltk.train.validate import RetrievalValidator
 
 NEEDS_ENGLISH = ("english-bridge", "mlmme")
@@ -106,19 +107,13 @@ class CcrkConfig:
     beta: float = 1.0
     hard_negatives: int = 0
     train_embedding: bool = True
-    steps: int = 1000
     batch_size: int = 128
-    lr: float = 1e-4
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.2
-    grad_clip: float | None = 1.0
-    eval_every: int = 0
     split: str = "train"
     val_split: str = "val"
     val_images: int | None = 1000
-    seed: int = 0
     device: str = "auto"
     precision: str = "auto"
+    loop: LoopConfig = LoopConfig(steps=1000, lr=1e-4)  # steps, lr, warm-up, decay, clipping, eval_every, seed
 
     def __post_init__(self) -> None:
         problems = []
@@ -138,11 +133,6 @@ class CcrkConfig:
             problems.append(f"--val-images must be at least 1, got {self.val_images}")
         if problems:
             raise ConfigError("; ".join(problems))
-
-    def loop(self) -> LoopConfig:
-        return LoopConfig(steps=self.steps, lr=self.lr, warmup_fraction=self.warmup_fraction,
-                          weight_decay=self.weight_decay, grad_clip=self.grad_clip, eval_every=self.eval_every,
-                          seed=self.seed)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -319,61 +309,48 @@ def trained_languages(encoder, languages: list[str]) -> list[str]:
     return [lang for lang in languages if lang != NATIVE_LANG]
 
 
-def prepare_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
-                    ) -> tuple[LanguageAcquisitionEncoder | ContinualTextEncoder, list[str]]:
+def ccrk_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
+                 ) -> tuple[LanguageAcquisitionEncoder | ContinualTextEncoder, list[str]]:
     """The encoder and the K language slots (English first when present)."""
     available = sorted(set(captions.filter(pc.equal(captions.column("split"), config.split))
                            .column("lang").to_pylist()))
     if not available:
         raise ConfigError(f"no captions in split {config.split!r}", config.captions)
     english = [NATIVE_LANG] if NATIVE_LANG in available else []
-    encoder = None
     init_format = artifacts.checkpoint_format(config.init) if config.init is not None else None
     if init_format not in (None, "mla", CLL_FORMAT):
         raise ConfigError(f"--init must be an MLA checkpoint (train-nlt, train-le) or a CLL-CLIP one "
                           f"(train-continual), not format {init_format!r}", config.init)
+
+    def slots(known: list[str]) -> list[str]:
+        languages = list(config.languages) or ([*english, *known] if config.init is not None else available)
+        languages = sorted(dict.fromkeys(languages), key=lambda lang: (lang != NATIVE_LANG, lang))
+        missing = [lang for lang in languages if lang not in available]
+        if missing:
+            raise ConfigError(f"no {config.split} captions in language(s) {', '.join(missing)} (has "
+                              f"{', '.join(available)})", config.captions)
+        if init_format != CLL_FORMAT and not [lang for lang in languages if lang != NATIVE_LANG]:
+            raise ConfigError("nothing to train: English is the frozen native language; add other languages")
+        return languages
+
     if init_format == CLL_FORMAT:
         if not config.train_embedding:
             raise ConfigError("--freeze-embedding leaves nothing to train in a CLL-CLIP checkpoint (its token table "
                               "is what trains)", config.init)
         encoder = load_continual_encoder(config.init, device=runtime.device)
-        languages = list(config.languages) or [*english, *encoder.trained_languages]
-    elif config.init is not None:  # an MLA checkpoint; load_encoder names what is wrong with anything else
-        encoder = load_encoder(config.init, device=runtime.device)
-        languages = list(config.languages) or [*english, *encoder.languages]
-    else:
-        if not config.tokenizer:
-            raise ConfigError("--tokenizer is needed when no --init checkpoint is given (a vocabulary artifact "
-                              "from `mltk build-vocab`, or a transformers name like bert-base-multilingual-cased)")
-        languages = list(config.languages) or available
-    languages = sorted(dict.fromkeys(languages), key=lambda lang: (lang != NATIVE_LANG, lang))
-    missing = [lang for lang in languages if lang not in available]
-    if missing:
-        raise ConfigError(f"no {config.split} captions in language(s) {', '.join(missing)} (has "
-                          f"{', '.join(available)})", config.captions)
-    if init_format == CLL_FORMAT:
-        return encoder.to(runtime.device), languages
-    non_native = [lang for lang in languages if lang != NATIVE_LANG]
-    if not non_native:
-        raise ConfigError("nothing to train: English is the frozen native language; add other languages")
-    if encoder is None:
-        encoder = build_encoder(config.model, config.pretrained, config.tokenizer, non_native,
-                                init_embeddings=config.init_embeddings, device=runtime.device)
-    for lang in non_native:
-        encoder.add_language(lang)  # a language the --init checkpoint lacks starts with fresh acquirers
-    return encoder.to(runtime.device), languages
+        return encoder.to(runtime.device), slots(encoder.trained_languages)
+    encoder, languages, _ = prepare_encoder(config.init, config.model, config.pretrained, config.tokenizer,
+                                            config.init_embeddings, slots, runtime)
+    return encoder, languages
 
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     """Everything ``train_ccrk`` fits: loads the inputs, builds encoder, data, batches, objective, validator."""
-    runtime = init_from_env(resolve_runtime(config.device, config.precision))
-    seed_everything(config.seed)
-    captions = artifacts.load_captions(config.captions)
-    image_table, image_vectors = artifacts.load_embeddings(config.images)
-    image_vectors = F.normalize(torch.from_numpy(np.array(image_vectors, dtype=np.float32)), dim=-1)  # a copy
-    encoder, languages = prepare_encoder(config, captions, runtime)
-    image_row = {image_id: i for i, image_id in enumerate(image_table.column("id").to_pylist())}
-    data = group_captions(captions, config.split, languages, image_row)
+    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
+    runtime, captions = inputs.runtime, inputs.captions
+    image_vectors = inputs.unit_image_vectors()  # [N, D]
+    encoder, languages = ccrk_encoder(config, captions, runtime)
+    data = group_captions(captions, config.split, languages, inputs.image_row())
     if not len(data.image_rows):
         raise ConfigError(f"no {config.split} captions describe an image of the image embeddings", config.images)
     log(f"train-ccrk: {len(data.image_rows)} images, K = {len(languages)} ({', '.join(languages)}); captions "
@@ -381,12 +358,11 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     neighbours = None
     if config.hard_negatives:
         neighbours = nearest_images(image_vectors[data.image_rows], config.hard_negatives)
-    batches = MultilingualBatches(data, config.batch_size, config.steps, config.seed, neighbours,
+    batches = MultilingualBatches(data, config.batch_size, config.loop.steps, config.loop.seed, neighbours,
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
                               config.learn_temperature, config.margin, config.beta).to(runtime.device)
-    validator = _validator(config, encoder, captions, image_table, image_vectors.numpy(),
-                           trained_languages(encoder, languages), runtime)
+    validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return task, runtime
 
@@ -417,22 +393,18 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
         shutil.copytree(config.init / vocab, directory / encoder.checkpoint_config()["vocab"], dirs_exist_ok=True)
 
     inputs = [p for p in (config.images, config.captions, config.init) if p is not None]
-    return train_to_checkpoint(task, config.loop(), runtime, config.out, stage="train-ccrk",
-                               checkpoint_config=checkpoint_config, checkpoint_tensors=checkpoint_tensors,
-                               run_config=config, inputs=inputs, on_step=on_step,
-                               extra_files=copy_vocabulary if task.english_trains else None, loss=config.loss,
-                               languages=task.languages, K=len(task.languages))
+    return run_stage(task, config.loop, runtime, config.out, stage="train-ccrk", checkpoint_config=checkpoint_config,
+                     checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
+                     extra_files=copy_vocabulary if task.english_trains else None, loss=config.loss,
+                     languages=task.languages, K=len(task.languages))
 
 
-def _validator(config: CcrkConfig, encoder, captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray,
-               trained: list[str], runtime: Runtime) -> RetrievalValidator:
+def _validator(config: CcrkConfig, encoder, inputs: StageInputs, image_vectors: np.ndarray,
+               trained: list[str]) -> RetrievalValidator:
     """Mean AR over the trained languages on the validation split, on at most ``val_images`` images: the score
     that picks the checkpoint's step."""
-    val_captions = captions.filter(pc.equal(captions.column("split"), config.val_split))
-    val_image_ids = set(val_captions.column("image_id").to_pylist())
-    keep = np.array([i in val_image_ids for i in image_table.column("id").to_pylist()])
-    if not keep.any() or not set(trained) & set(val_captions.column("lang").to_pylist()):
+    split = retrieval_split(inputs.captions, inputs.image_table, image_vectors, config.val_split)
+    if split is None or not set(trained) & set(split.captions.column("lang").to_pylist()):
         raise ConfigError(f"no {config.val_split!r} captions in {', '.join(trained)} describe an image of the image "
                           f"embeddings: train-ccrk validates on them (--val-split)", config.captions)
-    return RetrievalValidator(encoder, val_captions, image_table.filter(pa.array(keep)), image_vectors[keep],
-                              trained, runtime, max_images=config.val_images)
+    return retrieval_validator(encoder, split, trained, inputs.runtime, config.val_images)

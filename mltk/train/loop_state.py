@@ -21,9 +21,32 @@ if TYPE_CHECKING:
     from mltk.train.loop import LoopConfig
 
 LOOP_JSON = "loop.json"
-# LoopConfig fields that change the trajectory: a saved state made with other values cannot be continued.
-TRAJECTORY_FIELDS = ("steps", "lr", "warmup_fraction", "schedule", "weight_decay", "betas", "eps", "grad_clip",
-                     "clip_mode", "seed")
+# The one resume rule, for every stage: a saved run may be continued with different values of these settings only
+# (where it runs, how often it reports, validates and saves, the size of the validation gallery, what is kept);
+# every other setting, of the stage and of its LoopConfig (``steps``, ``lr``, ``seed``, the loss, the batch size,
+# ...), changes the trajectory and must be the same. A new setting is therefore checked unless it is listed here.
+MAY_CHANGE_ON_RESUME = ("out", "device", "precision", "cache_dir", "keep_task_checkpoints", "val_images",
+                        "eval_every", "save_every", "log_every")
+
+
+def settings_record(config: Any) -> dict:
+    """A (stage or loop) config as the JSON it is saved as, nested configs as nested objects."""
+    return json.loads(json.dumps(_jsonable(config)))
+
+
+def changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """``name=saved (now current)`` for each setting that differs and may not change (``MAY_CHANGE_ON_RESUME``,
+    by the setting's own name at any depth: ``loop.eval_every`` may change, ``loop.lr`` may not)."""
+    changed = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if key in MAY_CHANGE_ON_RESUME or old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += changed_settings(old, new, f"{prefix}{key}.")
+        else:
+            changed.append(f"{prefix}{key}={old!r} (now {new!r})")
+    return changed
 
 
 def capture_rng(runtime: Runtime) -> dict[str, Any]:
@@ -190,9 +213,7 @@ def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
 
 
 def _check_same_run(saved_config: dict, config: LoopConfig, params: dict, tensors: dict, record: Path) -> None:
-    current = json.loads(json.dumps(_jsonable(dataclasses.asdict(config))))
-    changed = [f"{k}={saved_config.get(k)!r} (now {current[k]!r})" for k in TRAJECTORY_FIELDS
-               if saved_config.get(k) != current[k]]
+    changed = changed_settings(saved_config, settings_record(config))
     if changed:
         raise ConfigError(f"the saved training state was made with other settings: {', '.join(changed)}; rerun "
                           f"with the same settings, or delete {record.parent} to start over", record)

@@ -28,18 +28,17 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.losses import info_nce, mse_distill
-from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder, load_encoder
+from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.schema import NATIVE_LANG
-from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
-from mltk.train.batches import LanguageBatches
-from mltk.train.distributed import gather_with_grad, init_from_env, shard
+from mltk.runtime import Runtime, log
+from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
+from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import train_to_checkpoint
+from mltk.train.stage import (StageInputs, load_inputs, log_sizes, prepare_encoder, retrieval_split,
+                              retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
-from mltk.train.validate import RetrievalValidator
 
 LE_TEMPERATURE = 0.01
 
@@ -57,27 +56,16 @@ class MlaConfig:
     tokenizer: str | None = None  # non-native tokenizer: vocab artifact or transformers name
     init_embeddings: bool = False  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
-    steps: int = 1000
     batch_size: int = 128
-    lr: float = 1e-4
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.2
-    grad_clip: float | None = 1.0
     train_embedding: bool | None = None  # default: yes, unless languages are added to an existing checkpoint
     temperature: float | None = LE_TEMPERATURE  # None: the frozen base CLIP's own learned temperature
-    eval_every: int = 0
     split: str = "train"
     val_split: str = "val"
     val_images: int | None = 1000  # validation gallery size cap (speed)
-    seed: int = 0
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
-
-    def loop(self) -> LoopConfig:
-        return LoopConfig(steps=self.steps, lr=self.lr, warmup_fraction=self.warmup_fraction,
-                          weight_decay=self.weight_decay, grad_clip=self.grad_clip, eval_every=self.eval_every,
-                          seed=self.seed)
+    loop: LoopConfig = LoopConfig(steps=1000, lr=1e-4)  # steps, lr (LE: 3e-6), warm-up, decay, clipping, seed
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -85,25 +73,14 @@ class MlaConfig:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def prepare_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
-                    ) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
+def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
+                ) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
     """The encoder, the languages to train, and whether the shared embedding trains."""
     available = sorted(set(captions.column("lang").to_pylist()) - {NATIVE_LANG})
-    if config.init is not None:
-        encoder = load_encoder(config.init, device=runtime.device)
-        languages = list(config.languages) or encoder.languages
-        added = [lang for lang in languages if lang not in encoder.languages]
-        for lang in added:
-            encoder.add_language(lang)
-        train_embedding = config.train_embedding if config.train_embedding is not None else not added
-    else:
-        if not config.tokenizer:
-            raise ConfigError("--tokenizer is needed when no --init checkpoint is given (a vocabulary artifact "
-                              "from `mltk build-vocab`, or a transformers name like bert-base-multilingual-cased)")
-        languages = list(config.languages) or available
-        encoder = build_encoder(config.model, config.pretrained, config.tokenizer, languages,
-                                init_embeddings=config.init_embeddings, device=runtime.device)
-        train_embedding = True if config.train_embedding is None else config.train_embedding
+    encoder, languages, added = prepare_encoder(config.init, config.model, config.pretrained, config.tokenizer,
+                                                config.init_embeddings,
+                                                lambda known: list(config.languages) or (known if config.init else available), runtime)
+    train_embedding = config.train_embedding if config.train_embedding is not None else not added
     missing = [lang for lang in languages if lang not in available]
     if missing:
         raise ConfigError(f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})",
@@ -196,17 +173,18 @@ def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, langua
 
 def train_nlt(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-nlt``: Native Language Transfer. Returns the checkpoint artifact path."""
-    runtime, captions, images = _setup(config)
-    encoder, languages, train_embedding = prepare_encoder(config, captions, runtime)
-    tokens, teacher = _nlt_data(encoder, config, captions, config.split, languages, runtime)
-    _log_sizes("NLT translation pairs", tokens)
-    validator, val_pairs = _validator(config, encoder, captions, images, languages, runtime), None
+    inputs = _inputs(config)
+    runtime = inputs.runtime
+    encoder, languages, train_embedding = mla_encoder(config, inputs.captions, runtime)
+    tokens, teacher = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
+    log_sizes("NLT translation pairs", tokens)
+    validator, val_pairs = _validator(config, encoder, inputs, languages), None
     if validator is None:
-        val_tokens, val_teacher = _nlt_data(encoder, config, captions, config.val_split, languages, runtime)
+        val_tokens, val_teacher = _nlt_data(encoder, config, inputs.captions, config.val_split, languages, runtime)
         val_pairs = {lang: (val_tokens[lang][:512], val_teacher[lang][:512]) for lang in languages}
-    task = NltTask(encoder, tokens, teacher, languages, train_embedding, config.batch_size, config.steps,
-                   config.seed, runtime, validator, val_pairs)
-    return _fit_and_save(task, encoder, config, runtime, "train-nlt", languages, on_step)
+    task = NltTask(encoder, tokens, teacher, languages, train_embedding, config.batch_size, config.loop.steps,
+                   config.loop.seed, runtime, validator, val_pairs)
+    return _run(task, encoder, config, runtime, "train-nlt", languages, on_step)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -236,9 +214,7 @@ class LeTask:
     def loss(self, step: int) -> torch.Tensor:
         lang, images = self.batches.batch(step)
         data = self.data[lang]
-        # one caption per image, chosen for the global batch before sharding so every rank agrees
-        draw = np.random.default_rng([self.seed, step, 0x1E]).random(len(images))
-        captions = data["offsets"][images] + (draw * data["counts"][images]).astype(np.int64)
+        captions = draw_captions(self.seed, step, 0x1E, images, data["offsets"], data["counts"])
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
         text = F.normalize(self.encoder.encode_tokens(data["tokens"][captions].to(device), lang).float(),
@@ -259,11 +235,11 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
                                                          rows.column("caption").to_pylist()) if i in image_row)
         if not pairs:
             raise ConfigError(f"no {lang} captions of split {split!r} describe an image of the image embeddings")
-        image_rows, counts = np.unique(np.array([r for r, _ in pairs]), return_counts=True)
+        image_rows, counts, offsets = group_by_image(np.array([r for r, _ in pairs]))
         data[lang] = {
             "image_rows": image_rows,
             "counts": counts,
-            "offsets": np.concatenate([[0], np.cumsum(counts)[:-1]]),
+            "offsets": offsets,
             "tokens": encoder.tokenize([t for _, t in pairs], lang),
         }
     return data
@@ -279,23 +255,20 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
         raise ConfigError("train-le needs image embeddings (positional IMAGES, or piped from encode-images)")
     if config.temperature is not None and not config.temperature > 0:
         raise ConfigError(f"--temperature must be positive or 'clip', got {config.temperature}")
-    runtime, captions, images = _setup(config)
-    image_table, image_vectors = images
-    encoder, languages, train_embedding = prepare_encoder(config, captions, runtime)
-    image_row = {image_id: i for i, image_id in enumerate(image_table.column("id").to_pylist())}
-    data = _le_data(encoder, captions, config.split, languages, image_row)
-    _log_sizes("LE images", {lang: d["image_rows"] for lang, d in data.items()})
-    validator = _validator(config, encoder, captions, images, languages, runtime)
+    inputs = _inputs(config)
+    runtime = inputs.runtime
+    encoder, languages, train_embedding = mla_encoder(config, inputs.captions, runtime)
+    data = _le_data(encoder, inputs.captions, config.split, languages, inputs.image_row())
+    log_sizes("LE images", {lang: d["image_rows"] for lang, d in data.items()})
+    validator = _validator(config, encoder, inputs, languages)
     if validator is None:
         raise ConfigError(f"no {config.val_split!r} captions match the image embeddings: LE validates on them",
                           config.captions)
-    unit_images = F.normalize(torch.from_numpy(np.array(image_vectors, dtype=np.float32)), dim=-1)  # [N, D]
     temperature = le_temperature(config.temperature, encoder)
     log(f"LE temperature {temperature:.4g} (logit scale {1 / temperature:.4g})")
-    task = LeTask(encoder, unit_images, data, languages,
-                  train_embedding, config.batch_size, config.steps, config.seed, temperature, runtime,
-                  validator)
-    return _fit_and_save(task, encoder, config, runtime, "train-le", languages, on_step)
+    task = LeTask(encoder, inputs.unit_image_vectors(), data, languages, train_embedding, config.batch_size,
+                  config.loop.steps, config.loop.seed, temperature, runtime, validator)
+    return _run(task, encoder, config, runtime, "train-le", languages, on_step)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -303,33 +276,21 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _setup(config: MlaConfig):
-    runtime = resolve_runtime(config.device, config.precision)
-    init_from_env(runtime)
-    seed_everything(config.seed)
-    captions = artifacts.load_captions(config.captions)
-    images = None
-    if config.images is not None:
-        table, vectors = artifacts.load_embeddings(config.images)
-        images = (table, np.asarray(vectors, dtype=np.float32))
-    return runtime, captions, images
+def _inputs(config: MlaConfig) -> StageInputs:
+    return load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
 
 
-def _validator(config: MlaConfig, encoder, captions, images, languages, runtime) -> RetrievalValidator | None:
-    if images is None:
+def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[str]):
+    """Retrieval on the validation split when image embeddings are given (else None)."""
+    if inputs.image_table is None:
         return None
-    table, vectors = images
-    val_captions = captions.filter(pc.equal(captions.column("split"), config.val_split))
-    val_image_ids = set(val_captions.column("image_id").to_pylist())
-    keep = np.array([i in val_image_ids for i in table.column("id").to_pylist()])
-    if not keep.any():
-        return None
-    return RetrievalValidator(encoder, val_captions, table.filter(pa.array(keep)), vectors[keep], languages,
-                              runtime, max_images=config.val_images)
+    split = retrieval_split(inputs.captions, inputs.image_table, inputs.image_vectors, config.val_split)
+    return None if split is None else retrieval_validator(encoder, split, languages, inputs.runtime,
+                                                          config.val_images)
 
 
-def _fit_and_save(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: Runtime, stage: str,
-                  languages: list[str], on_step=None) -> Path:
+def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: Runtime, stage: str,
+         languages: list[str], on_step=None) -> Path:
     encoder.train()
     inputs = [p for p in (config.captions, config.images, config.init) if p is not None]
     trained = sorted(task.parameters_to_train())
@@ -339,11 +300,6 @@ def _fit_and_save(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, 
         trained ones."""
         return {**{k: v.detach().cpu() for k, v in encoder.state_tensors().items()}, **best}
 
-    return train_to_checkpoint(task, config.loop(), runtime, config.out, stage=stage,
-                               checkpoint_config=encoder.checkpoint_config, checkpoint_tensors=checkpoint_tensors,
-                               run_config=config, inputs=inputs, on_step=on_step, languages_trained=languages,
-                               tensors_trained=len(trained))
-
-
-def _log_sizes(what: str, per_language: dict) -> None:
-    log(f"{what}: " + ", ".join(f"{lang} {len(v)}" for lang, v in per_language.items()))
+    return run_stage(task, config.loop, runtime, config.out, stage=stage, checkpoint_config=encoder.checkpoint_config,
+                     checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
+                     languages_trained=languages, tensors_trained=len(trained))

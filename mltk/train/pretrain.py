@@ -27,11 +27,15 @@ from mltk.losses import info_nce
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
 from mltk.schema import NATIVE_LANG
-from mltk.runtime import Runtime, log, resolve_runtime, seed_everything, track
-from mltk.train.batches import LanguageBatches
-from mltk.train.distributed import gather_with_grad, init_from_env, shard
+from mltk.runtime import Runtime, log, track
+from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
+from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import train_to_checkpoint
+from mltk.train.stage import load_inputs, run_stage
+
+# CLIP's recipe: 10% warm-up then cosine, global gradient clipping; the CLI sets steps, lr, decay, eval_every, seed
+PRETRAIN_LOOP = LoopConfig(steps=1500, lr=1e-3, weight_decay=0.1, schedule="cosine", clip_mode="global")
+
 
 @dataclass(frozen=True)
 class PretrainConfig:
@@ -39,15 +43,10 @@ class PretrainConfig:
     captions: Path  # captions artifact; only ``lang == "en"`` rows are used
     out: Path
     model: str = "mltk-tiny"
-    steps: int = 1500
     batch_size: int = 128
-    lr: float = 1e-3
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.1
-    eval_every: int = 0
-    seed: int = 0
     device: str = "auto"
     precision: str = "auto"
+    loop: LoopConfig = PRETRAIN_LOOP
 
 
 def decode_images(table: pa.Table, preprocess) -> torch.Tensor:
@@ -79,8 +78,7 @@ class ClipPretrainTask:
 
     def loss(self, step: int) -> torch.Tensor:
         _, images = self.batches.batch(step)
-        draw = np.random.default_rng([self.seed, step, 0xC11]).random(len(images))
-        captions = self.offsets[images] + (draw * self.counts[images]).astype(np.int64)
+        captions = draw_captions(self.seed, step, 0xC11, images, self.offsets, self.counts)
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
         image = F.normalize(self.clip.encode_image(self.pixels[images].to(device)).float(), dim=-1)
@@ -104,11 +102,9 @@ def _english(captions: pa.Table, split: str, image_ids: list[str]):
 
 def pretrain(config: PretrainConfig) -> Path:
     """``mltk pretrain``: train a CLIP from scratch on English captions; returns the checkpoint artifact path."""
-    runtime = resolve_runtime(config.device, config.precision)
-    init_from_env(runtime)
-    seed_everything(config.seed)
+    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions)
+    runtime, captions = inputs.runtime, inputs.captions
     image_table = artifacts.load_images(config.images)
-    captions = artifacts.load_captions(config.captions)
     bundle = load_clip(config.model, None, device=runtime.device, freeze=False)
     clip = bundle.model
     splits = np.array(image_table.column("split").to_pylist())
@@ -122,9 +118,8 @@ def pretrain(config: PretrainConfig) -> Path:
     train_table, train_pairs = split_data("train")
     if not train_pairs:
         raise ConfigError("no English train captions describe the images", config.captions)
-    image_rows, counts = np.unique([r for r, _ in train_pairs], return_counts=True)  # images with captions
+    image_rows, counts, offsets = group_by_image([r for r, _ in train_pairs])  # images with captions
     pixels = decode_images(train_table.take(pa.array(image_rows)), bundle.preprocess)
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
     tower = clip_text_tower(bundle)
     tokens = tower.tokenize([t for _, t in train_pairs])
     log(f"pretrain: {len(pixels)} train images, {len(train_pairs)} English captions")
@@ -133,14 +128,11 @@ def pretrain(config: PretrainConfig) -> Path:
     val_pixels = decode_images(val_table, bundle.preprocess) if val_pairs else None
     validate_fn = _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime)
 
-    task = ClipPretrainTask(clip, tower, pixels, tokens, offsets, counts, config.batch_size, config.steps,
-                            config.seed, runtime, validate_fn)
-    loop = LoopConfig(steps=config.steps, lr=config.lr, warmup_fraction=config.warmup_fraction,
-                      schedule="cosine", weight_decay=config.weight_decay, eval_every=config.eval_every,
-                      clip_mode="global", seed=config.seed)
+    task = ClipPretrainTask(clip, tower, pixels, tokens, offsets, counts, config.batch_size, config.loop.steps,
+                            config.loop.seed, runtime, validate_fn)
     clip.train()
-    return train_to_checkpoint(
-        task, loop, runtime, config.out, stage="pretrain",
+    return run_stage(
+        task, config.loop, runtime, config.out, stage="pretrain",
         checkpoint_config=lambda: clip_checkpoint_config(config.model),
         checkpoint_tensors=lambda best: {**{k: v.detach().cpu() for k, v in clip.state_dict().items()}, **best},
         run_config=config, inputs=[config.images, config.captions])

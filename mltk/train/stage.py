@@ -1,35 +1,217 @@
-"""Run a training task into a checkpoint artifact, resumably.
+"""The one stage runner: what every training stage (pretrain, train-nlt, train-le, train-continual, train-ccrk)
+does around its task, written once.
 
-The loop's resumable state lives in ``state/`` inside the artifact's partial directory, so rerunning the same
-command after an interruption continues from the last saved step; the finished artifact holds the best trained
-tensors (``model.safetensors``), the checkpoint config, the training history, the per-step metrics
-(``steps.csv``) and the final optimizer state beside them.
+A stage is a recipe: it builds its ``TrainTask`` (what trains, the loss, the validation) from the inputs this
+module loads, then calls ``run_stage`` (one fit into a checkpoint artifact) or, for a sequence of fits inside one
+artifact (train-continual's tasks), ``open_run`` and ``fit_best``. Here:
+
+- ``load_inputs``: runtime (and torchrun), the seed, the captions and the image embeddings, in that order (the
+  seed is set before any model is built, so every stage draws its random initialisations from the same state);
+- ``retrieval_split`` / ``retrieval_validator``: the one builder of the retrieval validation;
+- ``prepare_encoder``: MLA's language acquisition encoder, loaded from ``--init`` or built fresh;
+- ``run_stage``: the artifact writer, the run-settings check, ``fit``, the best state and the checkpoint files.
+
+Resume. One rule decides which settings may change when a partial run is continued: ``changed_settings`` in
+``mltk.train.loop_state`` (an allow-list, ``MAY_CHANGE_ON_RESUME``). ``fit`` applies it to its ``LoopConfig``
+(``loop.json``), and ``open_run`` to the stage's whole config (``run.json`` in the partial artifact), which embeds
+that ``LoopConfig`` as its ``loop`` field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+import torch.nn.functional as F
+
 from mltk import artifacts, schema
-from mltk.runtime import Runtime, log
-from mltk.train.loop import LoopConfig, TrainTask, fit
+from mltk.errors import ConfigError
+from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
+from mltk.train.distributed import init_from_env
+from mltk.train.loop import FitResult, LoopConfig, TrainTask, fit
+from mltk.train.loop_state import changed_settings, settings_record
 from mltk.train.step_log import STEPS_CSV
+from mltk.train.validate import RetrievalValidator
+
+RUN_FILE = "run.json"  # the settings a partial run was started with (removed when the artifact is finished)
 
 
-def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *, stage: str,
-                        checkpoint_config: Callable[[], dict], run_config: Any, inputs: Iterable[Path],
-                        on_step: Callable[[int, float], None] | None = None,
-                        checkpoint_tensors: Callable[[dict], dict] | None = None,
-                        extra_files: Callable[[Path], None] | None = None, **manifest_fields: Any) -> Path:
+# ----------------------------------------------------------------------------------------------------------------
+# Stage configs: one LoopConfig inside each
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def replace_settings(config: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` for a stage config: a change names a field of the config, or else of its ``loop``
+    (``replace_settings(config, steps=3, lr=1e-3)``)."""
+    own = {k: v for k, v in changes.items() if k in config.__dataclass_fields__}
+    loop = {k: v for k, v in changes.items() if k not in own}
+    unknown = [k for k in loop if k not in LoopConfig.__dataclass_fields__]
+    if unknown:
+        raise TypeError(f"{type(config).__name__} has no setting {', '.join(unknown)}")
+    if loop:
+        own["loop"] = dataclasses.replace(own.get("loop", config.loop), **loop)
+    return dataclasses.replace(config, **own)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inputs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StageInputs:
+    runtime: Runtime
+    captions: pa.Table
+    image_table: pa.Table | None = None     # rows of the image embeddings (``id``)
+    image_vectors: np.ndarray | None = None  # [N, D] float32, as ``encode-images`` wrote them
+
+    def image_row(self) -> dict[str, int]:
+        """image id -> row of the image embeddings."""
+        return {image_id: i for i, image_id in enumerate(self.image_table.column("id").to_pylist())}
+
+    def unit_image_vectors(self) -> torch.Tensor:
+        """[N, D] L2-normalised copy of the image embeddings (CPU)."""
+        return F.normalize(torch.from_numpy(np.array(self.image_vectors, dtype=np.float32)), dim=-1)
+
+
+def load_inputs(device: str, precision: str, seed: int, captions: Path,
+                image_embeddings: Path | None = None) -> StageInputs:
+    """Resolve the runtime (joining torchrun when launched by it), seed every generator, read the captions and the
+    image embeddings."""
+    runtime = resolve_runtime(device, precision)
+    init_from_env(runtime)
+    seed_everything(seed)
+    inputs = StageInputs(runtime, artifacts.load_captions(captions))
+    if image_embeddings is not None:
+        table, vectors = artifacts.load_embeddings(image_embeddings)
+        inputs.image_table, inputs.image_vectors = table, np.asarray(vectors, dtype=np.float32)
+    return inputs
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Validation: one builder
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RetrievalSplit:
+    """The captions of one split and the images they describe (a retrieval gallery)."""
+
+    captions: pa.Table
+    image_table: pa.Table
+    image_vectors: np.ndarray
+
+
+def retrieval_split(captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray, split: str,
+                    languages: list[str] | None = None) -> RetrievalSplit | None:
+    """The ``split`` captions (of ``languages``, default all) and the images any of them describes, in the image
+    embeddings' order; None when no such image is in the embeddings."""
+    keep_rows = pc.equal(captions.column("split"), split)
+    if languages is not None:
+        keep_rows = pc.and_(keep_rows, pc.is_in(captions.column("lang"), pa.array(languages, pa.string())))
+    rows = captions.filter(keep_rows)
+    wanted = set(rows.column("image_id").to_pylist())
+    keep = np.array([i in wanted for i in image_table.column("id").to_pylist()], dtype=bool)
+    if not keep.any():
+        return None
+    return RetrievalSplit(rows, image_table.filter(pa.array(keep)), image_vectors[keep])
+
+
+def retrieval_validator(encoder, split: RetrievalSplit, languages: list[str], runtime: Runtime,
+                        max_images: int | None) -> RetrievalValidator:
+    """Mean AR over ``languages`` on ``split`` (at most ``max_images`` images): the score that picks the best step."""
+    return RetrievalValidator(encoder, split.captions, split.image_table, split.image_vectors, languages, runtime,
+                              max_images=max_images)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# MLA's encoder: one builder
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def prepare_encoder(init: Path | None, model: str, pretrained: str | None, tokenizer: str | None,
+                    init_embeddings: bool, languages: Callable[[list[str]], list[str]], runtime: Runtime):
+    """MLA's language acquisition encoder from the ``init`` checkpoint, or built fresh on the base CLIP ``model``
+    with the non-native ``tokenizer``. ``languages(known)`` names the languages it must have, given those of the
+    checkpoint (none when fresh); languages it lacks get fresh acquirers, in that order.
+    Returns the encoder (on the runtime's device), its languages and those added to ``init``."""
+    from mltk.models.multilingual import build_encoder, load_encoder
+
+    if init is not None:  # load_encoder names what is wrong with anything but an MLA checkpoint
+        encoder = load_encoder(init, device=runtime.device)
+        wanted = languages(list(encoder.languages))
+    else:
+        if not tokenizer:
+            raise ConfigError("--tokenizer is needed when no --init checkpoint is given (a vocabulary artifact "
+                              "from `mltk build-vocab`, or a transformers name like bert-base-multilingual-cased)")
+        wanted = languages([])
+        encoder = build_encoder(model, pretrained, tokenizer, [lang for lang in wanted if lang != schema.NATIVE_LANG],
+                                init_embeddings=init_embeddings, device=runtime.device)
+    added = [lang for lang in wanted if lang != schema.NATIVE_LANG and lang not in encoder.languages]
+    for lang in added:
+        encoder.add_language(lang)
+    return encoder.to(runtime.device), wanted, added
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running: one fit into one checkpoint, or several fits inside one artifact
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def open_run(out: Path, stage: str, config: Any, inputs: Iterable[Path]) -> Iterator[artifacts.ArtifactWriter]:
+    """The stage's resumable artifact writer. The first run records its settings (``run.json``); a rerun that finds
+    the partial artifact continues it only when ``changed_settings`` allows every difference."""
+    with artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=config, inputs=list(inputs),
+                                  resume=True) as writer:
+        record = writer.dir / RUN_FILE
+        current = settings_record(config)
+        if record.is_file():
+            changed = changed_settings(artifacts.read_json(record), current)
+            if changed:
+                raise ConfigError(f"the interrupted run in {writer.dir} was started with other settings: "
+                                  f"{'; '.join(changed)}; rerun with the same settings or delete it to start over")
+        else:
+            artifacts.write_json(record, current)
+        yield writer
+        record.unlink(missing_ok=True)
+
+
+def fit_best(task: TrainTask, loop: LoopConfig, runtime: Runtime, state_dir: Path, *, description: str,
+             on_step: Callable[[int, float], None] | None = None, steps_csv: Path | None = None) -> FitResult:
+    """``fit`` (resuming from ``state_dir``), then put the best state back into the trained tensors."""
+    result = fit(task, loop, runtime, state_dir, on_step=on_step, description=description, steps_csv=steps_csv)
+    params = task.parameters_to_train()
+    with torch.no_grad():
+        for name, value in result.best_state.items():
+            params[name].copy_(value)
+    return result
+
+
+def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *, stage: str,
+              checkpoint_config: Callable[[], dict], run_config: Any, inputs: Iterable[Path],
+              on_step: Callable[[int, float], None] | None = None,
+              checkpoint_tensors: Callable[[dict], dict] | None = None,
+              extra_files: Callable[[Path], None] | None = None, **manifest_fields: Any) -> Path:
     """Fit ``task`` and write its best tensors as a checkpoint artifact at ``out``; returns the path.
 
+    The loop's resumable state lives in ``state/`` inside the partial artifact, so rerunning the same command after
+    an interruption continues from the last saved step; the finished artifact holds the best trained tensors
+    (``model.safetensors``), the checkpoint config, ``history.json``, the per-step metrics (``steps.csv``) and the
+    final optimizer state (``state/``).
     ``checkpoint_tensors(best_state)`` may complete the trained tensors with frozen ones the checkpoint must hold;
     ``extra_files(directory)`` may write files the checkpoint needs besides them (a vocabulary).
     """
-    with artifacts.ArtifactWriter(out, "checkpoint", stage=stage, config=run_config, inputs=inputs,
-                                  resume=True) as writer:
+    with open_run(out, stage, run_config, inputs) as writer:
         result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
                      steps_csv=writer.dir / STEPS_CSV)
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
@@ -42,3 +224,7 @@ def train_to_checkpoint(task: TrainTask, loop: LoopConfig, runtime: Runtime, out
                                **manifest_fields)
     log(f"{stage}: best validation score {result.best_score:.4f} at step {result.best_step}; wrote {writer.path}")
     return writer.path
+
+
+def log_sizes(what: str, per_language: dict) -> None:
+    log(f"{what}: " + ", ".join(f"{lang} {len(v)}" for lang, v in per_language.items()))

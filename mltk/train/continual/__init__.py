@@ -36,15 +36,17 @@ per-task test metrics, validation history and vocabulary sizes; ``read_summary``
 ``continual_curve.png`` and the vocabularies built on the way (``vocabs/NN-lang``). Methods that route by
 language (``mla``) say ``needs_task_identity: true`` in the checkpoint config, continual.json and the manifest.
 
-Resume. The artifact is built in its partial directory: each finished task is a complete ``cll`` checkpoint
-``tasks/NN-lang`` (with the method's training state: Fisher, replay memory), and the running task keeps the
-training loop's exact-resume state in ``train/NN-lang``. Rerunning the same command skips finished tasks and
-continues the running one where it stopped; the result equals an uninterrupted run on the CPU. The task
+Resume. The artifact is built in its partial directory (``mltk.train.stage.open_run``, which records the run's
+settings and continues it only under the one resume rule, ``mltk.train.loop_state.MAY_CHANGE_ON_RESUME``): each
+finished task is a complete ``cll`` checkpoint ``tasks/NN-lang`` (with the method's training state: Fisher, replay
+memory), which a rerun loads instead of training the task again, and the running task keeps the training loop's
+exact-resume state in ``train/NN-lang`` (``fit`` with the task's own LoopConfig, ``loop_config``; the best state
+comes back through ``mltk.train.stage.fit_best``). The result equals an uninterrupted run on the CPU. The task
 checkpoints are removed when the run completes unless ``keep_task_checkpoints``.
 """
 
-from mltk.train.continual.config import (CONTINUAL_FILE, ContinualTrainConfig, final_summary, metric_value,
-                                         read_summary, task_order)
+from mltk.train.continual.config import (CONTINUAL_FILE, CONTINUAL_LOOP, ContinualTrainConfig, final_summary,
+                                         metric_value, read_summary, task_order)
 from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
 from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
 from mltk.train.continual.run import (_split_data, _write_task_checkpoint, evaluate_languages,  # noqa: F401
@@ -53,7 +55,7 @@ from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_see
                                        vocabulary_summary)
 from mltk.teir import TeirAdamW
 
-__all__ = ["CONTINUAL_FILE", "CURVE_PNG", "MATRIX_PNG", "CllClipTask", "ContinualTrainConfig", "Corpus", "Examples",
-           "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary", "loop_config",
+__all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CllClipTask", "ContinualTrainConfig",
+           "Corpus", "Examples", "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary", "loop_config",
            "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed", "task_vocabulary",
            "teir_lambdas", "train_continual", "vocabulary_summary"]

@@ -13,11 +13,14 @@ from mltk import artifacts
 from mltk.continual import METHODS, MethodOptions
 from mltk.errors import ConfigError
 from mltk.schema import NATIVE_LANG
+from mltk.train.loop import LoopConfig
 from mltk.vocab import vocabulary_size_problem
 
 CONTINUAL_FILE = "continual.json"
-# Options that do not change what is trained: a partial run may be continued with other values.
-NON_TRAJECTORY_FIELDS = ("out", "device", "precision", "cache_dir", "keep_task_checkpoints", "val_images")
+# The paper's optimizer settings (AdamW lr 5e-5, decay 0.05, 10% warm-up then constant). Each task fits with this
+# LoopConfig, its ``steps``, ``eval_every`` and ``seed`` replaced by the task's (``loop_config``): the ``steps``
+# here is a placeholder, the per-task count comes from ``ContinualTrainConfig.steps`` or ``epochs``.
+CONTINUAL_LOOP = LoopConfig(steps=1, lr=5e-5, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8)
 METRIC_PATTERN = re.compile(r"AR|(i2t|t2i)\.R@(1|5|10)")
 
 
@@ -42,13 +45,7 @@ class ContinualTrainConfig:
     steps: int | None = None  # updates per task (default: epochs x steps per epoch)
     eval_every: int | None = None  # validation interval in steps (default: once per epoch)
     batch_size: int = 128
-    lr: float = 5e-5
     method_lr: float = 1e-3
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.05
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    grad_clip: float | None = 1.0
     gamma1: float = 0.01
     gamma2: float = 1.0
     temperature: float = 0.07
@@ -59,11 +56,10 @@ class ContinualTrainConfig:
     val_images: int | None = 1000
     options: MethodOptions = MethodOptions()
     keep_task_checkpoints: bool = False
-    save_every: int = 50
-    seed: int = 0
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
+    loop: LoopConfig = CONTINUAL_LOOP  # lr, warm-up, AdamW settings, clipping, save_every, seed of every task
 
     @property
     def variant(self) -> str:

@@ -14,6 +14,7 @@ import torch
 from mltk.continual.model import ContinualTextEncoder
 from mltk.errors import ConfigError
 from mltk.schema import NATIVE_LANG
+from mltk.train.batches import group_by_image
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -93,6 +94,5 @@ class TaskData:
 def task_data(corpus: Corpus, lang: str, encoder: ContinualTextEncoder) -> TaskData:
     order = np.argsort(corpus.image_rows[lang], kind="stable")
     examples = corpus.examples(corpus.keys(lang)[order], encoder)
-    image_rows, counts = np.unique(corpus.image_rows[lang][order], return_counts=True)
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    image_rows, counts, offsets = group_by_image(corpus.image_rows[lang][order])
     return TaskData(image_rows, offsets, counts, examples.tokens, examples.teacher)

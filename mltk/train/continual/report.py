@@ -14,7 +14,6 @@ MATRIX_PNG, CURVE_PNG = "continual_matrix.png", "continual_curve.png"
 TRAINING_STATE = "training_state.safetensors"
 TRAINING_INFO = "training_state.json"
 TASK_FILE = "task.json"
-RUN_FILE = "run.json"
 
 
 def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encoder: ContinualTextEncoder,
@@ -49,7 +48,6 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
         (writer.dir / CURVE_PNG).with_suffix(f".{fmt}").write_bytes(
             plots.continual_curves(summary["AR"], summary["F"], order, title, config.metric, fmt=fmt))
     shutil.rmtree(writer.dir / "train", ignore_errors=True)
-    (writer.dir / RUN_FILE).unlink(missing_ok=True)
     if not config.keep_task_checkpoints:
         shutil.rmtree(writer.dir / "tasks", ignore_errors=True)
     writer.manifest.update(tasks=order, method=method.name, teir=config.variant, metric=config.metric,

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-from dataclasses import dataclass
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
 from mltk import artifacts, schema
@@ -21,17 +18,16 @@ from mltk.encode_texts import ClipTextEncoder, encode_captions
 from mltk.errors import ArtifactError, ConfigError
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import load_clip
-from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
+from mltk.runtime import Runtime, log
 from mltk.teir import init_new_rows
-from mltk.train.continual.config import NON_TRAJECTORY_FIELDS, ContinualTrainConfig, metric_value, task_order
+from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
 from mltk.train.continual.data import Corpus, task_data
-from mltk.train.continual.report import RUN_FILE, TASK_FILE, TRAINING_INFO, TRAINING_STATE, finish, fmt
+from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE, finish, fmt
 from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
                                        vocabulary_summary)
-from mltk.train.distributed import init_from_env
-from mltk.train.loop import LoopConfig, fit
+from mltk.train.loop import LoopConfig
+from mltk.train.stage import RetrievalSplit, fit_best, load_inputs, open_run, retrieval_split, retrieval_validator
 from mltk.train.teacher import teacher_embeddings
-from mltk.train.validate import RetrievalValidator
 from mltk.vocab import Vocabulary, clip_vocabulary, load_vocabulary
 
 OnStep = Callable[[int, int, float], None]  # (task index, step, loss)
@@ -42,25 +38,15 @@ OnStep = Callable[[int, int, float], None]  # (task index, step, loss)
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Split:
-    captions: pa.Table
-    image_table: pa.Table
-    image_vectors: np.ndarray
-
-
 def _split_data(captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray, split: str,
-                languages: list[str], source: Path) -> _Split:
-    rows = captions.filter(pc.and_(pc.equal(captions.column("split"), split),
-                                   pc.is_in(captions.column("lang"), pa.array(languages, pa.string()))))
-    wanted = set(rows.column("image_id").to_pylist())
-    keep = np.array([i in wanted for i in image_table.column("id").to_pylist()], dtype=bool)
-    if not keep.any():
+                languages: list[str], source: Path) -> RetrievalSplit:
+    split_data = retrieval_split(captions, image_table, image_vectors, split, languages)
+    if split_data is None:
         raise ConfigError(f"no image of the {split!r} captions is in the image embeddings", source)
-    return _Split(rows, image_table.filter(pa.array(keep)), image_vectors[keep])
+    return split_data
 
 
-def evaluate_languages(encoder: ContinualTextEncoder, test: _Split, languages: list[str],
+def evaluate_languages(encoder: ContinualTextEncoder, test: RetrievalSplit, languages: list[str],
                        runtime: Runtime) -> dict:
     """Retrieval metrics of ``languages`` on the test split (``mltk.evaluate.evaluate_retrieval``)."""
     was_training = encoder.training
@@ -68,26 +54,6 @@ def evaluate_languages(encoder: ContinualTextEncoder, test: _Split, languages: l
     table, vectors = encode_captions(encoder, test.captions, runtime, languages=languages)
     encoder.train(was_training)
     return evaluate_retrieval(test.image_table, test.image_vectors, table, vectors)
-
-
-def _trajectory(config: ContinualTrainConfig) -> dict:
-    raw = artifacts._jsonable(dataclasses.asdict(config))
-    return json.loads(json.dumps({k: v for k, v in raw.items() if k not in NON_TRAJECTORY_FIELDS}))
-
-
-def _check_same_run(directory: Path, config: ContinualTrainConfig) -> None:
-    """A partial run may only be continued with the settings it was started with."""
-    record = directory / RUN_FILE
-    current = _trajectory(config)
-    if record.is_file():
-        saved = artifacts.read_json(record)
-        changed = [f"{k}={saved.get(k)!r} (now {current.get(k)!r})" for k in sorted(set(saved) | set(current))
-                   if saved.get(k) != current.get(k)]
-        if changed:
-            raise ConfigError(f"the interrupted run in {directory} was started with other settings: "
-                              f"{'; '.join(changed)}; rerun with the same settings or delete it to start over")
-    else:
-        artifacts.write_json(record, current)
 
 
 def _write_task_checkpoint(path: Path, encoder: ContinualTextEncoder, vocabulary: Vocabulary, record: dict,
@@ -123,13 +89,11 @@ def _restore_task(path: Path, encoder: ContinualTextEncoder) -> tuple[Vocabulary
 def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None) -> Path:
     """``mltk train-continual``: train the task sequence and write the checkpoint artifact; returns its path."""
     config.check()
-    runtime = init_from_env(resolve_runtime(config.device, config.precision))
-    seed_everything(config.seed)
-    captions = artifacts.load_captions(config.captions)
+    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
+    runtime, captions, image_table, image_vectors = inputs.runtime, inputs.captions, inputs.image_table, \
+        inputs.image_vectors
     order = task_order(config, captions)
-    image_table, image_vectors = artifacts.load_embeddings(config.images)
-    image_vectors = np.asarray(image_vectors, dtype=np.float32)
-    image_row = {image_id: i for i, image_id in enumerate(image_table.column("id").to_pylist())}
+    image_row = inputs.image_row()
     clip = load_clip(config.model, config.pretrained, device=runtime.device)
     teacher_encoder = ClipTextEncoder(clip)
     corpus = Corpus(captions, config.split, order, image_row, torch.from_numpy(image_vectors),
@@ -144,11 +108,9 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     if clip.model.token_embedding.weight.shape[0] != root.vocab_size:
         raise ConfigError(f"the base model's token table has {clip.model.token_embedding.weight.shape[0]} rows, "
                           f"CLIP's vocabulary {root.vocab_size}: CLL-CLIP grows CLIP's own vocabulary")
-    method = make_method(config.method, config.options, clip, config.seed)
+    method = make_method(config.method, config.options, clip, config.loop.seed)
     encoder = ContinualTextEncoder(clip, root.tokenizer, method, init_temperature=config.temperature)
-    with artifacts.ArtifactWriter(config.out, "checkpoint", stage="train-continual", config=config,
-                                  inputs=[config.captions, config.images], resume=True) as writer:
-        _check_same_run(writer.dir, config)
+    with open_run(config.out, "train-continual", config, [config.captions, config.images]) as writer:
         records: list[dict] = []
         vocabulary = root
         for index, lang in enumerate(order):
@@ -172,21 +134,21 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
 
 
 def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpus: Corpus, vocabulary: Vocabulary,
-                 index: int, lang: str, val: _Split | None, runtime: Runtime) -> CllClipTask:
+                 index: int, lang: str, val: RetrievalSplit | None, runtime: Runtime) -> CllClipTask:
     """Grow the table to ``vocabulary`` (TEIR or plain initialisation), and set up task ``index``: its data,
     TEIR's lambdas, validation on ``val`` (none when None), and the method's per-task modules."""
     if vocabulary.parent_size != encoder.vocab_size:
         raise ArtifactError(f"the vocabulary of task {index} ({lang}) grows a vocabulary of {vocabulary.parent_size} "
                             f"tokens, but the table has {encoder.vocab_size} rows (a different chain)",
                             vocabulary.path)
-    generator = torch.Generator().manual_seed(task_seed(config.seed, index))
+    generator = torch.Generator().manual_seed(task_seed(config.loop.seed, index))
     new_rows = init_new_rows(encoder.table.detach().cpu(), vocabulary.vocab_size - encoder.vocab_size, generator,
                              mode="teir" if config.teir_init else "normal")
     encoder.grow(vocabulary.tokenizer, new_rows)
     lambdas = teir_lambdas(vocabulary) if config.teir_reg else None
     data = task_data(corpus, lang, encoder)
-    validator = None if val is None else RecallSumValidator(RetrievalValidator(
-        encoder, val.captions, val.image_table, val.image_vectors, [lang], runtime, max_images=config.val_images), lang)
+    validator = None if val is None else RecallSumValidator(
+        retrieval_validator(encoder, val, [lang], runtime, config.val_images), lang)
     task = CllClipTask(encoder, corpus, data, index, lang, config, runtime, validator, lambdas)
     encoder.train()
     encoder.method.begin_task(task)
@@ -194,14 +156,13 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
 
 
 def loop_config(config: ContinualTrainConfig, task: CllClipTask) -> LoopConfig:
-    return LoopConfig(steps=task.steps, lr=config.lr, warmup_fraction=config.warmup_fraction, schedule="constant",
-                      weight_decay=config.weight_decay, betas=config.betas, eps=config.eps,
-                      grad_clip=config.grad_clip, eval_every=config.eval_every or task.steps_per_epoch,
-                      save_every=config.save_every, seed=task.seed)
+    """The task's own LoopConfig: the run's, with the task's steps, validation interval and seed."""
+    return dataclasses.replace(config.loop, steps=task.steps, eval_every=config.eval_every or task.steps_per_epoch,
+                               seed=task.seed)
 
 
 def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpus: Corpus, vocabulary: Vocabulary,
-              index: int, order: list[str], val: _Split, test: _Split, runtime: Runtime, state_dir: Path,
+              index: int, order: list[str], val: RetrievalSplit, test: RetrievalSplit, runtime: Runtime, state_dir: Path,
               on_step: OnStep | None) -> dict:
     lang = order[index]
     task = prepare_task(config, encoder, corpus, vocabulary, index, lang, val, runtime)
@@ -209,13 +170,9 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
     loop = loop_config(config, task)
     log(f"task {index} ({lang}): {len(data.image_rows)} images, {len(data.tokens)} captions, {steps} steps "
         f"({steps_per_epoch} per epoch); vocabulary {vocabulary.parent_size} -> {vocabulary.vocab_size}")
-    result = fit(task, loop, runtime, state_dir, description=f"task {index} {lang}",
-                 steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
-                 on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
-    params = task.parameters_to_train()
-    with torch.no_grad():
-        for name, value in result.best_state.items():
-            params[name].copy_(value)
+    result = fit_best(task, loop, runtime, state_dir, description=f"task {index} {lang}",
+                      steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
+                      on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
     encoder.method.end_task(task)
     encoder.trained_languages = order[:index + 1]
     evaluation = evaluate_languages(encoder, test, order[:index + 1], runtime)

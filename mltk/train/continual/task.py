@@ -15,7 +15,7 @@ from mltk.errors import ArtifactError
 from mltk.losses import cll_clip_loss
 from mltk.runtime import Runtime
 from mltk.teir import TeirAdamW, token_lambdas
-from mltk.train.batches import LanguageBatches
+from mltk.train.batches import LanguageBatches, draw_captions
 from mltk.train.continual.config import ContinualTrainConfig
 from mltk.train.continual.data import Corpus, TaskData
 from mltk.train.distributed import gather_with_grad, shard
@@ -42,7 +42,7 @@ class CllClipTask:
         self.steps_per_epoch = max(len(data.image_rows) // config.batch_size, 1)  # an epoch: each image once
         steps = config.steps or config.epochs * self.steps_per_epoch
         self.steps = steps
-        self.seed = task_seed(config.seed, index)
+        self.seed = task_seed(config.loop.seed, index)
         self.batches = LanguageBatches({lang: len(data.image_rows)}, config.batch_size, steps, self.seed)
 
     # --- TrainTask ---------------------------------------------------------------------------------------------
@@ -88,8 +88,7 @@ class CllClipTask:
         """The CLL-CLIP loss of the batch of ``step`` (distinct images, one caption each, drawn from the seed)."""
         _, images = self.batches.batch(step)
         data = self.data
-        draw = np.random.default_rng([self.seed, step, 0xC11]).random(len(images))
-        captions = data.offsets[images] + (draw * data.counts[images]).astype(np.int64)
+        captions = draw_captions(self.seed, step, 0xC11, images, data.offsets, data.counts)
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
         text = self.encoder.encode_tokens(data.tokens[captions].to(device), self.lang)

@@ -1,0 +1,62 @@
+"""The stage runner's shared pieces: the one resume rule, stage configs with one LoopConfig, caption draws."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mltk.errors import ConfigError
+from mltk.train.batches import draw_captions, group_by_image
+from mltk.train.ccrk import CcrkConfig
+from mltk.train.loop import LoopConfig
+from mltk.train.loop_state import changed_settings, settings_record
+from mltk.train.mla import MlaConfig
+from mltk.train.stage import open_run, replace_settings
+
+
+def test_one_rule_lets_only_listed_settings_change_at_any_depth():
+    saved = settings_record(MlaConfig(captions=Path("c"), out=Path("a"), loop=LoopConfig(steps=5, lr=1e-3)))
+    allowed = settings_record(MlaConfig(captions=Path("c"), out=Path("b"), device="cpu", val_images=3,
+                                        loop=LoopConfig(steps=5, lr=1e-3, eval_every=2, save_every=1, log_every=1)))
+    assert changed_settings(saved, allowed) == []
+    other = settings_record(MlaConfig(captions=Path("c"), out=Path("a"), batch_size=4,
+                                      loop=LoopConfig(steps=5, lr=1e-2, seed=1)))
+    assert changed_settings(saved, other) == ["batch_size=128 (now 4)", "loop.lr=0.001 (now 0.01)",
+                                              "loop.seed=0 (now 1)"]
+    assert changed_settings({"a": 1}, {"a": 1, "new_setting": 2}) == ["new_setting=None (now 2)"]
+
+
+def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
+    config = MlaConfig(captions=Path("c"), out=tmp_path / "out", loop=LoopConfig(steps=5, lr=1e-3))
+    with pytest.raises(KeyboardInterrupt):
+        with open_run(config.out, "train-nlt", config, []):
+            raise KeyboardInterrupt
+    with pytest.raises(ConfigError, match=r"other settings: batch_size=128 \(now 4\); loop.steps=5 \(now 6\)"):
+        with open_run(config.out, "train-nlt", replace_settings(config, batch_size=4, steps=6), []):
+            pass
+    with open_run(config.out, "train-nlt", replace_settings(config, eval_every=1, device="cpu"), []) as writer:
+        assert (writer.dir / "run.json").is_file()
+    assert not (config.out / "run.json").exists()  # the finished artifact does not keep it
+
+
+def test_replace_settings_routes_loop_fields_into_the_one_loop_config():
+    config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
+    changed = replace_settings(config, steps=3, lr=1e-3, batch_size=8)
+    assert changed.loop == LoopConfig(steps=3, lr=1e-3) and changed.batch_size == 8
+    assert config.loop == LoopConfig(steps=1000, lr=1e-4)
+    with pytest.raises(TypeError, match="no setting"):
+        replace_settings(config, stepz=3)
+
+
+def test_one_caption_per_image_is_drawn_from_its_own_captions():
+    image_rows, counts, offsets = group_by_image(np.array([0, 0, 0, 2, 5, 5]))
+    assert image_rows.tolist() == [0, 2, 5] and counts.tolist() == [3, 1, 2] and offsets.tolist() == [0, 3, 4]
+    images = np.array([2, 0, 1])
+    first = draw_captions(7, 3, 0x1E, images, offsets, counts)
+    assert first.tolist() == draw_captions(7, 3, 0x1E, images, offsets, counts).tolist()
+    for image, caption in zip(images, first):
+        assert offsets[image] <= caption < offsets[image] + counts[image]
+    draws = {tuple(draw_captions(7, step, 0x1E, images, offsets, counts)) for step in range(20)}
+    assert len(draws) > 1  # the draw changes with the step
