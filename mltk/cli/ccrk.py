@@ -10,7 +10,6 @@ import typer
 from mltk import artifacts
 from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
                               TensorboardOption, emit, resolve_input)
-from mltk.errors import ConfigError
 
 
 def _split(values: List[str]) -> tuple[str, ...]:
@@ -34,7 +33,7 @@ def train_ccrk_command(
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag for --model."),
     tokenizer: Optional[str] = typer.Option(
         None, "--tokenizer", help="Non-native tokenizer without --init: a vocabulary artifact (mltk build-vocab) "
-        "or a transformers name (bert-base-multilingual-cased)."),
+        "or a transformers name (bert-base-multilingual-cased), or 'tower' (the default on a Hugging Face tower)."),
     init_embeddings: bool = typer.Option(
         False, "--init-embeddings", help="Copy the transformers model's word embeddings (M-BERT) into the table."),
     loss: str = typer.Option(
@@ -79,8 +78,6 @@ def train_ccrk_command(
     from mltk.train.loop import LoopConfig
     from mltk.train.step_log import step_logging
 
-    if init is None and tokenizer is None:
-        raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF")
     config = CcrkConfig(
         images=resolve_input(images, what="image embeddings"), captions=captions, out=out, init=init,
         model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,

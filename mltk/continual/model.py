@@ -51,12 +51,17 @@ def check_growable(clip: ClipBundle | None, model: str) -> None:
                           f"grow")
 
 
+def check_growable_name(model: str) -> None:
+    """``check_growable`` before loading anything, for the models whose tower family the name tells."""
+    from mltk.models.towers import names_hf_tower
+
+    if names_hf_tower(model):
+        check_growable(None, model)
+
+
 def load_growable_clip(model: str, pretrained: str | None, device) -> ClipBundle:
     """The base CLIP of ``train-continual``, refused in one line when its text tower cannot be grown."""
-    from mltk.models.clip import is_hf_model_folder
-
-    if is_hf_model_folder(model):
-        check_growable(None, model)
+    check_growable_name(model)
     clip = load_clip(model, pretrained, device=device)
     check_growable(clip, model)
     return clip

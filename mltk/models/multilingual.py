@@ -73,6 +73,17 @@ class LanguageAcquisitionEncoder(nn.Module):
         for lang in languages:
             self.add_language(lang)
 
+    def train(self, mode: bool = True) -> "LanguageAcquisitionEncoder":
+        """Training mode for what trains (acquirers, embedding, student: a BERT student's dropout is on); the frozen
+        tower stays in eval mode, so the non-native path trains through the very function English is encoded by."""
+        super().train(mode)
+        self.tower.eval()
+        return self
+
+    def parameter_count(self, languages: list[str] | None = None, embedding: bool = True) -> int:
+        """Number of trained numbers (``trainable_tensors``), e.g. per language for a report."""
+        return sum(p.numel() for p in self.trainable_tensors(languages, embedding).values())
+
     @property
     def languages(self) -> list[str]:
         return list(self._full_languages) if self.student is not None else list(self.acquirers.keys())

@@ -101,6 +101,21 @@ TEXT_TOWER_LOADERS: dict[str, TowerLoader] = {
 }
 
 
+def names_hf_tower(model: str) -> bool:
+    """Whether ``model`` names a Hugging Face text tower, known without loading it: a transformers folder, or an
+    open_clip architecture (or mltk CLIP checkpoint of one) whose text config names a transformers model.
+    ``hf-hub:`` names are only known once downloaded: False."""
+    import open_clip
+
+    if is_hf_model_folder(model):
+        return True
+    architecture = model
+    if artifacts.checkpoint_format(Path(model)) == "open_clip":
+        architecture = artifacts.read_checkpoint_config(Path(model)).get("model", "")
+    config = open_clip.get_model_config(architecture) or {}
+    return bool(config.get("text_cfg", {}).get("hf_model_name"))
+
+
 def load_text_base(model: str, pretrained: str | None = None, device: str | torch.device = "cpu") -> TextBase:
     """The frozen text tower ``model`` names (with its CLIP, if any), from the first loader that reads it."""
     for loader in TEXT_TOWER_LOADERS.values():
