@@ -44,7 +44,7 @@ from mltk.models.multilingual import build_encoder
 from mltk.runtime import resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
-from mltk.train.loop import clip_gradients, lr_factor
+from mltk.train.loop import LoopConfig, clip_gradients, lr_factor
 from mltk.train.teacher import teacher_embeddings
 
 LANG = "de"
@@ -69,7 +69,7 @@ class StraightforwardNlt:
         self.teacher = AutoModel.from_pretrained(folder).to(device).eval().requires_grad_(False)
         self.student = AutoModel.from_pretrained(folder).to(device).eval().requires_grad_(False)
         # the same initial acquirers and table as train_nlt's (built with the same seed and calls)
-        seed_everything(config.seed)
+        seed_everything(config.loop.seed)
         encoder = build_encoder(folder, None, None, [LANG], device=device)
         self.acquirers, self.embedding = encoder.acquirers[LANG], encoder.embedding
         self.student.set_input_embeddings(self.embedding)  # ids -> table -> identity projection -> [B, L, W]
@@ -77,9 +77,11 @@ class StraightforwardNlt:
             layer.register_forward_hook(self._hook(index))
         self.params = {f"embedding.{k}": p for k, p in self.embedding.named_parameters()}
         self.params.update({f"acquirers.{LANG}.{k}": p for k, p in self.acquirers.named_parameters()})
-        self.loop = config.loop()
+        self.loop = config.loop
         self.optimizer = mla.nlt_optimizer(self.params, self.loop, config.embedding_lr)
-        self.batches = LanguageBatches({LANG: len(german)}, config.batch_size, config.steps, config.seed)
+        for group in self.optimizer.param_groups:
+            group["initial_lr"] = group["lr"]
+        self.batches = LanguageBatches({LANG: len(german)}, config.batch_size, self.loop.steps, self.loop.seed)
         self.teacher_seconds = 0.0
 
     def _hook(self, index: int):
@@ -129,8 +131,9 @@ def setup(args, root: Path):
     table = multi30k_captions(args.pairs, args.val_pairs)
     captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
     config = mla.MlaConfig(captions=captions, out=root / "nlt", model=minilm_folder(), languages=(LANG,),
-                           steps=args.steps, batch_size=args.batch_size, lr=args.lr, embedding_lr=args.table_lr,
-                           device=args.device, precision="fp32", cache_dir=root / "cache")
+                           batch_size=args.batch_size, embedding_lr=args.table_lr, device=args.device,
+                           precision="fp32", cache_dir=root / "cache",
+                           loop=LoopConfig(steps=args.steps, lr=args.lr))
     pairs, english = mla.translation_pairs(table, config.split, [LANG])
     ids, german = pairs[LANG]
     return table, config, [english[c] for c in ids], german
@@ -138,7 +141,7 @@ def setup(args, root: Path):
 
 def cache_teacher(table, config, runtime) -> tuple[float, int]:
     """mltk's one-off cost: the English teacher embeddings, cached by the function train_nlt uses."""
-    seed_everything(config.seed)
+    seed_everything(config.loop.seed)
     encoder = build_encoder(config.model, None, None, [LANG], device=runtime.device)
     start, cached = time.perf_counter(), 0
     for split in (config.split, config.val_split):
@@ -161,7 +164,7 @@ def memory_only(args) -> None:
         else:
             baseline = StraightforwardNlt(config.model, english, german, config, args.pad, args.max_length,
                                           runtime.device)
-            for step in range(config.steps):
+            for step in range(config.loop.steps):
                 baseline.step(step)
     print(json.dumps({"peak_mb": peak_memory_mb(runtime.device)}))
 
