@@ -19,8 +19,9 @@ from mltk.data import lang
 from mltk.data.lang import it as italian
 from mltk.data.lang import ru as russian
 from mltk.data.lang.content import CaptionContent, Mention, Relation
-from mltk.data.synth import (OUTLINES, SPLITS, Scene, SceneObject, SynthConfig, _object_mask, encode_png,
-                             generate_example, load_world, render_scene, sample_content, sample_scene, synthesize)
+from mltk.data.render import OUTLINES, _object_mask, encode_png, render_scene
+from mltk.data.synth import (SPLITS, Scene, SceneObject, SynthConfig, generate_example, load_world, sample_content,
+                             sample_scene, synthesize)
 from mltk.errors import ArtifactError, ConfigError
 
 runner = CliRunner()
