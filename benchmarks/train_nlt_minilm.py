@@ -2,7 +2,7 @@
 sentence-transformers-style distillation loop, side by side in one run, with each side's peak memory.
 
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD .venv/bin/python benchmarks/train_nlt.py --tower minilm \\
-        [--steps 12] [--batch-size 32] [--pairs 1024] [--pad longest|max] [--threads 1]
+        [--steps 12] [--batch-size 32] [--pairs 1024] [--pad longest|max] [--threads 1] [--data MULTI30K_TASK1]
 
 Both sides train the same parameters from the same weights on the same batches with the same optimizer: MLA's
 acquirers for German after each of MiniLM's 6 layers (hidden 256, up-projection zero-initialised, lr 1e-3) and a
@@ -20,7 +20,8 @@ unnormalised, mean-pooled English embedding of the frozen tower; AdamW, per-tens
 
 Timing interleaves the sides as ``benchmarks/train_nlt.py`` does (each straightforward step runs in mltk's
 ``on_step`` right after mltk's step); steps 0 and the last are left out, medians reported. Peak memory: each side
-then runs alone in a fresh process for ``--memory-steps`` steps and reports its peak resident set size (CPU) or
+then runs alone in a fresh process for ``--memory-steps`` steps and reports its peak resident set size (CPU,
+``VmHWM``: model, optimizer state and activations; the mltk side's includes caching its teacher) or
 ``torch.cuda.max_memory_allocated`` (GPU).
 """
 
@@ -120,15 +121,22 @@ def synchronize(device: torch.device) -> None:
 
 
 def peak_memory_mb(device: torch.device) -> float:
+    """GPU: the allocator's peak. CPU: this process's peak resident set (VmHWM, per address space, so it starts
+    afresh at exec; ``ru_maxrss`` would carry the forking parent's peak over)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def setup(args, root: Path):
-    from train_nlt import multi30k_captions
+    import train_nlt
 
-    table = multi30k_captions(args.pairs, args.val_pairs)
+    if args.data is not None:
+        train_nlt.MULTI30K = args.data
+    table = train_nlt.multi30k_captions(args.pairs, args.val_pairs)
     captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
     config = mla.MlaConfig(captions=captions, out=root / "nlt", model=minilm_folder(), languages=(LANG,),
                            batch_size=args.batch_size, embedding_lr=args.table_lr, device=args.device,
@@ -172,6 +180,7 @@ def memory_only(args) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tower", default="minilm", choices=("minilm",))
+    parser.add_argument("--data", type=Path, default=None, help="Multi30K task1 folder (default: ../shared/...)")
     parser.add_argument("--steps", type=int, default=12, help="training steps of each side (>= 4)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--pairs", type=int, default=1024, help="Multi30K train translation pairs")
@@ -222,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         command = [sys.executable, __file__, "--memory-only", side, "--memory-steps", str(args.memory_steps),
                    "--batch-size", str(args.batch_size), "--pairs", str(args.pairs), "--val-pairs",
                    str(args.val_pairs), "--pad", args.pad, "--max-length", str(args.max_length), "--threads",
-                   str(args.threads), "--device", args.device]
+                   str(args.threads), "--device", args.device] + (["--data", str(args.data)] if args.data else [])
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         memory[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
 
