@@ -250,3 +250,29 @@ def test_real_minilm_through_the_mla_encoder():
         torch.testing.assert_close(encoder.encode(english, "en"), reference, atol=1e-5, rtol=0)
         torch.testing.assert_close(encoder.encode(german, "de"), encoder.encode(german, "en"), atol=1e-5, rtol=0)
     assert encoder.parameter_count(["de"]) == 30522 * 384 + 384 * 384 + 384 + 6 * (2 * 384 * 256 + 256 + 384)
+
+
+def test_hf_tower_length_groups_give_the_features_and_gradients_of_one_batch(bert_dir):
+    """A batch run as length groups (each trimmed to its longest row) equals the batch run whole."""
+    from mltk.models.acquirer import AcquirerStack
+    from mltk.models.hf_text import load_hf_text_tower
+
+    tower = load_hf_text_tower(str(bert_dir))
+    texts = [" ".join(["roter kreis"] * (1 + i % 7)) for i in range(16)]
+    tokens, lengths = tower.tokenize(texts)
+    torch.manual_seed(0)
+    stack = AcquirerStack(tower.width, tower.num_blocks, hidden=8)
+    for acquirer in stack:
+        torch.nn.init.normal_(acquirer.c_proj.weight, std=0.1)
+
+    def features_and_grads(buckets):
+        stack.zero_grad()
+        features = tower.forward_embeddings(tower.embed_tokens(tokens), lengths, stack, buckets=buckets)
+        features.pow(2).sum().backward()
+        return features.detach(), [p.grad.clone() for p in stack.parameters()]
+
+    grouped, grouped_grads = features_and_grads(4)
+    whole, whole_grads = features_and_grads(1)
+    torch.testing.assert_close(grouped, whole, atol=1e-5, rtol=0)
+    for a, b in zip(grouped_grads, whole_grads):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
