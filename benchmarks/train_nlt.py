@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/train_nlt.py [--steps 12] [--batch-size 32] [--pairs 1024] [--threads 1]
                                              [--tokenizer vocab|wordpiece]
+    .venv/bin/python benchmarks/train_nlt.py --tower minilm ...   (the real all-MiniLM-L6-v2 tower:
+                                                                  benchmarks/train_nlt_minilm.py)
 
 Both sides train the same model on the same batches with the same optimizer, starting from the same weights:
 a random-weight open_clip ViT-B-32 (saved as a checkpoint artifact, because an MLA checkpoint must name its base),
@@ -198,6 +200,12 @@ def synchronize(device: torch.device) -> None:
 
 
 def main() -> None:
+    import sys
+
+    if "--tower" in sys.argv or any(a.startswith("--tower=") for a in sys.argv):  # the real MiniLM tower
+        from train_nlt_minilm import main as minilm_main
+
+        return minilm_main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="ViT-B-32", help="open_clip architecture (random weights)")
     parser.add_argument("--steps", type=int, default=12, help="training steps of each side (>= 4)")
@@ -242,7 +250,7 @@ def main() -> None:
         for split in (config.split, config.val_split):
             pairs, english = mla.translation_pairs(table, split, [LANG])
             needed = sorted(set(pairs[LANG][0]))
-            teacher_embeddings(encoder, encoder.clip.spec, needed, [english[c] for c in needed], runtime,
+            teacher_embeddings(encoder, encoder.spec, needed, [english[c] for c in needed], runtime,
                                config.cache_dir)
             cached += len(needed)
         teacher_seconds = time.perf_counter() - teacher_start

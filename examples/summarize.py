@@ -1,5 +1,6 @@
 """Tables the example Makefiles print at the end: mean ± sample std over seeds, and how many seeds keep each of
-the paper's claims. Usage: python examples/summarize.py {mla,continual,ccrk,baselines} RUN ... (see each Makefile)."""
+the paper's claims. Usage: python examples/summarize.py {mla,continual,ccrk,baselines,real_text} RUN ... (see each
+Makefile)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,27 @@ def ccrk(run: Path, parts: str, *seeds: str) -> None:
               f"{spread5}/{len(seeds)} (non-English)")
 
 
+def real_text(run: Path, langs: str) -> None:
+    """Caption-to-caption recall x->en of the frozen tower, MLA's acquirers and the full fine-tune, with the
+    parameters each trained and its training wall time (examples/real_text.mk)."""
+    print("| language | method | R@1 | R@5 | R@10 | parameters trained | training wall time |")
+    print("|:---|:---|---:|---:|---:|---:|---:|")
+    for lang in langs.split(","):
+        rows = [("frozen tower", run / "frozen", None)]
+        rows += [(label, run / f"metrics-{name}-{lang}", name) for name, label in (("mla", "MLA acquirers"),
+                                                                                  ("full", "full fine-tune"))]
+        for label, metrics, name in rows:
+            recall = _metrics(metrics)["c2c"][f"{lang}-en"][f"{lang}->en"]
+            params, seconds = "0", "-"
+            if name is not None:
+                manifest = json.loads((run / f"{name}-{lang}" / "manifest.json").read_text(encoding="utf-8"))
+                params = f"{manifest['parameters_trained']:,}"
+                seconds = f"{manifest['train_seconds'] / 60:.1f} min"
+            print(f"| {lang} | {label} | {recall['R@1']:.1f} | {recall['R@5']:.1f} | "
+                  f"{recall['R@10']:.1f} | {params} | {seconds} |")
+
+
 if __name__ == "__main__":
     command, run, *rest = sys.argv[1:]
-    {"mla": mla, "continual": continual, "ccrk": ccrk, "baselines": baselines}[command](Path(run), *rest)
+    {"mla": mla, "continual": continual, "ccrk": ccrk, "baselines": baselines,
+     "real_text": real_text}[command](Path(run), *rest)

@@ -4,8 +4,9 @@
 
 - an MLA checkpoint artifact (``train-nlt``/``train-le``): English through CLIP, other languages through their
   acquirers;
-- a CLIP (an mltk ``pretrain`` checkpoint, or an open_clip name with ``pretrained``): every language through CLIP's
-  own tokenizer and tower, the English-only baseline;
+- a frozen text tower as ``mltk.models.towers.load_text_base`` reads it (an mltk ``pretrain`` checkpoint, an
+  open_clip name with ``pretrained``, an ``hf-hub:`` name, a transformers / sentence-transformers folder): every
+  language through the tower's own tokenizer, the baseline of a model reading a language it was not taught;
 - any other checkpoint format registered in ``TEXT_ENCODER_LOADERS`` (train-continual, train-ccrk add theirs).
 
 Every encoder has ``tokenize(texts, lang) -> tokens [B, L]``, ``encode_tokens(tokens, lang) -> Tensor [B, D]``
@@ -28,8 +29,7 @@ import torch.nn.functional as F
 from mltk import artifacts
 from mltk.errors import ConfigError
 from mltk.models.clip import ClipBundle, load_clip
-from mltk.models.text import trim_to_lengths
-from mltk.models.towers import clip_text_tower
+from mltk.models.towers import TextBase, base_from_clip, load_text_base
 from mltk.runtime import Runtime, track
 
 
@@ -41,21 +41,30 @@ class TextEncoder(Protocol):
     def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor: ...
 
 
-class ClipTextEncoder(torch.nn.Module):
-    """A plain CLIP: every language through CLIP's tokenizer and text tower (trimmed forward)."""
+class TowerTextEncoder(torch.nn.Module):
+    """A frozen text tower alone: every language through the tower's own tokenizer and forward (trimmed)."""
 
     languages = None
 
-    def __init__(self, clip: ClipBundle):
+    def __init__(self, base: TextBase):
         super().__init__()
-        self.clip = clip
-        self.tower = clip_text_tower(clip)
+        self.base = base
+        self.clip = base.clip
+        self.tower = base.tower
 
     def tokenize(self, texts: list[str], lang: str) -> torch.Tensor:
-        return self.clip.tokenizer(list(texts))
+        return self.tower.tokenize(list(texts))[0]  # [B, L] padded on the right
 
     def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor:
-        return self.tower.encode(*trim_to_lengths(tokens, self.clip.end_token_id))
+        lengths = self.tower.lengths(tokens)
+        return self.tower.encode(tokens[:, : int(lengths.max())], lengths)
+
+
+class ClipTextEncoder(TowerTextEncoder):
+    """A loaded CLIP's text tower (either family) as a text encoder."""
+
+    def __init__(self, clip: ClipBundle):
+        super().__init__(base_from_clip(clip))
 
 
 def _load_mla(path: Path, device) -> TextEncoder:
@@ -82,7 +91,7 @@ def load_text_encoder(model: str | Path, pretrained: str | None = None,
                               f"{', '.join(TEXT_ENCODER_LOADERS)})", path)
         encoder = TEXT_ENCODER_LOADERS[fmt](path, torch.device(device))
     else:
-        encoder = ClipTextEncoder(load_clip(str(model), pretrained, device=device))
+        encoder = TowerTextEncoder(load_text_base(str(model), pretrained, device=device))
     encoder.eval()
     return encoder
 
@@ -98,7 +107,7 @@ def encode_texts(encoder: TextEncoder, texts: list[str], lang: str, runtime: Run
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     tokens = encoder.tokenize(list(texts), lang)  # [N, L]
-    lengths = (tokens != 0).sum(dim=1)
+    lengths = (tokens != tokens[:, -1:]).sum(dim=1)  # a row padded on the right ends in its pad id (0 or 1)
     order = torch.argsort(lengths, stable=True)
     out = None
     batches = range(0, len(texts), batch_size)
@@ -143,3 +152,33 @@ def encode_captions(encoder: TextEncoder, captions: pa.Table, runtime: Runtime, 
     if not tables:
         raise ConfigError(f"no captions in the languages {', '.join(langs)}")
     return pa.concat_tables(tables), np.concatenate(arrays)
+
+
+def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path, pretrained: str | None = None,
+                          languages: list[str] | None = None, splits: list[str] | None = None,
+                          device: str = "auto", precision: str = "auto", batch_size: int = 256) -> Path:
+    """``mltk encode-texts``: the captions of ``captions_path`` (optionally only ``languages`` / ``splits``) encoded
+    by ``model`` (any text encoder ``load_text_encoder`` reads) into an L2-normalised embeddings artifact whose rows
+    carry ``lang``, ``image_id``, ``caption_id`` and ``split`` beside the id, for ``evaluate --texts`` and ``index``."""
+    from mltk.evaluate.stage import check_model_languages, load_model_encoder
+    from mltk.runtime import resolve_runtime
+
+    captions = artifacts.load_captions(captions_path)
+    if splits:
+        captions = captions.filter(pc.is_in(captions.column("split"), pa.array(list(splits), pa.string())))
+    if languages:
+        captions = captions.filter(pc.is_in(captions.column("lang"), pa.array(list(languages), pa.string())))
+    if captions.num_rows == 0:
+        raise ConfigError(f"no captions in split(s) {', '.join(splits or ['any'])} and language(s) "
+                          f"{', '.join(languages or ['any'])}", captions_path)
+    runtime = resolve_runtime(device, precision)
+    encoder = load_model_encoder(str(model), pretrained, runtime.device)
+    langs = languages or sorted(set(captions.column("lang").to_pylist()))
+    check_model_languages(encoder, langs, str(model))
+    table, vectors = encode_captions(encoder, captions, runtime, batch_size, languages=langs)
+    spec = {"model": str(model), "pretrained": pretrained, "languages": langs, "splits": list(splits or [])}
+    inputs = [captions_path] + ([model] if Path(model).exists() else [])
+    return artifacts.write_embeddings(out, table.column("id").to_pylist(), vectors, normalized=True,
+                                      stage="encode-texts", config=spec, inputs=inputs,
+                                      **{name: table.column(name).to_pylist()
+                                         for name in ("lang", "image_id", "caption_id", "split")})

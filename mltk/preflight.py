@@ -31,8 +31,12 @@ def base_of(model: str | None, pretrained: str | None, init: Path | None) -> tup
 
 
 def require_weights(model: str, pretrained: str | None, init: Path | None, stage: str) -> None:
-    """Refuse a random-weight base CLIP in a training stage before any work (``pretrain`` is the stage for it)."""
-    if init is not None or pretrained or artifacts.is_artifact(model) or str(model).startswith(WEIGHTED_SCHEMES):
+    """Refuse a random-weight base CLIP in a training stage before any work (``pretrain`` is the stage for it). A
+    transformers / sentence-transformers folder holds its weights."""
+    from mltk.models.clip import is_hf_model_folder
+
+    if init is not None or pretrained or artifacts.is_artifact(model) or str(model).startswith(WEIGHTED_SCHEMES) \
+            or is_hf_model_folder(model):
         return
     raise ConfigError(f"--model {model} without --pretrained is a random-weight architecture; {stage} needs a base "
                       "CLIP with weights: pass --pretrained TAG_OR_FILE, or a checkpoint from `mltk pretrain`")

@@ -129,3 +129,23 @@ def test_paper_recipes_run_on_the_embedded_default_through_the_same_variables(tm
     assert option(next(c for c in commands if "train-nlt" in c and "/p/nlt" in c), "--steps") == "50"
     assert all(f"--model {tmp_path}/q/native" in c for c in commands if c.startswith("mltk encode-images"))
     assert order.count("evaluate") == 5  # one per table; the quickstart's own metrics are not needed
+
+
+def test_real_text_plan_trains_each_language_twice_at_equal_steps(tmp_path):
+    """examples/real_text.mk: Multi30K lines imported per split and language and merged, the frozen tower
+    evaluated, then per language MLA's acquirers and the full fine-tune at the same steps and batch."""
+    data = tmp_path / "task1"
+    for folder, name in [("raw", "train.en")]:
+        (data / folder).mkdir(parents=True)
+        (data / folder / name).write_text("a\n")
+    commands = plan("real_text.mk", f"RUN={tmp_path / 'rt'}", f"DATA={data}", "TOWER=/minilm", "STEPS=20",
+                    "PAIRS=500", "LANGUAGES=de cs")
+    order = stages(commands)
+    assert order.count("import-data") == 9 and order.index("merge-captions") < order.index("evaluate")
+    nlt = [c for c in commands if c.startswith("mltk train-nlt")]
+    assert [(option(c, "--lang"), option(c, "--train")) for c in nlt] == [
+        ("de", "acquirers"), ("cs", "acquirers"), ("de", "full"), ("cs", "full")]
+    assert {option(c, "--steps") for c in nlt} == {"20"} and {option(c, "--batch-size") for c in nlt} == {"64"}
+    assert all(option(c, "--model") == "/minilm" and "--tokenizer" not in c for c in nlt)
+    frozen = next(c for c in commands if c.startswith("mltk evaluate"))
+    assert option(frozen, "--model") == "/minilm" and option(frozen, "--lang") == "en,de,cs"

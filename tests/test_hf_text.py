@@ -10,23 +10,10 @@ import torch
 import torch.nn as nn
 from typer.testing import CliRunner
 
-from helpers_tiny import tiny_wordpiece_tokenizer
+from helpers_tiny import register_hf_clip, tiny_bert_folder
 
 TEXTS = ["ein roter kreis links von einem blauer quadrat", "two red circle", "un cercle rouge à gauche d' un carré bleu",
          "blue"]
-
-
-def tiny_bert_folder(directory, seed=0, layers=2):
-    """A random 2-layer BERT (width 32) with a WordPiece tokenizer, saved as a transformers folder."""
-    from transformers import BertConfig, BertModel
-
-    tiny_wordpiece_tokenizer(directory)
-    vocab = len((directory / "vocab.txt").read_text(encoding="utf-8").split())
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=40)
-    BertModel(config).eval().save_pretrained(directory)
-    return directory
 
 
 @pytest.fixture(scope="module")
@@ -227,20 +214,6 @@ def test_text_only_folder_refused_where_a_clip_is_needed(bert_dir):
 
 
 # --- open_clip models with a Hugging Face text tower ------------------------------------------------------------
-
-
-def register_hf_clip(directory, bert_dir, name, pooler="mean_pooler", proj="linear"):
-    """An open_clip config (tiny ViT, text tower = the tiny local BERT) registered under ``name``."""
-    import open_clip
-
-    config = {"embed_dim": 16,
-              "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 16, "head_width": 8},
-              "text_cfg": {"hf_model_name": str(bert_dir), "hf_tokenizer_name": str(bert_dir),
-                           "hf_pooler_type": pooler, "hf_proj_type": proj, "context_length": 24}}
-    path = directory / f"{name}.json"
-    path.write_text(json.dumps(config))
-    open_clip.add_model_config(path)
-    return name
 
 
 @pytest.mark.parametrize("pooler", ["mean_pooler", "cls_pooler"])

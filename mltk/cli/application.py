@@ -27,6 +27,7 @@ COMMAND_MODULES = {
     "build-vocab": "mltk.cli.vocab",
     "pretrain": "mltk.cli.pretrain",
     "encode-images": "mltk.cli.encode",
+    "encode-texts": "mltk.cli.encode_texts",
     "train-nlt": "mltk.cli.train",
     "train-le": "mltk.cli.train",
     "train-nlt-le": "mltk.cli.train",

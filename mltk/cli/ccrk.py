@@ -10,7 +10,6 @@ import typer
 from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
                               TensorboardOption, emit, examples, lang_option, out_option, require, route_input,
                               split_list)
-from mltk.errors import ConfigError
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
@@ -37,7 +36,7 @@ def train_ccrk_command(
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag for --model."),
     tokenizer: Optional[str] = typer.Option(
         None, "--tokenizer", help="Non-native tokenizer without --init: a vocabulary artifact (mltk build-vocab) "
-        "or a transformers name (bert-base-multilingual-cased)."),
+        "or a transformers name (bert-base-multilingual-cased), or 'tower' (the default on a Hugging Face tower)."),
     init_embeddings: bool = typer.Option(
         False, "--init-embeddings", help="Copy the transformers model's word embeddings (M-BERT) into the table."),
     loss: str = typer.Option(
@@ -88,8 +87,6 @@ def train_ccrk_command(
     from mltk.train.ccrk import CCRK_LOOP, CcrkConfig, train_ccrk
     from mltk.train.step_log import step_logging
 
-    if init is None and tokenizer is None:
-        raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF")
     routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
                          options={"captions": "--captions", "image-embeddings": "--images"})
     config = CcrkConfig(

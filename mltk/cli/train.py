@@ -46,11 +46,19 @@ def train_nlt_command(
     captions: Optional[Path] = typer.Option(None, "--captions", help="The captions, when the positional input is "
                                             "the image embeddings (or nothing)."),
     out: Path = out_option("Checkpoint artifact to write."),
-    model: str = typer.Option("mltk-tiny", "--model", help="Frozen base CLIP: open_clip name or checkpoint."),
+    model: str = typer.Option("mltk-tiny", "--model", help="Frozen text tower: an open_clip name or checkpoint "
+                              "(either tower family; hf-hub: names too), or a transformers / sentence-transformers "
+                              "folder (text only)."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Pretrained tag or weights file."),
     tokenizer: Optional[str] = typer.Option(
-        None, "--tokenizer", help="Non-native tokenizer: a vocab artifact (mltk build-vocab) or a transformers "
-        "name such as bert-base-multilingual-cased."),
+        None, "--tokenizer", help="Non-native tokenizer: a vocab artifact (mltk build-vocab), a transformers name "
+        "such as bert-base-multilingual-cased, or 'tower': the tower's own tokenizer with a trainable copy of its "
+        "word table (the default on a Hugging Face tower)."),
+    train: str = typer.Option("acquirers", "--train", help="acquirers: MLA's acquirers per language; full: a "
+                              "student copy of the whole text tower (multilingual knowledge distillation, the "
+                              "baseline), same objective, data and steps."),
+    embedding_lr: Optional[float] = typer.Option(
+        None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (default: --lr)."),
     init_embeddings: bool = typer.Option(False, "--init-embeddings", help="Initialise the shared embedding from "
                                          "the transformers model's word embeddings (the paper's M-BERT init)."),
     init: Optional[Path] = typer.Option(None, "--init", help="MLA checkpoint to continue from or add languages to."),
@@ -74,7 +82,8 @@ def train_nlt_command(
     tensorboard: Optional[Path] = TensorboardOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """MLA Native Language Transfer: MSE from each language to the frozen English CLIP text embedding.
+    """MLA Native Language Transfer: MSE from each language to the frozen English text embedding (of a CLIP, or of a
+    text-only tower such as all-MiniLM-L6-v2); --train full trains a whole student tower instead (the baseline).
 
     Rerun the same command after an interruption to resume exactly where it stopped."""
     from mltk.train.loop import LoopConfig
@@ -85,7 +94,7 @@ def train_nlt_command(
                          options={"captions": "--captions", "image-embeddings": "--images"})
     config = MlaConfig(captions=require(routed, "captions", "--captions"), out=out,
                        images=routed["image-embeddings"], init=init, model=model, pretrained=pretrained,
-                       tokenizer=tokenizer,
+                       tokenizer=tokenizer, train=train, embedding_lr=embedding_lr,
                        init_embeddings=init_embeddings, languages=split_list(lang), batch_size=batch_size,
                        train_embedding=train_embedding, cache_dir=cache_dir, device=device, precision=precision,
                        acquirer=acquirer, mse_form=mse_form,

@@ -40,6 +40,34 @@ VOCAB_SUBDIR = "vocab"
 INIT_TEMPERATURE = 0.07
 
 
+def check_growable(clip: ClipBundle | None, model: str) -> None:
+    """CLL-CLIP grows CLIP's byte-level BPE (new merges and tokens appended, old ids kept) and reaches inside
+    open_clip's blocks for its prompt / prefix / LoRA methods. A Hugging Face text tower (WordPiece or SentencePiece
+    vocabulary, transformers layers) supports neither: refuse it in one line before any work."""
+    from mltk.models.clip import has_hf_text_tower
+
+    if clip is None or has_hf_text_tower(clip.model):
+        raise ConfigError(f"train-continual grows CLIP's byte-level BPE vocabulary inside open_clip's text tower; "
+                          f"{model!r} has a Hugging Face text tower (WordPiece/SentencePiece vocabulary) it cannot "
+                          f"grow")
+
+
+def check_growable_name(model: str) -> None:
+    """``check_growable`` before loading anything, for the models whose tower family the name tells."""
+    from mltk.models.towers import names_hf_tower
+
+    if names_hf_tower(model):
+        check_growable(None, model)
+
+
+def load_growable_clip(model: str, pretrained: str | None, device) -> ClipBundle:
+    """The base CLIP of ``train-continual``, refused in one line when its text tower cannot be grown."""
+    check_growable_name(model)
+    clip = load_clip(model, pretrained, device=device)
+    check_growable(clip, model)
+    return clip
+
+
 class ContinualTextEncoder(nn.Module):
     """Frozen CLIP text tower + trainable table [V, W] + learnable temperature + a method's own modules."""
 
@@ -50,6 +78,7 @@ class ContinualTextEncoder(nn.Module):
     def __init__(self, clip: ClipBundle, tokenizer: ClipBpeTokenizer, method: ContinualMethod,
                  table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE):
         super().__init__()
+        check_growable(clip, clip.spec.get("model", "the base model"))
         self.clip = clip
         self.tower = clip_text_tower(clip, end_token_id=tokenizer.eot_token_id)
         self.tower.requires_grad_(False)

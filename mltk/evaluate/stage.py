@@ -183,12 +183,15 @@ def _captions_to_encode(captions: pa.Table, image_table: pa.Table | None, config
 
 
 def load_model_encoder(model: str, pretrained: str | None, device: torch.device) -> TextEncoder:
-    """A text encoder from a checkpoint artifact (any format in ``mltk.encode_texts.TEXT_ENCODER_LOADERS``) or an
-    open_clip architecture name (with ``pretrained`` weights). A path that does not exist is named as such
+    """A text encoder from a checkpoint artifact (any format in ``mltk.encode_texts.TEXT_ENCODER_LOADERS``), a
+    transformers / sentence-transformers folder, or an open_clip architecture name (with ``pretrained`` weights). A path that does not exist is named as such
     instead of being taken for an unknown architecture."""
     from mltk.encode_texts import load_text_encoder
+    from mltk.models.clip import is_hf_model_folder
 
     path = Path(model)
+    if is_hf_model_folder(path):  # a transformers / sentence-transformers folder: a text tower, no artifact
+        return load_text_encoder(model, pretrained, device=device)
     if pretrained is None and (path.exists() or os.sep in model or model.startswith(".")):
         artifacts.read_manifest(path, "checkpoint")
     return load_text_encoder(model, pretrained, device=device)

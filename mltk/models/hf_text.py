@@ -15,7 +15,7 @@ hook the result equals the transformers model's own output: the position ids, to
 built exactly as transformers builds them from input ids (RoBERTa counts positions from ``padding_idx + 1``).
 
 Attention is bidirectional with a padding mask, so cutting a batch to its longest row changes nothing for the
-real tokens; each batch runs at that length.
+real tokens; a batch runs as groups of similar length (``LENGTH_BUCKETS``), each at its own longest row.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch.nn as nn
 
 from mltk.errors import ConfigError
 from mltk.models.download import model_download
-from mltk.models.text import AfterBlock
+from mltk.models.text import LENGTH_BUCKETS, AfterBlock
 
 POOLINGS = ("mean", "cls", "end")  # over the real tokens; at position 0; at the last real token
 
@@ -82,16 +82,35 @@ class HFTextTower(nn.Module):
         tokens, lengths = self.tokenizer(list(texts))
         return tokens[:, : int(lengths.max())], lengths
 
+    def lengths(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Lengths [B] of token rows [B, L] padded on the right with the pad id: the ids that are not padding
+        (BERT's and XLM-R's tokenizers never give a real token the pad id)."""
+        return (tokens != self._padding_idx).sum(dim=1)
+
     def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         """Token ids [B, L] -> word embeddings [B, L, W] (no positions, no token types, no LayerNorm)."""
         return self.token_embedding(tokens)
 
-    def forward_embeddings(self, x: torch.Tensor, lengths: torch.Tensor,
-                           after_block: AfterBlock | None = None) -> torch.Tensor:
-        """Word embeddings [B, L, W] -> features [B, D]; ``after_block(i, h [B, L', W])`` after layer i's output."""
+    def forward_embeddings(self, x: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None = None,
+                           buckets: int = LENGTH_BUCKETS) -> torch.Tensor:
+        """Word embeddings [B, L, W] -> features [B, D]; ``after_block(i, h [b, L', W])`` after layer i's output.
+
+        A batch of at least ``2 * buckets`` rows runs as ``buckets`` groups of similar length, each cut to its own
+        longest row: rows never see each other (padding mask, per-row pooling), so the features are the batch's,
+        for fewer padded tokens. ``after_block`` must treat rows independently (it sees one group at a time)."""
+        lengths = lengths.to(x.device)
+        if buckets <= 1 or len(x) < 2 * buckets:
+            return self._forward_trimmed(x, lengths, after_block)
+        order = torch.argsort(lengths, stable=True)  # [B], shortest first
+        features = torch.cat([self._forward_trimmed(x[group], lengths[group], after_block)
+                              for group in order.tensor_split(buckets)])
+        return features[torch.argsort(order)]  # back to batch order
+
+    def _forward_trimmed(self, x: torch.Tensor, lengths: torch.Tensor,
+                         after_block: AfterBlock | None) -> torch.Tensor:
+        """``forward_embeddings`` of one group, cut to its longest row: [b, L, W] -> [b, D]."""
         length = int(lengths.max())
         x = x[:, :length]
-        lengths = lengths.to(x.device)
         positions = torch.arange(length, device=x.device)  # [L']
         real = positions[None, :] < lengths[:, None]  # [B, L'] True on real tokens
         h = self._embed(x, positions, real)
@@ -103,13 +122,16 @@ class HFTextTower(nn.Module):
                 h = after_block(index, h)
         return self.projection(self._pool(h, real, lengths))  # [B, D]
 
-    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor,
+    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None,
                after_block: AfterBlock | None = None) -> torch.Tensor:
-        """Token ids [B, L] -> features [B, D], unnormalised, the batch trimmed to its longest row."""
+        """Token ids [B, L] -> features [B, D], unnormalised, the batch trimmed to its longest row. ``lengths``
+        None: counted from the padding."""
+        if lengths is None:
+            lengths = self.lengths(tokens)
         tokens = tokens[:, : int(lengths.max())]
         return self.forward_embeddings(self.embed_tokens(tokens), lengths, after_block)
 
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         return self.encode(tokens, lengths)
 
     # --- the steps transformers would take ------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """The non-native side of MLA: a tokenizer for all non-English languages and the shared word embedding.
 
-Two sources, one interface (``NonNativeTokenizer``):
+Three sources, one interface (``NonNativeTokenizer``):
 
+- ``tower``: the frozen tower's own tokenizer and a trainable copy of its own word-embedding table (the natural
+  start on a real text tower such as all-MiniLM-L6-v2: the untrained encoder is the frozen tower reading the
+  language, and training moves from there);
 - a transformers tokenizer by name or path, ``bert-base-multilingual-cased`` as in the paper; its word-embedding
   table can initialise ours (the real download path for users: only the word embeddings are used, no M-BERT
   position or type embeddings);
@@ -81,8 +84,35 @@ class VocabTokenizer:
         return self._tok(list(texts), context_length=context_length).long()
 
 
-def load_non_native_tokenizer(source: str) -> NonNativeTokenizer:
-    """A vocabulary artifact path, or a transformers tokenizer name/path."""
+TOWER_SOURCE = "tower"
+
+
+class TowerTokenizer:
+    """The frozen text tower's own tokenizer; its word-embedding table initialises the non-native one."""
+
+    kind = TOWER_SOURCE
+    source = TOWER_SOURCE
+
+    def __init__(self, tower):
+        self._tower = [tower]  # a list: not registered as a submodule of whoever holds this tokenizer
+        self.vocab_size = int(tower.token_embedding.num_embeddings)
+        tokens, lengths = tower.tokenize(["a"])
+        self.end_token_id = int(tokens[0, int(lengths[0]) - 1])  # the id every row ends at ([SEP], </s>, CLIP's end)
+
+    def __call__(self, texts: list[str], context_length: int = 77) -> torch.Tensor:
+        return self._tower[0].tokenize(list(texts))[0]
+
+    def word_embeddings(self) -> torch.Tensor:
+        return self._tower[0].token_embedding.weight.detach().clone().float()
+
+
+def load_non_native_tokenizer(source: str, tower=None) -> NonNativeTokenizer:
+    """``tower`` (the frozen tower's own tokenizer), a vocabulary artifact path, or a transformers tokenizer
+    name/path."""
+    if source == TOWER_SOURCE:
+        if tower is None:
+            raise ConfigError("the 'tower' tokenizer needs the frozen text tower")
+        return TowerTokenizer(tower)
     if artifacts.is_artifact(source):
         return VocabTokenizer(source)
     return HFTokenizer(source)
@@ -90,12 +120,22 @@ def load_non_native_tokenizer(source: str) -> NonNativeTokenizer:
 
 class NonNativeEmbedding(nn.Module):
     """Shared word embedding of all non-native languages, projected to the text width by a linear layer with
-    bias; CLIP's own positional embedding is added by the text tower."""
+    bias; the tower adds its own positions (and token types and embedding LayerNorm) after it.
 
-    def __init__(self, vocab_size: int, embed_dim: int, width: int, init: torch.Tensor | None = None):
+    ``identity_proj``: the projection starts as the identity (needs ``embed_dim == width``), so a table copied from
+    the tower itself reproduces the tower's own word embeddings exactly before training."""
+
+    def __init__(self, vocab_size: int, embed_dim: int, width: int, init: torch.Tensor | None = None,
+                 identity_proj: bool = False):
         super().__init__()
         self.table = nn.Embedding(vocab_size, embed_dim)
         self.proj = nn.Linear(embed_dim, width)
+        if identity_proj:
+            if embed_dim != width:
+                raise ConfigError(f"an identity projection needs embed_dim == width ({embed_dim} != {width})")
+            with torch.no_grad():
+                self.proj.weight.copy_(torch.eye(width))
+                self.proj.bias.zero_()
         if init is not None:
             if tuple(init.shape) != (vocab_size, embed_dim):
                 raise ConfigError(f"embedding init has shape {tuple(init.shape)}, expected {(vocab_size, embed_dim)}")

@@ -43,6 +43,8 @@ class TextTower(Protocol):
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]: ...  # (tokens [B, L], lengths [B])
 
+    def lengths(self, tokens: torch.Tensor) -> torch.Tensor: ...  # lengths [B] of rows this tower's tokenize gave
+
     def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor: ...  # [B, L] -> [B, L, W]
 
     def forward_embeddings(self, x: torch.Tensor, lengths: torch.Tensor,

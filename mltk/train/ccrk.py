@@ -74,14 +74,15 @@ from mltk.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
                          pairwise_ranking_hinge)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
+from mltk.models.towers import names_hf_tower
 from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log
 from mltk.train.ccrk_batches import (NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions,  # noqa: F401
                                      keep_one_language, nearest_images, pick_captions)
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import (StageInputs, load_inputs, prepare_encoder, retrieval_split, retrieval_validator,
-                              run_stage)
+from mltk.train.stage import (StageInputs, load_inputs, prepare_encoder, refuse_text_only_tower, retrieval_split,
+                              retrieval_validator, run_stage)
 from mltk.train.validate import RetrievalValidator
 
 NEEDS_ENGLISH = ("english-bridge", "mlmme")
@@ -360,6 +361,10 @@ def ccrk_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     """Everything ``train_ccrk`` fits: loads the inputs, builds encoder, data, batches, objective, validator."""
+    if config.init is None and config.tokenizer is None and not names_hf_tower(config.model):
+        raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF "
+                          "(a Hugging Face tower reads with its own tokenizer by default)")
+    refuse_text_only_tower("train-ccrk", config.model, config.init)
     require_weights(config.model, config.pretrained, config.init, "train-ccrk")
     check_image_embeddings(config.images, config.model, config.pretrained, config.init)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)

@@ -37,13 +37,15 @@ import torch.nn.functional as F
 
 from mltk.errors import ConfigError
 from mltk.losses import MSE_FORMS, info_nce, mse_distill
-from mltk.models.multilingual import LanguageAcquisitionEncoder
+from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
+from mltk.models.towers import names_hf_tower
 from mltk.schema import NATIVE_LANG
 from mltk.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.distributed import gather_with_grad, shard
-from mltk.train.loop import LoopConfig
+from mltk.train.loop import LoopConfig, default_optimizer
 from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, prepare_encoder,
+                              refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
 from mltk.preflight import check_image_embeddings, require_weights
@@ -59,9 +61,12 @@ class MlaConfig:
     out: Path
     images: Path | None = None  # image embeddings: LE trains on them; NLT validates on them when given
     init: Path | None = None  # an MLA checkpoint to start from (LE: the NLT result)
-    model: str = "mltk-tiny"  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
+    model: str = "mltk-tiny"  # frozen text tower when starting fresh (CLIP name or checkpoint, transformers folder)
     pretrained: str | None = None
-    tokenizer: str | None = None  # non-native tokenizer: vocab artifact or transformers name
+    tokenizer: str | None = None  # non-native tokenizer: vocab artifact, transformers name, "tower" (None: the
+    #                               tower's own on a Hugging Face tower)
+    train: str = "acquirers"  # "acquirers" (MLA) or "full" (a student copy of the whole tower: the KD baseline)
+    embedding_lr: float | None = None  # peak lr of the shared non-native embedding (None: the loop's lr)
     init_embeddings: bool = False  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
     batch_size: int = 128
@@ -89,10 +94,15 @@ def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
                 ) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
     """The encoder, the languages to train, and whether the shared embedding trains."""
     available = sorted(set(captions.column("lang").to_pylist()) - {NATIVE_LANG})
+    if config.train not in TRAIN_MODES:
+        raise ConfigError(f"--train must be one of {', '.join(TRAIN_MODES)}, got {config.train!r}")
     encoder, languages, added = prepare_encoder(config.init, config.model, config.pretrained, config.tokenizer,
                                                 config.init_embeddings,
                                                 lambda known: list(config.languages) or (known if config.init else available),
-                                                runtime, config.acquirer)
+                                                runtime, config.acquirer, train=config.train)
+    if config.train != encoder.train_mode:  # an --init checkpoint keeps what it trained
+        raise ConfigError(f"--train {config.train} but the --init checkpoint trains {encoder.train_mode}",
+                          config.init)
     train_embedding = config.train_embedding if config.train_embedding is not None else not added
     missing = [lang for lang in languages if lang not in available]
     if missing:
@@ -106,8 +116,33 @@ def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
 def le_temperature(temperature: float | None, encoder: LanguageAcquisitionEncoder) -> float:
     """``temperature``, or the frozen base CLIP's own learned one (1 / exp(logit_scale)) when None."""
     if temperature is None:
-        return float(1.0 / encoder.clip.model.logit_scale.detach().exp())
+        return float(1.0 / encoder.base.require_image_tower("train-le").model.logit_scale.detach().exp())
     return temperature
+
+
+def nlt_optimizer(params: dict[str, torch.nn.Parameter], loop: LoopConfig,
+                  embedding_lr: float | None) -> torch.optim.Optimizer:
+    """The loop's AdamW, with the shared non-native embedding (keys ``embedding.*``) at its own peak lr when
+    ``embedding_lr`` is given: a table copied from a trained tower wants a smaller step than fresh acquirers
+    (issue 16's prototype: 2e-4 against 1e-3). The schedule multiplies each group's own lr."""
+    if embedding_lr is None:
+        return default_optimizer(params, loop)
+    table = {k: p for k, p in params.items() if k.startswith("embedding.")}
+    rest = {k: p for k, p in params.items() if k not in table}
+    groups = []
+    for part, lr in ((rest, loop.lr), (table, embedding_lr)):
+        for group in default_optimizer(part, loop).param_groups if part else []:
+            groups.append({"params": group["params"], "weight_decay": group["weight_decay"], "lr": lr})
+    return torch.optim.AdamW(groups, lr=loop.lr, betas=loop.betas, eps=loop.eps)
+
+
+class _EmbeddingLr:
+    """``make_optimizer`` of the MLA tasks (``mltk.train.loop``): ``nlt_optimizer`` at ``self.embedding_lr``."""
+
+    embedding_lr: float | None = None
+
+    def make_optimizer(self, params: dict[str, torch.nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
+        return nlt_optimizer(params, loop, self.embedding_lr)
 
 
 def _rows(captions: pa.Table, split: str, langs: list[str]) -> pa.Table:
@@ -121,7 +156,7 @@ def _rows(captions: pa.Table, split: str, langs: list[str]) -> pa.Table:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class NltTask:
+class NltTask(_EmbeddingLr):
     """MSE between the cached English teacher embedding and the acquisition encoder's embedding of a translation."""
 
     def __init__(self, encoder: LanguageAcquisitionEncoder, tokens: dict[str, torch.Tensor],
@@ -174,7 +209,7 @@ def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, langua
     if not needed:
         raise ConfigError(f"no translation pairs (captions sharing caption_id with English) in split {split!r}",
                           config.captions)
-    teacher_all = teacher_embeddings(encoder, encoder.clip.spec, needed, [english[c] for c in needed], runtime,
+    teacher_all = teacher_embeddings(encoder, encoder.spec, needed, [english[c] for c in needed], runtime,
                                      config.cache_dir)
     row_of = {cid: i for i, cid in enumerate(needed)}
     teacher_all = torch.from_numpy(np.array(teacher_all, dtype=np.float32))  # a writable copy of the memmap
@@ -214,7 +249,7 @@ def train_nlt(config: MlaConfig, on_step=None) -> Path:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class LeTask:
+class LeTask(_EmbeddingLr):
     """Symmetric InfoNCE between frozen image embeddings and non-native captions at a fixed temperature.
 
     A batch holds distinct images of one language, each with one of its captions in that language (drawn from
@@ -270,7 +305,8 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
 def train_le(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-le``: Language Exposure, normally starting from an NLT checkpoint (``init``); without one it
     trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
-    if config.init is None and not config.tokenizer:
+    refuse_text_only_tower("train-le", config.model, config.init)
+    if config.init is None and not config.tokenizer and not names_hf_tower(config.model):
         raise ConfigError("train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
                           "--model and --tokenizer (the paper's LE-only ablation)")
     if config.images is None:
@@ -362,8 +398,9 @@ def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[
 def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: Runtime, stage: str,
          languages: list[str], on_step=None) -> Path:
     encoder.train()
+    task.embedding_lr = config.embedding_lr
     inputs = [p for p in (config.captions, config.images, config.init) if p is not None]
-    trained = sorted(task.parameters_to_train())
+    trained = task.parameters_to_train()
 
     def checkpoint_tensors(best: dict) -> dict:
         """Every acquirer and the embedding: tensors frozen in this stage are saved unchanged beside the best
@@ -372,4 +409,5 @@ def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: 
 
     return run_stage(task, config.loop, runtime, config.out, stage=stage, checkpoint_config=encoder.checkpoint_config,
                      checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
-                     languages_trained=languages, tensors_trained=len(trained))
+                     languages_trained=languages, tensors_trained=len(trained), train=encoder.train_mode,
+                     parameters_trained=sum(p.numel() for p in trained.values()))

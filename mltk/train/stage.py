@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,13 +139,28 @@ def retrieval_validator(encoder, split: RetrievalSplit, languages: list[str], ru
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def refuse_text_only_tower(stage: str, model: str, init: Path | None) -> None:
+    """Stages that align text with images (LE, CCR_k) need a CLIP: refuse a text-only tower (a transformers
+    folder, given as ``model`` or as the base of the MLA ``init`` checkpoint) in one line, before any work."""
+    from mltk.models.clip import is_hf_model_folder
+
+    base = model
+    if init is not None and artifacts.checkpoint_format(init) == "mla":
+        base = artifacts.read_checkpoint_config(init)["base"]["model"]
+    if is_hf_model_folder(base):
+        raise ConfigError(f"{stage} aligns text with images, but {base!r} is a text-only tower (no image tower); "
+                          f"use a CLIP")
+
+
 def prepare_encoder(init: Path | None, model: str, pretrained: str | None, tokenizer: str | None,
                     init_embeddings: bool, languages: Callable[[list[str]], list[str]], runtime: Runtime,
-                    acquirer: str = "mlp"):
-    """MLA's language acquisition encoder from the ``init`` checkpoint, or built fresh on the base CLIP ``model``
-    with the non-native ``tokenizer``. ``languages(known)`` names the languages it must have, given those of the
-    checkpoint (none when fresh); languages it lacks get fresh acquirers, in that order. ``acquirer`` (MLA's
-    ablations: mlp, linear, none) shapes a fresh encoder; a checkpoint keeps its own.
+                    acquirer: str = "mlp", train: str = "acquirers"):
+    """MLA's language acquisition encoder from the ``init`` checkpoint, or built fresh on the frozen text tower
+    ``model`` (a CLIP of either tower family, or a text-only transformers folder) with the non-native ``tokenizer``
+    (None: the tower's own, on a Hugging Face tower). ``languages(known)`` names the languages it must have, given
+    those of the checkpoint (none when fresh); languages it lacks get fresh acquirers, in that order. ``acquirer``
+    (MLA's ablations: mlp, linear, none) and ``train`` (``acquirers``, MLA, or ``full``, a student copy of the whole
+    tower, the distillation baseline) shape a fresh encoder; a checkpoint keeps its own.
     Returns the encoder (on the runtime's device), its languages and those added to ``init``."""
     from mltk.models.multilingual import build_encoder, load_encoder
 
@@ -152,12 +168,10 @@ def prepare_encoder(init: Path | None, model: str, pretrained: str | None, token
         encoder = load_encoder(init, device=runtime.device)
         wanted = languages(list(encoder.languages))
     else:
-        if not tokenizer:
-            raise ConfigError("--tokenizer is needed when no --init checkpoint is given (a vocabulary artifact "
-                              "from `mltk build-vocab`, or a transformers name like bert-base-multilingual-cased)")
         wanted = languages([])
         encoder = build_encoder(model, pretrained, tokenizer, [lang for lang in wanted if lang != schema.NATIVE_LANG],
-                                init_embeddings=init_embeddings, device=runtime.device, acquirer=acquirer)
+                                init_embeddings=init_embeddings, device=runtime.device, acquirer=acquirer,
+                                train=train)
     added = [lang for lang in wanted if lang != schema.NATIVE_LANG and lang not in encoder.languages]
     for lang in added:
         encoder.add_language(lang)
@@ -231,8 +245,10 @@ def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *,
     if writer.existing is not None:
         return writer.reuse()
     with open_run(writer, run_config):
+        started = time.perf_counter()
         result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
                      steps_csv=writer.dir / STEPS_CSV)
+        manifest_fields.setdefault("train_seconds", round(time.perf_counter() - started, 1))  # this session's fit
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
         artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, checkpoint_config())

@@ -13,11 +13,10 @@ import torch
 
 from mltk import artifacts, schema
 from mltk.continual import make_method
-from mltk.continual.model import ContinualTextEncoder
+from mltk.continual.model import ContinualTextEncoder, check_growable_name, load_growable_clip
 from mltk.encode_texts import ClipTextEncoder, encode_captions
 from mltk.errors import ArtifactError, ConfigError
 from mltk.evaluate import evaluate_retrieval
-from mltk.models.clip import load_clip
 from mltk.preflight import check_image_embeddings, require_weights
 from mltk.runtime import Runtime, log
 from mltk.teir import init_new_rows
@@ -91,6 +90,7 @@ def _restore_task(path: Path, encoder: ContinualTextEncoder) -> tuple[Vocabulary
 def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None) -> Path:
     """``mltk train-continual``: train the task sequence and write the checkpoint artifact; returns its path."""
     config.check()
+    check_growable_name(config.model)
     require_weights(config.model, config.pretrained, None, "train-continual")
     check_image_embeddings(config.images, config.model, config.pretrained)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
@@ -98,7 +98,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
         inputs.image_vectors
     order = task_order(config, captions)
     image_row = inputs.image_row()
-    clip = load_clip(config.model, config.pretrained, device=runtime.device)
+    clip = load_growable_clip(config.model, config.pretrained, device=runtime.device)
     teacher_encoder = ClipTextEncoder(clip)
     corpus = Corpus(captions, config.split, order, image_row, torch.from_numpy(image_vectors),
                     lambda ids, texts: teacher_embeddings(teacher_encoder, clip.spec, ids, texts, runtime,

@@ -1,0 +1,45 @@
+"""``mltk encode-texts``: captions -> a text embeddings artifact, with any supported text model."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from mltk.cli.common import (LIST_METAVAR, DeviceOption, JsonOption, PrecisionOption, emit, examples, lang_option,
+                              out_option, resolve_input, split_list)
+
+EXAMPLE = examples("mltk encode-texts world/captions -m runs/nlt --split test -o txt",
+                   "mltk encode-texts caps -m path/to/all-MiniLM-L6-v2 --lang en,de -o txt")
+
+
+def encode_texts_command(
+    captions: Optional[str] = typer.Argument(None, help="Captions artifact, or - (or nothing) to read its path "
+                                             "from stdin."),
+    model: str = typer.Option(
+        ..., "--model", "-m", help="A checkpoint (MLA, train-continual, train-ccrk, a whole CLIP), an open_clip "
+        "name (with --pretrained), an hf-hub: name, or a transformers / sentence-transformers folder."),
+    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag or weights file."),
+    lang: List[str] = lang_option("Only these languages (repeat or comma-separate); default: every language."),
+    split: List[str] = typer.Option([], "--split", metavar=LIST_METAVAR, help="Only these splits (repeat or "
+                                    "comma-separate); default: every split."),
+    out: str = out_option("Output embeddings artifact directory."),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Captions per forward pass."),
+    device: str = DeviceOption,
+    precision: str = PrecisionOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Encode captions into L2-normalised text embeddings (rows: id = lang:caption_id, with lang, image_id,
+    caption_id, split), each language through the model's own path; read by `evaluate --texts` and `index`."""
+    from pathlib import Path
+
+    from mltk.encode_texts import write_text_embeddings
+
+    path = write_text_embeddings(resolve_input(captions, what="captions"), model, Path(out), pretrained=pretrained,
+                                 languages=list(split_list(lang)) or None, splits=list(split_list(split)) or None,
+                                 device=device, precision=precision, batch_size=batch_size)
+    emit(path, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("encode-texts", epilog=EXAMPLE)(encode_texts_command)
