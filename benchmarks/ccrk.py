@@ -102,7 +102,7 @@ def build(root: Path, k: int, batch_size: int, device: str, tower: str = "mla") 
 
 def train_step(task: ccrk.CcrkTask, step: int) -> None:
     params = list(task.parameters_to_train().values())
-    loss = task.loss(step)
+    loss, _terms = task.loss(step)
     loss.backward()
     for p in params:
         p.grad = None

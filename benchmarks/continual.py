@@ -68,7 +68,7 @@ def timed_step(task: C.CllClipTask, optimizer, params, step: int, device: torch.
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
-    loss = task.loss(step)
+    loss, _terms = task.loss(step)
     loss.backward()
     clip_gradients(list(params.values()), 1.0, "per_tensor")
     _set_lr(optimizer, lr_factor(step, task_loop(task)))

@@ -335,14 +335,21 @@ def mlmme_loss(image_features: torch.Tensor, text_a: torch.Tensor, text_b: torch
     default) weights them equally. ``H = pairwise_ranking_hinge`` (margin 0.2). All inputs [B, D], L2-normalised,
     row i of each describing the same image.
     """
-    _check_pair(image_features, text_a, "image_features", "text_a")
-    _check_pair(text_a, text_b, "text_a", "text_b")
     if not 0.0 <= beta <= 1.0:
         raise ConfigError(f"MLMME's beta weighs beta * S_I + (1 - beta) * S_S and must lie in [0, 1], got {beta}")
+    image_sentence, sentence_sentence = mlmme_terms(image_features, text_a, text_b, margin, max_violation)
+    return beta * image_sentence + (1.0 - beta) * sentence_sentence
+
+
+def mlmme_terms(image_features: torch.Tensor, text_a: torch.Tensor, text_b: torch.Tensor, margin: float = 0.2,
+                max_violation: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """MLMME's two terms before beta weighs them: ``(S_I, S_S)`` as ``mlmme_loss`` defines them (the training
+    logs show each one)."""
+    _check_pair(image_features, text_a, "image_features", "text_a")
+    _check_pair(text_a, text_b, "text_a", "text_b")
     image_sentence = (pairwise_ranking_hinge(image_features, text_a, margin, max_violation)
                       + pairwise_ranking_hinge(image_features, text_b, margin, max_violation))
-    sentence_sentence = pairwise_ranking_hinge(text_a, text_b, margin, max_violation)
-    return beta * image_sentence + (1.0 - beta) * sentence_sentence
+    return image_sentence, pairwise_ranking_hinge(text_a, text_b, margin, max_violation)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -385,6 +392,14 @@ def cll_clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, tea
     norms. gamma1 = 0.01, gamma2 = 1 in the paper; ``s = 1/T`` with T
     learnable from 0.07. image, text, teacher: [B, D]. Returns a scalar.
     """
+    contrastive, distill = cll_clip_terms(image_features, text_features, teacher_features, logit_scale, mse_form)
+    return gamma1 * contrastive + gamma2 * distill
+
+
+def cll_clip_terms(image_features: torch.Tensor, text_features: torch.Tensor, teacher_features: torch.Tensor,
+                   logit_scale: Scalar, mse_form: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+    """CLL-CLIP's two terms before gamma1 and gamma2 weigh them: ``(info_nce, mse)`` exactly as ``cll_clip_loss``
+    computes them (the training logs show each one)."""
     _check_pair(image_features, text_features, "image_features", "text_features")
     contrastive = info_nce(F.normalize(image_features, dim=-1), F.normalize(text_features, dim=-1), logit_scale)
-    return gamma1 * contrastive + gamma2 * mse_distill(text_features, teacher_features, mse_form)
+    return contrastive, mse_distill(text_features, teacher_features, mse_form)

@@ -20,6 +20,7 @@ from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import ccrk
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import replace_settings
+from mltk.train.step_log import STEPS_CSV, read_steps_csv
 
 runner = CliRunner()
 LANGS = ("en", "de", "fr", "zh")
@@ -189,7 +190,7 @@ def test_the_loss_choice_is_honoured(world, tmp_path, loss):
     with torch.no_grad():
         text, mask = task.text_features(captions)
         image = task.image_vectors[task.data.image_rows[images]]
-        got = task.loss(0)
+        got, terms = task.loss(0)
     if loss == "one-to-k":
         expected = one_to_k_contrastive(image, text, 0.07, mask)
     elif loss == "one-to-one":
@@ -203,11 +204,22 @@ def test_the_loss_choice_is_honoured(world, tmp_path, loss):
     else:
         assert mask[:, 0].all()  # English present everywhere in this world
         beta = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017)
-        expected = torch.stack([beta * (pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], 0])
-                                        + pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k]))
-                                + (1 - beta) * pairwise_ranking_hinge(text[mask[:, k], 0], text[mask[:, k], k])
-                                for k in range(1, 4)]).mean()
+        image_sentence = torch.stack([pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], 0])
+                                      + pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k])
+                                      for k in range(1, 4)])
+        sentence_sentence = torch.stack([pairwise_ranking_hinge(text[mask[:, k], 0], text[mask[:, k], k])
+                                         for k in range(1, 4)])
+        expected = (beta * image_sentence + (1 - beta) * sentence_sentence).mean()
+        # the logged terms: S_I and S_S before beta weighs them, means over the languages
+        assert list(terms) == ["mlmme_image_sentence", "mlmme_sentence_sentence"]
+        assert torch.allclose(terms["mlmme_image_sentence"], image_sentence.mean(), atol=1e-5)
+        assert torch.allclose(terms["mlmme_sentence_sentence"], sentence_sentence.mean(), atol=1e-5)
     assert torch.allclose(got, expected, atol=1e-5), (loss, float(got), float(expected))
+    if loss != "mlmme":  # the loss itself under its own name, and the temperature of the contrastive ones
+        name = {"english-bridge": "english_bridge_mse"}.get(loss, loss.replace("-", "_"))
+        assert list(terms) == [name, "logit_scale"] if loss in ccrk.CONTRASTIVE_LOSSES else [name]
+        assert torch.equal(terms[name], got)
+        assert "logit_scale" not in terms or terms["logit_scale"].item() == pytest.approx(1 / 0.07)
     trains_temperature = "loss.logit_scale.log_scale" in task.parameters_to_train()
     assert trains_temperature == (loss in ccrk.CONTRASTIVE_LOSSES)
 
@@ -216,6 +228,9 @@ def test_same_seed_same_checkpoint(world, tmp_path):
     a, _ = artifacts.load_checkpoint(ccrk.train_ccrk(config(world, tmp_path / "a", steps=1, hard_negatives=2)))
     b, _ = artifacts.load_checkpoint(ccrk.train_ccrk(config(world, tmp_path / "b", steps=1, hard_negatives=2)))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    (row,) = read_steps_csv(tmp_path / "a" / STEPS_CSV)  # the loss under its name, and the temperature's 1/T
+    assert list(row)[:4] == ["step", "loss", "one_to_k", "logit_scale"]
+    assert row["one_to_k"] == pytest.approx(row["loss"], rel=1e-6) and row["logit_scale"] == pytest.approx(1 / 0.07)
 
 
 def test_bad_inputs_exit_2_with_one_line(world, tmp_path):
@@ -304,7 +319,7 @@ def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_
     # by hand: mean over present (image, language) pairs, English included, and feature dims of the squared error
     squared = ((text.detach() - teacher[:, None]) ** 2).sum(dim=-1)  # [B, K]
     expected = squared[mask].sum() / (mask.sum() * text.shape[-1])
-    assert torch.allclose(task.loss(0).detach(), expected, atol=1e-6)
+    assert torch.allclose(task.loss(0)[0].detach(), expected, atol=1e-6)
 
 
 def test_image_embeddings_of_another_width_exit_2_for_either_tower(world, cll_checkpoint, tmp_path):

@@ -27,6 +27,7 @@ from mltk.runtime import resolve_runtime
 from mltk.train import continual as C
 from mltk.train.loop import fit
 from mltk.train.stage import replace_settings
+from mltk.train.step_log import read_steps_csv
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import clip_vocabulary, load_vocabulary, select_captions, train_vocabulary, \
     write_vocabulary
@@ -37,6 +38,9 @@ LANGS = ("en", "de", "ru")
 SMALL = {"oewc": {"fisher_batches": 2}, "er": {"memory_size": 40}, "der": {"memory_size": 40},
          "mla": {"reduction": 8}, "codaprompt": {"components": 2}, "ptuning": {"bottleneck": 32}}
 TASK_SPECIFIC = {"mla", "lora", "ptuning"}  # one set per language, chosen by the task identity
+# steps.csv: each method's own loss terms, unweighted, and the weight (option) of each in the optimised loss
+METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "er": {"replay_infonce": 0.01, "replay_mse": 1.0},
+                "der": {"der_mse": 1.0}, "dualprompt": {"prompt_pull": 1.0}}
 
 
 @pytest.fixture(scope="module")
@@ -196,18 +200,21 @@ def test_er_replays_earlier_tasks_and_der_regresses_stored_features(world):
     de.method.memory = memory
     de.method.begin_task(de)
     assert de.method.replay.tokens.shape[0] == 50
-    loss = de.method.extra_loss(de, 0)
-    assert loss is not None and torch.isfinite(loss) and loss > 0
+    loss, terms = de.method.extra_loss(de, 0)
+    assert torch.isfinite(loss) and loss > 0
+    assert sorted(terms) == ["replay_infonce", "replay_mse"]  # logged unweighted: gamma1, gamma2 weigh them
+    assert torch.allclose(loss, 0.01 * terms["replay_infonce"] + terms["replay_mse"])
 
     encoder = encoder_for(world, "der", memory_size=30)
     (en,) = start_tasks(world, encoder, 1)
     encoder.method.end_task(en)
     encoder.method.begin_task(en)  # replay the memory with the weights that recorded it
     assert encoder.method.features.shape == (30, 128)
-    assert encoder.method.extra_loss(en, 3).item() < 1e-10
+    assert encoder.method.extra_loss(en, 3)[0].item() < 1e-10
     with torch.no_grad():
         encoder.table[:49406] += 0.05 * torch.randn_like(encoder.table[:49406])
-    assert encoder.method.extra_loss(en, 3).item() > 1e-6
+    loss, terms = encoder.method.extra_loss(en, 3)
+    assert loss.item() > 1e-6 and torch.equal(loss, terms["der_mse"])  # alpha = 1
 
 
 def test_ewc_penalty_is_zero_at_the_anchor_and_weighted_by_the_fisher(world):
@@ -230,10 +237,12 @@ def test_ewc_penalty_is_zero_at_the_anchor_and_weighted_by_the_fisher(world):
     unused = torch.ones(encoder.vocab_size, dtype=torch.bool)
     unused[en.data.tokens.unique()] = False
     assert information[unused].abs().sum() == 0 and information[~unused].sum() > 0
-    assert encoder.method.extra_loss(en, 0).item() == 0
+    assert encoder.method.extra_loss(en, 0)[0].item() == 0
     with torch.no_grad():
         encoder.table += 0.01
-    assert encoder.method.extra_loss(en, 0).item() > 0
+    loss, terms = encoder.method.extra_loss(en, 0)
+    assert loss.item() > 0 and list(terms) == ["ewc_penalty"]
+    assert loss.item() == pytest.approx(1000 * terms["ewc_penalty"].item(), rel=1e-6)  # logged at lambda = 1
 
 
 def test_language_adapters_isolate_languages(world):
@@ -463,3 +472,13 @@ def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix
     again = evaluate_retrieval(test.image_table, test.image_vectors, table, vectors)
     assert [again["per_language"][lang]["t2i"]["R@1"] for lang in ("en", "de")] == \
         pytest.approx(document["continual"]["matrix"][1])
+    # the second task's steps.csv: CLL-CLIP's terms and the method's, whose weighted sum is the loss
+    own = METHOD_TERMS.get(method, {})
+    rows = read_steps_csv(out / "steps" / "01-de.csv")
+    header = list(rows[0])
+    assert header[header.index("loss") + 1:header.index("lr")] == ["infonce", "mse", "logit_scale", *own]
+    weights = {"infonce": cfg.gamma1, "mse": cfg.gamma2, **own}
+    for row in rows:
+        assert sum(weight * row[name] for name, weight in weights.items()) == pytest.approx(row["loss"], rel=1e-5)
+        assert 10 < row["logit_scale"] < 20  # CLL-CLIP's learnt 1/T, from 1/0.07
+        assert all(row[name] > 0 for name in weights)

@@ -123,20 +123,44 @@ def test_tensorboard_missing_is_one_config_error(monkeypatch, tmp_path):
             pass
 
 
-def test_train_nlt_writes_steps_csv_into_its_artifact_and_tensorboard_events(tmp_path):
-    from mltk.cli import app
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A tiny synthetic world in en and de, and a random-weight native CLIP saved as a checkpoint."""
     from mltk.data.synth import SynthConfig, synthesize
     from mltk.models.clip import clip_checkpoint_config, load_clip
+
+    root = tmp_path_factory.mktemp("steps")
+    world = synthesize(root / "world", SynthConfig(train=16, val=8, test=8, langs=("en", "de")))
+    torch.manual_seed(0)
+    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
+                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    return {"world": world, "native": native}
+
+
+def test_pretrain_logs_clips_infonce_and_its_learnt_logit_scale(world, tmp_path):
+    from mltk.cli import app
+
+    out = tmp_path / "native"
+    result = CliRunner().invoke(app, ["pretrain", str(world["world"].images_path), "--steps", "4", "--batch-size",
+                                      "4", "--log-every", "2", "--device", "cpu", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    rows = read_steps_csv(out / step_log.STEPS_CSV)
+    assert [r["step"] for r in rows] == [2, 4]
+    assert list(rows[0])[:4] == ["step", "loss", "clip_infonce", "logit_scale"]
+    for row in rows:
+        assert row["clip_infonce"] == pytest.approx(row["loss"], rel=1e-6)
+        assert row["logit_scale"] == pytest.approx(1 / 0.07, rel=0.05)  # open_clip's start, learnt from there
+
+
+def test_train_nlt_writes_steps_csv_into_its_artifact_and_tensorboard_events(world, tmp_path):
+    from mltk.cli import app
     from mltk.vocab import build_vocab
 
-    world = synthesize(tmp_path / "world", SynthConfig(train=16, val=8, test=8, langs=("en", "de")))
-    torch.manual_seed(0)
-    native = artifacts.write_checkpoint(tmp_path / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
-    vocab = build_vocab(world.captions_path, "de", tmp_path / "vocab", size=600)
+    captions, native = world["world"].captions_path, world["native"]
+    vocab = build_vocab(captions, "de", tmp_path / "vocab", size=600)
     out = tmp_path / "nlt"
     result = CliRunner().invoke(app, [
-        "train-nlt", str(world.captions_path), "--out", str(out), "--model", str(native), "--tokenizer", str(vocab),
+        "train-nlt", str(captions), "--out", str(out), "--model", str(native), "--tokenizer", str(vocab),
         "--lang", "de", "--steps", "4", "--batch-size", "4", "--device", "cpu", "--cache-dir",
         str(tmp_path / "cache"), "--log-every", "2",
         *(["--tensorboard", str(tmp_path / "tb")] if step_log.tensorboard_available() else [])])

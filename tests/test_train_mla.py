@@ -14,6 +14,7 @@ from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import mla
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import replace_settings
+from mltk.train.step_log import STEPS_CSV, read_steps_csv, step_logging
 
 runner = CliRunner()
 
@@ -37,6 +38,12 @@ def world(tmp_path_factory):
     return {"root": root, "captions": result.captions_path, "native": native, "images": images, "vocab": vocab}
 
 
+def term_columns(out) -> list[str]:
+    """The named loss terms of an artifact's steps.csv: the columns between ``loss`` and ``lr``."""
+    header = list(read_steps_csv(out / STEPS_CSV)[0])
+    return header[header.index("loss") + 1:header.index("lr")]
+
+
 def nlt_config(world, out, **changes) -> mla.MlaConfig:
     base = mla.MlaConfig(captions=world["captions"], out=out, model=str(world["native"]), tokenizer=str(world["vocab"]),
                          languages=("de", "ru"), batch_size=8, device="cpu", cache_dir=world["root"] / "cache",
@@ -56,6 +63,8 @@ def test_train_nlt_cli_writes_a_checkpoint_of_acquirers_only(world, tmp_path):
     assert config["format"] == "mla" and config["languages"] == ["de", "ru"]
     assert all(k.startswith(("acquirers.", "embedding.")) for k in tensors)
     assert any(k.startswith("acquirers.ru.") for k in tensors)
+    assert term_columns(out) == ["nlt_mse"]
+    assert all(row["nlt_mse"] == pytest.approx(row["loss"], rel=1e-6) for row in read_steps_csv(out / STEPS_CSV))
 
 
 def test_nlt_resumes_exactly_after_an_interruption(world, tmp_path):
@@ -130,6 +139,8 @@ def test_train_le_reads_image_embeddings_from_a_pipe(world, tmp_path):
     assert result.stdout.strip() == str(out.resolve())
     manifest = artifacts.read_manifest(out, "checkpoint")
     assert manifest["created_by"]["stage"] == "train-le" and "best_score" in manifest
+    assert term_columns(out) == ["le_infonce"]
+    assert all(row["le_infonce"] == pytest.approx(row["loss"], rel=1e-6) for row in read_steps_csv(out / STEPS_CSV))
 
 
 def test_train_le_without_nlt_trains_fresh_acquirers(world, tmp_path):
@@ -219,14 +230,26 @@ def test_nlt_and_le_in_one_stage_add_both_losses(world, tmp_path):
 
     mla._run = capture
     try:
-        out = mla.train_nlt_le(replace_settings(config, nlt_weight=0.5, le_weight=2.0))
+        with step_logging(log_every=1):
+            out = mla.train_nlt_le(replace_settings(config, nlt_weight=0.5, le_weight=2.0))
     finally:
         mla._run = original
+    # steps.csv: both terms unweighted, and their weighted sum is the optimised loss of each step
+    assert term_columns(out) == ["nlt_mse", "le_infonce"]
+    rows = read_steps_csv(out / STEPS_CSV)
+    assert [row["step"] for row in rows] == [1, 2]
+    for row in rows:
+        assert 0.5 * row["nlt_mse"] + 2.0 * row["le_infonce"] == pytest.approx(row["loss"], rel=1e-6)
+        assert row["nlt_mse"] > 0 and row["le_infonce"] > 0
     task = captured["task"]
     with torch.no_grad():
-        expected = 0.5 * task.nlt.loss(1) + 2.0 * task.le.loss(1)
-        assert torch.allclose(task.loss(1), expected)
-        assert task.nlt.loss(1) > 0 and task.le.loss(1) > 0
+        (nlt, _), (le, _) = task.nlt.loss(1), task.le.loss(1)
+        expected = 0.5 * nlt + 2.0 * le
+        loss, terms = task.loss(1)
+        assert torch.allclose(loss, expected)
+        assert nlt > 0 and le > 0
+        assert list(terms) == ["nlt_mse", "le_infonce"]  # unweighted
+        assert torch.equal(terms["nlt_mse"], nlt) and torch.equal(terms["le_infonce"], le)
     manifest = artifacts.read_manifest(out, "checkpoint")
     assert manifest["created_by"]["stage"] == "train-nlt-le"
     result = runner.invoke(app, ["train-nlt-le", str(world["images"]), "--captions", str(world["captions"]),

@@ -6,11 +6,14 @@ its own mechanism through the hooks of ``ContinualMethod``, which plain CLL-CLIP
 - ``begin_task(run)``: before training task t (add a language's adapter, a task's prompt; build replay data);
 - ``trainable()``: its tensors that train in the current task, besides the table and the temperature;
 - ``encode(encoder, x, lengths, lang)``: the text forward from word embeddings [B, L, W] to features [B, D];
-- ``extra_loss(run, step)``: a term added to the task loss (EWC penalty, replay, prompt-key matching);
+- ``extra_loss(run, step)``: a term added to the task loss (EWC penalty, replay), as a tensor or as
+  ``(tensor, {name: unweighted term})`` whose terms become columns of the task's steps CSV
+  (``mltk.train.step_log``); ``encode`` may leave one the same way in ``auxiliary_loss`` (prompt-key matching);
 - ``end_task(run)``: after the best epoch of task t is restored (Fisher information, reservoir update).
 
 ``run`` is the task being trained (``mltk.train.continual.task.CllClipTask``): it exposes ``encoder``, ``index``,
-``lang``, ``corpus`` (every training example of every task language), ``pair_loss`` and ``data_loss``.
+``lang``, ``corpus`` (every training example of every task language), ``pair_loss`` / ``pair_terms`` and
+``data_loss``.
 
 A method's state has two parts: ``state_tensors()`` (what encoding needs; saved in the checkpoint, rebuilt from
 ``structure()``) and ``training_state()`` (what later tasks need, such as a Fisher matrix or a replay buffer;
@@ -31,6 +34,8 @@ import torch.nn as nn
 
 from mltk.continual.options import NoOptions
 
+Loss = torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]  # a loss, or a loss with its named terms
+
 
 class ContinualMethod(nn.Module):
     """Plain CLL-CLIP: the table alone; every hook does nothing. Baselines override what they need."""
@@ -46,7 +51,7 @@ class ContinualMethod(nn.Module):
             raise TypeError(f"method {self.name} takes {self.Options.__name__}, got {type(options).__name__}")
         self.options = options
         self.width, self.num_blocks, self.output_dim, self.seed = width, num_blocks, output_dim, seed
-        self.auxiliary_loss: torch.Tensor | None = None  # set by ``encode`` in training mode (prompt matching)
+        self.auxiliary_loss: Loss | None = None  # set by ``encode`` in training mode (prompt matching)
 
     # --- structure: what is needed to rebuild the method's modules from a checkpoint -----------------------------
 
@@ -85,12 +90,12 @@ class ContinualMethod(nn.Module):
         """Word embeddings [B, L, W] -> text features [B, D]."""
         return encoder.tower.forward_embeddings(x, lengths)
 
-    def extra_loss(self, run, step: int) -> torch.Tensor | None:
+    def extra_loss(self, run, step: int) -> Loss | None:
         return None
 
     def end_task(self, run) -> None:
         """Called after the best epoch of task ``run.index`` has been restored."""
 
-    def pop_auxiliary_loss(self) -> torch.Tensor | None:
+    def pop_auxiliary_loss(self) -> Loss | None:
         loss, self.auxiliary_loss = self.auxiliary_loss, None
         return loss

@@ -39,9 +39,14 @@ def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], t
 
 def ewc_penalty(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor, weight: float) -> torch.Tensor:
     """weight / 2 * sum(fisher * (table[:R] - anchor)^2), R = rows of the anchor (rows added later are free)."""
+    return 0.5 * weight * fisher_distance(table, fisher, anchor)
+
+
+def fisher_distance(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+    """sum(fisher * (table[:R] - anchor)^2): the penalty before lambda / 2."""
     rows = anchor.shape[0]
     difference = table[:rows].float() - anchor
-    return 0.5 * weight * (fisher * difference * difference).sum()
+    return (fisher * difference * difference).sum()
 
 
 def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -73,13 +78,15 @@ class OnlineEWC(ContinualMethod):
         self.fisher: torch.Tensor | None = None  # [R, W]
         self.anchor: torch.Tensor | None = None  # [R, W]: the table after the last finished task
 
-    def extra_loss(self, run, step: int) -> torch.Tensor | None:
+    def extra_loss(self, run, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        """The penalty, and as its logged term ``ewc_penalty`` the penalty at lambda = 1."""
         if self.fisher is None:
             return None
         table = run.encoder.table
         if self.fisher.device != table.device:  # plain tensors (their shape grows), moved on first use
             self.fisher, self.anchor = self.fisher.to(table.device), self.anchor.to(table.device)
-        return ewc_penalty(run.encoder.table, self.fisher, self.anchor, self.options.penalty)
+        distance = fisher_distance(run.encoder.table, self.fisher, self.anchor)
+        return 0.5 * self.options.penalty * distance, {"ewc_penalty": 0.5 * distance}
 
     def end_task(self, run) -> None:
         steps = min(self.options.fisher_batches, run.steps)

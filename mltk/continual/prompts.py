@@ -240,7 +240,8 @@ class DualPrompt(ContinualMethod):
             if self.training and self.current is not None:
                 chosen = torch.full((batch,), self.current, device=x.device)
                 key = F.normalize(self.e_keys[self.current].float(), dim=0)
-                self.auxiliary_loss = self.options.pull_weight * (1 - query @ key).mean()
+                pull = (1 - query @ key).mean()
+                self.auxiliary_loss = self.options.pull_weight * pull, {"prompt_pull": pull}
             else:
                 chosen = self.select(query)
             expert = torch.stack(list(self.e_prompts))[chosen]  # [B, e layers, length, W]

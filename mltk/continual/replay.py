@@ -93,13 +93,15 @@ class ExperienceReplay(ContinualMethod):
         device = run.encoder.table.device
         return run.encoder.encode_tokens(self.replay.tokens[rows].to(device), None).float()
 
-    def extra_loss(self, run, step: int) -> torch.Tensor | None:
+    def extra_loss(self, run, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        """CLL-CLIP's loss of a replayed batch, its terms logged as ``replay_infonce`` and ``replay_mse``."""
         if self.replay is None:
             return None
         rows = self.replay_indices(run, step)
         device = run.encoder.table.device
-        return run.pair_loss(self.replay.images[rows].to(device), self.replayed_features(run, rows),
-                             self.replay.teacher[rows].to(device))
+        loss, terms = run.pair_terms(self.replay.images[rows].to(device), self.replayed_features(run, rows),
+                                     self.replay.teacher[rows].to(device))
+        return loss, {"replay_infonce": terms["infonce"], "replay_mse": terms["mse"]}
 
     def end_task(self, run) -> None:
         keys = run.corpus.keys(run.lang)  # [n, 2]: (language index, example index)
@@ -129,12 +131,14 @@ class DarkExperienceReplay(ExperienceReplay):
         super().__init__(*args, **kwargs)
         self.features = torch.zeros(0, self.output_dim)  # [len(memory), D], row-aligned with the memory
 
-    def extra_loss(self, run, step: int) -> torch.Tensor | None:
+    def extra_loss(self, run, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        """``alpha * der_mse``, the regression to the stored features (logged unweighted as ``der_mse``)."""
         if self.replay is None:
             return None
         rows = self.replay_indices(run, step)
         stored = self.features[torch.from_numpy(rows)].to(run.encoder.table.device)
-        return self.options.alpha * F.mse_loss(self.replayed_features(run, rows), stored)
+        mse = F.mse_loss(self.replayed_features(run, rows), stored)
+        return self.options.alpha * mse, {"der_mse": mse}
 
     @torch.no_grad()
     def record(self, run, written: np.ndarray) -> None:

@@ -71,7 +71,7 @@ from mltk.preflight import check_image_embeddings, require_weights
 from mltk.continual.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
 from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
-from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_loss,
+from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_terms,
                          pairwise_ranking_hinge)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
@@ -154,36 +154,46 @@ class CcrkConfig:
 
 
 def _contrastive(objective, image, text, mask, teacher):
-    return objective.criterion(image, text, mask)
+    loss = objective.criterion(image, text, mask)
+    return loss, {objective.name.replace("-", "_"): loss, "logit_scale": objective.criterion.logit_scale()}
 
 
 def _english_bridge(objective, image, text, mask, teacher):
     """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (CLL-CLIP's table); the
     bridge then targets them, and the trained English slot is pulled to them like the others."""
     if teacher is None:
-        return english_bridge_mse(text, objective.english, mask)
-    english = mask[:, objective.english:objective.english + 1]
-    return english_bridge_mse(torch.cat([teacher.unsqueeze(1), text], dim=1), 0, torch.cat([english, mask], dim=1))
+        loss = english_bridge_mse(text, objective.english, mask)
+    else:
+        english = mask[:, objective.english:objective.english + 1]
+        loss = english_bridge_mse(torch.cat([teacher.unsqueeze(1), text], dim=1), 0, torch.cat([english, mask], 1))
+    return loss, {"english_bridge_mse": loss}
 
 
 def _hinge(objective, image, text, mask, teacher):
     terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], objective.margin)
              for k in range(text.shape[1]) if int(mask[:, k].sum()) >= 2]
-    return torch.stack(terms).mean() if terms else (text * 0).sum()
+    loss = torch.stack(terms).mean() if terms else (text * 0).sum()
+    return loss, {"hinge": loss}
 
 
 def _mlmme(objective, image, text, mask, teacher):
-    """The image pivots English and each other language."""
-    terms = []
+    """The image pivots English and each other language; S_I and S_S (means over the languages) are logged."""
+    parts = []  # per language: (S_I, S_S)
     for k in range(text.shape[1]):
         both = mask[:, k] & mask[:, objective.english]
         if k != objective.english and int(both.sum()) >= 2:
-            terms.append(mlmme_loss(image[both], text[both, objective.english], text[both, k], objective.margin,
-                                    objective.beta))
-    return torch.stack(terms).mean() if terms else (text * 0).sum()
+            parts.append(mlmme_terms(image[both], text[both, objective.english], text[both, k], objective.margin))
+    if not parts:
+        zero = (text * 0).sum()
+        return zero, {"mlmme_image_sentence": zero, "mlmme_sentence_sentence": zero}
+    beta = objective.beta
+    loss = torch.stack([beta * s_i + (1.0 - beta) * s_s for s_i, s_s in parts]).mean()
+    s_i, s_s = (torch.stack(column).mean() for column in zip(*parts))
+    return loss, {"mlmme_image_sentence": s_i, "mlmme_sentence_sentence": s_s}
 
 
-# --loss name -> loss(objective, image [B, D], text [B, K, D], text_mask [B, K], teacher [B, D] | None)
+# --loss name -> loss(objective, image [B, D], text [B, K, D], text_mask [B, K], teacher [B, D] | None), returned
+# with its named terms (``mltk.train.step_log``)
 LOSSES = {"one-to-k": _contrastive, "one-to-one": _contrastive, "english-bridge": _english_bridge,
           "hinge": _hinge, "mlmme": _mlmme}
 # the losses with a (learnable) temperature: --loss name -> criterion(temperature, learnable, weighting)
@@ -211,7 +221,7 @@ class CcrkObjective(nn.Module):
             if loss in CRITERIA else None
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
-                teacher: torch.Tensor | None = None) -> torch.Tensor:
+                teacher: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         return LOSSES[self.name](self, image, text, mask, teacher)
 
     def trainable(self) -> dict[str, nn.Parameter]:
@@ -263,7 +273,7 @@ class CcrkTask:
         return {**self.encoder.trainable_tensors(self.trained_languages, embedding=self.train_embedding),
                 **self.objective.trainable()}
 
-    def loss(self, step: int) -> torch.Tensor:
+    def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         images, captions = self.batches.batch(step)
         images, captions = shard(images), shard(captions)
         text, mask = self.text_features(captions)

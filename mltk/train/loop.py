@@ -112,9 +112,10 @@ class TrainTask(Protocol):
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         """The tensors to train; the names are the keys of checkpoints and saved state."""
 
-    def loss(self, step: int) -> torch.Tensor:
+    def loss(self, step: int) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The scalar loss of the batch of global step ``step`` (0-based), built deterministically from
-        ``(seed, step)``; under torchrun only this rank's shard of it (``mltk.train.distributed``)."""
+        ``(seed, step)``; under torchrun only this rank's shard of it (``mltk.train.distributed``). Optionally with
+        its named, unweighted terms, ``(loss, {name: tensor})``, for ``steps.csv`` (``mltk.train.step_log``)."""
 
     def validate(self) -> dict[str, float]:
         """Validation metrics; must contain ``"score"`` (higher is better). Runs under ``torch.no_grad()``."""

@@ -171,11 +171,12 @@ class NltTask(_EmbeddingLr):
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return self.encoder.trainable_tensors(self.languages, embedding=self.train_embedding)
 
-    def loss(self, step: int) -> torch.Tensor:
+    def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         lang, index = self.batches.batch(step)
         index = torch.as_tensor(shard(index))
         student = self.encoder.encode_tokens(self.tokens[lang][index].to(self.runtime.device), lang)
-        return mse_distill(student.float(), self.teacher[lang][index].to(self.runtime.device), self.mse_form)
+        loss = mse_distill(student.float(), self.teacher[lang][index].to(self.runtime.device), self.mse_form)
+        return loss, {"nlt_mse": loss}
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -268,7 +269,7 @@ class LeTask(_EmbeddingLr):
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return self.encoder.trainable_tensors(self.languages, embedding=self.train_embedding)
 
-    def loss(self, step: int) -> torch.Tensor:
+    def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         lang, images = self.batches.batch(step)
         data = self.data[lang]
         captions = draw_captions(self.seed, step, 0x1E, images, data["offsets"], data["counts"])
@@ -277,7 +278,8 @@ class LeTask(_EmbeddingLr):
         text = F.normalize(self.encoder.encode_tokens(data["tokens"][captions].to(device), lang).float(),
                            dim=-1)
         image = self.image_vectors[data["image_rows"][images]].to(device)  # [b, D], L2-normalised, frozen
-        return info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=self.logit_scale)
+        loss = info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=self.logit_scale)
+        return loss, {"le_infonce": loss}
 
     def validate(self) -> dict[str, float]:
         return self.validator()
@@ -342,7 +344,8 @@ def _le_task(config: MlaConfig) -> tuple[LeTask, LanguageAcquisitionEncoder, lis
 
 
 class NltLeTask:
-    """``nlt_weight * NLT + le_weight * LE`` each step, on the same encoder; validation is LE's retrieval."""
+    """``nlt_weight * NLT + le_weight * LE`` each step, on the same encoder; validation is LE's retrieval. The
+    terms ``nlt_mse`` and ``le_infonce`` are logged unweighted."""
 
     def __init__(self, nlt: NltTask, le: LeTask, nlt_weight: float, le_weight: float):
         self.nlt, self.le, self.nlt_weight, self.le_weight = nlt, le, nlt_weight, le_weight
@@ -350,8 +353,9 @@ class NltLeTask:
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return self.le.parameters_to_train()
 
-    def loss(self, step: int) -> torch.Tensor:
-        return self.nlt_weight * self.nlt.loss(step) + self.le_weight * self.le.loss(step)
+    def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        (nlt, nlt_terms), (le, le_terms) = self.nlt.loss(step), self.le.loss(step)
+        return self.nlt_weight * nlt + self.le_weight * le, {**nlt_terms, **le_terms}
 
     def validate(self) -> dict[str, float]:
         return self.le.validate()

@@ -83,7 +83,7 @@ class ClipPretrainTask:
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return dict(self.clip.named_parameters())
 
-    def loss(self, step: int) -> torch.Tensor:
+    def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         _, images = self.batches.batch(step)
         captions = draw_captions(self.seed, step, 0xC11, images, self.offsets, self.counts)
         images, captions = shard(images), shard(captions)
@@ -92,7 +92,8 @@ class ClipPretrainTask:
         text = self.tower.encode(self.tokens[captions].to(device), self.lengths[captions].to(device))
         text = F.normalize(text.float(), dim=-1)
         logit_scale = self.clip.logit_scale.exp().clamp(max=100)
-        return info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=logit_scale)
+        loss = info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=logit_scale)
+        return loss, {"clip_infonce": loss, "logit_scale": logit_scale}
 
     def validate(self) -> dict[str, float]:
         return self.validate_fn()

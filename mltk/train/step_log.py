@@ -7,7 +7,27 @@
 
 - ``loss`` and the terms are means over the steps since the previous row (the loss exactly as in history.json).
   A task names its terms by returning ``(loss, {"nlt_mse": tensor, ...})`` from ``loss(step)``; a bare tensor
-  gives the ``loss`` column alone.
+  gives the ``loss`` column alone. ``loss`` is the optimised total; the terms are unweighted, so the loss is
+  the sum of each term times its weight (the stage's option named in brackets below):
+
+  ================ =============================================================================================
+  stage            term columns
+  ================ =============================================================================================
+  pretrain         ``clip_infonce`` (= loss); ``logit_scale`` (CLIP's learnt 1/T: logged, not a loss term)
+  train-nlt        ``nlt_mse`` (= loss)
+  train-le         ``le_infonce`` (= loss)
+  train-nlt-le     ``nlt_mse`` [nlt_weight], ``le_infonce`` [le_weight]
+  train-continual  ``infonce`` [gamma1], ``mse`` [gamma2], ``logit_scale`` (logged), and the method's own: oewc
+                   ``ewc_penalty`` = 1/2 sum F (theta - theta*)^2 [penalty, lambda]; er ``replay_infonce``
+                   [gamma1], ``replay_mse`` [gamma2]; der ``der_mse`` [alpha]; dualprompt ``prompt_pull``
+                   [pull_weight]. One file per task; EWC and replay terms appear from the second task on
+  train-ccrk       per ``--loss``: ``one_to_k``, ``one_to_one``, ``english_bridge_mse`` or ``hinge`` (= loss); mlmme:
+                   ``mlmme_image_sentence`` [beta], ``mlmme_sentence_sentence`` [1 - beta] (means over the
+                   languages); ``logit_scale`` (logged) with one-to-k and one-to-one
+  ================ =============================================================================================
+
+  Terms cost no synchronisation: ``add_terms`` keeps the detached tensors where they are, and they are read once
+  per row, when the loss is too.
 - ``lr`` is the first param group's learning rate of the row's step; ``grad_norm`` the L2 norm of all trained
   gradients of that step before clipping (after un-scaling and averaging over processes), so a clipped run
   shows how hard the clip bites.
@@ -127,7 +147,7 @@ class StepLogger:
         """Keep one step's named loss terms (detached, on their device: no synchronisation per step)."""
         if self.enabled:
             for name, value in terms.items():
-                self._terms.setdefault(name, []).append(torch.as_tensor(value).detach().double())
+                self._terms.setdefault(name, []).append(torch.as_tensor(value).detach())
 
     def write(self, step: int, loss: float, lr: float, grad_norm: float | None) -> None:
         """One row for the steps since the previous one, ending at ``step`` (completed updates)."""
@@ -136,7 +156,7 @@ class StepLogger:
         now = time.perf_counter()
         steps_per_s = (step - self._mark[0]) / max(now - self._mark[1], 1e-9)
         self._mark = (step, now)
-        terms = {name: float(torch.stack(values).mean()) for name, values in self._terms.items()}
+        terms = {name: float(torch.stack(values).double().mean()) for name, values in self._terms.items()}
         self._terms = {}
         row = {"step": step, "loss": loss, **terms, "lr": lr, "grad_norm": grad_norm, "steps_per_s": steps_per_s,
                "samples_per_s": steps_per_s * self.samples_per_step if self.samples_per_step else None}

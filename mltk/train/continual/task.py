@@ -13,7 +13,7 @@ import torch
 from mltk import artifacts
 from mltk.continual.model import ContinualTextEncoder
 from mltk.errors import ArtifactError
-from mltk.losses import cll_clip_loss
+from mltk.losses import cll_clip_terms
 from mltk.runtime import Runtime
 from mltk.teir import TeirAdamW, token_lambdas
 from mltk.train.batches import LanguageBatches, draw_captions
@@ -21,6 +21,7 @@ from mltk.train.continual.config import ContinualTrainConfig
 from mltk.train.continual.data import Corpus, TaskData
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
+from mltk.train.step_log import split_loss
 from mltk.train.validate import RetrievalValidator
 from mltk.vocab import (Vocabulary, load_vocabulary, select_captions, token_frequencies, train_vocabulary,
                         write_vocabulary)
@@ -76,12 +77,16 @@ class CllClipTask:
                          row_scales={params["table"]: self.lambdas.to(params["table"].device)},
                          scale_gradients=config.teir_reg_grad, scale_weight_decay=config.teir_reg_decay)
 
-    def loss(self, step: int) -> torch.Tensor:
-        loss = self.data_loss(step)
+    def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``gamma1 * infonce + gamma2 * mse`` of the batch plus the method's terms, with every term named and
+        unweighted (``mltk.train.step_log``)."""
+        loss, terms = self.data_terms(step)
         for extra in (self.method.pop_auxiliary_loss(), self.method.extra_loss(self, step)):
             if extra is not None:
+                extra, extra_terms = split_loss(extra)
                 loss = loss + extra
-        return loss
+                terms.update(extra_terms)
+        return loss, terms
 
     def validate(self) -> dict[str, float]:
         return self.validator()
@@ -90,12 +95,24 @@ class CllClipTask:
 
     def pair_loss(self, image: torch.Tensor, text: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
         """CLL-CLIP's loss of one batch (image [b, D] normalised, text and teacher [b, D] raw)."""
-        return cll_clip_loss(gather_with_grad(image), gather_with_grad(text.float()), gather_with_grad(teacher),
-                             self.encoder.logit_scale(), self.config.gamma1, self.config.gamma2, self.config.mse_form)
+        return self.pair_terms(image, text, teacher)[0]
+
+    def pair_terms(self, image: torch.Tensor, text: torch.Tensor, teacher: torch.Tensor
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``pair_loss`` with its terms: ``{"infonce", "mse"}`` unweighted, and the ``logit_scale`` it used."""
+        scale = self.encoder.logit_scale()
+        infonce, mse = cll_clip_terms(gather_with_grad(image), gather_with_grad(text.float()),
+                                      gather_with_grad(teacher), scale, self.config.mse_form)
+        loss = self.config.gamma1 * infonce + self.config.gamma2 * mse  # cll_clip_loss, terms kept
+        return loss, {"infonce": infonce, "mse": mse, "logit_scale": scale}
 
     def data_loss(self, step: int) -> torch.Tensor:
-        """The CLL-CLIP loss of the batch of ``step``: distinct captions (by caption epochs), or distinct images
-        with one caption each drawn from the seed (by image epochs)."""
+        """The CLL-CLIP loss of the batch of ``step`` (``data_terms`` without the terms)."""
+        return self.data_terms(step)[0]
+
+    def data_terms(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The CLL-CLIP loss of the batch of ``step`` and its terms: distinct captions (by caption epochs), or
+        distinct images with one caption each drawn from the seed (by image epochs)."""
         data = self.data
         if self.by_caption:
             _, captions = self.batches.batch(step)
@@ -107,7 +124,7 @@ class CllClipTask:
         device = self.runtime.device
         text = self.encoder.encode_tokens(data.tokens[captions].to(device), self.lang)
         image = self.corpus.image_vectors[torch.from_numpy(data.image_rows[images])].to(device)
-        return self.pair_loss(image, text, data.teacher[captions].to(device))
+        return self.pair_terms(image, text, data.teacher[captions].to(device))
 
     def sample_tokens(self, count: int) -> torch.Tensor:
         """Tokens [<= count, L] of the task's training captions (a fixed, spread-out selection)."""
