@@ -191,8 +191,6 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
     their words are dropped (``drop_merges_changing``), so those texts keep exactly the parent's ids. Off by
     default, as in the paper, where later vocabularies may re-merge rare words of earlier languages.
     """
-    if problem := vocabulary_size_problem(size, "--size"):
-        raise ConfigError(problem)
     if not texts:
         raise ConfigError(f"no captions to train a vocabulary for language {lang!r}")
     parent = parent if parent is not None else clip_vocabulary()
@@ -200,6 +198,8 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
         if protected_texts:
             raise ConfigError("--protect-lang keeps BPE merges out; a WordPiece vocabulary has no merges to keep out")
         return train_wordpiece_vocabulary(texts, lang, parent, size, min_frequency)
+    if problem := vocabulary_size_problem(size, "--size"):
+        raise ConfigError(problem)
     counts = word_frequencies(texts)
     learned = train_bpe(counts, size, min_frequency)
     new_merges = learned

@@ -111,8 +111,10 @@ class ContinualTrainConfig:
         if self.epochs < 1 or (self.steps is not None and self.steps < 1) or self.batch_size < 1:
             problems.append(f"epochs, steps and batch size must be positive (got {self.epochs}, {self.steps}, "
                             f"{self.batch_size})")
-        if problem := vocabulary_size_problem(self.vocab_size, "--vocab-size"):
-            problems.append(problem)
+        if not self.text_only and (problem := vocabulary_size_problem(self.vocab_size, "--vocab-size")):
+            problems.append(problem)  # CLIP's BPE; a WordPiece vocabulary needs only a positive size
+        if self.vocab_size < 1:
+            problems.append(f"--vocab-size must be positive, got {self.vocab_size}")
         if len(set(self.languages)) != len(self.languages):
             problems.append(f"a language appears twice in the task order {','.join(self.languages)}")
         if self.mse_form not in MSE_FORMS:
