@@ -46,10 +46,13 @@ def world(tmp_path_factory):
     captions = artifacts.load_captions(result.captions_path)
     runtime = resolve_runtime("cpu", "fp32")
     teacher = TowerTextEncoder(base)
-    corpus = C.Corpus(captions, "train", ["de", "fr"], C.data.caption_image_rows(captions), None,
-                      lambda ids, texts: teacher_embeddings(teacher, base.spec, ids, texts, runtime, root / "cache"),
+
+    def teacher_of(ids, texts):
+        return teacher_embeddings(teacher, base.spec, ids, texts, runtime, root / "cache")
+
+    corpus = C.Corpus(captions, "train", ["de", "fr"], C.data.caption_image_rows(captions), None, teacher_of,
                       result.captions_path)
-    judge = C.CaptionRetrieval(captions, ["de", "fr"], teacher, "val", "test", runtime, None, result.captions_path)
+    judge = C.CaptionRetrieval(captions, ["de", "fr"], teacher_of, "val", "test", runtime, None, result.captions_path)
     return {"root": root, "captions_path": result.captions_path, "captions": captions, "bert": bert, "base": base,
             "vocab": root_vocabulary(base), "corpus": corpus, "judge": judge, "runtime": runtime}
 

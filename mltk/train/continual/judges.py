@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import torch
+import torch.nn.functional as F
 
 from mltk.encode_texts import encode_captions
 from mltk.errors import ConfigError
@@ -64,11 +66,11 @@ class CaptionRetrieval:
     """Caption-to-caption retrieval of each language against the frozen tower's English, on the validation split
     (at most ``val_images`` images) and the test split (see the module docstring)."""
 
-    def __init__(self, captions: pa.Table, languages: list[str], teacher, val_split: str, test_split: str,
+    def __init__(self, captions: pa.Table, languages: list[str], teacher_of, val_split: str, test_split: str,
                  runtime: Runtime, val_images: int | None, source):
         self.runtime = runtime
-        self.val = _TextSplit(captions, val_split, languages, teacher, runtime, val_images, source)
-        self.test = _TextSplit(captions, test_split, languages, teacher, runtime, None, source)
+        self.val = _TextSplit(captions, val_split, languages, teacher_of, val_images, source)
+        self.test = _TextSplit(captions, test_split, languages, teacher_of, None, source)
 
     def validator(self, encoder, languages: list[str]):
         def validate() -> dict[str, float]:
@@ -83,10 +85,11 @@ class CaptionRetrieval:
 
 
 class _TextSplit:
-    """One split's captions of the task languages, and its English captions encoded once by the teacher."""
+    """One split's captions of the task languages, and its English captions encoded once by the teacher
+    (``teacher_of(caption_ids, texts) -> [N, D]`` unnormalised, the run's cached teacher embeddings)."""
 
-    def __init__(self, captions: pa.Table, split: str, languages: list[str], teacher, runtime: Runtime,
-                 max_images: int | None, source):
+    def __init__(self, captions: pa.Table, split: str, languages: list[str], teacher_of, max_images: int | None,
+                 source):
         rows = captions.filter(pc.equal(captions.column("split"), split))
         if max_images is not None:
             images = list(dict.fromkeys(rows.filter(pc.is_in(rows.column("lang"), pa.array(languages, pa.string())))
@@ -100,7 +103,12 @@ class _TextSplit:
                 raise ConfigError(f"no {split!r} captions in {lang} share an image with English ones: a text-only run "
                                   f"scores each language by retrieving English captions", source)
         self.captions = rows.filter(pc.is_in(rows.column("lang"), pa.array(languages, pa.string())))
-        self.english_table, self.english_vectors = encode_captions(teacher, english, runtime, languages=[NATIVE_LANG])
+        caption_ids = english.column("caption_id").to_pylist()
+        self.english_table = pa.table({"id": [f"{NATIVE_LANG}:{cid}" for cid in caption_ids],
+                                       **{name: english.column(name) for name in ("image_id", "lang", "caption_id",
+                                                                                    "split")}})
+        vectors = np.array(teacher_of(caption_ids, english.column("caption").to_pylist()), dtype=np.float32)
+        self.english_vectors = F.normalize(torch.from_numpy(vectors), dim=-1).numpy()  # as encode_texts does
 
     def evaluate(self, encoder, languages: list[str], runtime: Runtime) -> dict:
         was_training = encoder.training

@@ -101,12 +101,14 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     order = task_order(config, captions)
     base = load_growable_base(config.model, config.pretrained, device=runtime.device)
     teacher_encoder = TowerTextEncoder(base)
+    def teacher_of(ids: list[str], texts: list[str]) -> np.ndarray:
+        return teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime, config.cache_dir)
+
     corpus = Corpus(captions, config.split, order, caption_image_rows(captions) if config.text_only else
-                    inputs.image_row(), None if config.text_only else torch.from_numpy(image_vectors),
-                    lambda ids, texts: teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime,
-                                                          config.cache_dir), config.captions)
+                    inputs.image_row(), None if config.text_only else torch.from_numpy(image_vectors), teacher_of,
+                    config.captions)
     if config.text_only:
-        judge = CaptionRetrieval(captions, order, teacher_encoder, config.val_split, config.test_split, runtime,
+        judge = CaptionRetrieval(captions, order, teacher_of, config.val_split, config.test_split, runtime,
                                  config.val_images, config.captions)
     else:
         judge = ImageRetrieval(captions, image_table, image_vectors, order, config.val_split, config.test_split,
