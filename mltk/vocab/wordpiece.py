@@ -88,7 +88,9 @@ class WordPieceTokenizer:
         return [text.lower() for text in texts] if self.lower_case else list(texts)
 
     def __call__(self, texts: str | Sequence[str], context_length: int | None = None) -> torch.Tensor:
-        texts = [texts] if isinstance(texts, str) else texts
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts:
+            return torch.zeros(0, 0, dtype=torch.long)
         self._backend.enable_truncation(max_length=context_length or self.context_length)
         self._backend.enable_padding(pad_id=self.pad_token_id, pad_token=self.pad_token)
         encodings = self._backend.encode_batch(self._texts(texts))
