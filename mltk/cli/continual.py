@@ -27,7 +27,8 @@ EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk train-continual --captions world/captions -m runs/native \\",
     "      --lang en,de,zh --teir -o runs/cll",
-    "mltk train-continual captions -m ./all-MiniLM-L6-v2 --lang de,fr,cs --teir -o runs/cll-text   # text only")
+    "mltk train-continual world/captions -m ./all-MiniLM-L6-v2 \\",
+    "      --lang de,fr,cs --teir -o runs/cll-text      # text only: no images")
 
 
 def train_continual_command(

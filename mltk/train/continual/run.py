@@ -100,7 +100,9 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
         inputs.image_vectors
     order = task_order(config, captions)
     base = load_growable_base(config.model, config.pretrained, device=runtime.device)
+    root = root_vocabulary(base)  # refused here, before any encoding, if the table cannot take new rows
     teacher_encoder = TowerTextEncoder(base)
+
     def teacher_of(ids: list[str], texts: list[str]) -> np.ndarray:
         return teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime, config.cache_dir)
 
@@ -119,7 +121,6 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
         log(f"train-continual: text-only (no image tower): the loss is the MSE to the frozen tower's English alone "
             f"(gamma1 0, InfoNCE off); a_{{j,i}} = {config.metric} of caption-to-caption retrieval against English")
 
-    root = root_vocabulary(base)
     method = make_method(config.method, config.options, base.tower, config.loop.seed)
     encoder = ContinualTextEncoder(base, root.tokenizer, method, init_temperature=config.temperature)
     check_image_width(encoder.tower.output_dim, image_vectors, config.images)
