@@ -47,6 +47,7 @@ from pathlib import Path
 import pyarrow as pa
 import torch
 
+from interleave import Interleaved, synchronize  # benchmarks/, the script's folder
 from mltk import artifacts
 from mltk.losses import mse_distill
 from mltk.models.clip import clip_checkpoint_config, load_clip
@@ -189,11 +190,6 @@ def pad_to(tokens: torch.Tensor, length: int) -> torch.Tensor:
     return torch.nn.functional.pad(tokens, (0, length - tokens.shape[1]), value=0)
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The run
 # ----------------------------------------------------------------------------------------------------------------
@@ -262,33 +258,17 @@ def main() -> None:
         english_tokens = encoder.clip.tokenizer([english[c] for c in ids])  # [N, 77]
         baseline = StraightforwardNlt(encoder, english_tokens, german_tokens, config, runtime)
 
-        marks = {"enter": {}, "exit": {}}
-        losses = {"mltk": {}, "straightforward": {}}
-        baseline_times, teacher_times = {}, {}
+        record = Interleaved(baseline, runtime.device)
 
-        def on_step(step: int, loss: float) -> None:
-            synchronize(runtime.device)
-            marks["enter"][step] = time.perf_counter()
-            losses["mltk"][step] = loss
-            start = time.perf_counter()
-            losses["straightforward"][step] = baseline.step(step)
-            synchronize(runtime.device)
-            baseline_times[step] = time.perf_counter() - start
-            teacher_times[step] = baseline.teacher_seconds
-            marks["exit"][step] = time.perf_counter()
-
-        mla.train_nlt(config, on_step=on_step)
+        mla.train_nlt(config, on_step=record)
         if sorted(p.name for p in config.cache_dir.iterdir()) != caches_before:
             raise SystemExit("train_nlt did not find the teacher cache: the timing would include it")
 
     timed = range(1, args.steps - 1)
-    mltk_times = [marks["enter"][k] - marks["exit"][k - 1] for k in timed]
-    straight_times = [baseline_times[k] for k in timed]
-    mltk_step, straight_step = statistics.median(mltk_times), statistics.median(straight_times)
-    teacher_step = statistics.median(teacher_times[k] for k in timed)
+    mltk_step, straight_step, teacher_step = record.medians(timed)
     german_lengths = (end_positions(german_tokens, encoder.non_native.end_token_id) + 1).float()
     english_lengths = (english_tokens != 0).sum(1).float()
-    diffs = [abs(losses["mltk"][k] - losses["straightforward"][k]) for k in range(args.steps)]
+    diffs, losses = record.loss_differences(args.steps), record.losses
     relative = max(d / abs(losses["straightforward"][k]) for k, d in enumerate(diffs))
     b = args.batch_size
     batch_lengths = [int(german_lengths[torch.as_tensor(baseline.batches.batch(k)[1])].max()) for k in timed]
@@ -301,7 +281,7 @@ def main() -> None:
           f"{german_lengths.mean():.1f}/{int(german_lengths.max())}, en {english_lengths.mean():.1f}/"
           f"{int(english_lengths.max())} (context 77)")
     print(f"batch {b}, {args.steps} steps each, interleaved; timed steps 1..{args.steps - 2} "
-          f"({len(mltk_times)} per side), medians; longest caption per batch: mean "
+          f"({len(timed)} per side), medians; longest caption per batch: mean "
           f"{statistics.mean(batch_lengths):.1f} tokens (straightforward: 77; mltk cuts length groups shorter)")
     print(f"straightforward : {b / straight_step:8.2f} samples/s  ({straight_step:.3f} s/step, of which "
           f"teacher recompute {teacher_step:.3f} s)")

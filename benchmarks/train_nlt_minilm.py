@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from interleave import Interleaved, synchronize  # benchmarks/, the script's folder
 from mltk import artifacts
 from mltk.losses import mse_distill
 from mltk.models.multilingual import build_encoder
@@ -113,11 +114,6 @@ class StraightforwardNlt:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(loss.detach())
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -207,21 +203,9 @@ def main(argv: list[str] | None = None) -> None:
         caches_before = sorted(p.name for p in config.cache_dir.iterdir())
         baseline = StraightforwardNlt(config.model, english, german, config, args.pad, args.max_length,
                                       runtime.device)
-        marks, losses = {"enter": {}, "exit": {}}, {"mltk": {}, "straightforward": {}}
-        baseline_times, teacher_times = {}, {}
+        record = Interleaved(baseline, runtime.device)
 
-        def on_step(step: int, loss: float) -> None:
-            synchronize(runtime.device)
-            marks["enter"][step] = time.perf_counter()
-            losses["mltk"][step] = loss
-            start = time.perf_counter()
-            losses["straightforward"][step] = baseline.step(step)
-            synchronize(runtime.device)
-            baseline_times[step] = time.perf_counter() - start
-            teacher_times[step] = baseline.teacher_seconds
-            marks["exit"][step] = time.perf_counter()
-
-        mla.train_nlt(config, on_step=on_step)
+        mla.train_nlt(config, on_step=record)
         if sorted(p.name for p in config.cache_dir.iterdir()) != caches_before:
             raise SystemExit("train_nlt did not find the teacher cache: the timing would include it")
         lengths = [len(ids) for ids in baseline.tokenizer(german)["input_ids"]]
@@ -236,11 +220,9 @@ def main(argv: list[str] | None = None) -> None:
         memory[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
 
     timed = range(1, args.steps - 1)
-    mltk_step = statistics.median(marks["enter"][k] - marks["exit"][k - 1] for k in timed)
-    straight_step = statistics.median(baseline_times[k] for k in timed)
-    teacher_step = statistics.median(teacher_times[k] for k in timed)
+    mltk_step, straight_step, teacher_step = record.medians(timed)
     b = args.batch_size
-    diffs = [abs(losses["mltk"][k] - losses["straightforward"][k]) for k in range(args.steps)]
+    diffs, losses = record.loss_differences(args.steps), record.losses
     amortised = teacher_seconds / max(straight_step - mltk_step, 1e-9)
     padded = f"{args.max_length} tokens" if args.pad == "max" else "the longest row of each batch"
     print(f"tower all-MiniLM-L6-v2 (6 layers, width 384) + MLA acquirers ({LANG}) + table copy, device "

@@ -1,6 +1,6 @@
 """Tables the example Makefiles print at the end: mean ± sample std over seeds, and how many seeds keep each of
-the paper's claims. Usage: python examples/summarize.py {mla,continual,ccrk,baselines,real_text} RUN ... (see each
-Makefile)."""
+the paper's claims. Usage: python examples/summarize.py {mla,continual,ccrk,baselines,real_text,teir_minilm}
+RUN ... (see each Makefile)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,12 @@ def mla(run: Path, langs: str, *seeds: str) -> None:
         print(f"| {label} | {stat(english)} | {stat(others)} | {ratio:.2f} | {' '.join(f'{x:.2f}' for x in others)} |")
 
 
+CONTINUAL_VARIANTS = ("plain", "teir-init-only", "teir-reg-only", "teir")
+
+
 def continual(run: Path, *seeds: str) -> None:
     """Final AR and F of each CLL-CLIP variant, and the seeds that keep the paper's order (examples/continual.mk)."""
-    variants = ("plain", "teir-init-only", "teir-reg-only", "teir")
+    variants = CONTINUAL_VARIANTS
     final = {v: [json.loads((run / f"seed{s}" / f"cll-{v}.json").read_text()) for s in seeds] for v in variants}
     print(f"{len(seeds)} seed(s): {' '.join(seeds)}\n")
     print("| variant | final AR | final F | AR per seed | F per seed |\n|:---|---:|---:|:---|:---|")
@@ -49,6 +52,24 @@ def continual(run: Path, *seeds: str) -> None:
         ar = sum(x["AR"] > y["AR"] for x, y in zip(final[a], final[b]))
         f = sum(x["F"] < y["F"] for x, y in zip(final[a], final[b]))
         print(f"  {a} vs {b}: AR {ar}/{len(seeds)}, F {f}/{len(seeds)}")
+
+
+def teir_minilm(run: Path, *seeds: str) -> None:
+    """CLL-CLIP's variants on all-MiniLM-L6-v2, text only (examples/teir_minilm.mk): final AR and F as ``continual``
+    prints them, then each language's final a_{T,i} (its captions retrieving English, R@1) and the WordPiece tokens
+    each task appended to the table."""
+    continual(run, *seeds)
+    reports = {v: [json.loads((run / f"seed{s}" / f"cll-{v}" / "continual.json").read_text(encoding="utf-8"))
+                   for s in seeds] for v in CONTINUAL_VARIANTS}
+    first = reports["plain"][0]
+    tasks, metric = first["continual"]["tasks"], first["continual"]["metric"]
+    print(f"\nafter the last task, {metric} of each language against English (mean ± std over seeds):\n")
+    print("| variant | " + " | ".join(tasks) + " |\n|:---|" + "---:|" * len(tasks))
+    for v in CONTINUAL_VARIANTS:
+        final = [stat([r["continual"]["matrix"][-1][i] for r in reports[v]]) for i in range(len(tasks))]
+        print(f"| {v} | {' | '.join(final)} |")
+    grown = ", ".join(f"{t['lang']} +{t['vocabulary']['new_tokens']:,}" for t in first["per_task"])
+    print(f"\nnew WordPiece tokens per task: {grown}; {first['protocol']['loss']}")
 
 
 def baselines(run: Path, *methods: str) -> None:
@@ -118,5 +139,5 @@ def real_text(run: Path, langs: str) -> None:
 
 if __name__ == "__main__":
     command, run, *rest = sys.argv[1:]
-    {"mla": mla, "continual": continual, "ccrk": ccrk, "baselines": baselines,
-     "real_text": real_text}[command](Path(run), *rest)
+    {"mla": mla, "continual": continual, "ccrk": ccrk, "baselines": baselines, "real_text": real_text,
+     "teir_minilm": teir_minilm}[command](Path(run), *rest)

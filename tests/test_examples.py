@@ -149,3 +149,32 @@ def test_real_text_plan_trains_each_language_twice_at_equal_steps(tmp_path):
     assert all(option(c, "--model") == "/minilm" and "--tokenizer" not in c for c in nlt)
     frozen = next(c for c in commands if c.startswith("mltk evaluate"))
     assert option(frozen, "--model") == "/minilm" and option(frozen, "--lang") == "en,de,cs"
+
+
+def test_teir_minilm_plan_runs_every_variant_and_seed_on_the_same_text_only_captions(tmp_path):
+    """examples/teir_minilm.mk: Multi30K lines cut to PAIRS/VAL/TEST and imported, then one text-only
+    train-continual run per seed and variant (no image embeddings), all on the same captions and settings."""
+    data = tmp_path / "task1"
+    (data / "raw").mkdir(parents=True)
+    (data / "raw" / "train.en").write_text("a\n")
+    run = tmp_path / "tm"
+    commands = plan("teir_minilm.mk", f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "SEEDS=0 1", "STEPS=7",
+                    "PAIRS=300")
+    order = stages(commands)
+    assert order.count("import-data") == 12 and order.index("merge-captions") < order.index("train-continual")
+    runs = [c for c in commands if c.startswith("mltk train-continual")]
+    assert len(runs) == 8
+    flags = [next((f for f in ("--teir-init-only", "--teir-reg-only", "--teir") if f" {f} " in c), "plain")
+             for c in runs]
+    assert flags == ["plain", "--teir-init-only", "--teir-reg-only", "--teir"] * 2
+    assert [option(c, "--seed") for c in runs] == ["0"] * 4 + ["1"] * 4
+    for command in runs:
+        assert command.split()[2] == f"{run}/captions" and "--images" not in command and "--gamma1" not in command
+        assert option(command, "--model") == "/minilm" and option(command, "--lang") == "de,fr,cs"
+        assert option(command, "--steps") == "7" and option(command, "--batch-size") == "64"
+        assert option(command, "--cache-dir") == f"{run}/cache"
+    assert option(runs[5], "--out") == f"{run}/seed1/cll-teir-init-only"
+    lines = subprocess.run(["make", "--no-print-directory", "-n", "-f", "examples/teir_minilm.mk", "MLTK=mltk",
+                            "PYTHON=python3", f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "PAIRS=300", "TEST=50"],
+                           cwd=ROOT, capture_output=True, text=True).stdout
+    assert "train:train:300 val:val:500 test:test_2016_flickr:50" in lines

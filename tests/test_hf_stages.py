@@ -149,14 +149,17 @@ def test_hf_tower_clip_with_random_weights_cannot_be_named_by_a_checkpoint(bert_
         encoder.checkpoint_config()
 
 
-def test_continual_refuses_hf_towers_in_one_line(bert_dir, hf_clip):
-    from mltk.continual.model import load_growable_clip
+def test_continual_refuses_hf_tower_clips_in_one_line_and_grows_a_text_only_wordpiece_tower(bert_dir, hf_clip):
+    """A CLIP whose text tower is a Hugging Face encoder cannot be grown; a text-only WordPiece tower can
+    (tests/test_continual_text.py trains one)."""
+    from mltk.continual.model import load_growable_base
     from mltk.errors import ConfigError
 
-    for model, pretrained in [(str(bert_dir), None), hf_clip]:
-        with pytest.raises(ConfigError, match="cannot grow") as error:
-            load_growable_clip(model, pretrained, "cpu")
-        assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError, match="cannot grow") as error:
+        load_growable_base(*hf_clip, "cpu")
+    assert "\n" not in str(error.value)
+    base = load_growable_base(str(bert_dir), None, "cpu")
+    assert base.clip is None and base.tower.pooling == "mean"
 
 
 def _captions(tmp_path):

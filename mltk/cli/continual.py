@@ -26,24 +26,28 @@ OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches; er memory_size, repl
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk train-continual --captions world/captions -m runs/native \\",
-    "      --lang en,de,zh --teir -o runs/cll")
+    "      --lang en,de,zh --teir -o runs/cll",
+    "mltk train-continual world/captions -m ./all-MiniLM-L6-v2 \\",
+    "      --lang de,fr,cs --teir -o runs/cll-text      # text only: no images")
 
 
 def train_continual_command(
     source: Optional[str] = typer.Argument(
         None, metavar="[IMAGES]", help="Image embeddings artifact (mltk encode-images), or - / nothing to read its "
-        "path from stdin (a captions artifact there is taken as --captions)."),
+        "path from stdin (a captions artifact there is taken as --captions). Left out with a text-only tower "
+        "(--model a transformers / sentence-transformers folder): the run trains on text alone."),
     captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact; parallel captions share "
                                             "caption_id (the English one is each caption's teacher)."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, instead of the positional."),
     out: Path = out_option("Directory of the checkpoint artifact to write."),
     model: str = typer.Option(
         "mltk-tiny", "--model", "-m", help="Frozen base CLIP: open_clip name (with --pretrained) or a checkpoint "
-        "artifact from `mltk pretrain`."),
+        "artifact from `mltk pretrain`; or a text-only transformers / sentence-transformers folder with a WordPiece "
+        "tokenizer (e.g. all-MiniLM-L6-v2), whose vocabulary is grown instead of CLIP's BPE."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag for --model."),
     lang: List[str] = lang_option(
         "Task languages in training order (repeat or comma-separate); default: en first, then every other "
-        "language of the captions."),
+        "language of the captions (text only: every language but en, the teacher)."),
     order: Optional[str] = typer.Option(
         None, "--order", help="A published task order shipped with mltk: cll-clip (CLL-CLIP's 36 languages, en "
         "first; with --lang, those languages in this order)."),
@@ -84,13 +88,16 @@ def train_continual_command(
         "--lr, as the paper trains everything at 5e-5."),
     warmup: float = typer.Option(0.1, "--warmup", help="Fraction of each task's steps of linear warm-up."),
     weight_decay: float = typer.Option(0.05, "--weight-decay", help="Decoupled weight decay."),
-    gamma1: float = typer.Option(0.01, "--gamma1", help="Weight of the image-text InfoNCE term."),
+    gamma1: Optional[float] = typer.Option(
+        None, "--gamma1", help="Weight of the image-text InfoNCE term (default 0.01; 0 and off in a text-only run, "
+        "which has no images)."),
     gamma2: float = typer.Option(1.0, "--gamma2", help="Weight of the MSE to the English teacher."),
     mse_form: str = typer.Option(
         "mean", "--mse-form", help="The MSE term: mean over elements (the authors' code) or sum (over D, the "
         "written form)."),
-    continual_metric: str = typer.Option("t2i.R@1", "--continual-metric", help="a_{j,i} of the continual "
-                                         "matrix: AR or <i2t|t2i>.R@<1|5|10>."),
+    continual_metric: Optional[str] = typer.Option(
+        None, "--continual-metric", help="a_{j,i} of the continual matrix: AR or <i2t|t2i>.R@<1|5|10> (default "
+        "t2i.R@1); text only, caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10> (default x2en.R@1)."),
     metric_alias: Optional[str] = hidden_alias("--metric"),
     method_option: List[str] = typer.Option(
         [], "--method-option", metavar=LIST_METAVAR, help="The method's hyper-parameters as key=value (repeat or comma-separate; block "
@@ -110,7 +117,8 @@ def train_continual_command(
     """Learn languages one after another with CLL-CLIP: each task grows CLIP's vocabulary and trains the token
     table of the frozen text tower (0.01 x InfoNCE + MSE to the English teacher). After each task every language
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
-    command to resume."""
+    command to resume. On a text-only tower (no images) the tower's WordPiece vocabulary grows, the loss is the MSE
+    term alone and each language is scored by caption-to-caption retrieval against the frozen tower's English."""
     from mltk import report
     from mltk.continual import method_options
     from mltk.data.orders import ordered_subset
@@ -118,15 +126,14 @@ def train_continual_command(
                                       train_continual)
     from mltk.train.step_log import step_logging
 
-    metric = either(continual_metric if continual_metric != "t2i.R@1" else None, metric_alias, "--continual-metric",
-                    "--metric") or continual_metric
+    metric = either(continual_metric, metric_alias, "--continual-metric", "--metric")
     parts = teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part))
     options = method_options(method, method_option)
     languages = split_list(lang) if order is None else ordered_subset(order, split_list(lang))
     routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
                          options={"captions": "--captions", "image-embeddings": "--images"})
     config = ContinualTrainConfig(
-        images=require(routed, "image-embeddings", "--images"), captions=require(routed, "captions", "--captions"),
+        images=routed["image-embeddings"], captions=require(routed, "captions", "--captions"),
         out=out, model=model, pretrained=pretrained, languages=languages, method=method, **parts,
         token_sets=token_sets, joint=joint, oracle_vocab=oracle_vocab, epoch_unit=epoch_unit, mse_form=mse_form,
         vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,

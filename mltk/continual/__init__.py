@@ -46,12 +46,13 @@ def method_options(name: str, options: Any = None) -> Any:
     raise ConfigError(f"method {name} takes {options_class.__name__}, got {type(options).__name__}")
 
 
-def make_method(name: str, options: Any, clip, seed: int = 0) -> ContinualMethod:
-    """A fresh method for the text tower of ``clip`` (a ``ClipBundle``); ``options`` as ``method_options``."""
+def make_method(name: str, options: Any, base, seed: int = 0) -> ContinualMethod:
+    """A fresh method for a text tower (a ``TextTower``) or for the text tower of ``base``, a loaded CLIP
+    (``ClipBundle``); ``options`` as ``method_options``."""
     options = method_options(name, options)
-    tower = clip_text_tower(clip)
+    tower = base if hasattr(base, "num_blocks") else clip_text_tower(base)
     method = METHODS[name](options, tower.width, tower.num_blocks, tower.output_dim, seed)
-    return method.to(clip.model.positional_embedding.device)
+    return method.to(tower.token_embedding.weight.device)
 
 
 __all__ = ["METHODS", "ContinualMethod", "describe_options", "make_method", "method_class", "method_options",

@@ -1,4 +1,4 @@
-"""CLL-CLIP's text encoder: the frozen CLIP text tower reading an expandable token-embedding table.
+"""CLL-CLIP's text encoder: a frozen text tower reading an expandable token-embedding table.
 
 Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Continual Language Learning" (AAAI
 2024). The tower (positions, blocks, final norm, projection) stays frozen; its token-embedding table is replaced
@@ -7,10 +7,16 @@ tokens are appended). Every language is tokenised with the current vocabulary; E
 later task's merges re-merge its rare words (``--protect-lang en`` prevents that, see ``mltk.vocab``). The
 features are pooled at the FIRST end token: after expansion the end token is no longer the largest id.
 
+The tower is a CLIP's own (byte-level BPE) or a text-only Hugging Face tower (``mltk.models.hf_text``, e.g.
+all-MiniLM-L6-v2) whose WordPiece vocabulary grows the same way (``mltk.vocab.wordpiece``); there the table
+replaces the word embeddings only (position and token-type embeddings and the embedding LayerNorm stay the
+tower's), rows are padded with the pad id and pooled as the tower pools (mean over the real tokens).
+
 A continual-learning method (``mltk.continual.base.ContinualMethod``) may change the forward (adapters, LoRA,
 prompts); plain CLL-CLIP runs the tower as it is.
 
-Checkpoint format ``cll`` (its checkpoint config): ``base`` (the frozen CLIP, as ``load_clip`` takes it), ``vocab``
+Checkpoint format ``cll`` (its checkpoint config): ``base`` (the frozen tower, as ``load_text_base`` takes it),
+``tokenizer`` (``clip-bpe`` or ``wordpiece``), ``vocab``
 (the vocabulary artifact, a path relative to the checkpoint), ``method`` (name, options, structure),
 ``languages`` (tasks trained, in order) and ``needs_task_identity``; ``model.safetensors`` holds ``table``
 [V, W], ``logit_scale`` (log 1/T) and ``method.*``.
@@ -30,66 +36,100 @@ from mltk.continual.base import ContinualMethod
 from mltk.continual.options import options_dict
 from mltk.errors import ConfigError
 from mltk.losses import LogitScale
-from mltk.models.clip import ClipBundle, load_clip
-from mltk.models.text import trim_to_lengths
-from mltk.models.towers import clip_text_tower
-from mltk.vocab import ClipBpeTokenizer, load_tokenizer
+from mltk.models.clip import ClipBundle
+from mltk.models.towers import TextBase, clip_text_tower, load_text_base
+from mltk.vocab import load_tokenizer
 
 CHECKPOINT_FORMAT = "cll"
 VOCAB_SUBDIR = "vocab"
 INIT_TEMPERATURE = 0.07
 
 
-def check_growable(clip: ClipBundle | None, model: str) -> None:
-    """CLL-CLIP grows CLIP's byte-level BPE (new merges and tokens appended, old ids kept) and reaches inside
-    open_clip's blocks for its prompt / prefix / LoRA methods. A Hugging Face text tower (WordPiece or SentencePiece
-    vocabulary, transformers layers) supports neither: refuse it in one line before any work."""
-    from mltk.models.clip import has_hf_text_tower
+def check_growable(base: TextBase | None, model: str) -> None:
+    """CLL-CLIP grows a vocabulary behind the tower's word-embedding table: CLIP's byte-level BPE inside open_clip's
+    own text tower, or the WordPiece vocabulary of a text-only Hugging Face tower (a transformers /
+    sentence-transformers folder such as all-MiniLM-L6-v2; ``mltk.vocab.wordpiece``, which refuses other tokenizer
+    families). A CLIP whose text tower is a Hugging Face encoder (``xlm-roberta-base-ViT-B-32``: SentencePiece)
+    cannot be grown: refuse it in one line before any work."""
+    if base is None or (base.clip is not None and base.hugging_face):
+        raise ConfigError(f"train-continual grows CLIP's byte-level BPE inside open_clip's text tower or a text-only "
+                          f"Hugging Face tower's WordPiece vocabulary; {model!r} is a CLIP with a Hugging Face text "
+                          f"tower (WordPiece/SentencePiece vocabulary) it cannot grow")
+    if base.clip is None:
+        from mltk.vocab.wordpiece import tower_tokenizer
 
-    if clip is None or has_hf_text_tower(clip.model):
-        raise ConfigError(f"train-continual grows CLIP's byte-level BPE vocabulary inside open_clip's text tower; "
-                          f"{model!r} has a Hugging Face text tower (WordPiece/SentencePiece vocabulary) it cannot "
-                          f"grow")
+        tower_tokenizer(base.tower, model)  # refuses the tokenizers it cannot grow
 
 
 def check_growable_name(model: str) -> None:
-    """``check_growable`` before loading anything, for the models whose tower family the name tells."""
+    """``check_growable`` before loading anything, for the models whose tower family the name tells: a CLIP with
+    a Hugging Face text tower is refused (a text-only folder is checked once its tokenizer is loaded)."""
+    from mltk.models.clip import is_hf_model_folder
     from mltk.models.towers import names_hf_tower
 
-    if names_hf_tower(model):
+    if names_hf_tower(model) and not is_hf_model_folder(model):
         check_growable(None, model)
 
 
-def load_growable_clip(model: str, pretrained: str | None, device) -> ClipBundle:
-    """The base CLIP of ``train-continual``, refused in one line when its text tower cannot be grown."""
+def load_growable_base(model: str, pretrained: str | None, device) -> TextBase:
+    """The frozen base of ``train-continual`` (a CLIP, or a text-only Hugging Face tower), refused in one line when
+    its vocabulary cannot be grown."""
     check_growable_name(model)
-    clip = load_clip(model, pretrained, device=device)
-    check_growable(clip, model)
-    return clip
+    base = load_text_base(model, pretrained, device=device)
+    check_growable(base, model)
+    return base
+
+
+def root_vocabulary(base: TextBase):
+    """The vocabulary a chain of tasks grows from: CLIP's own, or the Hugging Face tower's WordPiece vocabulary;
+    refused when the tower's word table does not have one row per token."""
+    from mltk.vocab import clip_vocabulary, tower_vocabulary
+
+    root = clip_vocabulary() if base.clip is not None else tower_vocabulary(base.tower, base.spec.get("model"))
+    rows = base.tower.token_embedding.weight.shape[0]
+    if rows != root.vocab_size:
+        raise ConfigError(f"the base model's word table has {rows} rows but its vocabulary {root.vocab_size} tokens: "
+                          f"CLL-CLIP appends new tokens after the last row")
+    return root
 
 
 class ContinualTextEncoder(nn.Module):
-    """Frozen CLIP text tower + trainable table [V, W] + learnable temperature + a method's own modules."""
+    """Frozen text tower + trainable table [V, W] + learnable temperature + a method's own modules.
+
+    ``base``: a ``TextBase`` (``mltk.models.towers``; a CLIP's own tower, or a text-only Hugging Face tower), or a
+    loaded CLIP. On a Hugging Face tower the table replaces the word embeddings only: the tower still adds its
+    position and token-type embeddings and its embedding LayerNorm (``HFTextTower.forward_embeddings``)."""
 
     languages = None  # reads every language; methods that route by language say so (needs_task_identity)
-    native_trains = True  # English reads the same trained table as every other language
+    native_trains = True  # English reads the same trained table as every other language (not in a text-only run)
     native_lang = "en"
 
-    def __init__(self, clip: ClipBundle, tokenizer: ClipBpeTokenizer, method: ContinualMethod,
+    def __init__(self, base: TextBase | ClipBundle, tokenizer, method: ContinualMethod,
                  table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE):
         super().__init__()
-        check_growable(clip, clip.spec.get("model", "the base model"))
-        self.clip = clip
-        self.tower = clip_text_tower(clip, end_token_id=tokenizer.eot_token_id)
+        if isinstance(base, ClipBundle):  # checked before its tower is built: an HF-tower CLIP has no open_clip one
+            check_growable(TextBase(None, dict(base.spec), base), base.spec.get("model", "the base model"))
+            base = TextBase(clip_text_tower(base, end_token_id=tokenizer.eot_token_id), dict(base.spec), base)
+        check_growable(base, base.spec.get("model", "the base model"))
+        self.base = base
+        self.clip = base.clip  # None on a text-only tower
+        self.native_trains = base.clip is not None  # text only: English is the teacher (``_teacher_reads``)
+        self.tower = base.tower
         self.tower.requires_grad_(False)
-        device = clip.model.positional_embedding.device
-        weight = clip.model.token_embedding.weight if table is None else table
+        device = self.tower.token_embedding.weight.device
+        weight = self.tower.token_embedding.weight if table is None else table
         self.table = nn.Parameter(weight.detach().to(device=device, dtype=torch.float32).clone())
         self.logit_scale = LogitScale(init_temperature).to(device)
         self.method = method.to(device)
         self.tokenizer = tokenizer
         self.trained_languages: list[str] = []
         self._check_vocabulary()
+
+    def train(self, mode: bool = True) -> "ContinualTextEncoder":
+        """Training mode for what trains; the frozen tower stays in evaluation mode (a BERT tower's dropout off)."""
+        super().train(mode)
+        self.tower.eval()
+        return self
 
     @property
     def vocab_size(self) -> int:
@@ -100,7 +140,7 @@ class ContinualTextEncoder(nn.Module):
             raise ConfigError(f"the vocabulary has {self.tokenizer.vocab_size} tokens but the embedding table "
                               f"{self.vocab_size} rows")
 
-    def grow(self, tokenizer: ClipBpeTokenizer, new_rows: torch.Tensor) -> None:
+    def grow(self, tokenizer, new_rows: torch.Tensor) -> None:
         """Switch to the next task's vocabulary: append ``new_rows`` [V_t - V_{t-1}, W] to the table."""
         with torch.no_grad():
             grown = torch.cat([self.table.detach(), new_rows.to(self.table.device, self.table.dtype)])
@@ -108,13 +148,24 @@ class ContinualTextEncoder(nn.Module):
         self.tokenizer = tokenizer
         self._check_vocabulary()
 
+    def _teacher_reads(self, lang: str | None) -> bool:
+        """A text-only run's English is its teacher, the frozen tower with its own tokenizer and table (the tasks
+        are the other languages), so ``evaluate`` on its checkpoint scores English as the run did. On a CLIP,
+        English is the first task and reads the trained table like every language."""
+        return lang == self.native_lang and not self.native_trains
+
     def tokenize(self, texts: list[str], lang: str | None = None) -> torch.Tensor:
         """Texts (any language) -> ids [B, context - reserved] with the current vocabulary."""
+        if self._teacher_reads(lang):
+            return self.tower.tokenize(list(texts))[0]
         return self.tokenizer(list(texts), context_length=self.tower.context_length - self.method.reserved_positions)
 
     def encode_tokens(self, tokens: torch.Tensor, lang: str | None = None) -> torch.Tensor:
         """Token ids [B, L] -> unnormalised text features [B, D] (``lang`` selects a language's adapter)."""
-        tokens, lengths = trim_to_lengths(tokens, self.tokenizer.eot_token_id)
+        if self._teacher_reads(lang):
+            return self.tower.encode(tokens, self.tower.lengths(tokens))
+        lengths = self.tower.lengths(tokens)  # [B] real tokens (CLIP: up to the first end token)
+        tokens = tokens[:, : int(lengths.max())]
         return self.method.encode(self, F.embedding(tokens, self.table), lengths, lang)
 
     def encode(self, texts: list[str], lang: str | None = None) -> torch.Tensor:
@@ -142,23 +193,29 @@ class ContinualTextEncoder(nn.Module):
     def checkpoint_config(self) -> dict[str, Any]:
         return {
             "format": CHECKPOINT_FORMAT,
-            "base": base_spec(self.clip),
+            "base": base_spec(self.base.spec),
+            "tokenizer": getattr(self.tokenizer, "kind", "clip-bpe"),
             "vocab": VOCAB_SUBDIR,
             "vocab_size": self.vocab_size,
             "languages": list(self.trained_languages),
             "method": {"name": self.method.name, "options": options_dict(self.method.options),
                        "structure": self.method.structure()},
             "needs_task_identity": self.method.needs_task_identity,
-            "pooling": "first end token",
+            "pooling": "first end token" if self.tower.pooling == "end" else self.tower.pooling,
+            "english": "the trained table" if self.native_trains else "the frozen tower (the teacher)",
         }
 
 
-def base_spec(clip: ClipBundle) -> dict[str, Any]:
-    """How a checkpoint names its frozen CLIP; random weights cannot be named (save them as a checkpoint)."""
-    if not clip.spec.get("pretrained") and not artifacts.is_artifact(clip.spec.get("model", "")):
+def base_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """How a checkpoint names its frozen base (``TextBase.spec``); random weights cannot be named (save them as a
+    checkpoint). A transformers folder holds its weights."""
+    from mltk.models.clip import is_hf_model_folder
+
+    model = spec.get("model", "")
+    if not spec.get("pretrained") and not artifacts.is_artifact(model) and not is_hf_model_folder(model):
         raise ConfigError("the base CLIP has random weights, so a checkpoint could not name it; train or save it "
                           "first (mltk pretrain) and train on that checkpoint")
-    return {k: v for k, v in clip.spec.items() if k in ("model", "pretrained")}
+    return {k: v for k, v in spec.items() if k in ("model", "pretrained")}
 
 
 # Checkpoints written before each method had its own options recorded one flat set for all methods; the keys that
@@ -196,13 +253,14 @@ def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu")
     tensors, config = artifacts.load_checkpoint(path)
     if config.get("format") != CHECKPOINT_FORMAT:
         raise ConfigError(f"not a train-continual checkpoint (format {config.get('format')!r})", path)
-    clip = load_clip(config["base"]["model"], config["base"].get("pretrained"), device=device)
+    base = load_text_base(config["base"]["model"], config["base"].get("pretrained"), device=device)
     tokenizer = load_tokenizer(path / config["vocab"])
     spec = config["method"]
-    width = clip_text_tower(clip).width
-    method = make_method(spec["name"], legacy_options(spec["name"], spec.get("options", {}), width, path), clip)
+    width = base.tower.width
+    method = make_method(spec["name"], legacy_options(spec["name"], spec.get("options", {}), width, path),
+                         base.tower)
     method.build(spec.get("structure", {}))
-    encoder = ContinualTextEncoder(clip, tokenizer, method, table=tensors["table"])
+    encoder = ContinualTextEncoder(base, tokenizer, method, table=tensors["table"])
     encoder.load_state_tensors(tensors)
     encoder.trained_languages = list(config.get("languages", []))
     return encoder.to(device)

@@ -145,7 +145,7 @@ def refuse_text_only_tower(stage: str, model: str, init: Path | None) -> None:
     from mltk.models.clip import is_hf_model_folder
 
     base = model
-    if init is not None and artifacts.checkpoint_format(init) == "mla":
+    if init is not None and artifacts.checkpoint_format(init) in ("mla", "cll"):
         base = artifacts.read_checkpoint_config(init)["base"]["model"]
     if is_hf_model_folder(base):
         raise ConfigError(f"{stage} aligns text with images, but {base!r} is a text-only tower (no image tower); "

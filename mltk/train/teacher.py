@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mltk import artifacts
+from mltk import artifacts, locks
 from mltk.cache import cache_root
 from mltk.encode_texts import encode_texts
+from mltk.errors import ArtifactError
 from mltk.runtime import Runtime, log
 
 
@@ -35,8 +36,16 @@ def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts:
             return np.asarray(vectors, dtype=np.float32)
     log(f"teacher embeddings: encoding {len(texts)} English captions once (cache {path})")
     vectors = encode_texts(encoder, texts, "en", runtime, batch_size, normalize=False, description="teacher")
-    artifacts.write_embeddings(path, caption_ids, vectors, normalized=False, stage="teacher",
-                               config={"model": model_spec})
+    # Runs side by side (make -j2) may encode the same entry at once: the first to write keeps it, the others use
+    # their own copy instead of failing on the lock or on the finished entry.
+    if artifacts.is_artifact(path) or locks.holder(path) is not None:
+        log(f"teacher embeddings: another run wrote (or is writing) the cache entry {path}; using this run's own")
+        return vectors
+    try:
+        artifacts.write_embeddings(path, caption_ids, vectors, normalized=False, stage="teacher",
+                                   config={"model": model_spec})
+    except ArtifactError as exc:  # lost the race for the lock after the check
+        log(f"teacher embeddings: not cached ({exc}); using this run's own")
     return vectors
 
 

@@ -35,7 +35,8 @@ The package, one seam per module:
 - ``tokenizer``: CLIP's pre-processing, ``ClipBpeTokenizer`` over any merge list, CLIP's own vocabulary;
 - ``bpe_trainer``: learning V̂_t's merges on one language's text;
 - ``merge``: V_t = V_{t-1} ∪ V̂_t, ``Vocabulary`` with TEIR's per-token task counts, ``train_vocabulary``;
-- ``build``: the vocab artifact (write, load) and ``build_vocab`` (``mltk build-vocab``).
+- ``build``: the vocab artifact (write, load) and ``build_vocab`` (``mltk build-vocab``);
+- ``wordpiece``: the same growth for a Hugging Face tower's WordPiece vocabulary (CLL-CLIP on BERT-style towers).
 """
 
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
@@ -47,10 +48,12 @@ from mltk.vocab.tokenizer import (CLIP_BPE_FILE, CLIP_MERGE_COUNT, CLIP_ROOT_NAM
                                   SOT_TOKEN, SPECIAL_TOKENS, WORD_END, ClipBpeTokenizer, base_symbols,
                                   bytes_to_unicode, clean_text, clip_bpe_path, clip_pattern, clip_tokenizer,
                                   merge_pair, pre_tokenize)
+from mltk.vocab.wordpiece import WORDPIECE, WordPieceTokenizer, tower_tokenizer, tower_vocabulary, train_wordpiece
 
 __all__ = [
     "CLIP_BPE_FILE", "CLIP_MERGE_COUNT", "CLIP_ROOT_NAME", "DEFAULT_CONTEXT_LENGTH", "DEFAULT_NEW_VOCAB_SIZE",
-    "EOT_TOKEN", "SOT_TOKEN", "SPECIAL_TOKENS", "TOKEN_SETS", "WORD_END", "ClipBpeTokenizer", "MergeSizes", "Vocabulary",
+    "EOT_TOKEN", "SOT_TOKEN", "SPECIAL_TOKENS", "TOKEN_SETS", "WORDPIECE", "WORD_END", "ClipBpeTokenizer", "MergeSizes",
+    "Vocabulary", "WordPieceTokenizer", "tower_tokenizer", "tower_vocabulary", "train_wordpiece",
     "base_symbols", "build_vocab", "bytes_to_unicode", "clean_text", "clip_bpe_path", "clip_pattern",
     "clip_tokenizer", "clip_vocabulary", "drop_merges_changing", "load_tokenizer", "load_vocabulary",
     "merge_pair", "merge_vocabularies", "minimum_vocabulary_size", "pre_tokenize", "select_captions",

@@ -38,6 +38,17 @@ def train_bpe(word_counts: Mapping[str, int], size: int = DEFAULT_NEW_VOCAB_SIZE
         if piece and piece not in SPECIAL_TOKENS:
             words.append(list(piece[:-1]) + [piece[-1] + WORD_END])
             freqs.append(int(count))
+    return learn_merges(words, freqs, vocab, size, min_frequency)
+
+
+def learn_merges(words: list[list[str]], freqs: list[int], vocab: set[str], size: int,
+                 min_frequency: int = 2) -> list[tuple[str, str]]:
+    """The merge loop of ``train_bpe`` on words already split into symbols (``words[i]`` occurs ``freqs[i]``
+    times; ``vocab`` holds the base symbols and grows in place): merge the most frequent adjacent pair (ties: the
+    lexicographically smallest) into the concatenation of its halves until ``vocab`` holds ``size`` tokens or no
+    pair occurs ``min_frequency`` times. Shared by CLIP's byte-level BPE and the WordPiece trainer
+    (``mltk.vocab.wordpiece``), which marks word starts so that plain concatenation keeps WordPiece's ``##``."""
+    words = [list(word) for word in words]
     pair_counts: dict[tuple[str, str], int] = defaultdict(int)
     where: dict[tuple[str, str], set[int]] = defaultdict(set)
     for index, word in enumerate(words):

@@ -3,7 +3,8 @@
 The files (names in ``mltk.schema``, read and written by ``mltk.artifacts``): ``merges.txt`` (a header line, then
 one merge ``left right`` per line in priority order), ``vocab.json`` (``{token: id}`` with ids 0..V-1),
 ``prior_task_counts.npy`` and ``task_token_freq.npy`` (int64 [V], see ``Vocabulary``), ``prior_vocab_counts.npy``
-and ``task_vocab_member.npy`` (int64 [V], TEIR's token sets by vocabulary membership); the manifest holds
+and ``task_vocab_member.npy`` (int64 [V], TEIR's token sets by vocabulary membership); a WordPiece vocabulary
+(``mltk.vocab.wordpiece``) has ``tokenizer.json`` instead of ``merges.txt``; the manifest holds
 ``lang``, ``languages`` and ``tasks`` so far, and ``sizes`` (old, new-vocabulary, overlapping, new, total) plus
 merge counts.
 """
@@ -23,15 +24,22 @@ from mltk.runtime import log
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE
 from mltk.vocab.merge import MergeSizes, Vocabulary, clip_vocabulary, train_vocabulary
 from mltk.vocab.tokenizer import CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN, SOT_TOKEN, ClipBpeTokenizer
+from mltk.vocab.wordpiece import WORDPIECE, read_wordpiece_tokenizer, write_wordpiece_files
 
 
 def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, config=None,
                      inputs: Iterable[artifacts.PathLike] = ()) -> Path:
     """Write ``vocabulary`` as a vocab artifact (files listed in the module docstring)."""
     tokenizer = vocabulary.tokenizer
+    wordpiece = getattr(tokenizer, "kind", None) == WORDPIECE
     with artifacts.ArtifactWriter(out_dir, "vocab", stage="build-vocab", config=config, inputs=inputs) as writer:
-        artifacts.write_vocab_files(writer.dir, tokenizer.tokens, tokenizer.merges, vocabulary.prior_task_counts,
-                                    vocabulary.task_token_freq)
+        if wordpiece:  # a Hugging Face tower's WordPiece vocabulary: vocab.json, tokenizer.json and the counts
+            write_wordpiece_files(writer.dir, tokenizer)
+            artifacts.save_array(writer.dir / schema.VOCAB_PRIOR_COUNTS_FILE, vocabulary.prior_task_counts)
+            artifacts.save_array(writer.dir / schema.VOCAB_TASK_FREQ_FILE, vocabulary.task_token_freq)
+        else:
+            artifacts.write_vocab_files(writer.dir, tokenizer.tokens, tokenizer.merges, vocabulary.prior_task_counts,
+                                        vocabulary.task_token_freq)
         if vocabulary.prior_vocab_counts is not None and vocabulary.task_vocab_member is not None:
             artifacts.save_array(writer.dir / schema.VOCAB_PRIOR_MEMBER_FILE, vocabulary.prior_vocab_counts)
             artifacts.save_array(writer.dir / schema.VOCAB_TASK_MEMBER_FILE, vocabulary.task_vocab_member)
@@ -39,11 +47,11 @@ def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, con
             lang=vocabulary.tasks[-1]["lang"] if vocabulary.tasks else None,
             languages=vocabulary.languages,
             tasks=vocabulary.tasks,
-            root=CLIP_ROOT_NAME,
             vocab_size=tokenizer.vocab_size,
             sizes=vocabulary.sizes,
-            special_tokens={SOT_TOKEN: tokenizer.sot_token_id, EOT_TOKEN: tokenizer.eot_token_id},
-            context_length=tokenizer.context_length,
+            **(tokenizer.manifest_fields() if wordpiece else {
+                "root": CLIP_ROOT_NAME, "context_length": tokenizer.context_length,
+                "special_tokens": {SOT_TOKEN: tokenizer.sot_token_id, EOT_TOKEN: tokenizer.eot_token_id}}),
         )
     return writer.path
 
@@ -54,24 +62,33 @@ def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
         return clip_vocabulary()
     path = Path(path)
     manifest = artifacts.read_manifest(path, "vocab")
-    files = artifacts.read_vocab_files(path)
     try:
         sizes = MergeSizes(**manifest["sizes"]) if manifest.get("sizes") else None
         context_length = int(manifest.get("context_length", DEFAULT_CONTEXT_LENGTH))
         tasks = list(manifest.get("tasks", []))
     except (TypeError, ValueError):
         raise ArtifactError("manifest.json: malformed sizes, context_length or tasks", path) from None
-    tokenizer = ClipBpeTokenizer(files.tokens, files.merges, context_length)
+    if manifest.get("tokenizer") == WORDPIECE:
+        tokenizer = read_wordpiece_tokenizer(path, manifest)
+        counts = [artifacts.load_array(path / name) for name in (schema.VOCAB_PRIOR_COUNTS_FILE,
+                                                                 schema.VOCAB_TASK_FREQ_FILE)]
+        if any(a.shape != (tokenizer.vocab_size,) or not np.issubdtype(a.dtype, np.integer) for a in counts):
+            raise ArtifactError(f"the task counts do not have one integer per token ({tokenizer.vocab_size})", path)
+        prior_counts, task_freq = (a.astype(np.int64) for a in counts)
+    else:
+        files = artifacts.read_vocab_files(path)
+        tokenizer = ClipBpeTokenizer(files.tokens, files.merges, context_length)
+        prior_counts, task_freq = files.prior_task_counts, files.task_token_freq
     member_files = [path / schema.VOCAB_PRIOR_MEMBER_FILE, path / schema.VOCAB_TASK_MEMBER_FILE]
     prior_vocab, member = (artifacts.load_array(f).astype(np.int64) if f.exists() else None for f in member_files)
     if any(a is not None and a.shape != (tokenizer.vocab_size,) for a in (prior_vocab, member)):
         raise ArtifactError(f"the membership counts do not have one entry per token ({tokenizer.vocab_size})", path)
-    return Vocabulary(tokenizer, files.prior_task_counts, files.task_token_freq, tasks, sizes, path.resolve(),
-                      prior_vocab, member)
+    return Vocabulary(tokenizer, prior_counts, task_freq, tasks, sizes, path.resolve(), prior_vocab, member)
 
 
-def load_tokenizer(path: artifacts.PathLike | None) -> ClipBpeTokenizer:
-    """The tokenizer of a vocab artifact (None: CLIP's own). ``encode(text)`` gives ids without start/end."""
+def load_tokenizer(path: artifacts.PathLike | None):
+    """The tokenizer of a vocab artifact (None: CLIP's own): a ``ClipBpeTokenizer``, or a ``WordPieceTokenizer``
+    for a Hugging Face tower's vocabulary. ``encode(text)`` gives ids without start/end."""
     return load_vocabulary(path).tokenizer
 
 

@@ -17,6 +17,7 @@ from mltk.errors import ConfigError
 from mltk.runtime import log
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
 from mltk.vocab.tokenizer import SPECIAL_TOKENS, ClipBpeTokenizer, base_symbols, clip_tokenizer
+from mltk.vocab.wordpiece import WORDPIECE, train_wordpiece_vocabulary
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,8 @@ def vocabulary_size_problem(size: int, option: str) -> str | None:
 def token_frequencies(tokenizer: ClipBpeTokenizer, texts: Sequence[str] | dict[str, int]) -> np.ndarray:
     """Occurrences [V] (int64) of each token in ``texts`` tokenised by ``tokenizer`` (or in pre-computed word
     counts ``{piece: count}``)."""
+    if hasattr(tokenizer, "token_frequencies"):  # a WordPiece tokenizer counts its own tokens
+        return tokenizer.token_frequencies(texts)
     counts = texts if isinstance(texts, dict) else word_frequencies(texts)
     freq = np.zeros(tokenizer.vocab_size, np.int64)
     for piece, count in counts.items():
@@ -181,17 +184,22 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
                      size: int = DEFAULT_NEW_VOCAB_SIZE, min_frequency: int = 2,
                      protected_texts: Sequence[str] = ()) -> Vocabulary:
     """Train V̂_t on ``texts`` (one language's training captions), merge it into ``parent`` (CLIP's vocabulary
-    when None), and count the tokens of the texts tokenised with the merged vocabulary.
+    when None), and count the tokens of the texts tokenised with the merged vocabulary. A WordPiece ``parent`` (a
+    Hugging Face tower's, ``mltk.vocab.wordpiece``) grows the same way with a WordPiece V̂_t.
 
     ``protected_texts`` (e.g. the English captions): learned merges that would change the parent's ids for any of
     their words are dropped (``drop_merges_changing``), so those texts keep exactly the parent's ids. Off by
     default, as in the paper, where later vocabularies may re-merge rare words of earlier languages.
     """
-    if problem := vocabulary_size_problem(size, "--size"):
-        raise ConfigError(problem)
     if not texts:
         raise ConfigError(f"no captions to train a vocabulary for language {lang!r}")
     parent = parent if parent is not None else clip_vocabulary()
+    if getattr(parent.tokenizer, "kind", None) == WORDPIECE:
+        if protected_texts:
+            raise ConfigError("--protect-lang keeps BPE merges out; a WordPiece vocabulary has no merges to keep out")
+        return train_wordpiece_vocabulary(texts, lang, parent, size, min_frequency)
+    if problem := vocabulary_size_problem(size, "--size"):
+        raise ConfigError(problem)
     counts = word_frequencies(texts)
     learned = train_bpe(counts, size, min_frequency)
     new_merges = learned

@@ -109,6 +109,8 @@ class ClipBpeTokenizer:
     texts are cut and end with the end token, as in open_clip.
     """
 
+    kind = "clip-bpe"
+
     def __init__(self, tokens: Sequence[str], merges: Sequence[tuple[str, str]],
                  context_length: int = DEFAULT_CONTEXT_LENGTH):
         self.tokens = list(tokens)

@@ -27,6 +27,13 @@ Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Conti
 4. **Evaluation** of every language seen so far on the test split: a_{j,i} (``metric``, t2i R@1 by default),
    AR_j and F_j (``mltk.metrics.continual_metrics``).
 
+Text only. On a text-only tower (a transformers / sentence-transformers folder such as all-MiniLM-L6-v2: no image
+tower, no image embeddings) the vocabulary grown is the tower's WordPiece (``mltk.vocab.wordpiece``), the table
+replaces its word embeddings only, the loss is the MSE term alone (gamma1 = 0: InfoNCE needs images) and a_{j,i}
+is caption-to-caption retrieval of language i against English (``x2en.R@1``), English being the teacher, the
+frozen tower (``judges.CaptionRetrieval``). The tasks are the non-English languages; validation is the recall sum
+of that retrieval on the validation split.
+
 The English task. Its teacher is the frozen CLIP on the very same caption, so its MSE term starts at zero and
 anchors the English rows where CLIP had them while the (0.01-weighted) contrastive term adapts them to the image
 embeddings; its vocabulary is grown like every other task's (CLIP already holds most English words, so few new
@@ -52,13 +59,15 @@ from mltk.train.continual.config import (CONTINUAL_FILE, CONTINUAL_LOOP, Continu
                                          metric_value, read_summary, task_order, teir_parts)
 from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
 from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
-from mltk.train.continual.run import (_split_data, _write_task_checkpoint, evaluate_languages,  # noqa: F401
-                                      loop_config, prepare_task, train_continual)
+from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, evaluate_languages
+from mltk.train.continual.run import (_split_data, _write_task_checkpoint, loop_config,  # noqa: F401
+                                      prepare_task, train_continual)
 from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
                                        vocabulary_summary)
 from mltk.teir import TeirAdamW
 
-__all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CllClipTask", "ContinualTrainConfig",
+__all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CaptionRetrieval", "CllClipTask",
+           "ContinualTrainConfig", "ImageRetrieval",
            "Corpus", "Examples", "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary",
            "loop_config", "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed",
            "task_vocabulary", "teir_lambdas", "teir_parts", "train_continual", "vocabulary_summary"]

@@ -24,14 +24,16 @@ CONTINUAL_FILE = "continual.json"
 # Gradients are clipped by their global norm (1.0), as the authors' training loop does.
 CONTINUAL_LOOP = LoopConfig(steps=1, lr=5e-5, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8, clip_mode="global")
 EPOCH_UNITS = ("captions", "images")
-METRIC_PATTERN = re.compile(r"AR|(i2t|t2i)\.R@(1|5|10)")
+METRIC_PATTERN = re.compile(r"AR|(i2t|t2i|x2en|en2x)\.R@(1|5|10)")
+IMAGE_METRIC, TEXT_ONLY_METRIC = "t2i.R@1", "x2en.R@1"  # the default a_{j,i} with images, and text-only
+PAPER_GAMMA1 = 0.01
 
 
 @dataclass(frozen=True)
 class ContinualTrainConfig:
     """Options of ``mltk train-continual`` (built by the CLI, received by ``train_continual``)."""
 
-    images: Path  # image embeddings (encode-images) of the images the captions describe
+    images: Path | None  # image embeddings (encode-images) of the captions' images; None: text-only (see below)
     captions: Path
     out: Path
     model: str = "mltk-tiny"  # the frozen base CLIP (open_clip name with ``pretrained``, or a checkpoint)
@@ -55,11 +57,11 @@ class ContinualTrainConfig:
     eval_every: int | None = None  # validation interval in steps (default: once per epoch)
     batch_size: int = 128
     method_lr: float | None = None  # the method's own tensors; None: the loop's lr (the paper trains all at 5e-5)
-    gamma1: float = 0.01
+    gamma1: float | None = None  # the InfoNCE weight: 0.01 (the paper) with images, 0 without (resolved here)
     gamma2: float = 1.0
     mse_form: str = "mean"  # the MSE term: mean over elements (the authors' code) or "sum" over D (written form)
     temperature: float = 0.07
-    metric: str = "t2i.R@1"  # a_{j,i}: AR or <i2t|t2i>.R@<K>
+    metric: str | None = None  # a_{j,i}: AR or <i2t|t2i>.R@<K>; text-only <x2en|en2x>.R@<K> (None: R@1 t2i / x2en)
     split: str = "train"
     val_split: str = "val"
     test_split: str = "test"
@@ -72,6 +74,11 @@ class ContinualTrainConfig:
     loop: LoopConfig = CONTINUAL_LOOP  # lr, warm-up, AdamW settings, clipping, save_every, seed of every task
 
     def __post_init__(self):
+        # Resolved here so the manifest records the value used (and runs with images record what they always did).
+        if self.gamma1 is None:
+            object.__setattr__(self, "gamma1", PAPER_GAMMA1 if self.images is not None else 0.0)
+        if self.metric is None:
+            object.__setattr__(self, "metric", IMAGE_METRIC if self.images is not None else TEXT_ONLY_METRIC)
         if self.method in METHODS:  # resolved here so the manifest records every value (an unknown method: check)
             object.__setattr__(self, "options", method_options(self.method, self.options))
 
@@ -88,6 +95,12 @@ class ContinualTrainConfig:
         return f"oracle-{name}" if self.oracle_vocab else name
 
     @property
+    def text_only(self) -> bool:
+        """No image embeddings: the base is a text-only tower, the loss the MSE term alone and a_{j,i}
+        caption-to-caption retrieval against the frozen tower's English (``mltk.train.continual.judges``)."""
+        return self.images is None
+
+    @property
     def uses_oracle_vocab(self) -> bool:
         return self.oracle_vocab or self.joint
 
@@ -98,8 +111,10 @@ class ContinualTrainConfig:
         if self.epochs < 1 or (self.steps is not None and self.steps < 1) or self.batch_size < 1:
             problems.append(f"epochs, steps and batch size must be positive (got {self.epochs}, {self.steps}, "
                             f"{self.batch_size})")
-        if problem := vocabulary_size_problem(self.vocab_size, "--vocab-size"):
-            problems.append(problem)
+        if not self.text_only and (problem := vocabulary_size_problem(self.vocab_size, "--vocab-size")):
+            problems.append(problem)  # CLIP's BPE; a WordPiece vocabulary needs only a positive size
+        if self.vocab_size < 1:
+            problems.append(f"--vocab-size must be positive, got {self.vocab_size}")
         if len(set(self.languages)) != len(self.languages):
             problems.append(f"a language appears twice in the task order {','.join(self.languages)}")
         if self.mse_form not in MSE_FORMS:
@@ -116,9 +131,32 @@ class ContinualTrainConfig:
         if self.uses_oracle_vocab and self.vocab_dir is not None:
             problems.append("--oracle-vocab builds its one vocabulary itself; leave out --vocab-dir")
         if not METRIC_PATTERN.fullmatch(self.metric):
-            problems.append(f"--continual-metric must be AR or <i2t|t2i>.R@<1|5|10>, got {self.metric!r}")
+            problems.append(f"--continual-metric must be AR or <i2t|t2i>.R@<1|5|10> (text-only: "
+                            f"<x2en|en2x>.R@<1|5|10>), got {self.metric!r}")
+        problems += self._text_only_problems() if self.text_only else \
+            ([f"--continual-metric {self.metric} is caption-to-caption retrieval of a text-only run (no image "
+              f"embeddings); with images use AR or <i2t|t2i>.R@<1|5|10>"] if self.metric[:4] in ("x2en", "en2x") else [])
         if problems:
             raise ConfigError("; ".join(problems))
+
+
+    def _text_only_problems(self) -> list[str]:
+        """What a text-only run (no image embeddings) cannot do."""
+        problems = []
+        if self.gamma1:
+            problems.append(f"the InfoNCE term (--gamma1 {self.gamma1}) needs image embeddings; a text-only run trains "
+                            f"the MSE-to-English term alone (leave out --gamma1)")
+        if self.metric.split(".")[0] in ("i2t", "t2i", "AR"):
+            problems.append(f"--continual-metric {self.metric} needs image embeddings; a text-only run is scored by "
+                            f"caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10>")
+        if NATIVE_LANG in self.languages:
+            problems.append(f"{NATIVE_LANG} is the teacher of a text-only run (the frozen tower); leave it out of --lang")
+        if self.method != "cll-clip":
+            problems.append(f"a text-only run trains plain CLL-CLIP's table (--method cll-clip), not {self.method}")
+        if self.uses_oracle_vocab or self.protect_lang:
+            problems.append("a text-only run grows its vocabulary task by task: --joint, --oracle-vocab and "
+                            "--protect-lang need a CLIP with image embeddings")
+        return problems
 
 
 TEIR_PARTS = ("init", "grad", "decay")
@@ -165,7 +203,8 @@ def final_summary(checkpoint: Path) -> dict[str, Any]:
 
 
 def task_order(config: ContinualTrainConfig, captions: pa.Table) -> list[str]:
-    """The task languages: ``config.languages``, or English first and the others in order of appearance."""
+    """The task languages: ``config.languages``, or English first and the others in order of appearance (a
+    text-only run leaves English out: it is the teacher)."""
     available = list(dict.fromkeys(captions.column("lang").to_pylist()))
     if config.languages:
         missing = [lang for lang in config.languages if lang not in available]
@@ -173,4 +212,5 @@ def task_order(config: ContinualTrainConfig, captions: pa.Table) -> list[str]:
             raise ConfigError(f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})",
                               config.captions)
         return list(config.languages)
-    return ([NATIVE_LANG] if NATIVE_LANG in available else []) + [lang for lang in available if lang != NATIVE_LANG]
+    english = [NATIVE_LANG] if NATIVE_LANG in available and not config.text_only else []
+    return english + [lang for lang in available if lang != NATIVE_LANG]

@@ -25,16 +25,17 @@ from mltk.train.batches import group_by_image
 @dataclass
 class Examples:
     tokens: torch.Tensor  # [n, L] with the current vocabulary
-    images: torch.Tensor  # [n, D] L2-normalised image embeddings
+    images: torch.Tensor | None  # [n, D] L2-normalised image embeddings (None: a text-only run)
     teacher: torch.Tensor  # [n, D] unnormalised English teacher embeddings
 
 
 class Corpus:
     """The training pairs (caption, image, English teacher) of each task language; an example is addressed by
-    the key (language index in the task order, row within that language)."""
+    the key (language index in the task order, row within that language). A text-only run has no image vectors
+    (None): ``image_row`` then numbers the captions' image ids, which still group captions by image."""
 
     def __init__(self, captions: pa.Table, split: str, languages: list[str], image_row: dict[str, int],
-                 image_vectors: torch.Tensor, teacher_of: Callable[[list[str], list[str]], np.ndarray],
+                 image_vectors: torch.Tensor | None, teacher_of: Callable[[list[str], list[str]], np.ndarray],
                  source: Path):
         rows = captions.filter(pc.equal(captions.column("split"), split))
         english = rows.filter(pc.equal(rows.column("lang"), NATIVE_LANG))
@@ -76,8 +77,13 @@ class Corpus:
         texts = [self.texts[self.languages[lang]][row] for lang, row in keys]
         image_rows = np.array([self.image_rows[self.languages[lang]][row] for lang, row in keys], dtype=np.int64)
         teacher_rows = np.array([self.teacher_rows[self.languages[lang]][row] for lang, row in keys], dtype=np.int64)
-        return Examples(encoder.tokenize(texts), self.image_vectors[torch.from_numpy(image_rows)],
-                        self.teacher[torch.from_numpy(teacher_rows)])
+        images = None if self.image_vectors is None else self.image_vectors[torch.from_numpy(image_rows)]
+        return Examples(encoder.tokenize(texts), images, self.teacher[torch.from_numpy(teacher_rows)])
+
+
+def caption_image_rows(captions: pa.Table) -> dict[str, int]:
+    """A text-only run's ``image_row``: each image id of the captions numbered in order of appearance."""
+    return {image: row for row, image in enumerate(dict.fromkeys(captions.column("image_id").to_pylist()))}
 
 
 @dataclass

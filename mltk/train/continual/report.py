@@ -44,6 +44,7 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
                             "gradient_scaling": config.teir_reg and config.teir_reg_grad,
                             "decay_scaling": config.teir_reg and config.teir_reg_decay,
                             "token_sets": config.token_sets, "variant": config.variant}},
+        "protocol": protocol(config),
         "per_task": records,
         "settings": {"matrix": "a[j][i] = metric on task i's language (test split) after training task j",
                      "AR": "AR_j = mean_{i<=j} a[j][i]",
@@ -70,6 +71,18 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
                            final_AR=summary["AR"][-1], final_F=summary["F"][-1],
                            needs_task_identity=method.needs_task_identity)
     return summary
+
+
+def protocol(config: ContinualTrainConfig) -> dict:
+    """What the run trained against and how a_{j,i} was measured (with images, or text only)."""
+    if config.text_only:
+        return {"images": False, "loss": f"{config.gamma2} x MSE to the frozen tower's English embedding of the "
+                f"parallel caption; InfoNCE off (gamma1 0: a text-only tower has no image tower)",
+                "a_ji": f"{config.metric}: caption-to-caption retrieval of task i's language against English on the "
+                        f"{config.test_split} split (x2en: the language's captions retrieve English captions; "
+                        f"English encoded by the frozen tower, the teacher)"}
+    return {"images": True, "loss": f"{config.gamma1} x InfoNCE(image, text) + {config.gamma2} x MSE(English "
+            f"teacher, text)", "a_ji": f"{config.metric} of image-text retrieval on the {config.test_split} split"}
 
 
 def fmt(value: float | None) -> str:

@@ -13,23 +13,24 @@ import torch
 
 from mltk import artifacts, schema
 from mltk.continual import make_method
-from mltk.continual.model import ContinualTextEncoder, check_growable_name, load_growable_clip
-from mltk.encode_texts import ClipTextEncoder, encode_captions
+from mltk.continual.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
+from mltk.encode_texts import TowerTextEncoder
 from mltk.errors import ArtifactError, ConfigError
-from mltk.evaluate import evaluate_retrieval
+from mltk.models.clip import is_hf_model_folder
 from mltk.preflight import check_image_embeddings, require_weights
 from mltk.runtime import Runtime, log
 from mltk.teir import init_new_rows
 from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
-from mltk.train.continual.data import Corpus, task_data
+from mltk.train.continual.data import Corpus, caption_image_rows, task_data
+from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, split_data
 from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE, finish, fmt
 from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
                                        vocabulary_summary)
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import (RetrievalSplit, check_image_width, fit_best, load_inputs, open_run, retrieval_split,
+from mltk.train.stage import (RetrievalSplit, check_image_width, fit_best, load_inputs, open_run,
                               retrieval_validator, stage_writer)
 from mltk.train.teacher import teacher_embeddings
-from mltk.vocab import Vocabulary, clip_vocabulary, load_vocabulary
+from mltk.vocab import Vocabulary, load_vocabulary
 
 OnStep = Callable[[int, int, float], None]  # (task index, step, loss)
 
@@ -41,26 +42,26 @@ OnStep = Callable[[int, int, float], None]  # (task index, step, loss)
 
 def _split_data(captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray, split: str,
                 languages: list[str], source: Path) -> RetrievalSplit:
-    split_data = retrieval_split(captions, image_table, image_vectors, split, languages)
-    if split_data is None:
-        raise ConfigError(f"no image of the {split!r} captions is in the image embeddings", source)
-    return split_data
+    return split_data(captions, image_table, image_vectors, split, languages, source)
 
 
-def evaluate_languages(encoder: ContinualTextEncoder, test: RetrievalSplit, languages: list[str],
-                       runtime: Runtime) -> dict:
-    """Retrieval metrics of ``languages`` on the test split (``mltk.evaluate.evaluate_retrieval``)."""
-    was_training = encoder.training
-    encoder.eval()
-    table, vectors = encode_captions(encoder, test.captions, runtime, languages=languages)
-    encoder.train(was_training)
-    return evaluate_retrieval(test.image_table, test.image_vectors, table, vectors)
+def check_base(config: ContinualTrainConfig) -> None:
+    """A CLIP learns with its image embeddings; a text-only tower (a transformers / sentence-transformers folder)
+    has no image tower and learns from text alone: refuse the other two combinations in one line."""
+    text_only_tower = is_hf_model_folder(config.model)
+    if text_only_tower and not config.text_only:
+        raise ConfigError(f"{config.model!r} is a text-only tower (no image tower): leave out the image embeddings; "
+                          f"train-continual then trains on text alone (MSE to the English teacher)")
+    if config.text_only and not text_only_tower:
+        raise ConfigError(f"train-continual on the CLIP {config.model!r} needs the image embeddings of its captions' "
+                          f"images (IMAGES or --images); only a text-only tower trains without them")
 
 
 def _write_task_checkpoint(path: Path, encoder: ContinualTextEncoder, vocabulary: Vocabulary, record: dict,
                            config: ContinualTrainConfig) -> Path:
+    inputs = [p for p in (config.captions, config.images) if p is not None]
     with artifacts.ArtifactWriter(path, "checkpoint", stage="train-continual", config=config,
-                                  inputs=[config.captions, config.images]) as writer:
+                                  inputs=inputs) as writer:
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, encoder.state_tensors())
         artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, encoder.checkpoint_config())
         shutil.copytree(vocabulary.path, writer.dir / encoder.checkpoint_config()["vocab"])
@@ -89,33 +90,42 @@ def _restore_task(path: Path, encoder: ContinualTextEncoder) -> tuple[Vocabulary
 
 def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None) -> Path:
     """``mltk train-continual``: train the task sequence and write the checkpoint artifact; returns its path."""
-    config.check()
     check_growable_name(config.model)
+    check_base(config)
+    config.check()
     require_weights(config.model, config.pretrained, None, "train-continual")
     check_image_embeddings(config.images, config.model, config.pretrained)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
     runtime, captions, image_table, image_vectors = inputs.runtime, inputs.captions, inputs.image_table, \
         inputs.image_vectors
     order = task_order(config, captions)
-    image_row = inputs.image_row()
-    clip = load_growable_clip(config.model, config.pretrained, device=runtime.device)
-    teacher_encoder = ClipTextEncoder(clip)
-    corpus = Corpus(captions, config.split, order, image_row, torch.from_numpy(image_vectors),
-                    lambda ids, texts: teacher_embeddings(teacher_encoder, clip.spec, ids, texts, runtime,
-                                                          config.cache_dir), config.captions)
-    val = _split_data(captions, image_table, image_vectors, config.val_split, order, config.captions)
-    test = _split_data(captions, image_table, image_vectors, config.test_split, order, config.captions)
+    base = load_growable_base(config.model, config.pretrained, device=runtime.device)
+    root = root_vocabulary(base)  # refused here, before any encoding, if the table cannot take new rows
+    teacher_encoder = TowerTextEncoder(base)
+
+    def teacher_of(ids: list[str], texts: list[str]) -> np.ndarray:
+        return teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime, config.cache_dir)
+
+    corpus = Corpus(captions, config.split, order, caption_image_rows(captions) if config.text_only else
+                    inputs.image_row(), None if config.text_only else torch.from_numpy(image_vectors), teacher_of,
+                    config.captions)
+    if config.text_only:
+        judge = CaptionRetrieval(captions, order, teacher_of, config.val_split, config.test_split, runtime,
+                                 config.val_images, config.captions)
+    else:
+        judge = ImageRetrieval(captions, image_table, image_vectors, order, config.val_split, config.test_split,
+                               runtime, config.val_images, config.captions)
     log(f"train-continual: {config.method} ({config.variant}) over {len(order)} tasks: {', '.join(order)}; "
         f"training pairs " + ", ".join(f"{lang} {corpus.size(lang)}" for lang in order))
+    if config.text_only:
+        log(f"train-continual: text-only (no image tower): the loss is the MSE to the frozen tower's English alone "
+            f"(gamma1 0, InfoNCE off); a_{{j,i}} = {config.metric} of caption-to-caption retrieval against English")
 
-    root = clip_vocabulary()
-    if clip.model.token_embedding.weight.shape[0] != root.vocab_size:
-        raise ConfigError(f"the base model's token table has {clip.model.token_embedding.weight.shape[0]} rows, "
-                          f"CLIP's vocabulary {root.vocab_size}: CLL-CLIP grows CLIP's own vocabulary")
-    method = make_method(config.method, config.options, clip, config.loop.seed)
-    encoder = ContinualTextEncoder(clip, root.tokenizer, method, init_temperature=config.temperature)
+    method = make_method(config.method, config.options, base.tower, config.loop.seed)
+    encoder = ContinualTextEncoder(base, root.tokenizer, method, init_temperature=config.temperature)
     check_image_width(encoder.tower.output_dim, image_vectors, config.images)
-    writer = stage_writer(config.out, "train-continual", config, [config.captions, config.images])
+    inputs_used = [p for p in (config.captions, config.images) if p is not None]
+    writer = stage_writer(config.out, "train-continual", config, inputs_used)
     if writer.existing is not None:
         return writer.reuse()
     with open_run(writer, config):
@@ -129,7 +139,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
                 log(f"task {index} ({name}): finished earlier, loaded {task_dir}")
                 continue
             vocabulary = task_vocabulary(config, index, order, vocabulary, captions, writer.dir / "vocabs")
-            record = _run_task(config, encoder, corpus, vocabulary, index, order, val, test, runtime,
+            record = _run_task(config, encoder, corpus, vocabulary, index, order, judge, runtime,
                                writer.dir / "train" / f"{index:02d}-{name}", on_step)
             evaluated = evaluated_languages(config, order, index)
             record["row"] = [metric_value(record["test"], lang_i, config.metric) for lang_i in evaluated] + \
@@ -156,12 +166,16 @@ def evaluated_languages(config: ContinualTrainConfig, order: list[str], index: i
 
 
 def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpus: Corpus, vocabulary: Vocabulary,
-                 index: int, lang: str, val: RetrievalSplit | None, runtime: Runtime,
-                 languages: list[str] | None = None) -> CllClipTask:
+                 index: int, lang: str, val, runtime: Runtime, languages: list[str] | None = None) -> CllClipTask:
     """Grow the table to ``vocabulary`` (TEIR or plain initialisation), and set up task ``index``: its data,
-    TEIR's lambdas, validation on ``val`` (none when None), and the method's per-task modules. ``languages``: the
-    languages trained together (the joint task; default ``[lang]``)."""
+    TEIR's lambdas, validation on ``val`` (a ``RetrievalSplit`` of images, a judge of ``judges``, or None: no
+    validation), and the method's per-task modules. ``languages``: the languages trained together (the joint
+    task; default ``[lang]``)."""
     languages = languages or [lang]
+    kinds = {getattr(t, "kind", None) for t in (vocabulary.tokenizer, encoder.tokenizer)}
+    if len(kinds) > 1:
+        raise ArtifactError(f"the vocabulary of task {index} ({lang}) is a {vocabulary.tokenizer.kind} vocabulary; "
+                            f"the base model reads {encoder.tokenizer.kind}", vocabulary.path)
     if vocabulary.parent_size != encoder.vocab_size:
         raise ArtifactError(f"the vocabulary of task {index} ({lang}) grows a vocabulary of {vocabulary.parent_size} "
                             f"tokens, but the table has {encoder.vocab_size} rows (a different chain)",
@@ -172,8 +186,11 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
     encoder.grow(vocabulary.tokenizer, new_rows)
     lambdas = teir_lambdas(vocabulary, config.token_sets) if config.teir_reg else None
     data = task_data(corpus, languages, encoder)
-    validator = None if val is None else RecallSumValidator(
-        retrieval_validator(encoder, val, languages, runtime, config.val_images), languages)
+    if val is None or not isinstance(val, RetrievalSplit):
+        validator = None if val is None else val.validator(encoder, languages)
+    else:
+        validator = RecallSumValidator(retrieval_validator(encoder, val, languages, runtime, config.val_images),
+                                       languages)
     task = CllClipTask(encoder, corpus, data, index, lang, config, runtime, validator, lambdas)
     encoder.train()
     encoder.method.begin_task(task)
@@ -187,11 +204,10 @@ def loop_config(config: ContinualTrainConfig, task: CllClipTask) -> LoopConfig:
 
 
 def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpus: Corpus, vocabulary: Vocabulary,
-              index: int, order: list[str], val: RetrievalSplit, test: RetrievalSplit, runtime: Runtime, state_dir: Path,
-              on_step: OnStep | None) -> dict:
+              index: int, order: list[str], judge, runtime: Runtime, state_dir: Path, on_step: OnStep | None) -> dict:
     lang = task_names(config, order)[index]
     evaluated = evaluated_languages(config, order, index)
-    task = prepare_task(config, encoder, corpus, vocabulary, index, lang, val, runtime,
+    task = prepare_task(config, encoder, corpus, vocabulary, index, lang, judge, runtime,
                         languages=evaluated if config.joint else None)
     data, steps, steps_per_epoch, lambdas = task.data, task.steps, task.steps_per_epoch, task.lambdas
     loop = loop_config(config, task)
@@ -202,7 +218,7 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
                       on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
     encoder.method.end_task(task)
     encoder.trained_languages = evaluated
-    evaluation = evaluate_languages(encoder, test, evaluated, runtime)
+    evaluation = judge.evaluate(encoder, evaluated)
     log(f"task {index} ({lang}): best validation recall sum {result.best_score:.2f} at step {result.best_step}; "
         f"test {config.metric} " + ", ".join(f"{k} {fmt(metric_value(evaluation, k, config.metric))}"
                                              for k in evaluated))

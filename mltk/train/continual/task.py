@@ -13,7 +13,7 @@ import torch
 from mltk import artifacts
 from mltk.continual.model import ContinualTextEncoder
 from mltk.errors import ArtifactError
-from mltk.losses import cll_clip_terms
+from mltk.losses import cll_clip_terms, mse_distill
 from mltk.runtime import Runtime
 from mltk.teir import TeirAdamW, token_lambdas
 from mltk.train.batches import LanguageBatches, draw_captions
@@ -56,7 +56,9 @@ class CllClipTask:
     # --- TrainTask ---------------------------------------------------------------------------------------------
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
-        return {"table": self.encoder.table, "logit_scale": self.encoder.logit_scale.log_scale,
+        """The table, the temperature (not in a text-only run: it scales only the InfoNCE term) and the method's."""
+        temperature = {} if self.config.text_only else {"logit_scale": self.encoder.logit_scale.log_scale}
+        return {"table": self.encoder.table, **temperature,
                 **{f"method.{k}": p for k, p in self.method.trainable().items()}}
 
     def make_optimizer(self, params: dict[str, torch.nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
@@ -66,7 +68,8 @@ class CllClipTask:
         method_lr = loop.lr if config.method_lr is None else config.method_lr
         own = [p for name, p in params.items() if name.startswith("method.")]
         groups = [{"params": [params["table"]], "weight_decay": loop.weight_decay, "lr": loop.lr},
-                  {"params": [params["logit_scale"]], "weight_decay": 0.0, "lr": loop.lr},
+                  {"params": [params[name] for name in ("logit_scale",) if name in params], "weight_decay": 0.0,
+                   "lr": loop.lr},
                   {"params": [p for p in own if p.ndim >= 2], "weight_decay": loop.weight_decay,
                    "lr": method_lr},
                   {"params": [p for p in own if p.ndim < 2], "weight_decay": 0.0, "lr": method_lr}]
@@ -93,13 +96,18 @@ class CllClipTask:
 
     # --- what methods use --------------------------------------------------------------------------------------
 
-    def pair_loss(self, image: torch.Tensor, text: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    def pair_loss(self, image: torch.Tensor | None, text: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
         """CLL-CLIP's loss of one batch (image [b, D] normalised, text and teacher [b, D] raw)."""
         return self.pair_terms(image, text, teacher)[0]
 
-    def pair_terms(self, image: torch.Tensor, text: torch.Tensor, teacher: torch.Tensor
+    def pair_terms(self, image: torch.Tensor | None, text: torch.Tensor, teacher: torch.Tensor
                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``pair_loss`` with its terms: ``{"infonce", "mse"}`` unweighted, and the ``logit_scale`` it used."""
+        """``pair_loss`` with its terms: ``{"infonce", "mse"}`` unweighted, and the ``logit_scale`` it used. A
+        text-only run (``image`` None: no image tower) trains the MSE-to-English term alone (InfoNCE off, gamma1 =
+        0), and logs ``mse`` only."""
+        if image is None:
+            mse = mse_distill(gather_with_grad(text.float()), gather_with_grad(teacher), self.config.mse_form)
+            return self.config.gamma2 * mse, {"mse": mse}
         scale = self.encoder.logit_scale()
         infonce, mse = cll_clip_terms(gather_with_grad(image), gather_with_grad(text.float()),
                                       gather_with_grad(teacher), scale, self.config.mse_form)
@@ -123,7 +131,8 @@ class CllClipTask:
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
         text = self.encoder.encode_tokens(data.tokens[captions].to(device), self.lang)
-        image = self.corpus.image_vectors[torch.from_numpy(data.image_rows[images])].to(device)
+        vectors = self.corpus.image_vectors
+        image = None if vectors is None else vectors[torch.from_numpy(data.image_rows[images])].to(device)
         return self.pair_terms(image, text, data.teacher[captions].to(device))
 
     def sample_tokens(self, count: int) -> torch.Tensor:
@@ -222,9 +231,9 @@ def oracle_task_vocabulary(config: ContinualTrainConfig, index: int, order: list
 def teir_lambdas(vocabulary: Vocabulary, token_sets: str = "occurrence") -> torch.Tensor:
     """TEIR's lambda [V] for the task of ``vocabulary`` (``mltk.teir.token_lambdas``) over its token set
     (``Vocabulary.token_set``: occurrence in the task's text, or membership of its new vocabulary)."""
-    tokenizer = vocabulary.tokenizer
     ids, counts = vocabulary.token_set(token_sets)
-    return token_lambdas(ids, counts, special_ids=[tokenizer.sot_token_id, tokenizer.eot_token_id])
+    # the special tokens (CLIP's start and end; BERT's [CLS], [SEP], [PAD], [UNK], [MASK]) stay frozen
+    return token_lambdas(ids, counts, special_ids=vocabulary.tokenizer.all_special_ids)
 
 
 def vocabulary_summary(vocabulary: Vocabulary, lambdas: torch.Tensor | None) -> dict[str, Any]:
