@@ -50,18 +50,18 @@ images_of = $(if $(filter train,$(1)),$(RUN)/lines/train.images,$(DATA)/image_sp
 $(RUN)/lines/train.en: $(DATA)/raw/train.en
 	mkdir -p $(@D) && head -n $(PAIRS) $(DATA)/image_splits/train.txt > $(@D)/train.images
 	for f in $(foreach l,en $(LANGUAGES),train.$(l)); do head -n $(PAIRS) $(DATA)/raw/$$f > $(@D)/$$f; done
-$(RUN)/import/%-en/manifest.json: $(RUN)/lines/train.en | $(TOOL)
+$(RUN)/import/%-en/captions/manifest.json: $(RUN)/lines/train.en | $(TOOL)
 	$(MLTK) import-data lines $(call lines_of,$*,en) --lang en --split $* --image-list $(call images_of,$*) \
 	  --out $(RUN)/import/$*-en
 define import_rule
-$(RUN)/import/$(1)-$(2)/manifest.json: $(RUN)/import/$(1)-en/manifest.json
+$(RUN)/import/$(1)-$(2)/captions/manifest.json: $(RUN)/import/$(1)-en/captions/manifest.json
 	$(MLTK) import-data lines $(call lines_of,$(1),$(2)) --lang $(2) --split $(1) --translation-of en \
 	  --parent $(RUN)/import/$(1)-en/captions --image-list $(call images_of,$(1)) --out $(RUN)/import/$(1)-$(2)
 endef
 SPLITS = train val test
 $(foreach s,$(SPLITS),$(foreach l,$(LANGUAGES),$(eval $(call import_rule,$(s),$(l)))))
 IMPORTED = $(foreach s,$(SPLITS),$(foreach l,en $(LANGUAGES),$(RUN)/import/$(s)-$(l)))
-$(CAPTIONS)/manifest.json: $(foreach d,$(IMPORTED),$(d)/manifest.json)
+$(CAPTIONS)/manifest.json: $(foreach d,$(IMPORTED),$(d)/captions/manifest.json)
 	$(MLTK) merge-captions $(foreach d,$(IMPORTED),$(d)/captions) --out $(CAPTIONS)
 
 # 2. (a) The frozen tower reading every language.

@@ -52,18 +52,18 @@ $(RUN)/lines/manifest: $(DATA)/raw/train.en
 	  for l in en $(LANGUAGES); do head -n $$n $(DATA)/raw/$$file.$$l > $(@D)/$$split.$$l || exit 1; done; \
 	done
 	touch $@
-$(RUN)/import/%-en/manifest.json: $(RUN)/lines/manifest | $(TOOL)
+$(RUN)/import/%-en/captions/manifest.json: $(RUN)/lines/manifest | $(TOOL)
 	$(MLTK) import-data lines $(RUN)/lines/$*.en --lang en --split $* --image-list $(RUN)/lines/$*.images \
 	  --out $(RUN)/import/$*-en
 define import_rule
-$(RUN)/import/$(1)-$(2)/manifest.json: $(RUN)/import/$(1)-en/manifest.json
+$(RUN)/import/$(1)-$(2)/captions/manifest.json: $(RUN)/import/$(1)-en/captions/manifest.json
 	$(MLTK) import-data lines $(RUN)/lines/$(1).$(2) --lang $(2) --split $(1) --translation-of en \
 	  --parent $(RUN)/import/$(1)-en/captions --image-list $(RUN)/lines/$(1).images --out $(RUN)/import/$(1)-$(2)
 endef
 SPLITS = train val test
 $(foreach s,$(SPLITS),$(foreach l,$(LANGUAGES),$(eval $(call import_rule,$(s),$(l)))))
 IMPORTED = $(foreach s,$(SPLITS),$(foreach l,en $(LANGUAGES),$(RUN)/import/$(s)-$(l)))
-$(CAPTIONS)/manifest.json: $(foreach d,$(IMPORTED),$(d)/manifest.json)
+$(CAPTIONS)/manifest.json: $(foreach d,$(IMPORTED),$(d)/captions/manifest.json)
 	$(MLTK) merge-captions $(foreach d,$(IMPORTED),$(d)/captions) --out $(CAPTIONS)
 
 # 2. $(call run_rule,SEED,VARIANT): one train-continual run over the tasks (text only: the captions, no images);

@@ -178,3 +178,17 @@ def test_teir_minilm_plan_runs_every_variant_and_seed_on_the_same_text_only_capt
                             "PYTHON=python3", f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "PAIRS=300", "TEST=50"],
                            cwd=ROOT, capture_output=True, text=True).stdout
     assert "train:train:300 val:val:500 test:test_2016_flickr:50" in lines
+
+
+@pytest.mark.parametrize("makefile, lines", [("real_text.mk", "lines/train.en"), ("teir_minilm.mk", "lines/manifest")])
+def test_real_text_imports_are_skipped_once_their_artifacts_are_complete(tmp_path, makefile, lines):
+    """The import targets are the manifests import-data writes (RUN/import/SPLIT-LANG/captions/manifest.json), so
+    a second `make` re-imports nothing (the targets named RUN/import/SPLIT-LANG/manifest.json never existed)."""
+    data, run = tmp_path / "task1", tmp_path / "rt"
+    (data / "raw").mkdir(parents=True)
+    (data / "raw" / "train.en").write_text("a\n")
+    os.utime(data / "raw" / "train.en", (500_000, 500_000))
+    imports = [run / f"import/{split}-{lang}/captions/manifest.json" for split in ("train", "val", "test")
+               for lang in ("en", "de")]
+    complete(run / lines, *imports, run / "captions/manifest.json")
+    assert plan(makefile, f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "LANGUAGES=de", "data") == []
