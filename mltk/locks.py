@@ -7,6 +7,7 @@ that pid. A lock whose pid is no longer running (a killed run) is stale and take
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -83,17 +84,12 @@ class OutputLock:
         raise ArtifactError("could not take the output lock (another writer keeps racing for it)", self.out_dir)
 
     def _remove_stale(self) -> None:
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)  # another writer may have removed it first
 
     def release(self) -> None:
         if not self.held:
             return
         self.held = False
-        try:
+        with contextlib.suppress(OSError):  # gone or unreadable: nothing of ours to remove
             if self.path.read_text(encoding="ascii").strip() == str(os.getpid()):
                 self.path.unlink()
-        except OSError:
-            pass
