@@ -19,12 +19,12 @@ trained) goes through the tower alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn as nn
 
-from mltk.continual.base import ContinualMethod
+from mltk.continual.base import PerLanguageMethod
 from mltk.continual.blocks import forward_text
 from mltk.models.acquirer import AcquirerStack
 
@@ -38,43 +38,18 @@ class AdapterOptions:
         return "reduction must be at least 1" if self.reduction < 1 else None
 
 
-class LanguageAdapters(ContinualMethod):
+class LanguageAdapters(PerLanguageMethod):
     name = "mla"
-    needs_task_identity = True
     description = "MLA adapters, one stack per language, chosen by the caption's language (task identity)"
     Options = AdapterOptions
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.adapters = nn.ModuleDict()
-        self.current: str | None = None
+    modules_name = "adapters"
 
     @property
     def hidden(self) -> int:
         return max(self.width // self.options.reduction, 1)
 
-    def add_language(self, lang: str) -> None:
-        if lang not in self.adapters:
-            device = next(self.parameters(), torch.zeros(())).device
-            self.adapters[lang] = AcquirerStack(self.width, self.num_blocks, self.hidden).to(device)
-
-    def structure(self) -> dict[str, Any]:
-        return {"languages": list(self.adapters)}
-
-    def build(self, structure: dict[str, Any]) -> None:
-        for lang in structure.get("languages", []):
-            self.add_language(lang)
-
-    def begin_task(self, run) -> None:
-        self.add_language(run.lang)
-        self.current = run.lang
-        for lang, stack in self.adapters.items():
-            stack.requires_grad_(lang == run.lang)
-
-    def trainable(self) -> dict[str, nn.Parameter]:
-        if self.current is None:
-            return {}
-        return {f"adapters.{self.current}.{k}": p for k, p in self.adapters[self.current].named_parameters()}
+    def new_module(self, lang: str) -> nn.Module:
+        return AcquirerStack(self.width, self.num_blocks, self.hidden)
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         stack = self.adapters[lang] if lang in self.adapters else None

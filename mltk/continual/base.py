@@ -99,3 +99,52 @@ class ContinualMethod(nn.Module):
     def pop_auxiliary_loss(self) -> Loss | None:
         loss, self.auxiliary_loss = self.auxiliary_loss, None
         return loss
+
+
+class PerLanguageMethod(ContinualMethod):
+    """A method with one module per language (task identity): created when its task begins, the only one that
+    trains in that task, and chosen by the caption's language at encoding (MLA adapters, P-Tuning, LoRA).
+
+    Subclasses name the ``nn.ModuleDict`` that holds the modules (``modules_name``: the prefix of their tensors in
+    checkpoints) and build one language's module in ``new_module``.
+    """
+
+    needs_task_identity: ClassVar[bool] = True
+    modules_name: ClassVar[str] = "modules"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        setattr(self, self.modules_name, nn.ModuleDict())  # registered under its own name: checkpoint keys keep it
+        self.current: str | None = None
+
+    @property
+    def per_language(self) -> nn.ModuleDict:
+        return getattr(self, self.modules_name)
+
+    def new_module(self, lang: str) -> nn.Module:
+        """The module of a language not seen before (``len(self.per_language)`` counts those made earlier)."""
+        raise NotImplementedError
+
+    def add_language(self, lang: str) -> None:
+        if lang not in self.per_language:
+            device = next(self.parameters(), torch.zeros(())).device
+            self.per_language[lang] = self.new_module(lang).to(device)
+
+    def structure(self) -> dict[str, Any]:
+        return {"languages": list(self.per_language)}
+
+    def build(self, structure: dict[str, Any]) -> None:
+        for lang in structure.get("languages", []):
+            self.add_language(lang)
+
+    def begin_task(self, run) -> None:
+        self.add_language(run.lang)
+        self.current = run.lang
+        for lang, module in self.per_language.items():
+            module.requires_grad_(lang == run.lang)
+
+    def trainable(self) -> dict[str, nn.Parameter]:
+        if self.current is None:
+            return {}
+        module = self.per_language[self.current]
+        return {f"{self.modules_name}.{self.current}.{k}": p for k, p in module.named_parameters()}

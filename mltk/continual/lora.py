@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk.continual.base import ContinualMethod
+from mltk.continual.base import PerLanguageMethod
 from mltk.continual.blocks import forward_text
 
 
@@ -46,41 +45,19 @@ class LoraSet(nn.Module):
         self.up = nn.Parameter(torch.zeros(blocks, 2, width, rank))
 
 
-class LoraMethod(ContinualMethod):
+class LoraMethod(PerLanguageMethod):
     name = "lora"
-    needs_task_identity = True
     description = "LoRA (r 8, alpha 8) on q and v, one set per language chosen by the caption's language"
     Options = LoraOptions
+    modules_name = "sets"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.sets = nn.ModuleDict()
-        self.current: str | None = None
         self.scale = self.options.alpha / self.options.rank
 
-    def add_language(self, lang: str) -> None:
-        if lang not in self.sets:
-            device = next(self.parameters(), torch.zeros(())).device
-            generator = torch.Generator().manual_seed(self.seed * 7919 + len(self.sets))
-            self.sets[lang] = LoraSet(self.num_blocks, self.width, self.options.rank, generator).to(device)
-
-    def structure(self) -> dict[str, Any]:
-        return {"languages": list(self.sets)}
-
-    def build(self, structure: dict[str, Any]) -> None:
-        for lang in structure.get("languages", []):
-            self.add_language(lang)
-
-    def begin_task(self, run) -> None:
-        self.add_language(run.lang)
-        self.current = run.lang
-        for lang, lora in self.sets.items():
-            lora.requires_grad_(lang == run.lang)
-
-    def trainable(self) -> dict[str, nn.Parameter]:
-        if self.current is None:
-            return {}
-        return {f"sets.{self.current}.{k}": p for k, p in self.sets[self.current].named_parameters()}
+    def new_module(self, lang: str) -> nn.Module:
+        generator = torch.Generator().manual_seed(self.seed * 7919 + len(self.sets))
+        return LoraSet(self.num_blocks, self.width, self.options.rank, generator)
 
     def qv_delta(self, lora: LoraSet, index: int, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(delta_q, delta_v) [B, L, W] of block ``index`` for its normalised input ``h`` [B, L, W]."""

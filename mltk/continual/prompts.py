@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk.continual.base import ContinualMethod
+from mltk.continual.base import ContinualMethod, PerLanguageMethod
 from mltk.continual.blocks import forward_text
 from mltk.errors import ConfigError
 from mltk.models.text import trim_to_lengths
@@ -95,41 +95,16 @@ class PrefixEncoder(nn.Module):
         return self.norm(out).transpose(0, 1)  # [blocks, P, W]
 
 
-class PTuning(ContinualMethod):
+class PTuning(PerLanguageMethod):
     name = "ptuning"
-    needs_task_identity = True
     description = "P-Tuning (prefix tuning, 30 per block from a tanh MLP), one prefix per language (task identity)"
     Options = PTuningOptions
+    modules_name = "prefixes"
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.prefixes = nn.ModuleDict()
-        self.current: str | None = None
-
-    def add_language(self, lang: str) -> None:
-        if lang not in self.prefixes:
-            device = next(self.parameters(), torch.zeros(())).device
-            options = self.options
-            self.prefixes[lang] = PrefixEncoder(options.length, self.width, self.num_blocks, options.bottleneck,
-                                                options.layer_norm, self.seed * 7919 + len(self.prefixes)).to(device)
-
-    def structure(self) -> dict[str, Any]:
-        return {"languages": list(self.prefixes)}
-
-    def build(self, structure: dict[str, Any]) -> None:
-        for lang in structure.get("languages", []):
-            self.add_language(lang)
-
-    def begin_task(self, run) -> None:
-        self.add_language(run.lang)
-        self.current = run.lang
-        for lang, prefix in self.prefixes.items():
-            prefix.requires_grad_(lang == run.lang)
-
-    def trainable(self) -> dict[str, nn.Parameter]:
-        if self.current is None:
-            return {}
-        return {f"prefixes.{self.current}.{k}": p for k, p in self.prefixes[self.current].named_parameters()}
+    def new_module(self, lang: str) -> nn.Module:
+        options = self.options
+        return PrefixEncoder(options.length, self.width, self.num_blocks, options.bottleneck, options.layer_norm,
+                             self.seed * 7919 + len(self.prefixes))
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         if lang not in self.prefixes:
