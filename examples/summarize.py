@@ -120,20 +120,20 @@ def ccrk(run: Path, parts: str, *seeds: str) -> None:
 def real_text(run: Path, langs: str) -> None:
     """Caption-to-caption recall x->en of the frozen tower, MLA's acquirers and the full fine-tune, with the
     parameters each trained and its training wall time (examples/real_text.mk)."""
-    print("| language | method | R@1 | R@5 | R@10 | parameters trained | training wall time |")
-    print("|:---|:---|---:|---:|---:|---:|---:|")
+    print("| language | method | steps | R@1 | R@5 | R@10 | parameters trained | training wall time |")
+    print("|:---|:---|---:|---:|---:|---:|---:|---:|")
     for lang in langs.split(","):
         rows = [("frozen tower", run / "frozen", None)]
         rows += [(label, run / f"metrics-{name}-{lang}", name) for name, label in (("mla", "MLA acquirers"),
                                                                                   ("full", "full fine-tune"))]
         for label, metrics, name in rows:
             recall = _metrics(metrics)["c2c"][f"{lang}-en"][f"{lang}->en"]
-            params, seconds = "0", "-"
+            steps, params, seconds = "-", "0", "-"
             if name is not None:
                 manifest = json.loads((run / f"{name}-{lang}" / "manifest.json").read_text(encoding="utf-8"))
-                params = f"{manifest['parameters_trained']:,}"
+                steps, params = f"{manifest['steps']:,}", f"{manifest['parameters_trained']:,}"
                 seconds = f"{manifest['train_seconds'] / 60:.1f} min"
-            print(f"| {lang} | {label} | {recall['R@1']:.1f} | {recall['R@5']:.1f} | "
+            print(f"| {lang} | {label} | {steps} | {recall['R@1']:.1f} | {recall['R@5']:.1f} | "
                   f"{recall['R@10']:.1f} | {params} | {seconds} |")
 
 
