@@ -29,3 +29,16 @@ define vocab_chain_from
 $(eval $(call vocab_rule,$(1),$(2),$(firstword $(3)),$(4),$(5)))$(if $(word 2,$(3)),$(call vocab_chain_from,$(1),$(2),$(wordlist 2,999,$(3)),$(firstword $(3)),$(5)))
 endef
 vocab_chain = $(call vocab_chain_from,$(1),$(2),$(call commas_to_spaces,$(3)),,$(4))
+
+# $(call content_stamp,STAMP,FILES): STAMP holds the sha256 of FILES and is rewritten only when their bytes change,
+# so what depends on STAMP rebuilds when the data changes, not when the same data is copied or provisioned again
+# with new times. The first STAMP is dated 1970, so runs made before it existed are not rebuilt for it. Marked +
+# so that `make -n` and `make -q` run it too (it only reads FILES and writes STAMP).
+define content_stamp
+$(1): FORCE
+	+@mkdir -p $$(@D) && sha256sum $(2) > $$@.tmp && \
+	  if [ ! -e $$@ ]; then touch -d @0 $$@.tmp && mv $$@.tmp $$@; \
+	  elif cmp -s $$@.tmp $$@; then rm $$@.tmp; else mv $$@.tmp $$@; fi
+endef
+.PHONY: FORCE
+FORCE:

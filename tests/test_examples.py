@@ -135,9 +135,7 @@ def test_real_text_plan_trains_each_language_twice_at_equal_steps(tmp_path):
     """examples/real_text.mk: Multi30K lines imported per split and language and merged, the frozen tower
     evaluated, then per language MLA's acquirers and the full fine-tune at the same steps and batch."""
     data = tmp_path / "task1"
-    for folder, name in [("raw", "train.en")]:
-        (data / folder).mkdir(parents=True)
-        (data / folder / name).write_text("a\n")
+    write_task1(data, ("en", "de", "cs"))
     commands = plan("real_text.mk", f"RUN={tmp_path / 'rt'}", f"DATA={data}", "TOWER=/minilm", "STEPS=20",
                     "PAIRS=500", "LANGUAGES=de cs")
     order = stages(commands)
@@ -155,8 +153,7 @@ def test_teir_minilm_plan_runs_every_variant_and_seed_on_the_same_text_only_capt
     """examples/teir_minilm.mk: Multi30K lines cut to PAIRS/VAL/TEST and imported, then one text-only
     train-continual run per seed and variant (no image embeddings), all on the same captions and settings."""
     data = tmp_path / "task1"
-    (data / "raw").mkdir(parents=True)
-    (data / "raw" / "train.en").write_text("a\n")
+    write_task1(data, ("en", "de", "fr", "cs"))
     run = tmp_path / "tm"
     commands = plan("teir_minilm.mk", f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "SEEDS=0 1", "STEPS=7",
                     "PAIRS=300")
@@ -180,15 +177,44 @@ def test_teir_minilm_plan_runs_every_variant_and_seed_on_the_same_text_only_capt
     assert "train:train:300 val:val:500 test:test_2016_flickr:50" in lines
 
 
+def write_task1(data: Path, langs=("en", "de")) -> list[Path]:
+    """A Multi30K task 1 folder with every file real_text.mk and teir_minilm.mk read, made long ago."""
+    files = [data / "image_splits" / f"{split}.txt" for split in ("train", "val", "test_2016_flickr")]
+    files += [data / "raw" / f"{split}.{lang}" for split in ("train", "val", "test_2016_flickr") for lang in langs]
+    for file in files:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text("a\n")
+        os.utime(file, (500_000, 500_000))
+    return files
+
+
+IMPORTED = [f"import/{split}-{lang}/captions/manifest.json" for split in ("train", "val", "test") for lang in ("en", "de")]
+
+
 @pytest.mark.parametrize("makefile, lines", [("real_text.mk", "lines/train.en"), ("teir_minilm.mk", "lines/manifest")])
 def test_real_text_imports_are_skipped_once_their_artifacts_are_complete(tmp_path, makefile, lines):
     """The import targets are the manifests import-data writes (RUN/import/SPLIT-LANG/captions/manifest.json), so
     a second `make` re-imports nothing (the targets named RUN/import/SPLIT-LANG/manifest.json never existed)."""
     data, run = tmp_path / "task1", tmp_path / "rt"
-    (data / "raw").mkdir(parents=True)
-    (data / "raw" / "train.en").write_text("a\n")
-    os.utime(data / "raw" / "train.en", (500_000, 500_000))
-    imports = [run / f"import/{split}-{lang}/captions/manifest.json" for split in ("train", "val", "test")
-               for lang in ("en", "de")]
-    complete(run / lines, *imports, run / "captions/manifest.json")
-    assert plan(makefile, f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "LANGUAGES=de", "data") == []
+    write_task1(data)
+    args = (f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "LANGUAGES=de", "data")
+    assert len(plan(makefile, *args)) == 7  # writes the data stamp: 6 imports and the merge
+    complete(run / lines, *(run / path for path in IMPORTED), run / "captions/manifest.json")
+    assert plan(makefile, *args) == []
+
+
+@pytest.mark.parametrize("makefile, lines", [("real_text.mk", "lines/train.en"), ("teir_minilm.mk", "lines/manifest")])
+def test_real_text_runs_survive_the_same_data_provisioned_again(tmp_path, makefile, lines):
+    """Data copied or provisioned again (same bytes, new times) re-imports and retrains nothing; changed bytes do:
+    the lines depend on a sha256 stamp of the data files, not on their times."""
+    data, run = tmp_path / "task1", tmp_path / "rt"
+    files = write_task1(data)
+    args = (f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "LANGUAGES=de", "data")
+    plan(makefile, *args)  # the stamp, as the first run leaves it
+    complete(run / lines, *(run / path for path in IMPORTED), run / "captions/manifest.json")
+    for file in files:
+        os.utime(file, (2_000_000, 2_000_000))  # provisioned again, after the run
+    assert plan(makefile, *args) == []
+    assert (run / "lines/data.sha256").stat().st_mtime == 0  # the first stamp rebuilds nothing that exists
+    (data / "raw" / "val.de").write_text("b\n")
+    assert "import-data" in " ".join(plan(makefile, *args))
