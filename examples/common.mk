@@ -30,6 +30,10 @@ $(eval $(call vocab_rule,$(1),$(2),$(firstword $(3)),$(4),$(5)))$(if $(word 2,$(
 endef
 vocab_chain = $(call vocab_chain_from,$(1),$(2),$(call commas_to_spaces,$(3)),,$(4))
 
+# $(call multi30k_files,DATA,LANGUAGES): the Multi30K task 1 files of train, val and test_2016_flickr that the
+# real-data examples read: image lists, and the lines of English and each language.
+multi30k_files = $(foreach s,train val test_2016_flickr,$(1)/image_splits/$(s).txt $(foreach l,en $(2),$(1)/raw/$(s).$(l)))
+
 # $(call content_stamp,STAMP,FILES): STAMP holds the sha256 of FILES and is rewritten only when their bytes change,
 # so what depends on STAMP rebuilds when the data changes, not when the same data is copied or provisioned again
 # with new times. The first STAMP is dated 1970, so runs made before it existed are not rebuilt for it. Marked +

@@ -47,8 +47,7 @@ data: $(CAPTIONS)/manifest.json
 #    English and each language, one caption_id per line shared by its translations (--translation-of en).
 lines_of = $(if $(filter train,$(1)),$(RUN)/lines/train.$(2),$(DATA)/raw/$(if $(filter test,$(1)),test_2016_flickr,val).$(2))
 images_of = $(if $(filter train,$(1)),$(RUN)/lines/train.images,$(DATA)/image_splits/$(if $(filter test,$(1)),test_2016_flickr,val).txt)
-DATA_FILES = $(foreach s,train val test_2016_flickr,$(DATA)/image_splits/$(s).txt $(foreach l,en $(LANGUAGES),$(DATA)/raw/$(s).$(l)))
-$(eval $(call content_stamp,$(RUN)/lines/data.sha256,$(DATA_FILES)))
+$(eval $(call content_stamp,$(RUN)/lines/data.sha256,$(call multi30k_files,$(DATA),$(LANGUAGES))))
 $(RUN)/lines/train.en: $(RUN)/lines/data.sha256
 	mkdir -p $(@D) && head -n $(PAIRS) $(DATA)/image_splits/train.txt > $(@D)/train.images
 	for f in $(foreach l,en $(LANGUAGES),train.$(l)); do head -n $(PAIRS) $(DATA)/raw/$$f > $(@D)/$$f; done

@@ -44,8 +44,7 @@ data: $(CAPTIONS)/manifest.json
 
 # 1. Captions: the first PAIRS train, VAL val and TEST test_2016_flickr lines of English and each language, one
 #    caption_id per line shared by its translations (--translation-of en).
-DATA_FILES = $(foreach s,train val test_2016_flickr,$(DATA)/image_splits/$(s).txt $(foreach l,en $(LANGUAGES),$(DATA)/raw/$(s).$(l)))
-$(eval $(call content_stamp,$(RUN)/lines/data.sha256,$(DATA_FILES)))
+$(eval $(call content_stamp,$(RUN)/lines/data.sha256,$(call multi30k_files,$(DATA),$(LANGUAGES))))
 $(RUN)/lines/manifest: $(RUN)/lines/data.sha256
 	mkdir -p $(@D)
 	for s in train:train:$(PAIRS) val:val:$(VAL) test:test_2016_flickr:$(TEST); do \

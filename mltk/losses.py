@@ -335,9 +335,13 @@ def mlmme_loss(image_features: torch.Tensor, text_a: torch.Tensor, text_b: torch
     default) weights them equally. ``H = pairwise_ranking_hinge`` (margin 0.2). All inputs [B, D], L2-normalised,
     row i of each describing the same image.
     """
+    return mlmme_weighted(*mlmme_terms(image_features, text_a, text_b, margin, max_violation), beta)
+
+
+def mlmme_weighted(image_sentence: torch.Tensor, sentence_sentence: torch.Tensor, beta: float) -> torch.Tensor:
+    """``beta * S_I + (1 - beta) * S_S``, beta in [0, 1]: MLMME's loss from its two terms."""
     if not 0.0 <= beta <= 1.0:
         raise ConfigError(f"MLMME's beta weighs beta * S_I + (1 - beta) * S_S and must lie in [0, 1], got {beta}")
-    image_sentence, sentence_sentence = mlmme_terms(image_features, text_a, text_b, margin, max_violation)
     return beta * image_sentence + (1.0 - beta) * sentence_sentence
 
 

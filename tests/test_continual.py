@@ -482,3 +482,13 @@ def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix
         assert sum(weight * row[name] for name, weight in weights.items()) == pytest.approx(row["loss"], rel=1e-5)
         assert 10 < row["logit_scale"] < 20  # CLL-CLIP's learnt 1/T, from 1/0.07
         assert all(row[name] > 0 for name in weights)
+
+
+def test_a_per_language_method_without_its_module_is_refused_when_defined():
+    """PerLanguageMethod's one hook has no default: a subclass that forgets it fails at its definition, not at
+    the first task of a run."""
+    from mltk.continual.base import PerLanguageMethod
+
+    with pytest.raises(TypeError, match="must define new_module"):
+        class Forgetful(PerLanguageMethod):  # noqa: F841 - defining it is the test
+            modules_name = "forgotten"

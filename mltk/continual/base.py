@@ -112,6 +112,11 @@ class PerLanguageMethod(ContinualMethod):
     needs_task_identity: ClassVar[bool] = True
     modules_name: ClassVar[str] = "modules"
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.new_module is PerLanguageMethod.new_module:
+            raise TypeError(f"{cls.__name__} must define new_module(lang): the module one language trains")
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         setattr(self, self.modules_name, nn.ModuleDict())  # registered under its own name: checkpoint keys keep it
@@ -122,8 +127,8 @@ class PerLanguageMethod(ContinualMethod):
         return getattr(self, self.modules_name)
 
     def new_module(self, lang: str) -> nn.Module:
-        """The module of a language not seen before (``len(self.per_language)`` counts those made earlier)."""
-        raise NotImplementedError
+        """The module of a language not seen before (``len(self.per_language)`` counts those made earlier); every
+        subclass defines it (checked when the subclass is defined)."""
 
     def add_language(self, lang: str) -> None:
         if lang not in self.per_language:

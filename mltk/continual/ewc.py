@@ -39,14 +39,9 @@ def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], t
 
 def ewc_penalty(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor, weight: float) -> torch.Tensor:
     """weight / 2 * sum(fisher * (table[:R] - anchor)^2), R = rows of the anchor (rows added later are free)."""
-    return 0.5 * weight * fisher_distance(table, fisher, anchor)
-
-
-def fisher_distance(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
-    """sum(fisher * (table[:R] - anchor)^2): the penalty before lambda / 2."""
     rows = anchor.shape[0]
     difference = table[:rows].float() - anchor
-    return (fisher * difference * difference).sum()
+    return 0.5 * weight * (fisher * difference * difference).sum()
 
 
 def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -85,8 +80,8 @@ class OnlineEWC(ContinualMethod):
         table = run.encoder.table
         if self.fisher.device != table.device:  # plain tensors (their shape grows), moved on first use
             self.fisher, self.anchor = self.fisher.to(table.device), self.anchor.to(table.device)
-        distance = fisher_distance(run.encoder.table, self.fisher, self.anchor)
-        return 0.5 * self.options.penalty * distance, {"ewc_penalty": 0.5 * distance}
+        term = ewc_penalty(run.encoder.table, self.fisher, self.anchor, 1.0)
+        return self.options.penalty * term, {"ewc_penalty": term}
 
     def end_task(self, run) -> None:
         steps = min(self.options.fisher_batches, run.steps)

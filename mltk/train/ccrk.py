@@ -72,7 +72,7 @@ from mltk.continual.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextE
 from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_terms,
-                         pairwise_ranking_hinge)
+                         mlmme_weighted, pairwise_ranking_hinge)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.schema import NATIVE_LANG
@@ -186,10 +186,8 @@ def _mlmme(objective, image, text, mask, teacher):
     if not parts:
         zero = (text * 0).sum()
         return zero, {"mlmme_image_sentence": zero, "mlmme_sentence_sentence": zero}
-    beta = objective.beta
-    loss = torch.stack([beta * s_i + (1.0 - beta) * s_s for s_i, s_s in parts]).mean()
-    s_i, s_s = (torch.stack(column).mean() for column in zip(*parts))
-    return loss, {"mlmme_image_sentence": s_i, "mlmme_sentence_sentence": s_s}
+    s_i, s_s = (torch.stack(column).mean() for column in zip(*parts))  # the loss is linear in both
+    return mlmme_weighted(s_i, s_s, objective.beta), {"mlmme_image_sentence": s_i, "mlmme_sentence_sentence": s_s}
 
 
 # --loss name -> loss(objective, image [B, D], text [B, K, D], text_mask [B, K], teacher [B, D] | None), returned
