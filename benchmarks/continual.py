@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 
 from mltk import artifacts
-from mltk.continual import make_method
-from mltk.continual.model import ContinualTextEncoder
+from mltk.cll_clip import make_method
+from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.data.synth import SynthConfig, synthesize
 from mltk.encode_texts import ClipTextEncoder
 from mltk.models.clip import load_clip
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 from mltk.train import continual as C
 from mltk.train.loop import _build_optimizer, _set_lr, clip_gradients, lr_factor
 from mltk.train.teacher import teacher_embeddings

@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 from mltk import artifacts
 from mltk.encode_images import default_workers, encode_images
 import mltk.models.clip  # noqa: F401  (registers mltk-tiny with open_clip)
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 
 
 def make_images(folder: Path, count: int, side: int, seed: int = 0) -> list[Path]:

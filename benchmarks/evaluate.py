@@ -42,7 +42,7 @@ import torch
 
 from mltk import artifacts
 from mltk.evaluate import EvaluateConfig, run_evaluation
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 
 KS = (1, 5, 10)
 

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from mltk.teir import TeirAdamW
+from mltk.cll_clip.teir import TeirAdamW
 
 
 def build(kind: str, table: torch.Tensor, lambdas: torch.Tensor):

@@ -53,7 +53,7 @@ from mltk.losses import mse_distill
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder
 from mltk.models.text import end_positions
-from mltk.runtime import Runtime, resolve_runtime, seed_everything
+from mltk.core.runtime import Runtime, resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
 from mltk.train.loop import LoopConfig, clip_gradients, default_optimizer, lr_factor

@@ -43,7 +43,7 @@ from interleave import Interleaved, synchronize  # benchmarks/, the script's fol
 from mltk import artifacts
 from mltk.losses import mse_distill
 from mltk.models.multilingual import build_encoder
-from mltk.runtime import resolve_runtime, seed_everything
+from mltk.core.runtime import resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
 from mltk.train.loop import LoopConfig, clip_gradients, lr_factor

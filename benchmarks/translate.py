@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 from mltk.translate.seq2seq import Seq2SeqTranslator, plan_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tiny models are a test fixture

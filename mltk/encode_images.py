@@ -12,7 +12,7 @@ output is L2-normalised in float32 before it is stored as float16 or float32. Im
 skipped, counted and listed in the manifest (``skipped``), never silently dropped.
 
 Sources and where their files are (several ``--images-root`` folders, an ``--image-map``) are read by
-``mltk.image_sources``. Under ``torchrun`` each rank encodes the shards ``i`` with ``i % world_size == rank`` into
+``mltk.data.image_sources``. Under ``torchrun`` each rank encodes the shards ``i`` with ``i % world_size == rank`` into
 the one partial directory (each rank keeps its own resume file) and rank 0 writes the manifest after a barrier:
 the artifact is the one a single process writes, shard for shard, so N GPUs encode about N times faster.
 """
@@ -36,11 +36,13 @@ import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from mltk import artifacts, schema
-from mltk.errors import ConfigError, MltkError
-from mltk.image_sources import (IMAGE_EXTENSIONS, NO_SPLIT, ImageRecords, check_unique_ids,  # noqa: F401 (API)
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ConfigError, MltkError
+from mltk.data.image_sources import (IMAGE_EXTENSIONS, NO_SPLIT, ImageRecords, check_unique_ids,  # noqa: F401 (API)
                                 filter_splits, read_image_source, resolve_image_paths)
-from mltk.runtime import Runtime, log, progress_bar, resolve_runtime, seed_everything
+from mltk.core.runtime import Runtime, log, progress_bar, resolve_runtime, seed_everything
 from mltk.train.distributed import init_from_env, world
 
 RESUME_STATE = "encode-state.json"  # lives in the partial directory only; removed before the manifest is written

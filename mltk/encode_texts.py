@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 
 from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.models.clip import ClipBundle, load_clip
 from mltk.models.towers import TextBase, base_from_clip, load_text_base
-from mltk.runtime import Runtime, track
+from mltk.core.runtime import Runtime, track
 
 
 class TextEncoder(Protocol):
@@ -77,7 +77,7 @@ def _load_mla(path: Path, device) -> TextEncoder:
 TEXT_ENCODER_LOADERS: dict[str, Callable[[Path, torch.device], TextEncoder]] = {
     "mla": _load_mla,
     "open_clip": lambda path, device: ClipTextEncoder(load_clip(str(path), device=device)),
-    "cll": lambda path, device: __import__("mltk.continual.model", fromlist=["_"]).load_continual_encoder(path, device),
+    "cll": lambda path, device: __import__("mltk.cll_clip.model", fromlist=["_"]).load_continual_encoder(path, device),
 }
 
 
@@ -161,7 +161,7 @@ def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path
     by ``model`` (any text encoder ``load_text_encoder`` reads) into an L2-normalised embeddings artifact whose rows
     carry ``lang``, ``image_id``, ``caption_id`` and ``split`` beside the id, for ``evaluate --texts`` and ``index``."""
     from mltk.evaluate.stage import check_model_languages, load_model_encoder
-    from mltk.runtime import resolve_runtime
+    from mltk.core.runtime import resolve_runtime
 
     captions = artifacts.load_captions(captions_path)
     if splits:

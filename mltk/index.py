@@ -26,9 +26,11 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
-from mltk import artifacts, schema
-from mltk.errors import ArtifactError, ConfigError
-from mltk.runtime import log, resolve_runtime
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ArtifactError, ConfigError
+from mltk.core.runtime import log, resolve_runtime
 
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 

@@ -38,7 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 Scalar = float | torch.Tensor
 

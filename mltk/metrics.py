@@ -30,7 +30,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from mltk.runtime import track
+from mltk.core.runtime import track
 
 DEFAULT_KS = (1, 5, 10)
 MRV_VARIANTS = ("paper", "code")

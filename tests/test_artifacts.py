@@ -8,8 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from mltk import artifacts, schema
-from mltk.errors import ArtifactError, SchemaError
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ArtifactError, SchemaError
 
 
 def captions_table(n: int = 4) -> pa.Table:

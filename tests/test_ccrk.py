@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.losses import english_bridge_mse, one_to_k_contrastive, one_to_one_contrastive, pairwise_ranking_hinge
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import ccrk

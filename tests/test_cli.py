@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from mltk import __version__, artifacts
 from mltk.cli import app
 from mltk.cli.common import resolve_input
-from mltk.errors import ArtifactError
+from mltk.core.errors import ArtifactError
 
 runner = CliRunner()
 

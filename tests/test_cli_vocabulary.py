@@ -124,13 +124,13 @@ def test_old_spellings_still_work_hidden():
 
 def test_defaults_copied_into_the_cli_match_the_library():
     """Some command modules repeat a library default to keep torch off --help; they must not drift."""
-    from mltk import convert, translate, vocab
-    from mltk.cli import convert as cli_convert, translate as cli_translate, vocab as cli_vocab
+    from mltk import import_mla, translate, vocab
+    from mltk.cli import import_mla as cli_import_mla, translate as cli_translate, vocab as cli_vocab
 
     assert cli_translate.DEFAULT_MODEL == translate.DEFAULT_MODEL
     assert cli_vocab.DEFAULT_NEW_VOCAB_SIZE == vocab.DEFAULT_NEW_VOCAB_SIZE
-    assert (cli_convert.DEFAULT_ARCHITECTURE, cli_convert.DEFAULT_TOKENIZER) == \
-        (convert.DEFAULT_ARCHITECTURE, convert.DEFAULT_TOKENIZER)
+    assert (cli_import_mla.DEFAULT_ARCHITECTURE, cli_import_mla.DEFAULT_TOKENIZER) == \
+        (import_mla.DEFAULT_ARCHITECTURE, import_mla.DEFAULT_TOKENIZER)
 
 
 HEAVY = ("torch", "open_clip", "transformers", "pyarrow", "numpy", "faiss", "matplotlib")

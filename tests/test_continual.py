@@ -14,16 +14,16 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.continual import make_method, method_options, options_dict
-from mltk.continual.blocks import attention_block, forward_text
-from mltk.continual.ewc import accumulate_fisher, ewc_penalty
-from mltk.continual.model import ContinualTextEncoder
-from mltk.continual.replay import Reservoir
+from mltk.cll_clip import make_method, method_options, options_dict
+from mltk.cll_clip.blocks import attention_block, forward_text
+from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
+from mltk.cll_clip.model import ContinualTextEncoder
+from mltk.cll_clip.replay import Reservoir
 from mltk.encode_texts import ClipTextEncoder, encode_captions, load_text_encoder
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 from mltk.train import continual as C
 from mltk.train.loop import fit
 from mltk.train.stage import replace_settings
@@ -297,7 +297,7 @@ def test_dualprompt_trains_the_current_expert_and_selects_experts_by_key(world):
     encoder.train()
     encoder.encode_tokens(tokens, "de")
     assert method.pop_auxiliary_loss() is not None  # the key-query matching loss of the current expert
-    from mltk.continual.prompts import prompt_query
+    from mltk.cll_clip.prompts import prompt_query
 
     trimmed, pool = trim_tokens(tokens, 49407)
     query = prompt_query(encoder, F.embedding(trimmed, encoder.table), pool + 1)
@@ -487,7 +487,7 @@ def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix
 def test_a_per_language_method_without_its_module_is_refused_when_defined():
     """PerLanguageMethod's one hook has no default: a subclass that forgets it fails at its definition, not at
     the first task of a run."""
-    from mltk.continual.base import PerLanguageMethod
+    from mltk.cll_clip.base import PerLanguageMethod
 
     with pytest.raises(TypeError, match="must define new_module"):
         class Forgetful(PerLanguageMethod):  # noqa: F841 - defining it is the test

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from test_continual import SMALL, config, encoder_for, start_tasks, train, world  # noqa: F401 (fixture)
 
 from mltk.cli.continual import OPTIONS_HELP
-from mltk.continual import METHODS, method_options, options_dict
-from mltk.continual.blocks import attention_block
-from mltk.errors import ConfigError
+from mltk.cll_clip import METHODS, method_options, options_dict
+from mltk.cll_clip.blocks import attention_block
+from mltk.core.errors import ConfigError
 from mltk.models.text import trim_tokens
 from mltk.train import continual as C
 
@@ -130,7 +130,7 @@ def test_ptuning_is_a_prefix_per_block_that_leaves_every_position_to_the_text(wo
         seen[index] = (keys, values)
         return attention_block(block, x, mask, index, qv_delta, prefix, after_mlp)
 
-    import mltk.continual.blocks as blocks
+    import mltk.cll_clip.blocks as blocks
 
     original = blocks.attention_block
     blocks.attention_block = spy
@@ -277,7 +277,7 @@ def test_teir_parts_alone_or_together_reach_the_optimizer(world, parts, expected
 
 
 def test_token_sets_by_vocabulary_membership_give_other_lambdas(world):
-    from mltk.teir import token_lambdas
+    from mltk.cll_clip.teir import token_lambdas
 
     by_text = start_tasks(world, encoder_for(world), 2, teir_reg=True)[1].lambdas
     by_vocab = start_tasks(world, encoder_for(world), 2, teir_reg=True, token_sets="vocabulary")[1].lambdas
@@ -357,7 +357,7 @@ def test_every_method_completes_a_tiny_run_without_teir(world, method):
 
 def test_checkpoints_with_the_old_flat_options_keep_their_meaning(tmp_path):
     """train-continual checkpoints written before per-method options recorded one flat set for every method."""
-    from mltk.continual.model import legacy_options
+    from mltk.cll_clip.model import legacy_options
 
     old = {"ewc_lambda": 1000.0, "ewc_gamma": 1.0, "fisher_batches": 2, "memory_size": 40, "replay_batch": None,
            "der_alpha": 0.5, "adapter_hidden": 16, "lora_rank": 8, "lora_alpha": 16.0, "ptuning_length": 30,

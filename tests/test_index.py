@@ -13,10 +13,12 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from mltk import artifacts, schema
+from mltk import artifacts
+
+from mltk.artifacts import schema
 from mltk.cli import app
 from mltk.index import IndexConfig, build_index, open_index, query
-from mltk.errors import ArtifactError
+from mltk.core.errors import ArtifactError
 
 runner = CliRunner()
 
@@ -182,7 +184,7 @@ def text_world(tmp_path_factory):
 
 def _encoded(model, texts, lang):
     from mltk.encode_texts import encode_texts, load_text_encoder
-    from mltk.runtime import resolve_runtime
+    from mltk.core.runtime import resolve_runtime
 
     return encode_texts(load_text_encoder(model), texts, lang, resolve_runtime("cpu", "fp32"))
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mltk.errors import ConfigError
-from mltk.runtime import Runtime
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime
 from mltk.train.loop import (LoopConfig, TrainingDiverged, clip_gradients, default_optimizer, fit, lr_factor,
                              warmup_steps)
 
@@ -426,11 +426,11 @@ def test_progress_bar_on_a_terminal(tmp_path, monkeypatch):
 
     from rich.console import Console
 
-    import mltk.runtime
+    import mltk.core.runtime
     import mltk.train.loop
 
     terminal = Console(file=io.StringIO(), force_terminal=True, width=100)
-    monkeypatch.setattr(mltk.runtime, "console", terminal)
+    monkeypatch.setattr(mltk.core.runtime, "console", terminal)
     monkeypatch.setattr(mltk.train.loop, "console", terminal)
     result, _ = run(tmp_path, config(steps=10), description="train-le")
     shown = terminal.file.getvalue()

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import loss_modules
 from mltk import losses
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 # ---------------------------------------------------------------------------------------------------------------
 # Plain-Python reference arithmetic

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mltk import metrics as M
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.evaluate import evaluate_retrieval
 
 # Scores of 3 images (rows) against 5 captions (columns); captions 0, 1 describe image 0, caption 2 image 1,

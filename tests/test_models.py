@@ -7,10 +7,10 @@ import torch
 from safetensors.torch import save_file
 
 from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import LENGTH_BUCKETS, OpenClipTextTower, end_positions, trim_tokens
-from mltk.runtime import resolve_runtime
+from mltk.core.runtime import resolve_runtime
 
 CAPTIONS = ["a red circle", "two green stars left of a small blue square above a ring",
             "ein roter Kreis", "一个红色的圆"]
@@ -126,7 +126,7 @@ def test_vit_b_32_trimmed_forward_equals_encode_text():
 
 
 def test_load_text_tower_builds_the_tower_interface_from_a_model_string():
-    from mltk.errors import ConfigError
+    from mltk.core.errors import ConfigError
     from mltk.models.towers import TEXT_TOWER_LOADERS, load_text_tower
 
     tower = load_text_tower("mltk-tiny")

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-import mltk.runtime as runtime
+import mltk.core.runtime as runtime
 
 
 def _capture(monkeypatch, terminal: bool) -> io.StringIO:

@@ -14,9 +14,15 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from mltk import artifacts, locks, policy, schema
+from mltk import artifacts
+
+from mltk.artifacts import locks
+
+from mltk.core import policy
+
+from mltk.artifacts import schema
 from mltk.cli.application import app
-from mltk.errors import ArtifactError, ConfigError
+from mltk.core.errors import ArtifactError, ConfigError
 
 runner = CliRunner()
 
@@ -355,8 +361,7 @@ def test_duplicate_ids_are_refused_by_every_reader_of_embeddings(tmp_path):
 def test_the_other_ranks_of_a_torchrun_job_share_rank_0s_lock(tmp_path, monkeypatch):
     """encode-images under torchrun: every rank builds a writer on the same --out; only rank 0 locks it, and the
     other ranks must not refuse it as a second writer (a failure 2 runs in 3 of the two-process test before)."""
-    from mltk import locks
-
+    from mltk.artifacts import locks
     out = tmp_path / "emb"
     lock_file = locks.lock_path(out)
     lock_file.write_text(f"{os.getppid()}\n")  # a live process other than this one holds it

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.train.batches import draw_captions, group_by_image
 from mltk.train.ccrk import CcrkConfig
 from mltk.train.loop import LoopConfig

@@ -9,7 +9,7 @@ from test_loop import CPU, ToyTask, assert_same_tensors, config
 from typer.testing import CliRunner
 
 from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.train import step_log
 from mltk.train.loop import fit
 from mltk.train.step_log import read_steps_csv, step_logging

@@ -22,7 +22,7 @@ from mltk.data.lang.content import CaptionContent, Mention, Relation
 from mltk.data.render import OUTLINES, _object_mask, encode_png, render_scene
 from mltk.data.synth import (SPLITS, Scene, SceneObject, SynthConfig, generate_example, load_world, sample_content,
                              sample_scene, synthesize)
-from mltk.errors import ArtifactError, ConfigError
+from mltk.core.errors import ArtifactError, ConfigError
 
 runner = CliRunner()
 LANGS = ("en", "de", "fr", "es", "it", "ru", "el", "zh", "ja", "ar")

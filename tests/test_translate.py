@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.errors import ConfigError, MltkError
+from mltk.core.errors import ConfigError, MltkError
 from mltk.translate import JoinConfig, TranslateConfig, join_translations, translate_captions
 from mltk.translate import guards as G
 from mltk.translate.languages import M2M100_CODES, NLLB_CODES, detect_family, model_language_code

@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from mltk import artifacts, vocab
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.cli import app
-from mltk.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 
 runner = CliRunner()
 CLIP_SIZE, SOT, EOT = 49408, 49406, 49407

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mltk import schema
+from mltk.artifacts import schema
 from mltk.artifacts import integrity
-from mltk.errors import ArtifactError, SchemaError
+from mltk.core.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import (PathLike, _jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
                                     write_json)

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path, PurePosixPath
 
-from mltk.errors import ArtifactError
+from mltk.core.errors import ArtifactError
 
 HASH_BLOCK = 1 << 20  # streamed in 1 MiB blocks, so a large shard never sits in memory whole
 

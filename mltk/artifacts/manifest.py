@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from mltk import schema
+from mltk.artifacts import schema
 from mltk.artifacts import integrity
-from mltk.errors import ArtifactError
+from mltk.core.errors import ArtifactError
 
 PathLike = str | os.PathLike
 

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mltk import schema
+from mltk.artifacts import schema
 from mltk.artifacts import integrity
-from mltk.errors import ArtifactError, SchemaError
+from mltk.core.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import PathLike, _jsonable, read_manifest
 from mltk.artifacts.writer import ArtifactWriter

@@ -13,9 +13,18 @@ from pathlib import Path
 from typing import Any
 
 
-from mltk import __version__, locks, policy, schema
+from mltk import __version__
+
+
+from mltk.artifacts import locks
+
+
+from mltk.core import policy
+
+
+from mltk.artifacts import schema
 from mltk.artifacts import integrity
-from mltk.errors import ArtifactError, MltkError
+from mltk.core.errors import ArtifactError, MltkError
 
 from mltk.artifacts.manifest import PathLike, _jsonable, describe_input, is_artifact, read_manifest, write_json  # noqa
 

@@ -12,9 +12,11 @@ from typing import Iterable
 import typer
 from typer.core import TyperGroup
 
-from mltk import __version__, policy
+from mltk import __version__
+
+from mltk.core import policy
 from mltk.cli.common import add_shared_options
-from mltk.errors import MltkError
+from mltk.core.errors import MltkError
 
 # Every command and the module that registers it (``register(app)``), in pipeline order (the order of --help).
 # A command runs with only its own module imported, so `mltk evaluate` does not pay for open_clip or transformers.
@@ -22,7 +24,7 @@ COMMAND_MODULES = {
     "synth-data": "mltk.cli.data",
     "import-data": "mltk.cli.data",
     "merge-captions": "mltk.cli.data",
-    "check-overlap": "mltk.cli.overlap",
+    "check-overlap": "mltk.cli.check_overlap",
     "translate-data": "mltk.cli.translate",
     "build-vocab": "mltk.cli.vocab",
     "pretrain": "mltk.cli.pretrain",
@@ -34,7 +36,7 @@ COMMAND_MODULES = {
     "train-continual": "mltk.cli.continual",
     "train-ccrk": "mltk.cli.ccrk",
     "compare": "mltk.cli.compare",
-    "import-mla": "mltk.cli.convert",
+    "import-mla": "mltk.cli.import_mla",
     "index": "mltk.cli.index",
     "evaluate": "mltk.cli.evaluate",
     "inspect": "mltk.cli.inspect",

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import typer
 
-from mltk import policy
-from mltk.errors import ArtifactError, ConfigError
+from mltk.core import policy
+from mltk.core.errors import ArtifactError, ConfigError
 
 # One name per idea across every command. A command that has the idea uses this name (and no other spelling).
 VOCABULARY = {

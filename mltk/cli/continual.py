@@ -119,8 +119,8 @@ def train_continual_command(
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume. On a text-only tower (no images) the tower's WordPiece vocabulary grows, the loss is the MSE
     term alone and each language is scored by caption-to-caption retrieval against the frozen tower's English."""
-    from mltk import report
-    from mltk.continual import method_options
+    from mltk.present import report
+    from mltk.cll_clip import method_options
     from mltk.data.orders import ordered_subset
     from mltk.train.continual import (CONTINUAL_LOOP, ContinualTrainConfig, final_summary, read_summary, teir_parts,
                                       train_continual)

@@ -9,7 +9,7 @@ import typer
 
 from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, emit, examples, lang_option, out_option,
                               resolve_input, route_input, split_list)
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 EXAMPLE = examples(
     "mltk evaluate runs/le --images emb --captions world/captions \\",
@@ -97,7 +97,7 @@ def evaluate(
     Median and mean rank are 1-based; recalls are percentages; metrics.json records every convention, and what
     one MRV or c2c instance is and how many there were. A warning names test images that the model's training
     data (found through the artifacts' manifests) also holds."""
-    from mltk import plots
+    from mltk.present import plots
     from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation
 
     metrics = split_list(metric)

@@ -11,7 +11,7 @@ import typer
 from mltk.cli.application import HELP_SETTINGS
 from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, artifact_role, either, emit,
                               examples, hidden_alias, out_option, resolve_input, split_list)
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True,
                         rich_markup_mode=None, context_settings=HELP_SETTINGS)
@@ -73,7 +73,7 @@ def query(
     the query id is the text)."""
     from mltk.index import (open_index, query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
                             read_query_lines, write_contact_sheet)
-    from mltk.runtime import log
+    from mltk.core.runtime import log
 
     image_emb = either(images, image_emb, "--images", "--image-emb")
     if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18

@@ -21,7 +21,7 @@ def inspect(
     size and sha256, and decodes (unless --quick); exit 2 naming the first file that does not. Inputs that changed
     since the artifact was made are reported (it was made from something that is no longer there)."""
     from mltk import artifacts
-    from mltk.runtime import console
+    from mltk.core.runtime import console
 
     resolved = resolve_input(path, what="artifact").resolve()
     report = artifacts.verify_artifact(resolved, decode=not quick)

@@ -10,7 +10,7 @@ import typer
 from mltk.cli.common import (CacheDirOption, DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
                               TensorboardOption, emit, examples, lang_option, out_option, require, route_input,
                               split_list)
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 LangOption = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")
 StepsOption = typer.Option(1000, "--steps", min=1, help="Optimizer steps (one language per step, drawn uniformly).")

@@ -8,7 +8,7 @@ import typer
 
 from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, either, emit, examples, hidden_alias,
                               out_option, resolve_input, split_list)
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 BACKENDS = ("seq2seq", "join")
 # mltk.translate.DEFAULT_MODEL (importing it would import torch for --help; a test keeps them equal)

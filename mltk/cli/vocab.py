@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from mltk.cli.common import JsonOption, emit, examples, out_option, resolve_input
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 DEFAULT_NEW_VOCAB_SIZE = 10000  # mltk.vocab.DEFAULT_NEW_VOCAB_SIZE (importing it would import torch for --help)
 EXAMPLE = examples("mltk build-vocab world/captions --lang de -o vocab/de",

@@ -12,7 +12,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 ORDERS_FILE = Path(__file__).resolve().parent.parent / "assets" / "language_orders.json"
 

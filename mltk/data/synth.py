@@ -34,8 +34,8 @@ from mltk.data import lang, mt_errors
 from mltk.data.render import GRID, encode_png, render_scene
 from mltk.data.lang.content import (COLOURS, INVERSE_RELATION, N_FRAMES, SHAPES, SIZES, CaptionContent, Item,
                                     Mention, Relation)
-from mltk.errors import ArtifactError, ConfigError
-from mltk.runtime import log, track
+from mltk.core.errors import ArtifactError, ConfigError
+from mltk.core.runtime import log, track
 
 SPLITS = ("train", "val", "test")
 WORLD_FILE = "world.json"

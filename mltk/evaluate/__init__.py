@@ -5,7 +5,7 @@
   ``mltk.metrics``;
 - ``mltk.evaluate.stage``: ``mltk evaluate`` from artifacts to a metrics artifact (``run_evaluation``,
   ``run_continual``), including the encoding of captions through a checkpoint and the overlap warning;
-- ``mltk.report``: the tables, Markdown, CSV, tidy long CSV and CLIP_benchmark JSON written from a result.
+- ``mltk.present.report``: the tables, Markdown, CSV, tidy long CSV and CLIP_benchmark JSON written from a result.
 """
 
 from mltk.evaluate.retrieval import (C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS, evaluate_retrieval,

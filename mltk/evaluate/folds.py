@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.evaluate.retrieval import _as_table, evaluate_retrieval
 
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 import torch
 
 from mltk import artifacts, metrics as M
-from mltk.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 
 METRIC_NAMES = ("recall", "mrv", "c2c")
 TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")

@@ -1,6 +1,6 @@
 """``mltk evaluate`` from artifacts to artifact: load embeddings artifacts (or encode captions through a checkpoint),
 call ``mltk.evaluate.retrieval.evaluate_retrieval``, warn when the test images are training images, and write the
-metrics artifact with its report files (``mltk.report``).
+metrics artifact with its report files (``mltk.present.report``).
 
 Text vectors come from ``text_embeddings_for``: a text embeddings artifact, or the captions encoded through a
 checkpoint (``mltk.encode_texts``), each language through its own path. Image embeddings are optional when only
@@ -20,13 +20,15 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from mltk import artifacts, metrics as M, report
-from mltk.errors import ConfigError, SchemaError
+from mltk import artifacts, metrics as M
+
+from mltk.present import report
+from mltk.core.errors import ConfigError, SchemaError
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
-from mltk.preflight import check_image_embeddings
-from mltk.overlap import training_data_of, warn_if_overlap
-from mltk.runtime import Runtime, log, resolve_runtime
+from mltk.train.preflight import check_image_embeddings
+from mltk.check_overlap import training_data_of, warn_if_overlap
+from mltk.core.runtime import Runtime, log, resolve_runtime
 
 if TYPE_CHECKING:  # mltk.encode_texts imports open_clip; evaluating embeddings artifacts does not need it
     from mltk.encode_texts import TextEncoder

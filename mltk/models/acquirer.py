@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 ACQUIRER_HIDDEN = 256
 ACQUIRER_KINDS = ("mlp", "linear", "none")

@@ -29,8 +29,12 @@ from typing import Any, Callable
 import open_clip
 import torch
 
-from mltk import artifacts, policy, schema
-from mltk.errors import ConfigError
+from mltk import artifacts
+
+from mltk.core import policy
+
+from mltk.artifacts import schema
+from mltk.core.errors import ConfigError
 from mltk.models.download import model_download
 
 CONFIG_DIR = Path(__file__).parent / "configs"

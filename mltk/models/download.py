@@ -12,7 +12,7 @@ import contextlib
 import os
 from typing import Iterator
 
-from mltk.errors import ModelDownloadError
+from mltk.core.errors import ModelDownloadError
 
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 

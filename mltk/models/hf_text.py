@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.models.download import model_download
 from mltk.models.text import LENGTH_BUCKETS, AfterBlock
 

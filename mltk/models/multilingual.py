@@ -29,13 +29,13 @@ import torch
 import torch.nn as nn
 
 from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.models.acquirer import ACQUIRER_HIDDEN, AcquirerStack, check_acquirer_kind
 from mltk.models.clip import is_hf_model_folder
 from mltk.models.nonnative import TOWER_SOURCE, NonNativeEmbedding, NonNativeTokenizer, load_non_native_tokenizer
 from mltk.models.text import trim_to_lengths
 from mltk.models.towers import TextBase, base_from_clip, load_text_base
-from mltk.schema import NATIVE_LANG
+from mltk.artifacts.schema import NATIVE_LANG
 
 CHECKPOINT_FORMAT = "mla"
 TRAIN_MODES = ("acquirers", "full")  # MLA's acquirers per language; a whole student tower (distillation baseline)

@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 
 class NonNativeTokenizer(Protocol):

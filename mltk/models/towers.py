@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.models.clip import HUB_PREFIXES, ClipBundle, has_hf_text_tower, is_hf_model_folder, load_clip
 from mltk.models.text import OpenClipTextTower, TextTower
 

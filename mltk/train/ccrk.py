@@ -67,16 +67,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk import artifacts
-from mltk.preflight import check_image_embeddings, require_weights
-from mltk.continual.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
+from mltk.train.preflight import check_image_embeddings, require_weights
+from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
 from mltk.encode_texts import ClipTextEncoder, encode_texts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_terms,
                          mlmme_weighted, pairwise_ranking_hinge)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
-from mltk.schema import NATIVE_LANG
-from mltk.runtime import Runtime, log
+from mltk.artifacts.schema import NATIVE_LANG
+from mltk.core.runtime import Runtime, log
 from mltk.train.ccrk_batches import (NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions,  # noqa: F401
                                      keep_one_language, nearest_images, pick_captions)
 from mltk.train.distributed import gather_with_grad, shard

@@ -31,8 +31,8 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from mltk.errors import ConfigError
-from mltk.runtime import Runtime
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime
 
 T = TypeVar("T")
 

@@ -52,8 +52,8 @@ from typing import Protocol
 
 import torch
 
-from mltk.errors import ArtifactError, ConfigError, MltkError
-from mltk.runtime import Runtime, console, progress_bar, seed_everything
+from mltk.core.errors import ArtifactError, ConfigError, MltkError
+from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.train import distributed, step_log
 from mltk.train.loop_state import (LOOP_JSON, MAY_CHANGE_ON_RESUME, _cpu_copy, _load_state, _LoopState,  # noqa: F401
                                    _remove_unreferenced, _save_state, _state_files, _validation_due, capture_rng,

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from mltk.artifacts import _jsonable, load_tensors, save_tensors, write_json
-from mltk.errors import ArtifactError, ConfigError
-from mltk.runtime import Runtime
+from mltk.core.errors import ArtifactError, ConfigError
+from mltk.core.runtime import Runtime
 
 if TYPE_CHECKING:
     from mltk.train.loop import LoopConfig

@@ -35,12 +35,12 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.losses import MSE_FORMS, info_nce, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
-from mltk.schema import NATIVE_LANG
-from mltk.runtime import Runtime, log
+from mltk.artifacts.schema import NATIVE_LANG
+from mltk.core.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig, default_optimizer
@@ -48,7 +48,7 @@ from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_s
                               refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
-from mltk.preflight import check_image_embeddings, require_weights
+from mltk.train.preflight import check_image_embeddings, require_weights
 
 LE_TEMPERATURE = 0.01
 

@@ -22,12 +22,12 @@ from PIL import Image, UnidentifiedImageError
 
 from mltk import artifacts
 from mltk.encode_texts import ClipTextEncoder, encode_texts
-from mltk.errors import ArtifactError, ConfigError
+from mltk.core.errors import ArtifactError, ConfigError
 from mltk.losses import info_nce
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
-from mltk.schema import NATIVE_LANG
-from mltk.runtime import Runtime, log, track
+from mltk.artifacts.schema import NATIVE_LANG
+from mltk.core.runtime import Runtime, log, track
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig

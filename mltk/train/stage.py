@@ -33,9 +33,11 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk import artifacts, schema
-from mltk.errors import ConfigError
-from mltk.runtime import Runtime, log, resolve_runtime, seed_everything
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime, log, resolve_runtime, seed_everything
 from mltk.train.distributed import init_from_env
 from mltk.train.loop import FitResult, LoopConfig, TrainTask, fit
 from mltk.train.loop_state import changed_settings, settings_record

@@ -57,7 +57,7 @@ from pathlib import Path
 
 import torch
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 STEPS_CSV = "steps.csv"
 FIXED_BEFORE = ("step", "loss")

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mltk import artifacts, locks
-from mltk.cache import cache_root
+from mltk import artifacts
+
+from mltk.artifacts import locks
+from mltk.core.cache import cache_root
 from mltk.encode_texts import encode_texts
-from mltk.errors import ArtifactError
-from mltk.runtime import Runtime, log
+from mltk.core.errors import ArtifactError
+from mltk.core.runtime import Runtime, log
 
 
 def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts: list[str], runtime: Runtime,

@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 
 from mltk.encode_texts import encode_captions
 from mltk.evaluate import evaluate_retrieval
-from mltk.runtime import Runtime
+from mltk.core.runtime import Runtime
 
 
 class RetrievalValidator:

@@ -13,15 +13,15 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from mltk.cache import cache_root
-from mltk.errors import ConfigError
+from mltk.core.cache import cache_root
+from mltk.core.errors import ConfigError
 
 CACHE_FILE = "translations.sqlite"
 _LOOKUP_CHUNK = 500  # below SQLite's limit on bound parameters
 
 
 def default_cache_dir() -> Path:
-    """``translate/`` under ``mltk.cache.cache_root()`` (``$MLTK_CACHE_DIR``, else the XDG cache)."""
+    """``translate/`` under ``mltk.core.cache.cache_root()`` (``$MLTK_CACHE_DIR``, else the XDG cache)."""
     return cache_root() / "translate"
 
 

@@ -20,8 +20,8 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
 from mltk import artifacts
-from mltk.errors import ConfigError, MltkError, SchemaError
-from mltk.runtime import log
+from mltk.core.errors import ConfigError, MltkError, SchemaError
+from mltk.core.runtime import log
 from mltk.translate import rows as R
 from mltk.translate.guards import GuardConfig, QualityReport
 from mltk.translate.languages import check_language_code

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 FAMILIES = ("auto", "marian", "m2m100", "nllb", "seq2seq")
 

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import torch
 
-from mltk import artifacts, schema
-from mltk.errors import ConfigError
-from mltk.runtime import Runtime, log, progress_bar, resolve_runtime
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime, log, progress_bar, resolve_runtime
 from mltk.translate import rows as R
 from mltk.translate.cache import NoCache, TranslationCache, default_cache_dir
 from mltk.translate.guards import GuardConfig, QualityReport

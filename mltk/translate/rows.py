@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.translate.guards import QualityReport
 
 ORIGIN_COLUMN = "source"  # "human" for input rows, "mt:<model>" or "join:<file>" for rows added here

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from mltk.errors import ConfigError
-from mltk.runtime import Runtime
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime
 from mltk.translate.languages import NLLB_CODES, is_local_model, model_language_code
 
 

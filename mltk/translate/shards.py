@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from mltk import artifacts
-from mltk.errors import ArtifactError
+from mltk.core.errors import ArtifactError
 
 PLAN_FILE = "plan.json"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mltk.errors import ConfigError
-from mltk.runtime import log
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import log
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
 from mltk.vocab.tokenizer import SPECIAL_TOKENS, ClipBpeTokenizer, base_symbols, clip_tokenizer
 from mltk.vocab.wordpiece import WORDPIECE, train_wordpiece_vocabulary

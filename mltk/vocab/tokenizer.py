@@ -23,7 +23,7 @@ import ftfy
 import regex
 import torch
 
-from mltk.errors import ArtifactError, ConfigError
+from mltk.core.errors import ArtifactError, ConfigError
 
 SOT_TOKEN = "<start_of_text>"
 EOT_TOKEN = "<end_of_text>"

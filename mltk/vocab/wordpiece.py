@@ -30,9 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mltk import artifacts, schema
-from mltk.errors import ArtifactError, ConfigError
-from mltk.runtime import log
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ArtifactError, ConfigError
+from mltk.core.runtime import log
 from mltk.vocab.bpe_trainer import learn_merges
 
 WORDPIECE = "wordpiece"

@@ -39,8 +39,8 @@ from mltk.data.importers.merge import merge_captions
 from mltk.data.importers.multi30k import import_multi30k, multi30k_split_name
 from mltk.data.importers.xflickrco import import_xflickrco
 from mltk.data.importers.xtd10 import import_xtd10
-from mltk.errors import ArtifactError, ConfigError, SchemaError
-from mltk.runtime import log
+from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.runtime import log
 
 __all__ = ["CAPTIONS_DIR", "IMAGES_DIR", "FORMATS", "LANGUAGE_ALIASES", "ImageRoots", "ImportRequest", "Imported",
            "canonical_image_id", "import_dataset", "merge_captions", "multi30k_split_name", "normalize_lang",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mltk.data.importers.common import ImportRequest, Imported, read_lines
 from mltk.data.importers.image_ids import canonical_image_id
-from mltk.errors import ArtifactError, SchemaError
+from mltk.core.errors import ArtifactError, SchemaError
 
 IMAGE_SUFFIX = re.compile(r"\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECASE)
 

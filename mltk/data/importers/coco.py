@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mltk.data.importers.common import ImportRequest, Imported, read_text
 from mltk.data.importers.image_ids import COCO, FLICKR30K, canonical_image_id, coco_id
-from mltk.errors import ArtifactError, SchemaError
+from mltk.core.errors import ArtifactError, SchemaError
 
 KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
 

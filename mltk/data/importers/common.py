@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from mltk import schema
-from mltk.errors import ArtifactError, SchemaError
+from mltk.artifacts import schema
+from mltk.core.errors import ArtifactError, SchemaError
 
 # Codes seen in public files that are not ISO 639-1 although an ISO 639-1 code exists.
 LANGUAGE_ALIASES = {"jp": "ja", "cz": "cs", "gr": "el", "dk": "da", "iw": "he", "in": "id", "ji": "yi"}

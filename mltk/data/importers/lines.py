@@ -24,8 +24,8 @@ from pathlib import Path
 from mltk import artifacts
 from mltk.data.importers.common import ImportRequest, Imported, normalize_lang, read_lines, require_aligned
 from mltk.data.importers.image_ids import FLICKR30K, canonical_image_id, looks_like_flickr30k
-from mltk.errors import ArtifactError, ConfigError, SchemaError
-from mltk.runtime import log
+from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.runtime import log
 
 _NUMBERED = re.compile(r"\.(\d+)\.[A-Za-z_-]{2,8}(\.gz)?$|\.(\d+)(\.gz)?$")
 

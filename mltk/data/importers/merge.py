@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from mltk import artifacts, schema
-from mltk.errors import ConfigError, SchemaError
-from mltk.runtime import log
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ConfigError, SchemaError
+from mltk.core.runtime import log
 
 
 def merge_captions(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> Path:

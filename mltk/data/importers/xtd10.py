@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mltk.data.importers.common import ImportRequest, Imported, normalize_lang, read_lines, require_aligned
 from mltk.data.importers.image_ids import COCO, canonical_image_id
-from mltk.errors import ArtifactError
+from mltk.core.errors import ArtifactError
 
 XTD10_IMAGE_LIST = "test_image_names.txt"
 TRANSLATION_FOLDERS = frozenset({"XTD10", "MIC"})  # folders whose captions translate the English line

@@ -2,12 +2,12 @@
 
 Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Continual Language Learning" (AAAI
 2024). The text tower of a frozen CLIP reads an expandable token-embedding table
-(``mltk.continual.model``); for each task t (one language, English first by default):
+(``mltk.cll_clip.model``); for each task t (one language, English first by default):
 
 1. **Vocabulary.** V_t = V_{t-1} ∪ V̂_t, V̂_t a BPE vocabulary trained on the task's training captions
    (``mltk.vocab``; ``vocab_size`` tokens, 10K in the paper), or taken prebuilt from ``vocab_dir/<lang>``.
 2. **Growth.** The table gains a row per new token: N(mu, sigma) with the scalar mean and std of the previous
-   table under TEIR's initialisation, N(0, 0.02) for plain CLL-CLIP (``mltk.teir.init_new_rows``).
+   table under TEIR's initialisation, N(0, 0.02) for plain CLL-CLIP (``mltk.cll_clip.teir.init_new_rows``).
 3. **Training** of the table, the temperature (from 0.07) and the method's own tensors with
 
        loss = gamma1 * InfoNCE(image, text) + gamma2 * MSE(English teacher, text)      (0.01 and 1)
@@ -64,7 +64,7 @@ from mltk.train.continual.run import (_split_data, _write_task_checkpoint, loop_
                                       prepare_task, train_continual)
 from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
                                        vocabulary_summary)
-from mltk.teir import TeirAdamW
+from mltk.cll_clip.teir import TeirAdamW
 
 __all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CaptionRetrieval", "CllClipTask",
            "ContinualTrainConfig", "ImageRetrieval",

@@ -10,10 +10,10 @@ from typing import Any
 import pyarrow as pa
 
 from mltk import artifacts
-from mltk.continual import METHODS, method_options
-from mltk.errors import ConfigError
+from mltk.cll_clip import METHODS, method_options
+from mltk.core.errors import ConfigError
 from mltk.losses import MSE_FORMS
-from mltk.schema import NATIVE_LANG
+from mltk.artifacts.schema import NATIVE_LANG
 from mltk.train.loop import LoopConfig
 from mltk.vocab import TOKEN_SETS, vocabulary_size_problem
 
@@ -66,7 +66,7 @@ class ContinualTrainConfig:
     val_split: str = "val"
     test_split: str = "test"
     val_images: int | None = 1000
-    options: Any = None  # the method's options dataclass (mltk.continual.method_options); None: its defaults
+    options: Any = None  # the method's options dataclass (mltk.cll_clip.method_options); None: its defaults
     keep_task_checkpoints: bool = False
     device: str = "auto"
     precision: str = "auto"

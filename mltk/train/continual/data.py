@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from mltk.continual.model import ContinualTextEncoder
-from mltk.errors import ConfigError
-from mltk.schema import NATIVE_LANG
+from mltk.cll_clip.model import ContinualTextEncoder
+from mltk.core.errors import ConfigError
+from mltk.artifacts.schema import NATIVE_LANG
 from mltk.train.batches import group_by_image
 
 

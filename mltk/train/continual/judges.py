@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from mltk.encode_texts import encode_captions
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 from mltk.evaluate import evaluate_retrieval
-from mltk.runtime import Runtime
-from mltk.schema import NATIVE_LANG
+from mltk.core.runtime import Runtime
+from mltk.artifacts.schema import NATIVE_LANG
 from mltk.train.stage import RetrievalSplit, retrieval_split, retrieval_validator
 
 

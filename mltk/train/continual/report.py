@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import shutil
 
-from mltk import artifacts, metrics as M, schema
-from mltk.continual.model import ContinualTextEncoder
-from mltk.continual.options import options_dict
+from mltk import artifacts, metrics as M
+
+from mltk.artifacts import schema
+from mltk.cll_clip.model import ContinualTextEncoder
+from mltk.cll_clip.options import options_dict
 from mltk.train.continual.config import CONTINUAL_FILE, ContinualTrainConfig
 from mltk.vocab import Vocabulary
 
@@ -31,8 +33,7 @@ def joint_summary(row: list[float | None]) -> dict:
 def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encoder: ContinualTextEncoder,
             vocabulary: Vocabulary, order: list[str], records: list[dict]) -> dict:
     """Write the final checkpoint files, continual.json and the pictures into the artifact."""
-    from mltk import plots
-
+    from mltk.present import plots
     summary = joint_summary(records[0]["row"]) if config.joint else \
         M.continual_metrics([record["row"] for record in records])
     method = encoder.method

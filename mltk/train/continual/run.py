@@ -11,15 +11,17 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from mltk import artifacts, schema
-from mltk.continual import make_method
-from mltk.continual.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.cll_clip import make_method
+from mltk.cll_clip.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
 from mltk.encode_texts import TowerTextEncoder
-from mltk.errors import ArtifactError, ConfigError
+from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.clip import is_hf_model_folder
-from mltk.preflight import check_image_embeddings, require_weights
-from mltk.runtime import Runtime, log
-from mltk.teir import init_new_rows
+from mltk.train.preflight import check_image_embeddings, require_weights
+from mltk.core.runtime import Runtime, log
+from mltk.cll_clip.teir import init_new_rows
 from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
 from mltk.train.continual.data import Corpus, caption_image_rows, task_data
 from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, split_data

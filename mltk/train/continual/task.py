@@ -11,11 +11,11 @@ import pyarrow as pa
 import torch
 
 from mltk import artifacts
-from mltk.continual.model import ContinualTextEncoder
-from mltk.errors import ArtifactError
+from mltk.cll_clip.model import ContinualTextEncoder
+from mltk.core.errors import ArtifactError
 from mltk.losses import cll_clip_terms, mse_distill
-from mltk.runtime import Runtime
-from mltk.teir import TeirAdamW, token_lambdas
+from mltk.core.runtime import Runtime
+from mltk.cll_clip.teir import TeirAdamW, token_lambdas
 from mltk.train.batches import LanguageBatches, draw_captions
 from mltk.train.continual.config import ContinualTrainConfig
 from mltk.train.continual.data import Corpus, TaskData
@@ -229,7 +229,7 @@ def oracle_task_vocabulary(config: ContinualTrainConfig, index: int, order: list
 
 
 def teir_lambdas(vocabulary: Vocabulary, token_sets: str = "occurrence") -> torch.Tensor:
-    """TEIR's lambda [V] for the task of ``vocabulary`` (``mltk.teir.token_lambdas``) over its token set
+    """TEIR's lambda [V] for the task of ``vocabulary`` (``mltk.cll_clip.teir.token_lambdas``) over its token set
     (``Vocabulary.token_set``: occurrence in the task's text, or membership of its new vocabulary)."""
     ids, counts = vocabulary.token_set(token_sets)
     # the special tokens (CLIP's start and end; BERT's [CLS], [SEP], [PAD], [UNK], [MASK]) stay frozen

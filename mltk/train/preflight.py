@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mltk import artifacts
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 WEIGHTED_SCHEMES = ("hf-hub:", "local-dir:")  # open_clip names whose weights come with the name
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mltk.continual.base import ContinualMethod
+from mltk.cll_clip.base import ContinualMethod
 
 
 class Reservoir:

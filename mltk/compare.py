@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mltk import artifacts, report
-from mltk.errors import ConfigError
-from mltk.runtime import log
+from mltk import artifacts
+
+from mltk.present import report
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import log
 
 SUMMARY_COLUMNS = ("mean AR", "MRV i2t", "MRV t2i", "AR spread", "worst", "best")
 

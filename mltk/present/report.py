@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from mltk.runtime import console
+from mltk.core.runtime import console
 
 FORMATS = ("table", "markdown", "csv")
 DIRECTION_LABELS = {"i2t": "I→T", "t2i": "T→I"}

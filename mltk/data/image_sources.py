@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from mltk import artifacts
-from mltk.errors import ArtifactError, ConfigError, SchemaError
-from mltk.runtime import log
+from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.runtime import log
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 NO_SPLIT = ""  # the split of images from a folder or a Parquet file without a ``split`` column

@@ -18,8 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk.continual.base import PerLanguageMethod
-from mltk.continual.blocks import forward_text
+from mltk.cll_clip.base import PerLanguageMethod
+from mltk.cll_clip.blocks import forward_text
 
 
 @dataclass(frozen=True)

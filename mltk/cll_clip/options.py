@@ -17,7 +17,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

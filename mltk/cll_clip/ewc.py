@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from mltk.continual.base import ContinualMethod
+from mltk.cll_clip.base import ContinualMethod
 
 
 def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], torch.Tensor],

@@ -36,10 +36,12 @@ from pathlib import Path
 
 import torch
 
-from mltk import artifacts, schema
-from mltk.errors import ArtifactError, ConfigError
+from mltk import artifacts
+
+from mltk.artifacts import schema
+from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.clip import _quiet_open_clip, clip_checkpoint_config
-from mltk.runtime import log
+from mltk.core.runtime import log
 
 DEFAULT_ARCHITECTURE = "ViT-B-32-quickgelu"  # OpenAI ViT-B/32 weights need QuickGELU
 DEFAULT_TOKENIZER = "bert-base-multilingual-cased"

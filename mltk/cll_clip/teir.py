@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from mltk.errors import ConfigError
+from mltk.core.errors import ConfigError
 
 INIT_MODES = ("teir", "normal")
 PLAIN_INIT_STD = 0.02  # plain CLL-CLIP: new rows ~ N(0, 0.02)

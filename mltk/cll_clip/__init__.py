@@ -1,22 +1,22 @@
 """Continual language learning (CLL-CLIP) pieces: the expandable-table text encoder and the baselines.
 
 ``--method`` of ``mltk train-continual`` picks one of ``METHODS``; every method trains the token-embedding table
-(with or without TEIR) and adds its own mechanism through the hooks of ``mltk.continual.base.ContinualMethod``.
+(with or without TEIR) and adds its own mechanism through the hooks of ``mltk.cll_clip.base.ContinualMethod``.
 """
 
 from __future__ import annotations
 
-from mltk.continual.adapters import LanguageAdapters
+from mltk.cll_clip.adapters import LanguageAdapters
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mltk.continual.base import ContinualMethod
-from mltk.continual.ewc import OnlineEWC
-from mltk.continual.lora import LoraMethod
-from mltk.continual.options import describe_options, options_dict, options_from_mapping, parse_method_options
-from mltk.continual.prompts import CodaPrompt, DualPrompt, PTuning
-from mltk.continual.replay import DarkExperienceReplay, ExperienceReplay
-from mltk.errors import ConfigError
+from mltk.cll_clip.base import ContinualMethod
+from mltk.cll_clip.ewc import OnlineEWC
+from mltk.cll_clip.lora import LoraMethod
+from mltk.cll_clip.options import describe_options, options_dict, options_from_mapping, parse_method_options
+from mltk.cll_clip.prompts import CodaPrompt, DualPrompt, PTuning
+from mltk.cll_clip.replay import DarkExperienceReplay, ExperienceReplay
+from mltk.core.errors import ConfigError
 from mltk.models.towers import clip_text_tower
 
 METHODS: dict[str, type[ContinualMethod]] = {

@@ -24,7 +24,7 @@
 
 Initialisation follows the CLL-CLIP authors' ``prompt.py`` (adapted from CODA-Prompt's code): prompts, keys and
 attention vectors uniform in [-1, 1), CODA's orthonormalised. Prefix prompts add no positions (see
-``mltk.continual.blocks``).
+``mltk.cll_clip.blocks``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk.continual.base import ContinualMethod, PerLanguageMethod
-from mltk.continual.blocks import forward_text
-from mltk.errors import ConfigError
+from mltk.cll_clip.base import ContinualMethod, PerLanguageMethod
+from mltk.cll_clip.blocks import forward_text
+from mltk.core.errors import ConfigError
 from mltk.models.text import trim_to_lengths
 
 

@@ -10,7 +10,7 @@ import typer
 
 from mltk.cli.common import JsonOption, emit, examples, lang_option, out_option, split_list
 
-# mltk.convert's defaults (importing it would import torch for --help)
+# mltk.import_mla's defaults (importing it would import torch for --help)
 DEFAULT_ARCHITECTURE, DEFAULT_TOKENIZER = "ViT-B-32-quickgelu", "bert-base-multilingual-cased"
 EXAMPLE = examples("mltk import-mla mla_checkpoint.pt -o runs/mla-authors --lang de,fr,zh")
 
@@ -32,7 +32,7 @@ def import_mla(
     as_json: bool = JsonOption,
 ) -> None:
     """Import an authors' MLA checkpoint; prints OUT/mla, the artifact to pass to evaluate/index."""
-    from mltk.convert import import_mla_checkpoint
+    from mltk.import_mla import import_mla_checkpoint
 
     result = import_mla_checkpoint(checkpoint, out, model=model, tokenizer=tokenizer,
                                    languages=list(split_list(lang)) or None)

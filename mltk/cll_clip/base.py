@@ -20,7 +20,7 @@ A method's state has two parts: ``state_tensors()`` (what encoding needs; saved 
 saved at each task boundary so a run resumes there).
 
 Hyper-parameters: each method's ``Options`` dataclass, its defaults the values of the CLL-CLIP authors'
-configuration files (``mltk.continual.options`` parses ``--method-option key=value`` against it). Methods with
+configuration files (``mltk.cll_clip.options`` parses ``--method-option key=value`` against it). Methods with
 ``needs_task_identity`` keep one set of tensors per task (language) and pick it by the caption's language at
 evaluation; the report says so.
 """
@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn as nn
 
-from mltk.continual.options import NoOptions
+from mltk.cll_clip.options import NoOptions
 
 Loss = torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]  # a loss, or a loss with its named terms
 
@@ -43,7 +43,7 @@ class ContinualMethod(nn.Module):
     name: ClassVar[str] = "cll-clip"
     needs_task_identity: ClassVar[bool] = False
     description: ClassVar[str] = "plain CLL-CLIP: only the token-embedding table (and the temperature) trains"
-    Options: ClassVar[type] = NoOptions  # the method's hyper-parameters (``mltk.continual.options``)
+    Options: ClassVar[type] = NoOptions  # the method's hyper-parameters (``mltk.cll_clip.options``)
 
     def __init__(self, options, width: int, num_blocks: int, output_dim: int, seed: int = 0):
         super().__init__()

@@ -24,8 +24,8 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from mltk.continual.base import PerLanguageMethod
-from mltk.continual.blocks import forward_text
+from mltk.cll_clip.base import PerLanguageMethod
+from mltk.cll_clip.blocks import forward_text
 from mltk.models.acquirer import AcquirerStack
 
 

@@ -12,7 +12,7 @@ all-MiniLM-L6-v2) whose WordPiece vocabulary grows the same way (``mltk.vocab.wo
 replaces the word embeddings only (position and token-type embeddings and the embedding LayerNorm stay the
 tower's), rows are padded with the pad id and pooled as the tower pools (mean over the real tokens).
 
-A continual-learning method (``mltk.continual.base.ContinualMethod``) may change the forward (adapters, LoRA,
+A continual-learning method (``mltk.cll_clip.base.ContinualMethod``) may change the forward (adapters, LoRA,
 prompts); plain CLL-CLIP runs the tower as it is.
 
 Checkpoint format ``cll`` (its checkpoint config): ``base`` (the frozen tower, as ``load_text_base`` takes it),
@@ -32,9 +32,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk import artifacts
-from mltk.continual.base import ContinualMethod
-from mltk.continual.options import options_dict
-from mltk.errors import ConfigError
+from mltk.cll_clip.base import ContinualMethod
+from mltk.cll_clip.options import options_dict
+from mltk.core.errors import ConfigError
 from mltk.losses import LogitScale
 from mltk.models.clip import ClipBundle
 from mltk.models.towers import TextBase, clip_text_tower, load_text_base
@@ -247,7 +247,7 @@ def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> di
 
 def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu") -> ContinualTextEncoder:
     """Rebuild an encoder from a ``cll`` checkpoint (``mltk train-continual``, or one task of it)."""
-    from mltk.continual import make_method
+    from mltk.cll_clip import make_method
 
     path = Path(path)
     tensors, config = artifacts.load_checkpoint(path)

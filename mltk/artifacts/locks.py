@@ -11,7 +11,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from mltk.errors import ArtifactError
+from mltk.core.errors import ArtifactError
 
 
 def lock_path(out_dir: Path) -> Path:

@@ -1,0 +1,1 @@
+"""Presentation: tables (rich, Markdown, CSV) and pictures (matplotlib) of results, for people."""
