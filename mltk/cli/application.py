@@ -30,6 +30,8 @@ COMMAND_MODULES = {
     "pretrain": "mltk.cli.pretrain",
     "encode-images": "mltk.cli.encode",
     "encode-texts": "mltk.cli.encode_texts",
+    "synth-videos": "mltk.cli.video",
+    "encode-videos": "mltk.cli.video",
     "train-nlt": "mltk.cli.train",
     "train-le": "mltk.cli.train",
     "train-nlt-le": "mltk.cli.train",
@@ -39,6 +41,7 @@ COMMAND_MODULES = {
     "import-mla": "mltk.cli.import_mla",
     "index": "mltk.cli.index",
     "evaluate": "mltk.cli.evaluate",
+    "classify": "mltk.cli.classify",
     "inspect": "mltk.cli.inspect",
     "prune": "mltk.cli.prune",
 }
