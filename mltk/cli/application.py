@@ -40,6 +40,7 @@ COMMAND_MODULES = {
     "index": "mltk.cli.index",
     "evaluate": "mltk.cli.evaluate",
     "inspect": "mltk.cli.inspect",
+    "export": "mltk.cli.export",
 }
 
 
