@@ -92,7 +92,10 @@ def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str,
 def write_transformers(model: HFTextModel, out_dir: Path, info: dict) -> None:
     """``config.json``, ``model.safetensors`` and the tokenizer files: ``AutoModel`` / ``AutoTokenizer`` read them;
     pool the last hidden state as ``mltk_export.json`` says to get mltk's features."""
-    model.transformer.save_pretrained(out_dir, safe_serialization=True)
+    from mltk.models.hf_text import _quiet_transformers
+
+    with _quiet_transformers():  # no progress bar on mltk's stderr
+        model.transformer.save_pretrained(out_dir, safe_serialization=True)
     model.write_tokenizer(out_dir)
     artifacts.write_json(out_dir / EXPORT_INFO, {**info, **model.info, "pooling": model.pooling,
                                                  "normalize": model.normalize, "dense_layers": len(model.dense)})
