@@ -262,3 +262,34 @@ def test_real_text_runs_survive_the_same_data_provisioned_again(tmp_path, makefi
     assert (run / "lines/data.sha256").stat().st_mtime == 0  # the first stamp rebuilds nothing that exists
     (data / "raw" / "val.de").write_text("b\n")
     assert "import-data" in " ".join(plan(makefile, *args))
+
+
+def stamps(run: Path) -> dict[str, tuple[str, int]]:
+    """Every settings stamp under ``run`` (path relative to it -> content and modification time)."""
+    return {str(p.relative_to(run)): (p.read_text(), p.stat().st_mtime_ns) for p in run.rglob(".settings/*")
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("makefile, args, change, expected", [
+    ("mla_ablation.mk", ["SEEDS=0 1"], "LE_ONLY_STEPS=9", {"seed0/.settings/le-only", "seed1/.settings/le-only"}),
+    ("continual.mk", ["SEEDS=0"], "EPOCHS=2", {f"seed0/.settings/cll-{v}" for v in
+                                                ("plain", "teir-init-only", "teir-reg-only", "teir")}),
+    ("ccrk.mk", ["PARTS=3"], "MT_ERRORS=de=0.5", {".settings/world-mt"}),
+    ("papers.mk", ["all"], "LE_LR=1e-5", {".settings/mla"}),
+    ("teir_minilm.mk", ["SEEDS=0", "VARIANTS=plain teir"], "VOCAB_SIZE=99",
+     {"seed0/.settings/cll-plain", "seed0/.settings/cll-teir"}),
+    ("real_text.mk", ["LANGUAGES=de"], "FULL_LR=1e-6", {".settings/full-de"}),
+])
+def test_every_makefile_stamps_each_stage_with_the_variables_it_uses(tmp_path, makefile, args, change, expected):
+    """A variable's change rewrites the settings stamps of exactly the stages whose commands use it."""
+    data, run = tmp_path / "task1", tmp_path / "run"
+    write_task1(data, ("en", "de", "fr", "cs"))
+    complete(data / "train/captions/manifest.json", data / "coco-test/captions/manifest.json")
+    common = [f"RUN={run}", f"BASE={run}", f"DATA={data}", "TOWER=/minilm", *args]
+    first = plan(makefile, *common)
+    before = stamps(run)
+    assert before and plan(makefile, *common) == first and stamps(run) == before  # unchanged: nothing rewritten
+    plan(makefile, *common, change)
+    after = stamps(run)
+    assert {name for name in after if after[name] != before.get(name)} == expected
+    assert all(change in after[name][0] for name in expected)
