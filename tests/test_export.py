@@ -195,6 +195,57 @@ def test_a_cll_clip_table_grown_on_minilm_exports_with_its_grown_vocabulary(worl
         assert_mltks_vectors(cll, lang, texts, read)
 
 
+# --- MLA acquirers: a self-contained folder with its standalone loader --------------------------------------------
+
+MLA_READER = """
+folder, texts, languages, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
+sys.path.insert(0, folder)
+from mla_loader import load
+encoder = load(folder)
+features = {lang: encoder.encode(texts, lang).numpy() for lang in languages}
+assert "mltk" not in sys.modules
+np.savez(out, **features)
+"""
+
+
+def assert_mla_round_trip(checkpoint: Path, folder: Path, texts: list[str], languages: list[str],
+                          tmp_path: Path) -> None:
+    from mltk.encode_texts import load_text_encoder
+
+    read = read_without_mltk(MLA_READER, tmp_path, str(folder), json.dumps(texts), ",".join(languages))
+    encoder = load_text_encoder(checkpoint)
+    for lang in languages:
+        with torch.no_grad():
+            difference = np.abs(read[lang] - encoder.encode(texts, lang).numpy()).max()
+        print(f"{checkpoint.name} mla {lang}: max abs difference {difference:.3g}")
+        assert difference <= TOLERANCE
+
+
+def test_mla_acquirers_on_a_clip_export_as_a_folder_its_own_loader_reads(world, tmp_path):
+    """A CLIP base (open_clip local-dir: folder), a transformers tokenizer, acquirers for two languages."""
+    from helpers_encoders import tiny_clip_and_mla
+
+    _, mla = tiny_clip_and_mla(tmp_path, ("de", "fr"))
+    folder = export(mla, "mla", tmp_path / "mla-folder")
+    assert {p.name for p in folder.iterdir()} >= {"base", "tokenizer", "acquirers.safetensors", "mla_config.json",
+                                                  "mla_loader.py"}
+    assert (folder / "base/open_clip_config.json").is_file()
+    assert_mla_round_trip(mla, folder, world["texts"]["de"], ["de", "fr", "en"], tmp_path)
+
+
+@pytest.mark.slow
+def test_mla_acquirers_on_minilm_export_as_a_folder_its_own_loader_reads(world, minilm, tmp_path):
+    mla = tmp_path / "mla"
+    result = invoke("train-nlt", world["captions"], "--model", minilm, "--lang", "de,fr", "--steps", "2",
+                    "--batch-size", "8", "--lr", "1e-2", "--device", "cpu", "--cache-dir", world["root"] / "cache",
+                    "-o", mla)
+    assert result.exit_code == 0, result.stderr
+    folder = export(mla, "mla", tmp_path / "mla-folder")
+    assert json.loads((folder / "mla_config.json").read_text())["tokenizer"] == "base"
+    for lang in ("de", "fr"):
+        assert_mla_round_trip(mla, folder, world["texts"][lang], [lang, "en"], tmp_path)
+
+
 # --- refusals ------------------------------------------------------------------------------------------------------
 
 
@@ -206,6 +257,7 @@ def test_formats_that_do_not_apply_are_refused_in_one_line(tmp_path):
         (mla, "transformers", "cannot be folded"),
         (mla, "sentence-transformers", "cannot be folded"),
         (mla, "open_clip", "open_clip cannot run"),
+        (clip, "mla", "takes an MLA acquirer checkpoint"),
         (clip, "transformers", "exports with --format open_clip"),
         (clip, "onnx", "--format must be one of"),
         (tmp_path / "nothing", "open_clip", "nothing"),

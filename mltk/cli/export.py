@@ -9,7 +9,8 @@ import typer
 from mltk.cli.common import JsonOption, emit, examples, out_option
 
 EXAMPLE = examples("mltk export runs/native --format open_clip -o export/clip",
-                   "mltk export runs/nlt-full --format sentence-transformers -o export/minilm-de")
+                   "mltk export runs/nlt-full --format sentence-transformers -o export/minilm-de",
+                   "mltk export runs/mla --format mla -o export/mla")
 FORMAT_HELP = (
     "open_clip: a whole CLIP (mltk pretrain) as an open_clip local-dir: folder (open_clip_config.json with the full "
     "model_cfg and preprocess_cfg, open_clip_model.safetensors): both towers, the logit scale and the eval "
@@ -18,14 +19,16 @@ FORMAT_HELP = (
     "into its word embeddings (table @ proj.T + bias), the base's pooler, and the tokenizer (the grown WordPiece "
     "vocabulary included); pool as mltk_export.json says. sentence-transformers: the same plus modules.json, "
     "Pooling, the tower's Dense and Normalize modules and max_seq_length, so SentenceTransformer.encode gives "
-    "mltk's vectors. MLA acquirers cannot be folded into a tower and are refused; so is a format that does not "
-    "apply to the checkpoint (exit 2).")
+    "mltk's vectors. mla: MLA acquirers, which cannot be folded into a tower, as a self-contained folder: the "
+    "base (open_clip local-dir: or transformers folder), acquirers.safetensors (non-native embedding and every "
+    "language's acquirers), the non-native tokenizer and mla_loader.py, a standalone loader (torch, safetensors, "
+    "open_clip/transformers; no mltk). A format that does not apply to the checkpoint is refused (exit 2).")
 
 
 def export_command(
-    checkpoint: Path = typer.Argument(..., help="Checkpoint artifact (mltk pretrain, train-nlt --train full, "
+    checkpoint: Path = typer.Argument(..., help="Checkpoint artifact (mltk pretrain, train-nlt/train-le, "
                                       "train-continual on a text-only Hugging Face tower)."),
-    export_format: str = typer.Option(..., "--format", "-f", metavar="open_clip|transformers|sentence-transformers",
+    export_format: str = typer.Option(..., "--format", "-f", metavar="open_clip|transformers|sentence-transformers|mla",
                                       help=FORMAT_HELP),
     out: Path = out_option("Folder to write (a plain folder the other tool reads, not an mltk artifact)."),
     as_json: bool = JsonOption,

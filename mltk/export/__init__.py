@@ -6,7 +6,10 @@
   text-only Hugging Face tower -> the tower with its word embeddings replaced (``mltk.export.hf``,
   ``mltk.export.sources``).
 
-MLA acquirer checkpoints fold into neither and are refused in one line saying why. The exported folder is not an
+- ``mla``: an MLA acquirer checkpoint, which folds into no tower -> a self-contained folder (base, acquirers,
+  tokenizer) with a standalone loader, ``mla_loader.py`` (``mltk.export.mla_folder``).
+
+A format that does not apply to the checkpoint is refused in one line saying why. The exported folder is not an
 mltk artifact (no manifest: the other tools read it as their own); ``mltk_export.json`` beside the weights records
 the source checkpoint, its fingerprint and what the folder keeps.
 """
@@ -21,9 +24,9 @@ from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
 from mltk.export.folder import staged_folder
 
-FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS = "open_clip", "transformers", \
-    "sentence-transformers"
-FORMATS = (FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS)
+FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA = "open_clip", "transformers", \
+    "sentence-transformers", "mla"
+FORMATS = (FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ def export_checkpoint(config: ExportConfig) -> Path:
         check_open_clip_source(path, checkpoint_config)
         with staged_folder(config.out) as staging:
             export_open_clip(path, staging, info)
+    elif config.format == FORMAT_MLA:
+        from mltk.export.mla_folder import export_mla
+
+        with staged_folder(config.out) as staging:
+            export_mla(path, staging, info)
     else:
         from mltk.export.hf import write_sentence_transformers, write_transformers
         from mltk.export.sources import hf_text_model

@@ -37,24 +37,28 @@ def open_clip_model_config(architecture: str, path: Path) -> dict:
 
 
 def export_open_clip(checkpoint: Path, out_dir: Path, info: dict) -> None:
-    """Write ``open_clip_config.json`` and ``open_clip_model.safetensors`` of an ``open_clip`` checkpoint into
-    ``out_dir``, after checking the weights load into the architecture strictly."""
-    import open_clip
-
+    """Write the open_clip folder of an ``open_clip`` checkpoint into ``out_dir``, after loading its weights into
+    the architecture strictly."""
     from mltk.models.clip import load_clip
 
-    config = artifacts.read_checkpoint_config(checkpoint)
-    architecture = config.get("model", "")
-    model_cfg = open_clip_model_config(architecture, checkpoint)
-    clip = load_clip(str(checkpoint)).model  # strict load: every tensor of the architecture, none extra
-    preprocess = {k: list(v) if isinstance(v, tuple) else v
-                  for k, v in open_clip.get_model_preprocess_cfg(clip).items()}
-    artifacts.write_json(out_dir / OPEN_CLIP_CONFIG, {"model_cfg": model_cfg, "preprocess_cfg": preprocess})
-    state = {k: v.detach().contiguous() for k, v in clip.state_dict().items()}
-    artifacts.save_tensors(out_dir / OPEN_CLIP_WEIGHTS, state)
+    architecture = artifacts.read_checkpoint_config(checkpoint).get("model", "")
+    model_cfg = open_clip_model_config(architecture, checkpoint)  # refused before loading any weights
+    write_open_clip_folder(load_clip(str(checkpoint)).model, architecture, out_dir, checkpoint, model_cfg)
     artifacts.write_json(out_dir / EXPORT_INFO, {
         **info, "architecture": architecture, "keeps": "the whole CLIP (both towers, logit scale) and its eval "
         "transform", "load": "open_clip.create_model_and_transforms('local-dir:FOLDER')"})
+
+
+def write_open_clip_folder(clip, architecture: str, out_dir: Path, source: Path, model_cfg: dict | None = None) -> None:
+    """``open_clip_config.json`` (``model_cfg`` + ``preprocess_cfg``) and ``open_clip_model.safetensors`` of a loaded
+    open_clip CLIP of ``architecture``."""
+    import open_clip
+
+    model_cfg = model_cfg or open_clip_model_config(architecture, source)
+    preprocess = {k: list(v) if isinstance(v, tuple) else v
+                  for k, v in open_clip.get_model_preprocess_cfg(clip).items()}
+    artifacts.write_json(out_dir / OPEN_CLIP_CONFIG, {"model_cfg": model_cfg, "preprocess_cfg": preprocess})
+    artifacts.save_tensors(out_dir / OPEN_CLIP_WEIGHTS, {k: v.detach() for k, v in clip.state_dict().items()})
 
 
 def check_open_clip_source(checkpoint: Path, config: dict) -> None:
@@ -68,7 +72,7 @@ def check_open_clip_source(checkpoint: Path, config: dict) -> None:
                           "text-only Hugging Face tower exports with --format transformers", checkpoint)
     if fmt == schema.FORMAT_MLA:
         raise ConfigError("an MLA checkpoint adds acquirers or a student to a frozen base, which open_clip cannot "
-                          "run; export its base CLIP checkpoint, or a --train full student on a Hugging Face tower "
+                          "run; export acquirers with --format mla, a --train full student on a Hugging Face tower "
                           "with --format transformers", checkpoint)
     raise ConfigError(f"--format open_clip takes a whole CLIP (mltk pretrain); this is a {fmt!r} checkpoint",
                       checkpoint)
