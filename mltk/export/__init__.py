@@ -22,7 +22,7 @@ from pathlib import Path
 from mltk import artifacts
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
-from mltk.export.folder import staged_folder
+from mltk.export.folder import check_out, staged_folder
 
 FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA = "open_clip", "transformers", \
     "sentence-transformers", "mla"
@@ -44,6 +44,7 @@ def export_checkpoint(config: ExportConfig) -> Path:
     if config.format not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {config.format!r}")
     path = Path(config.checkpoint)
+    check_out(Path(config.out).resolve())
     artifacts.read_manifest(path, "checkpoint")
     checkpoint_config = artifacts.read_checkpoint_config(path)
     info = {"format": config.format, "from": str(path.resolve()), "fingerprint": artifacts.fingerprint(path)}

@@ -17,14 +17,19 @@ from mltk.core.errors import ConfigError
 EXPORT_INFO = "mltk_export.json"  # what was exported from what, and what the folder keeps (read by no loader)
 
 
-@contextlib.contextmanager
-def staged_folder(out: Path) -> Iterator[Path]:
-    """Yield an empty folder to write into; on success it becomes ``out`` (an absolute path)."""
-    out = Path(out).resolve()
+def check_out(out: Path) -> None:
+    """Refuse an existing ``out`` (unless --overwrite) before any work."""
     if out.exists() and not policy.OVERWRITE.get():
         raise ConfigError("exists; pass --overwrite to replace it with the export", out)
     if out.exists() and not out.is_dir():
         raise ConfigError("exists and is not a folder", out)
+
+
+@contextlib.contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """Yield an empty folder to write into; on success it becomes ``out`` (an absolute path)."""
+    out = Path(out).resolve()
+    check_out(out)
     staging = out.parent / f".{out.name}.export-partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
