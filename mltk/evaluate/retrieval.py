@@ -30,6 +30,7 @@ import pyarrow as pa
 import torch
 
 from mltk import artifacts, metrics as M
+from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 
 METRIC_NAMES = ("recall", "mrv", "c2c")
@@ -193,6 +194,8 @@ def _image_rows(table: pa.Table, vectors, source: str) -> _ImageRows:
 
 def _text_rows(table: pa.Table, vectors, source: str) -> _TextRows:
     _check_rows(table, vectors, TEXT_COLUMNS, source)
+    refuse_caption_ids_on_several_images(table.select(["caption_id", "image_id"]).cast(
+        pa.schema([("caption_id", pa.string()), ("image_id", pa.string())])), source)
     return _TextRows(_column_strings(table, "image_id"), _column_strings(table, "lang"),
                      _column_strings(table, "caption_id"), _to_numpy(vectors), _split_column(table), source)
 
