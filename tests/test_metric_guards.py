@@ -178,10 +178,12 @@ def _captions(tmp_path, name, captions, caption_ids=None, image_ids=None, lang="
 
 
 def test_empty_and_whitespace_captions_are_dropped_with_a_warning(tmp_path, capsys):
+    """Every stage that encodes or learns from text reads with drop_empty=True; the artifact keeps its rows."""
     path = _captions(tmp_path, "caps", ["ein roter kreis", "", "   ", "\t"])
-    table = artifacts.load_captions(path)
+    table = artifacts.load_captions(path, drop_empty=True)
     assert table.column("caption").to_pylist() == ["ein roter kreis"]
     assert "dropped 3 empty or whitespace caption(s) (de 3)" in capsys.readouterr().err
+    assert artifacts.load_captions(path).num_rows == 4
 
 
 def test_a_language_whose_captions_are_all_empty_is_not_evaluated(tmp_path):

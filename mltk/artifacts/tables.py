@@ -65,12 +65,12 @@ def _as_string_columns(table: pa.Table, columns: Iterable[str], path: PathLike) 
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def validate_captions(table: pa.Table, path: PathLike = "<captions>") -> pa.Table:
+def validate_captions(table: pa.Table, path: PathLike = "<captions>", *, drop_empty: bool = False) -> pa.Table:
     """Check the captions schema; returns the table with the required columns first, all as strings, after the
-    rules of ``mltk.artifacts.caption_rules`` (control characters replaced with a space, empty captions dropped
-    with a warning, a caption_id on two images refused)."""
+    rules of ``mltk.artifacts.caption_rules`` (control characters replaced with a space, a caption_id on two
+    images refused; with ``drop_empty``, empty or whitespace captions dropped with a warning)."""
     require_columns(table, schema.CAPTION_COLUMNS, path)
-    table = apply_caption_rules(_as_string_columns(table, schema.CAPTION_COLUMNS, path), path)
+    table = apply_caption_rules(_as_string_columns(table, schema.CAPTION_COLUMNS, path), path, drop_empty)
     extra = [c for c in table.column_names if c not in schema.CAPTION_COLUMNS]
     return table.select(list(schema.CAPTION_COLUMNS) + extra)
 
@@ -87,13 +87,14 @@ def write_captions(out_dir: PathLike, table: pa.Table, *, stage: str = "captions
     return writer.path
 
 
-def load_captions(path: PathLike) -> pa.Table:
-    """Read a captions artifact, or a plain Parquet file that follows the captions schema."""
+def load_captions(path: PathLike, *, drop_empty: bool = False) -> pa.Table:
+    """Read a captions artifact, or a plain Parquet file that follows the captions schema. ``drop_empty``: leave
+    out empty or whitespace captions, with a warning (every stage that encodes or learns from the text)."""
     path = Path(path)
     if path.is_file() and path.suffix == ".parquet":
-        return validate_captions(read_table(path), path)
+        return validate_captions(read_table(path), path, drop_empty=drop_empty)
     read_manifest(path, "captions")
-    return validate_captions(read_table(path / schema.CAPTIONS_FILE), path)
+    return validate_captions(read_table(path / schema.CAPTIONS_FILE), path, drop_empty=drop_empty)
 
 
 # ----------------------------------------------------------------------------------------------------------------

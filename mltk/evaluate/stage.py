@@ -137,7 +137,7 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
         return TextVectors(table, vectors, [config.texts], str(config.texts),
                            {"from": "embeddings", "texts": str(Path(config.texts).resolve())})
     source = str(config.captions)
-    captions = _captions_to_encode(artifacts.load_captions(config.captions), image_table, config, source)
+    captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
     languages = sorted(set(captions.column("lang").to_pylist()))
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     check_model_languages(encoder, languages, config.model)
