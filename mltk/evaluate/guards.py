@@ -63,18 +63,22 @@ def _scan(vectors: np.ndarray) -> _Scan:
     first = np.asarray(vectors[:1], dtype=np.float32)
     for start in range(0, len(vectors), CHUNK_ROWS):
         block = np.asarray(vectors[start:start + CHUNK_ROWS], dtype=np.float32)  # [c, d]
-        finite = np.isfinite(block).all(axis=1)
+        squares = np.einsum("ij,ij->i", block, block)                            # [c], NaN/inf where not finite
+        finite = np.isfinite(squares)
         if not finite.all():
+            finite = np.isfinite(block).all(axis=1)
             scan.non_finite.append(start + np.flatnonzero(~finite))
-        norms = np.linalg.norm(np.where(finite[:, None], block, 0), axis=1)
+            squares = np.where(finite, squares, 0)
+        norms = np.sqrt(squares)
         zero = finite & (norms == 0)
         scan.zero += int(zero.sum())
         other = norms[finite & ~zero]
         if len(other):
             scan.non_unit += int((np.abs(other - 1) > UNIT_TOLERANCE).sum())
             scan.norm_range = (min(scan.norm_range[0], float(other.min())), max(scan.norm_range[1], float(other.max())))
-        if scan.constant:
-            scan.constant = bool(np.all(np.abs(block - first) <= CONSTANT_TOLERANCE))
+        if scan.constant:  # a few rows first: on real embeddings the second row already differs
+            scan.constant = all(bool(np.all(np.abs(rows - first) <= CONSTANT_TOLERANCE))
+                                for rows in (block[:8], block))
     return scan
 
 
