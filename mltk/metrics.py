@@ -70,15 +70,9 @@ def bidirectional_ranks(left: np.ndarray | torch.Tensor, right: np.ndarray | tor
     return result.left, result.right
 
 
-def rank_both_directions(
-    left: np.ndarray | torch.Tensor,
-    right: np.ndarray | torch.Tensor,
-    right_to_left: Sequence[int] | np.ndarray,
-    *,
-    chunk_mb: float = 256,
-    device: str | torch.device = "cpu",
-    progress: str | None = None,
-) -> RankResult:
+def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | torch.Tensor,
+                         right_to_left: Sequence[int] | np.ndarray, *, chunk_mb: float = 256,
+                         device: str | torch.device = "cpu", progress: str | None = None) -> RankResult:
     """0-based ranks of the ground truths in both retrieval directions, from one chunked pass.
 
     ``left`` [N, d] are e.g. images, ``right`` [M, d] e.g. captions; ``right_to_left[j]`` is the index of the one
@@ -89,11 +83,9 @@ def rank_both_directions(
       own right item among all M right items (image-to-text); -1 when i owns none.
     - ``right[j]`` = #{i != owner(j) : S[i, j] >= S[owner(j), j]}: the rank of j's owner among all N left items
       (text-to-image).
-    - ``*_tied``: some counted candidate scores exactly the ground truth's score (the rank would be lower under
-      the optimistic rule).
+    - ``*_tied``: some counted candidate scores exactly the ground truth's score.
 
-    S is computed ``chunk`` rows at a time (a chunk of S takes at most ``chunk_mb`` MiB). ``progress`` names a
-    progress bar over the chunks (on stderr, shown on a terminal).
+    S is computed ``chunk`` rows at a time (at most ``chunk_mb`` MiB); ``progress`` names a progress bar.
 
     How the right direction stays exact in one pass: a right item's threshold S[owner(j), j] is needed before
     the chunks that precede its owner's chunk are counted. A cheap pre-pass computes those thresholds with small
@@ -112,7 +104,6 @@ def rank_both_directions(
     right_at_or_above, right_above = np.zeros(n_right, dtype=np.int64), np.zeros(n_right, dtype=np.int64)
     if n_left == 0 or n_right == 0:
         return RankResult(left_ranks, right_above, np.zeros(n_left, bool), np.zeros(n_right, bool))
-
     by_owner = torch.argsort(owner, stable=True)                        # right items grouped by owner
     owner_start = torch.searchsorted(owner[by_owner], torch.arange(n_left + 1, device=device))  # [N + 1]
     thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start)  # [M] S[owner(j), j]
@@ -130,13 +121,7 @@ def rank_both_directions(
         own_rows = owner[own] - start
         own_scores = scores[own_rows, own]
         mismatched[own] = own_scores != thresholds[own]
-        best = torch.full((stop - start,), -math.inf, device=device)     # best own score per left row
-        best.scatter_reduce_(0, own_rows, own_scores, reduce="amax")
-        own_at_best = torch.zeros(stop - start, dtype=torch.int64, device=device)  # own items tying the best
-        own_at_best.scatter_add_(0, own_rows, (own_scores == best[own_rows]).long())
-        above, at_or_above = _count_above(scores, best[:, None], dim=1, mask=mask_buffer)
-        left_ranks[start:stop] = at_or_above - own_at_best.cpu().numpy()
-        left_above[start:stop] = above
+        left_ranks[start:stop], left_above[start:stop] = _best_own_ranks(scores, own_rows, own_scores, mask_buffer)
         above, at_or_above = _count_above(scores, thresholds[None, :], dim=0, mask=mask_buffer)
         right_above += above
         right_at_or_above += at_or_above
@@ -149,6 +134,18 @@ def rank_both_directions(
         right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(right_t[redo], left_t, owner[redo],
                                                                          chunk_mb)
     return RankResult(left_ranks, right_ranks, has_own & (left_ranks > left_above), right_ranks > right_above)
+
+
+def _best_own_ranks(scores: torch.Tensor, own_rows: torch.Tensor, own_scores: torch.Tensor,
+                    mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of a score chunk [c, M]: the count of items scoring at or above its best own item, less its
+    own items at that score (the pessimistic rank), and the count strictly above (the two differ on a tie)."""
+    best = torch.full((scores.shape[0],), -math.inf, device=scores.device)  # best own score per row
+    best.scatter_reduce_(0, own_rows, own_scores, reduce="amax")
+    own_at_best = torch.zeros(scores.shape[0], dtype=torch.int64, device=scores.device)
+    own_at_best.scatter_add_(0, own_rows, (own_scores == best[own_rows]).long())
+    above, at_or_above = _count_above(scores, best[:, None], dim=1, mask=mask)
+    return at_or_above - own_at_best.cpu().numpy(), above
 
 
 def ranks_from_scores(scores: np.ndarray | torch.Tensor, positives: Sequence[Iterable[int]]) -> np.ndarray:

@@ -93,21 +93,8 @@ def evaluate_retrieval(
     counts: dict[str, dict] = {}
     ties: dict[str, Any] = {"rule": M.TIE_RULE, "per_language": {}, "c2c": {}}
     if images is not None:
-        owner = _caption_owners(images, texts)
-        image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
-        per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
-        for lang in langs:
-            rows = np.flatnonzero(texts.lang == lang)
-            ranked = M.rank_both_directions(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
-                                            device=device, progress=f"ranking {lang}")
-            i2t, t2i = ranked.left, ranked.right
-            queried = i2t >= 0
-            ties["per_language"][lang] = {"i2t": int(ranked.left_tied[queried].sum()),
-                                          "t2i": int(ranked.right_tied.sum())}
-            per_language[lang] = _direction_summary(i2t[queried], t2i, ks)
-            counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}
-            i2t_by_lang[lang] = (images.ids[queried], i2t[queried])
-            t2i_by_lang[lang] = (rows, t2i)
+        per_language, i2t_by_lang, t2i_by_lang = _rank_languages(images, texts, langs, ks, device, chunk_mb, counts,
+                                                                 ties["per_language"])
         result["per_language"] = per_language
         result["summary"] = {"languages": langs,
                              "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
@@ -119,6 +106,26 @@ def evaluate_retrieval(
     result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
                                    device, protocol, c2c_relevance, len(texts.lang))
     return result
+
+
+def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: tuple[int, ...],
+                    device: torch.device, chunk_mb: float, counts: dict, ties: dict) -> tuple[dict, dict, dict]:
+    """Each language's captions ranked against the whole gallery: ``(per_language summaries, i2t ranks by
+    language, t2i ranks by language)``; fills ``counts`` (queries) and ``ties`` (tied ground truths)."""
+    owner = _caption_owners(images, texts)
+    image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
+    per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
+    for lang in langs:
+        rows = np.flatnonzero(texts.lang == lang)
+        ranked = M.rank_both_directions(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
+                                        device=device, progress=f"ranking {lang}")
+        queried = ranked.left >= 0
+        ties[lang] = {"i2t": int(ranked.left_tied[queried].sum()), "t2i": int(ranked.right_tied.sum())}
+        per_language[lang] = _direction_summary(ranked.left[queried], ranked.right, ks)
+        counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}
+        i2t_by_lang[lang] = (images.ids[queried], ranked.left[queried])
+        t2i_by_lang[lang] = (rows, ranked.right)
+    return per_language, i2t_by_lang, t2i_by_lang
 
 
 def check_options(metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str,
