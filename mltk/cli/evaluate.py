@@ -70,7 +70,8 @@ def evaluate(
         "translation with the same caption_id (caption_id)."),
     report_format: str = typer.Option(
         "table", "--format", help="table (rich on stderr), markdown or csv (also written into the artifact), or "
-        "clip-benchmark (CLIP_benchmark's JSON per language, clip_benchmark_LANG.json). Every artifact also "
+        "clip-benchmark (CLIP_benchmark's JSON per language in clip_benchmark/LANG.json; `clip_benchmark build "
+        "ARTIFACT/clip_benchmark` reads them). Every artifact also "
         "holds metrics_long.csv (language, direction, metric, value)."),
     dataset: Optional[str] = typer.Option(
         None, "--dataset", help="Dataset name for --format clip-benchmark (default: the captions' folder name)."),
@@ -85,6 +86,10 @@ def evaluate(
     precision: str = PrecisionOption,
     batch_size: int = typer.Option(256, "--batch-size", help="Captions per encoder batch (with --model)."),
     chunk_mb: float = typer.Option(256, "--chunk-mb", help="Memory bound of one chunk of the score matrix (MiB)."),
+    force: bool = typer.Option(
+        False, "--force", help="Score embeddings that are refused otherwise (NaN/inf, all-zero, constant, not unit "
+        "length under normalized: true, image and text from different models) and list each problem in "
+        "metrics.json warnings."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the metrics as PNG and SVG files in this "
                                         "directory (per-language recall, ranks; continual matrix and curves)."),
     as_json: bool = JsonOption,
@@ -92,7 +97,9 @@ def evaluate(
     """Evaluate cross-lingual, cross-modal retrieval per language and write a metrics artifact.
 
     Caption vectors come from --texts, or from --model encoding --captions (only the --split and --lang rows).
-    Ranks count the scores strictly above each ground truth (ties count in its favour).
+    Ranks count the other candidates scoring at or above each ground truth (ties count against it; metrics.json
+    ties says how many). Degenerate embeddings (NaN/inf, zero, constant, not unit length) and image and text
+    embeddings from different models are refused (exit 2) unless --force.
 
     Median and mean rank are 1-based; recalls are percentages; metrics.json records every convention, and what
     one MRV or c2c instance is and how many there were. A warning names test images that the model's training
@@ -148,6 +155,7 @@ def evaluate(
         precision=precision,
         batch_size=batch_size,
         chunk_mb=chunk_mb,
+        force=force,
     )
     path = run_evaluation(config)
     if plot is not None:
