@@ -11,8 +11,8 @@ from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, emit, ex
                               require, route_input, split_list)
 
 EXAMPLE = examples("mltk classify emb/img --classes world -m runs/mla -o runs/zero-shot",
-                   "mltk encode-images world/images -m runs/native -o emb | mltk classify --classes world "
-                   "-m runs/native -o zs")
+                   "mltk encode-images world/images -m runs/native -o emb \\",
+                   "  | mltk classify --classes world -m runs/native -o zs")
 
 
 def classify_command(
