@@ -260,3 +260,40 @@ def test_evaluate_bli_writes_p_at_1(tiny, tmp_path):
     result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "ckpt"), "--metric", "bli",
                                  "-o", str(tmp_path / "m2")])
     assert result.exit_code == 2 and "--lexicon" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_images(tiny):
+    from mltk.encode_images import encode_images
+
+    return encode_images(tiny["root"] / "world" / "images", tiny["root"] / "img", model=str(tiny["native"]),
+                         device="cpu", workers=0)
+
+
+@pytest.mark.slow
+def test_train_ccrk_hinge_with_order_similarity_and_the_term(tiny, tiny_images, tmp_path):
+    from mltk.train.step_log import STEPS_CSV, read_steps_csv
+
+    assert _nlt(tiny, tmp_path / "nlt").exit_code == 0
+    result = runner.invoke(app, ["train-ccrk", str(tiny_images), "--captions", str(tiny["captions"]), "--init",
+                                 str(tmp_path / "nlt"), "--lang", "en,de", "--loss", "hinge", "--similarity", "order",
+                                 "--lexicon", str(tiny["lexicon"]), "--steps", "3", "--batch-size", "8",
+                                 "--val-images", "8", "--device", "cpu", "--log-every", "1", "-o", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.stderr
+    assert {"hinge", "rcsls"} <= set(read_steps_csv(tmp_path / "c" / STEPS_CSV)[0])
+    config = artifacts.read_checkpoint_config(tmp_path / "c")
+    assert config["train_ccrk"]["similarity"] == "order"
+
+
+@pytest.mark.slow
+def test_train_continual_aligns_only_the_lexicon_languages_task(tiny, tiny_images, tmp_path):
+    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
+                                 "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
+                                 "8", "--vocab-size", "600", "--val-images", "8", "--device", "cpu",
+                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "-o", str(tmp_path / "cll")])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count("alignment: RCSLS over") == 1  # task de only, not task en
+    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "cll"), "--metric", "bli", "--lexicon",
+                                 str(tiny["lexicon"]), "--device", "cpu", "-o", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.stderr
+    assert artifacts.load_metrics(tmp_path / "m")["bli"]["queries"] > 10

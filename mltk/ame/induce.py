@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from mltk import artifacts
-from mltk.ame.lexicon import Pair, check_pair_languages, lexicon_table, write_lexicon
+from mltk.ame.lexicon import check_pair_languages, lexicon_table, write_lexicon
 from mltk.core.errors import ConfigError
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -38,8 +38,8 @@ def parallel_pairs(captions: pa.Table, src_lang: str, tgt_lang: str, split: str 
     """(source caption, target caption) for every caption_id both languages have (in ``split``)."""
     by_lang: dict[str, dict[str, str]] = {src_lang: {}, tgt_lang: {}}
     splits = captions.column("split").to_pylist()
-    for lang, cid, text, row_split in zip(captions.column("lang").to_pylist(), captions.column("caption_id").to_pylist(),
-                                          captions.column("caption").to_pylist(), splits):
+    columns = [captions.column(name).to_pylist() for name in ("lang", "caption_id", "caption")]
+    for lang, cid, text, row_split in zip(*columns, splits):
         if lang in by_lang and (split is None or row_split == split):
             by_lang[lang].setdefault(cid, text)
     return [(text, by_lang[tgt_lang][cid]) for cid, text in by_lang[src_lang].items() if cid in by_lang[tgt_lang]]

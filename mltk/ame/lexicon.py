@@ -97,7 +97,7 @@ def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_
     src_lang, tgt_lang = check_pair_languages(src_lang, tgt_lang)
     if not src.is_file():
         raise ArtifactError("no such file (expected MUSE's 'src tgt' dictionary)", src)
-    config = {"format": "lexicon", "source": str(src.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang}
+    config = {"importer": "muse", "source": str(src.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang}
     reused = artifacts.reusable(out_dir, "lexicon", stage="import-data", config=config, inputs=[src])
     if reused is not None:
         return reused

@@ -67,7 +67,8 @@ def world_pairs(src_lang: str, tgt_lang: str) -> list[Pair]:
     """Every (source form, target form) of every concept both languages name."""
     for code in (src_lang, tgt_lang):
         if code not in languages.LANGUAGES:
-            raise ConfigError(f"the embedded world has no language {code!r} (has {', '.join(languages.LANGUAGE_CODES)})")
+            raise ConfigError(f"the embedded world has no language {code!r} "
+                              f"(has {', '.join(languages.LANGUAGE_CODES)})")
     source, target = concept_forms(src_lang), concept_forms(tgt_lang)
     return [(s, t) for concept, words in source.items() for s in words for t in target.get(concept, [])]
 
@@ -82,7 +83,7 @@ def import_world_lexicon(world: str | Path, out_dir: str | Path, src_lang: str |
     missing = [code for code in (src_lang, tgt_lang) if code not in held]
     if missing:
         raise ConfigError(f"the world has no captions in {', '.join(missing)} (has {', '.join(held)})", world)
-    config = {"format": "synth-lexicon", "world": str(world.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang}
+    config = {"importer": "synth-lexicon", "world": str(world.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang}
     reused = artifacts.reusable(out_dir, "lexicon", stage="import-data", config=config, inputs=[captions])
     if reused is not None:
         return reused
