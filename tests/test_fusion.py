@@ -113,3 +113,15 @@ def test_evaluate_fusion_on_a_text_tower_matches_a_hand_computation(tmp_path):
     bad = runner.invoke(app, ["evaluate", "--model", str(tower), "--captions", str(captions), "--metric", "c2c",
                               "--fusion", "0.5", "--device", "cpu", "-o", str(tmp_path / "bad")])
     assert bad.exit_code == 2 and "--translations" in bad.stderr
+
+
+def test_fusion_curve_draws_one_line_per_r1_series():
+    from mltk.present import plots
+
+    fusion = {"etas": [0.0, 0.5, 1.0], "curves": {"de t2i R@1": [10.0, 20.0, 30.0], "de t2i R@5": [1, 2, 3],
+                                                   "de->en R@1": [5.0, None, 7.0]}}
+    figure = plots.fusion_curve(fusion, fmt=None)
+    lines = figure.axes[0].get_lines()
+    assert sorted(line.get_label() for line in lines) == ["de t2i R@1", "de->en R@1"]
+    assert [list(line.get_ydata()) for line in lines if line.get_label() == "de->en R@1"] == [[5.0, 7.0]]
+    assert plots.fusion_curve(fusion)[:4] == b"\x89PNG"

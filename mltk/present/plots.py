@@ -234,12 +234,16 @@ def fusion_curve(fusion: Mapping, title: str = "", key: str = "R@1", scale: tupl
     etas = [float(e) for e in fusion.get("etas", [])]
     figure = _figure(6.0, 4.0)
     axes = figure.subplots()
-    for name, values in (fusion.get("curves") or {}).items():
-        points = [(e, float(v)) for e, v in zip(etas, values) if name.endswith(key) and not _missing(v)]
+    series = [(name, values) for name, values in (fusion.get("curves") or {}).items() if name.endswith(key)]
+    top = [max((float(v) for _, values in series for v in values[i:i + 1] if not _missing(v)), default=None)
+           for i in range(len(etas))]  # the highest value at each eta is labelled above its point, others below
+    for name, values in series:
+        points = [(i, e, float(v)) for i, (e, v) in enumerate(zip(etas, values)) if not _missing(v)]
         if points:
-            axes.plot(*zip(*points), marker="o", label=name)
-            for e, v in points:
-                axes.annotate(f"{v:.1f}", (e, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+            line = axes.plot([e for _, e, _ in points], [v for _, _, v in points], marker="o", label=name)[0]
+            for i, e, v in points:
+                axes.annotate(f"{v:.1f}", (e, v), textcoords="offset points", xytext=(0, 6 if v >= top[i] else -12),
+                              ha="center", fontsize=7, color=line.get_color())
     if scale is not None:
         axes.set_ylim(*scale)
     axes.set_xlim(-0.05, 1.05)
