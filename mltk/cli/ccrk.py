@@ -10,6 +10,7 @@ import typer
 from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
                               TensorboardOption, emit, examples, lang_option, out_option, require, route_input,
                               split_list)
+from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
@@ -58,7 +59,13 @@ def train_ccrk_command(
     temperature: float = typer.Option(0.07, "--temperature", help="Initial temperature of the contrastive losses."),
     fixed_temperature: bool = typer.Option(
         False, "--fixed-temperature", help="Keep the temperature fixed instead of learning it."),
-    margin: float = typer.Option(0.2, "--margin", help="Margin of the hinge and mlmme losses."),
+    margin: Optional[float] = typer.Option(None, "--margin", help="Margin of the hinge and mlmme losses (default: "
+                                           "AME's, 0.2 with --similarity cosine, 0.05 with order)."),
+    similarity: str = typer.Option("cosine", "--similarity", help="--loss hinge: cosine (symmetric) or order (AME's "
+                                   "asymmetric order-violation similarity, Vendrov et al. 2016)."),
+    lexicon: Optional[Path] = LexiconOption,
+    align_weight: float = AlignWeightOption,
+    align_k: int = AlignKOption,
     beta: float = typer.Option(0.5, "--beta", help="mlmme: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017); "
                                "1 = the image-sentence terms alone."),
     hard_negatives: int = typer.Option(
@@ -95,6 +102,7 @@ def train_ccrk_command(
         model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=split_list(lang), loss=loss, weighting=weighting, temperature=temperature,
         learn_temperature=not fixed_temperature, margin=margin, beta=beta, hard_negatives=hard_negatives,
+        similarity=similarity, alignment=alignment_config(lexicon, align_weight, align_k),
         train_embedding=train_embedding, batch_size=batch_size, val_split=val_split, val_images=val_images,
         device=device, precision=precision, loop=replace(CCRK_LOOP, steps=steps, lr=lr, warmup_fraction=warmup,
                                                           weight_decay=weight_decay, eval_every=eval_every, seed=seed))

@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
 from mltk.cli.common import (LIST_METAVAR, CacheDirOption, DeviceOption, JsonOption, LogEveryOption,
                               PrecisionOption, SeedOption, TensorboardOption, either, emit, examples, hidden_alias,
                               lang_option, out_option, require, route_input, split_list)
@@ -106,6 +107,9 @@ def train_continual_command(
     keep_task_checkpoints: bool = typer.Option(
         False, "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact."),
     val_images: int = typer.Option(1000, "--val-images", help="At most this many validation images."),
+    lexicon: Optional[Path] = LexiconOption,
+    align_weight: float = AlignWeightOption,
+    align_k: int = AlignKOption,
     cache_dir: Optional[Path] = CacheDirOption,
     device: str = DeviceOption,
     precision: str = PrecisionOption,
@@ -140,6 +144,7 @@ def train_continual_command(
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, method_lr=method_lr,
         gamma1=gamma1, gamma2=gamma2, metric=metric, val_images=val_images, options=options,
         keep_task_checkpoints=keep_task_checkpoints, device=device, precision=precision, cache_dir=cache_dir,
+        alignment=alignment_config(lexicon, align_weight, align_k),
         loop=replace(CONTINUAL_LOOP, lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, seed=seed))
     with step_logging(log_every, tensorboard):
         path = train_continual(config)

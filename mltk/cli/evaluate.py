@@ -47,7 +47,18 @@ def evaluate(
         "and --lang are encoded."),
     metric: List[str] = typer.Option(
         ["recall"], "--metric", metavar="A[,B...]", help="recall (always computed), mrv, c2c; repeat the option or "
-        "comma-separate (recall,mrv)."),
+        "comma-separate (recall,mrv). bli: bilingual lexicon induction of --model's table over --lexicon (alone, "
+        "it needs no captions or images)."),
+    lexicon: Optional[Path] = typer.Option(
+        None, "--lexicon", help="--metric bli: a lexicon artifact (source language -> en)."),
+    bli_k: int = typer.Option(10, "--bli-k", help="--metric bli: CSLS's k nearest neighbours (MUSE: 10)."),
+    translations: Optional[Path] = typer.Option(
+        None, "--translations", help="Captions artifact whose English rows translate the evaluated captions (same "
+        "caption_id), e.g. xFlickr&CO's annotations_machine-translate; with --fusion."),
+    fusion: List[str] = typer.Option(
+        [], "--fusion", metavar="ETA[,ETA...]", help="Score fusion weights in [0, 1]: (1 - eta) s(model, foreign) + "
+        "eta s(English tower, translation); 0 = the model alone, 1 = translate-test. Adds a fusion table and "
+        "fusion_curve.png."),
     mrv_variant: str = typer.Option(
         "paper", "--mrv-variant", help="paper: mean per-instance rank variance (eq. 7); code: mean per-instance "
         "standard deviation of 0-based ranks (the authors' code)."),
@@ -107,6 +118,8 @@ def evaluate(
     from mltk.present import plots
     from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation
 
+    from mltk.evaluate.fusion import parse_etas
+
     metrics = split_list(metric)
     if continual:
         path = run_continual(ContinualConfig(runs=tuple(continual), tasks=split_list(task), out=out,
@@ -123,8 +136,8 @@ def evaluate(
         if value is not None:
             resolve_input(value)  # a missing path fails here, naming it
     # stdin is consulted only for what is still missing (a --model name needs no checkpoint from a pipe)
-    wanting = ["image-embeddings"] if images is None and set(metrics) != {"c2c"} else []
-    if texts is None and captions is None:
+    wanting = ["image-embeddings"] if images is None and set(metrics) - {"c2c", "bli"} else []
+    if texts is None and captions is None and set(metrics) != {"bli"}:
         wanting += ["text-embeddings", "captions"] + (["checkpoint"] if model is None else [])
     routed = route_input(source, {"checkpoint": model if model is not None and Path(model).exists() else None,
                                   "image-embeddings": images, "text-embeddings": texts, "captions": captions},
@@ -156,6 +169,10 @@ def evaluate(
         batch_size=batch_size,
         chunk_mb=chunk_mb,
         force=force,
+        lexicon=lexicon,
+        bli_k=bli_k,
+        translations=translations,
+        fusion=parse_etas(fusion),
     )
     path = run_evaluation(config)
     if plot is not None:

@@ -10,6 +10,7 @@ import typer
 from mltk.cli.common import (CacheDirOption, DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
                               TensorboardOption, emit, examples, lang_option, out_option, require, route_input,
                               split_list)
+from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
 from mltk.core.errors import ConfigError
 
 LangOption = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")
@@ -74,6 +75,9 @@ def train_nlt_command(
     eval_every: int = EvalOption,
     acquirer: str = AcquirerOption,
     mse_form: str = MseFormOption,
+    lexicon: Optional[Path] = LexiconOption,
+    align_weight: float = AlignWeightOption,
+    align_k: int = AlignKOption,
     cache_dir: Optional[Path] = CacheDirOption,
     seed: int = SeedOption,
     device: str = DeviceOption,
@@ -98,6 +102,7 @@ def train_nlt_command(
                        init_embeddings=init_embeddings, languages=split_list(lang), batch_size=batch_size,
                        train_embedding=train_embedding, cache_dir=cache_dir, device=device, precision=precision,
                        acquirer=acquirer, mse_form=mse_form,
+                       alignment=alignment_config(lexicon, align_weight, align_k),
                        loop=LoopConfig(steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip or None,
                                        eval_every=eval_every, seed=seed))
     with step_logging(log_every, tensorboard):

@@ -22,11 +22,13 @@ import torch
 
 from mltk import artifacts, metrics as M
 
-from mltk.present import report
+from mltk.ame.bli import evaluate_bli
+from mltk.present import plots, report
 from mltk.core.errors import ConfigError, SchemaError
 from mltk.evaluate.clip_benchmark import clip_benchmark_files
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.guards import Guard, check_same_model, check_vectors
+from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
 from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
 from mltk.check_overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
@@ -64,6 +66,10 @@ class EvaluateConfig:
     batch_size: int = 256              # captions per encoder batch
     chunk_mb: float = 256
     force: bool = False                # score degenerate vectors or a model mismatch, with warnings (guards.py)
+    lexicon: Path | None = None        # --metric bli: the lexicon artifact (mltk.ame.bli)
+    bli_k: int = 10                    # CSLS's k (MUSE: 10)
+    translations: Path | None = None   # --fusion: English translations sharing the caption_id (mltk.evaluate.fusion)
+    fusion: tuple[float, ...] = ()     # the etas of score fusion
 
 
 @dataclass(frozen=True)
@@ -223,10 +229,14 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     metrics_long.csv, and metrics.md / metrics.csv / clip_benchmark/LANG.json for those formats), print the
     report on stderr, and return the artifact path."""
     _check_report_format(config.report_format)
+    check_seed_options(config)
+    metrics = retrieval_metrics(config)
+    if not metrics:  # --metric bli alone: no captions, no images
+        return run_bli(config)
     check_text_source(config)
-    if config.images is None and set(config.metrics) - {"c2c"}:
+    if config.images is None and set(metrics) - {"c2c"}:
         raise ConfigError("--images (image embeddings) is required unless the only metric is c2c")
-    check_options(config.metrics, config.images is not None, config.mrv_variant, config.mrv_instance,
+    check_options(metrics, config.images is not None, config.mrv_variant, config.mrv_instance,
                   config.c2c_relevance, config.protocol)  # before any caption is encoded
     if config.folds < 1 or (config.folds > 1 and config.images is None):
         raise ConfigError(f"--folds must be at least 1 and cuts the image gallery (needs --images), got "
@@ -236,7 +246,8 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     model_path = Path(config.model) if config.texts is None else None
     planned = [*([config.images] if config.images is not None else []),
                *([config.texts] if config.texts is not None else
-                 [config.captions, *([model_path] if model_path.exists() else [])])]
+                 [config.captions, *([model_path] if model_path.exists() else [])]),
+               *[p for p in (config.lexicon, config.translations) if p is not None]]
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
     if existing is not None:
         return existing
@@ -245,24 +256,32 @@ def run_evaluation(config: EvaluateConfig) -> Path:
         else (None, None)
     texts = text_embeddings_for(config, image_table, runtime, guard)
     evaluate = evaluate_retrieval if config.folds <= 1 else partial(evaluate_folds, folds=config.folds)
-    result = evaluate(
-        image_table, image_vectors, texts.table, texts.vectors,
-        metrics=config.metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
+    evaluate = partial(
+        evaluate, image_table, image_vectors, texts.table,
+        metrics=metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
         languages=config.languages, c2c_pairs=config.c2c_pairs, c2c_relevance=config.c2c_relevance,
         protocol=config.protocol, split=config.split, device=runtime.device, chunk_mb=config.chunk_mb,
         image_source=str(config.images), text_source=texts.source,
     )
+    result = evaluate(texts.vectors)
     result["settings"]["texts"] = texts.settings
     result["warnings"] = guard.warnings
     _note_ties(result.get("ties", {}))
-    inputs = [*([config.images] if config.images is not None else []), *texts.inputs]
+    extra = {}
+    if config.translations is not None:
+        result["fusion"] = fusion_section(config, texts, runtime, evaluate)
+        extra["fusion_curve.png"] = plots.fusion_curve(result["fusion"])
+    if "bli" in config.metrics:
+        result["bli"] = evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device),
+                                     config.lexicon, config.bli_k)
+    inputs = [*([config.images] if config.images is not None else []), *texts.inputs,
+              *[p for p in (config.lexicon, config.translations) if p is not None]]
     overlap = warn_if_overlap(training_data_of(texts.inputs), [], test_ids=evaluated_image_ids(texts.table, config),
                               stage="evaluate")
     if overlap is not None:
         result["settings"]["overlap_with_training_data"] = overlap.as_dict()
-    extra = {}
     if config.report_format == "clip-benchmark":
-        extra = clip_benchmark_files(result, config, image_table_manifest(config.images))
+        extra.update(clip_benchmark_files(result, config, image_table_manifest(config.images)))
     return _write_and_report(config.out, result, config, inputs, config.report_format, extra)
 
 
@@ -270,6 +289,20 @@ def _note_ties(ties: dict) -> None:
     if ties.get("total"):
         log(f"note: {ties['total']} ground truth(s) score exactly as another candidate and are ranked below it "
             "(pessimistic tie rule; counts in metrics.json ties)")
+
+
+def run_bli(config: EvaluateConfig) -> Path:
+    """``--metric bli`` alone: the lexicon alignment of ``--model``'s trainable table (``mltk.ame.bli``)."""
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config,
+                                  inputs=[p for p in (Path(config.model), config.lexicon) if p.exists()])
+    if existing is not None:
+        return existing
+    runtime = resolve_runtime(config.device, config.precision)
+    encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
+    result = {"bli": evaluate_bli(encoder, config.lexicon, config.bli_k),
+              "settings": {"model": str(Path(config.model).resolve())}}
+    inputs = [p for p in (Path(config.model), config.lexicon) if p.exists()]
+    return _write_and_report(config.out, result, config, inputs, config.report_format)
 
 
 def evaluated_image_ids(text_table: pa.Table, config: EvaluateConfig) -> set[str]:
