@@ -169,7 +169,7 @@ def _video_source(records: ImageRecords, row: int) -> str | bytes:
 def _write_frames(directory: Path, ids: list[str], frames: np.ndarray) -> None:
     """``frames.npy`` [V * N, D] float32 and ``frames.parquet`` (video id, frame number) in the same order."""
     count = frames.shape[1]
-    np.save(directory / FRAMES_FILE, frames.reshape(-1, frames.shape[2]).astype(np.float32))
+    artifacts.save_array(directory / FRAMES_FILE, frames.reshape(-1, frames.shape[2]).astype(np.float32))
     rows = pa.table({"id": [video for video in ids for _ in range(count)],
                      "frame": pa.array([n for _ in ids for n in range(count)], pa.int32())})
     artifacts.write_table(directory / FRAME_ROWS_FILE, rows)

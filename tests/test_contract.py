@@ -27,6 +27,14 @@ READS_FOREIGN_CONFIG = {
     # mltk did not write (is_hf_model_folder, the tower's Pooling/Dense configs).
     "mltk/models/clip.py",
     "mltk/models/hf_text.py",
+    # mltk export writes (and its standalone loader reads) open_clip / transformers / sentence-transformers model
+    # folders for other tools: their config.json is theirs, and the folders are no mltk artifacts.
+    "mltk/cli/export.py",
+    "mltk/export/sources.py",
+    "mltk/export/mla_loader.py",
+    "mltk/export/hf.py",
+    "mltk/export/open_clip_dir.py",
+    "mltk/export/mla_folder.py",
 }
 # Files that still read or name the artifact files themselves while they are being rewritten in parallel.
 PENDING_CONTRACT: set[str] = set()
