@@ -23,8 +23,8 @@ settings (Zhang et al. 2023); ``schedule="cosine"`` is CLIP's.
 
 Exact resume. ``state_dir`` holds ``loop.json`` (the commit record: step, best score and step, history, config,
 Python/NumPy RNG states, GradScaler state) naming ``state-<step>.safetensors`` (trained tensors ``trained/<name>``,
-optimizer state ``optimizer/<name>/<slot>`` such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy
-RNG states ``rng/...``) and ``best-<step>.safetensors`` (the best tensors, by name). Tensor files are written first
+the task's kept buffers ``buffer/<name>`` such as BatchNorm running statistics, optimizer state ``optimizer/<name>/<slot>`` such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy
+RNG states ``rng/...``) and ``best-<step>.safetensors`` (the best tensors and buffers, by name). Tensor files are written first
 and ``loop.json`` last, each by temporary file plus rename, so a crash at any moment leaves the previous complete
 state. State is saved every ``save_every`` steps, at the end, and when KeyboardInterrupt or SystemExit arrives
 (SIGTERM, Slurm's pre-emption and time-limit signal, is turned into SystemExit while ``fit`` runs); an interrupt
@@ -121,11 +121,14 @@ class TrainTask(Protocol):
         """Validation metrics; must contain ``"score"`` (higher is better). Runs under ``torch.no_grad()``."""
 
     # Optional: def make_optimizer(self, params: dict[str, Parameter], config: LoopConfig) -> torch.optim.Optimizer
+    # Optional: def buffers_to_keep(self) -> dict[str, Tensor]: state that the forward pass changes without a
+    #   gradient (BatchNorm's running statistics), saved and restored with the trained tensors and kept in the
+    #   best state (``task_buffers``)
 
 
 @dataclass
 class FitResult:
-    best_state: dict[str, torch.Tensor]   # trained tensors at the best validation (cpu clones)
+    best_state: dict[str, torch.Tensor]   # trained tensors and kept buffers at the best validation (cpu clones)
     last_state: dict[str, torch.Tensor]
     best_step: int
     best_score: float
@@ -178,6 +181,15 @@ def clip_gradients(parameters: list[torch.Tensor], max_norm: float, mode: str) -
     norms = torch.stack(torch._foreach_norm(grads))  # [n_tensors]
     scales = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     torch._foreach_mul_(grads, list(scales.unbind()))
+
+
+def task_buffers(task: TrainTask) -> dict[str, torch.Tensor]:
+    """The task's ``buffers_to_keep()`` (none when it has no such method), by names distinct from its parameters'."""
+    buffers = dict(getattr(task, "buffers_to_keep", dict)())
+    shared = set(buffers) & set(task.parameters_to_train())
+    if shared:
+        raise ValueError(f"buffers_to_keep and parameters_to_train share the names {sorted(shared)[:3]}")
+    return buffers
 
 
 def _build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
@@ -334,11 +346,13 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     optimizer = _build_optimizer(task, params, config)
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
     is_main = distributed.is_main_process()
-    state = _load_state(state_dir, params, optimizer, scaler, config, runtime)
+    buffers = task_buffers(task)
+    state = _load_state(state_dir, params, optimizer, scaler, config, runtime, buffers)
     resumed = state is not None
     if not resumed:
         seed_everything(config.seed)
         state = _LoopState(rng=capture_rng(runtime))
+    state.buffers = _snapshot(buffers)
     if is_main and state_dir.is_dir():
         _remove_unreferenced(state_dir, set(_state_files(state)) if resumed else set())
     if not distributed.same_on_all_ranks(state.step):
@@ -353,7 +367,8 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
                                    f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
                                    f"{runtime.precision}")
         try:
-            _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
+            _run(task, config, runtime, state_dir, (params, buffers), optimizer, scaler, state, signals, reporter,
+                 on_step)
         except (KeyboardInterrupt, SystemExit):
             if is_main and state.consistent:
                 _save_state(state_dir, state, params, optimizer, scaler, config)
@@ -361,13 +376,22 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             raise
     if is_main and state.saved_step != state.step:
         _save_state(state_dir, state, params, optimizer, scaler, config)
-    return FitResult(best_state=state.best_state, last_state=_cpu_copy(params), best_step=state.best_step,
+    return FitResult(best_state=state.best_state, last_state={**_cpu_copy(params), **_cpu_copy(buffers)},
+                     best_step=state.best_step,
                      best_score=state.best_score, history=state.history)
 
 
-def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
+def _snapshot(buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: b.detach().clone() for name, b in buffers.items()}
+
+
+def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, tensors: tuple[dict, dict],
          optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: _LoopState,
          signals: _Signals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
+    """The steps from ``state.step`` on. ``tensors``: the trained parameters and the kept buffers, whose copy at
+    each step boundary (``state.buffers``) is what a save holds, so an interrupt during a forward pass never saves
+    running statistics one forward ahead of the step."""
+    params, buffers = tensors
     trained = list(params.values())
     is_main = distributed.is_main_process()
     if _validation_due(state, config):  # the run was interrupted during this validation
@@ -398,6 +422,7 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             optimizer.zero_grad(set_to_none=True)
             state.step = step + 1
             state.rng = capture_rng(runtime)
+            state.buffers = _snapshot(buffers)
             state.window.append(loss.double())
             reporter.steps_log.add_terms(terms)
             if logged:
@@ -438,7 +463,7 @@ def _validate(task: TrainTask, state: _LoopState, params: dict, runtime: Runtime
     score = entry["score"]
     best = state.best_score
     improved = best is None or score > best or (math.isnan(best) and not math.isnan(score))
-    snapshot = _cpu_copy(params) if improved else None
+    snapshot = {**_cpu_copy(params), **_cpu_copy(state.buffers)} if improved else None
     reporter.steps_log.validation(entry)
     with signals.held():
         state.history.append(entry)
