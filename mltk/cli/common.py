@@ -131,25 +131,26 @@ TrustTorchscriptOption = typer.Option(
 
 def _base_paths(values: list[str] | None) -> list[str] | None:
     if values:
-        policy.BASE_PATHS.set(tuple(values))  # reset when the command ends (MltkGroup.invoke)
+        policy.BASE_PATHS.set(split_list(values))  # reset when the command ends (MltkGroup.invoke)
     return values
 
 
+# On every command with --init (added here) and on those whose --model may be a trained checkpoint (declared there).
 BaseOption = typer.Option(
-    None, "--base", expose_value=False, callback=_base_paths, metavar="PATH",
+    None, "--base", expose_value=False, callback=_base_paths, metavar=LIST_METAVAR,
     help="Where a checkpoint's base model or tokenizer now lies, when the checkpoint was moved without it (a "
     "checkpoint finds them itself when they moved together). Used only if its content fingerprint is the one the "
-    "checkpoint recorded; repeat for base and tokenizer.")
+    "checkpoint recorded; repeat or comma-separate for base and tokenizer.")
 SHARED_OPTIONS = (("out", "overwrite", OverwriteOption), ("pretrained", "trust_torchscript", TrustTorchscriptOption),
-                  ("model", "base", BaseOption), ("init", "base", BaseOption))
+                  ("init", "base", BaseOption))
 SHARED_ANNOTATIONS = {"base": Optional[List[str]]}  # the others are flags
 
 
 def with_shared_options(function: Callable) -> Callable:
     """``function`` (a command) with the shared options that go with its own options added to its signature."""
     signature = inspect.signature(function)
-    extra = list({name: (name, info) for companion, name, info in SHARED_OPTIONS
-                  if companion in signature.parameters and name not in signature.parameters}.values())
+    extra = [(name, info) for companion, name, info in SHARED_OPTIONS
+             if companion in signature.parameters and name not in signature.parameters]
     if not extra:
         return function
 
