@@ -189,7 +189,8 @@ def test_the_pipe_form_and_the_positional_form_reuse_each_other(world, tmp_path,
 
 
 def test_relative_and_absolute_spellings_reuse_each_other_and_changed_content_does_not(world, tmp_path, monkeypatch):
-    base = artifacts.write_checkpoint(tmp_path / "native", artifacts.load_tensors(world["native"] / "model.safetensors"),
+    base = artifacts.write_checkpoint(tmp_path / "native",
+                                      artifacts.load_tensors(world["native"] / "model.safetensors"),
                                       clip_checkpoint_config("mltk-tiny"), stage="pretrain")
     args = [world["captions"], "--lang", "en", "--split", "test", "--device", "cpu"]
     first = _ok(["encode-texts", *args, "-m", base, "-o", tmp_path / "t"]).stdout.strip()

@@ -2,7 +2,7 @@
 its tokenizer.
 
 A checkpoint of acquirers (MLA), of a grown table (CLL-CLIP) or of CCR_k holds only what was trained; its
-``config.json`` names the frozen base it was trained on (``base.model``, ``base.pretrained``) and the non-native
+checkpoint config names the frozen base it was trained on (``base.model``, ``base.pretrained``) and the non-native
 tokenizer (``non_native.source``). Named by path only, a checkpoint would silently change meaning when the base is
 retrained in place (``pretrain --overwrite``), and would be lost when the directory tree moves. So when a checkpoint
 is committed (``ArtifactWriter.commit``, one place no stage can forget) its config gets a ``depends_on`` block, one
@@ -47,12 +47,14 @@ _memo: dict[tuple, str] = {}
 
 def content_fingerprint(path: str | os.PathLike) -> str:
     """The content of a dependency: an mltk artifact by its manifest (which records every file's sha256), a file
-    by its bytes, a plain folder (a transformers model) by the name and sha256 of every file in it. Memoised per
-    process on each file's size and modification time."""
+    by its bytes, a plain folder (a transformers model) by the name and sha256 of every file in it, hidden ones
+    (``.cache/``, ``.DS_Store``) left out. Memoised per process on each file's size and modification time (about
+    0.7 s for all-MiniLM-L6-v2's 88 MB on a loaded CPU)."""
     path = Path(path).resolve()
     if is_artifact(path) or path.is_file():
         return fingerprint(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file())
+    files = sorted(p for p in path.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(path).parts))
     key = (str(path), tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
     if key not in _memo:
         digest = hashlib.sha256()

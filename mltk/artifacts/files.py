@@ -129,7 +129,7 @@ def checkpoint_format(path: PathLike) -> str | None:
     if not (path / schema.MANIFEST).is_file() or not (path / schema.CHECKPOINT_CONFIG).is_file():
         return None
     try:
-        return read_checkpoint_config(path).get("format")
+        return read_checkpoint_config(path, resolve=False).get("format")
     except ArtifactError:
         return None
 

@@ -2,8 +2,8 @@
 
 ``--overwrite`` and ``--trust-torchscript`` are options of every command that writes an artifact or loads
 weights, ``--base`` of every command that may load a checkpoint; threading them through each stage's configuration
-would touch every stage for a value that only the artifact writer and the weights and checkpoint loaders read. The CLI sets them for the duration of one command; library callers
-use the context managers.
+would touch every stage for a value that only the artifact writer and the weights and checkpoint loaders read.
+The CLI sets them for the duration of one command; library callers use the context managers.
 """
 
 from __future__ import annotations

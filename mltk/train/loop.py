@@ -23,8 +23,9 @@ settings (Zhang et al. 2023); ``schedule="cosine"`` is CLIP's.
 
 Exact resume. ``state_dir`` holds ``loop.json`` (the commit record: step, best score and step, history, config,
 Python/NumPy RNG states, GradScaler state) naming ``state-<step>.safetensors`` (trained tensors ``trained/<name>``,
-the task's kept buffers ``buffer/<name>`` such as BatchNorm running statistics, optimizer state ``optimizer/<name>/<slot>`` such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy
-RNG states ``rng/...``) and ``best-<step>.safetensors`` (the best tensors and buffers, by name). Tensor files are written first
+the task's kept buffers ``buffer/<name>`` such as BatchNorm statistics, optimizer state ``optimizer/<name>/<slot>``
+such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy RNG states ``rng/...``) and
+``best-<step>.safetensors`` (the best tensors and buffers, by name). Tensor files are written first
 and ``loop.json`` last, each by temporary file plus rename, so a crash at any moment leaves the previous complete
 state. State is saved every ``save_every`` steps, at the end, and when KeyboardInterrupt or SystemExit arrives
 (SIGTERM, Slurm's pre-emption and time-limit signal, is turned into SystemExit while ``fit`` runs); an interrupt
@@ -56,8 +57,8 @@ from mltk.core.errors import ArtifactError, ConfigError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.train import distributed, step_log
 from mltk.train.loop_state import (LOOP_JSON, MAY_CHANGE_ON_RESUME, _cpu_copy, _load_state, _LoopState,  # noqa: F401
-                                   _remove_unreferenced, _save_state, _state_files, _validation_due, capture_rng,
-                                   restore_rng)
+                                   _remove_unreferenced, _save_state, _snapshot, _state_files, _validation_due,
+                                   capture_rng, restore_rng, rng_preserved, task_buffers)
 
 SCHEDULES = ("constant", "cosine")
 CLIP_MODES = ("per_tensor", "global")
@@ -121,9 +122,7 @@ class TrainTask(Protocol):
         """Validation metrics; must contain ``"score"`` (higher is better). Runs under ``torch.no_grad()``."""
 
     # Optional: def make_optimizer(self, params: dict[str, Parameter], config: LoopConfig) -> torch.optim.Optimizer
-    # Optional: def buffers_to_keep(self) -> dict[str, Tensor]: state that the forward pass changes without a
-    #   gradient (BatchNorm's running statistics), saved and restored with the trained tensors and kept in the
-    #   best state (``task_buffers``)
+    # Optional: def buffers_to_keep(self) -> dict[str, Tensor]: BatchNorm statistics etc., saved and kept with the best
 
 
 @dataclass
@@ -183,15 +182,6 @@ def clip_gradients(parameters: list[torch.Tensor], max_norm: float, mode: str) -
     torch._foreach_mul_(grads, list(scales.unbind()))
 
 
-def task_buffers(task: TrainTask) -> dict[str, torch.Tensor]:
-    """The task's ``buffers_to_keep()`` (none when it has no such method), by names distinct from its parameters'."""
-    buffers = dict(getattr(task, "buffers_to_keep", dict)())
-    shared = set(buffers) & set(task.parameters_to_train())
-    if shared:
-        raise ValueError(f"buffers_to_keep and parameters_to_train share the names {sorted(shared)[:3]}")
-    return buffers
-
-
 def _build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
                      config: LoopConfig) -> torch.optim.Optimizer:
     make = getattr(task, "make_optimizer", None)
@@ -214,16 +204,6 @@ def _set_lr(optimizer: torch.optim.Optimizer, factor: float) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 # Random streams and signals
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def rng_preserved(runtime: Runtime) -> Iterator[None]:
-    """Run a block on a forked random stream: the states are put back afterwards."""
-    saved = capture_rng(runtime)
-    try:
-        yield
-    finally:
-        restore_rng(saved)
 
 
 class _Signals:
@@ -367,8 +347,7 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
                                    f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
                                    f"{runtime.precision}")
         try:
-            _run(task, config, runtime, state_dir, (params, buffers), optimizer, scaler, state, signals, reporter,
-                 on_step)
+            _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
         except (KeyboardInterrupt, SystemExit):
             if is_main and state.consistent:
                 _save_state(state_dir, state, params, optimizer, scaler, config)
@@ -377,21 +356,13 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     if is_main and state.saved_step != state.step:
         _save_state(state_dir, state, params, optimizer, scaler, config)
     return FitResult(best_state=state.best_state, last_state={**_cpu_copy(params), **_cpu_copy(buffers)},
-                     best_step=state.best_step,
-                     best_score=state.best_score, history=state.history)
+                     best_step=state.best_step, best_score=state.best_score, history=state.history)
 
 
-def _snapshot(buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {name: b.detach().clone() for name, b in buffers.items()}
-
-
-def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, tensors: tuple[dict, dict],
+def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
          optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: _LoopState,
          signals: _Signals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
-    """The steps from ``state.step`` on. ``tensors``: the trained parameters and the kept buffers, whose copy at
-    each step boundary (``state.buffers``) is what a save holds, so an interrupt during a forward pass never saves
-    running statistics one forward ahead of the step."""
-    params, buffers = tensors
+    buffers = task_buffers(task)  # a save holds their copy at the last step boundary, never one forward ahead
     trained = list(params.values())
     is_main = distributed.is_main_process()
     if _validation_due(state, config):  # the run was interrupted during this validation

@@ -3,9 +3,11 @@ best-state tensor files, and the random streams (see ``mltk.train.loop`` for the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +62,16 @@ def capture_rng(runtime: Runtime) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def rng_preserved(runtime: Runtime) -> Iterator[None]:
+    """Run a block on a forked random stream: the states are put back afterwards."""
+    saved = capture_rng(runtime)
+    try:
+        yield
+    finally:
+        restore_rng(saved)
+
+
 def restore_rng(rng: dict[str, Any]) -> None:
     torch.set_rng_state(rng["torch"])
     if rng.get("cuda") is not None and torch.cuda.is_available():
@@ -95,6 +107,19 @@ def _validation_due(state: _LoopState, config: LoopConfig) -> bool:
 
 def _cpu_copy(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: p.detach().to("cpu", copy=True) for name, p in params.items()}
+
+
+def task_buffers(task: Any) -> dict[str, torch.Tensor]:
+    """The task's ``buffers_to_keep()`` (none when it has no such method), by names distinct from its parameters'."""
+    buffers = dict(getattr(task, "buffers_to_keep", dict)())
+    shared = set(buffers) & set(task.parameters_to_train())
+    if shared:
+        raise ValueError(f"buffers_to_keep and parameters_to_train share the names {sorted(shared)[:3]}")
+    return buffers
+
+
+def _snapshot(buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: b.detach().clone() for name, b in buffers.items()}
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer, names: dict[int, str]) -> tuple[dict, dict]:
