@@ -176,7 +176,7 @@ def test_artifacts_hold_the_split_and_renamed_tensors(fake, imported):
     assert config["acquirer_hidden"] == HIDDEN and config["native_lang"] == "en"
     pinned = config["depends_on"]  # base and tokenizer by content, and relative to the checkpoint
     assert pinned["base.model"]["relative"] == "../base"
-    assert pinned["base.model"]["fingerprint"] == artifacts.fingerprint(out / "base")
+    assert pinned["base.model"]["fingerprint"] == dependencies.content_fingerprint(out / "base")
     assert pinned["non_native.source"]["fingerprint"] == dependencies.content_fingerprint(fake["tokenizer"])
     assert json.loads((out / "base" / "config.json").read_text()) == {"format": "open_clip", "model": ARCH}
     base = load_clip(str(out / "base")).model.state_dict()

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from mltk.artifacts import schema
 from mltk.artifacts.integrity import sha256_file
 from mltk.artifacts.manifest import fingerprint, is_artifact
 from mltk.core import policy
@@ -46,12 +48,14 @@ _memo: dict[tuple, str] = {}
 
 
 def content_fingerprint(path: str | os.PathLike) -> str:
-    """The content of a dependency: an mltk artifact by its manifest (which records every file's sha256), a file
-    by its bytes, a plain folder (a transformers model) by the name and sha256 of every file in it, hidden ones
-    (``.cache/``, ``.DS_Store``) left out. Memoised per process on each file's size and modification time (about
-    0.7 s for all-MiniLM-L6-v2's 88 MB on a loaded CPU)."""
+    """The content of a dependency: an mltk artifact by the sha256 its manifest records for each file (resume
+    state left out), a file by its bytes, a plain folder (a transformers model) by the name and sha256 of every
+    file in it, hidden ones (``.cache/``, ``.DS_Store``) left out. Memoised per process on each file's size and
+    modification time (about 0.7 s for all-MiniLM-L6-v2's 88 MB on a loaded CPU)."""
     path = Path(path).resolve()
-    if is_artifact(path) or path.is_file():
+    if is_artifact(path):
+        return _artifact_content(path)
+    if path.is_file():
         return fingerprint(path)
     files = sorted(p for p in path.rglob("*") if p.is_file()
                    and not any(part.startswith(".") for part in p.relative_to(path).parts))
@@ -62,6 +66,21 @@ def content_fingerprint(path: str | os.PathLike) -> str:
             digest.update(f"{child.relative_to(path).as_posix()}\0{sha256_file(child)}\n".encode())
         _memo[key] = "sha256:" + digest.hexdigest()
     return _memo[key]
+
+
+def _artifact_content(path: Path) -> str:
+    """An artifact by its kind and the sha256 of each file its manifest records, resume state (``state/``) left
+    out: ``mltk prune`` of a base does not change what it is. An artifact without checksums (an older mltk) by
+    ``fingerprint`` (its manifest, names, sizes and times)."""
+    manifest = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))
+    checksums = manifest.get("checksums") if isinstance(manifest, dict) else None
+    if not isinstance(checksums, dict):
+        return fingerprint(path)
+    digest = hashlib.sha256(f"{manifest.get('kind')}\n".encode())
+    for name in sorted(checksums):
+        if name.split("/")[0] != schema.CHECKPOINT_STATE_DIR and isinstance(checksums[name], dict):
+            digest.update(f"{name}\0{checksums[name].get('sha256')}\n".encode())
+    return "sha256:" + digest.hexdigest()
 
 
 def _get(config: dict, field: str) -> Any:
