@@ -17,6 +17,7 @@ from mltk import artifacts
 from mltk.artifacts import dependencies
 from mltk.cli.application import app
 from mltk.core import policy
+from mltk.core.errors import MltkError
 from mltk.models.clip import clip_checkpoint_config, load_clip
 
 runner = CliRunner()
@@ -313,3 +314,20 @@ def test_an_interrupted_and_resumed_pretrain_is_bit_exact_with_an_uninterrupted_
     pinned = dependencies.content_fingerprint(full)
     prune_state(full)
     assert not (Path(full) / "state").exists() and dependencies.content_fingerprint(full) == pinned
+
+
+def test_a_crafted_dependency_never_hashes_a_huge_folder_or_another_kind(tmp_path, monkeypatch):
+    """A checkpoint config is data: a ``relative`` that climbs to "/" must not make every load hash the disk."""
+    monkeypatch.setattr(dependencies, "MAX_FOLDER_FILES", 5)
+    big = tmp_path / "big"
+    big.mkdir()
+    for i in range(6):
+        (big / f"f{i}").write_text("x")
+    record = {"role": "base model", "location": str(tmp_path / "gone"), "relative": "../big", "kind": "folder",
+              "fingerprint": "sha256:0"}
+    config = {"format": "mla", "base": {"model": str(tmp_path / "gone")}, "depends_on": {"base.model": record}}
+    with pytest.raises(MltkError, match="more than 5 files: not a model or tokenizer folder"):
+        dependencies.resolve(config, tmp_path / "ckpt")
+    record["kind"] = "artifact"  # a folder where an artifact was pinned is not even hashed
+    with pytest.raises(MltkError, match="is now a folder"):
+        dependencies.resolve(config, tmp_path / "ckpt")

@@ -44,6 +44,8 @@ NAME_NOTE = ("a name (open_clip architecture or pretrained tag, hub name), not l
              "possible; the name is trusted")
 NOT_A_DEPENDENCY = ("tower",)  # the MLA tokenizer 'tower' is the base's own
 
+MAX_FOLDER_FILES = 10_000  # a model or tokenizer folder holds a few files; a crafted relative path may name "/"
+
 _memo: dict[tuple, str] = {}
 
 
@@ -57,8 +59,13 @@ def content_fingerprint(path: str | os.PathLike) -> str:
         return _artifact_content(path)
     if path.is_file():
         return fingerprint(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    files = []
+    for child in path.rglob("*"):
+        if child.is_file() and not any(part.startswith(".") for part in child.relative_to(path).parts):
+            files.append(child)
+            if len(files) > MAX_FOLDER_FILES:
+                raise ConfigError(f"holds more than {MAX_FOLDER_FILES} files: not a model or tokenizer folder", path)
+    files.sort()
     key = (str(path), tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
     if key not in _memo:
         digest = hashlib.sha256()
@@ -81,6 +88,10 @@ def _artifact_content(path: Path) -> str:
         if name.split("/")[0] != schema.CHECKPOINT_STATE_DIR and isinstance(checksums[name], dict):
             digest.update(f"{name}\0{checksums[name].get('sha256')}\n".encode())
     return "sha256:" + digest.hexdigest()
+
+
+def _kind(path: Path) -> str:
+    return "artifact" if is_artifact(path) else "file" if path.is_file() else "folder"
 
 
 def _get(config: dict, field: str) -> Any:
@@ -127,7 +138,7 @@ def pin(config: dict, checkpoint: str | os.PathLike) -> dict:
             continue
         scheme, path = local[0], local[1].resolve()
         _set(config, field, scheme + str(path))
-        records[field] = {"role": ROLES[field], "location": scheme + str(path),
+        records[field] = {"role": ROLES[field], "location": scheme + str(path), "kind": _kind(path),
                           "relative": os.path.relpath(path, checkpoint), "fingerprint": content_fingerprint(path)}
         if scheme:
             records[field]["scheme"] = scheme
@@ -157,6 +168,9 @@ def locate(record: dict, checkpoint: Path, given: tuple[str, ...] = ()) -> tuple
     for place, named in _candidates(record, checkpoint, given):
         if not str(place) or not place.exists() or place.resolve() in seen:
             continue
+        if record.get("kind") not in (None, _kind(place)):  # never hash a folder where a file or artifact was
+            other.append((place.resolve(), f"a {_kind(place)}", named))
+            continue
         seen.add(place.resolve())
         now = content_fingerprint(place)
         if now == record.get("fingerprint"):
@@ -174,7 +188,7 @@ def resolve(config: dict, checkpoint: str | os.PathLike) -> dict:
     checkpoint = Path(checkpoint).resolve()
     config = copy.deepcopy(config)
     for field, record in records.items():
-        if field not in ROLES or not isinstance(record, dict) or not record.get("fingerprint"):
+        if field not in dependency_fields(config) or not isinstance(record, dict) or not record.get("fingerprint"):
             continue
         found, other = locate(record, checkpoint, policy.BASE_PATHS.get())
         if found is None:
