@@ -191,8 +191,9 @@ def resolve(config: dict, checkpoint: str | os.PathLike) -> dict:
         if field not in dependency_fields(config) or not isinstance(record, dict) or not record.get("fingerprint"):
             continue
         found, other = locate(record, checkpoint, policy.BASE_PATHS.get())
-        if found is None:
-            raise ConfigError(_missing_message(record, checkpoint, other))
+        if found is None:  # a --base that holds another dependency is not "not it"
+            pinned = {r.get("fingerprint") for r in records.values() if isinstance(r, dict)}
+            raise ConfigError(_missing_message(record, checkpoint, [o for o in other if o[1] not in pinned]))
         _set(config, field, record.get("scheme", "") + str(found))
     return config
 
