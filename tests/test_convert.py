@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from helpers_tiny import tiny_wordpiece_tokenizer
 from mltk import artifacts
-from mltk.artifacts import schema
+from mltk.artifacts import dependencies, schema
 from mltk.cli import app
 from mltk.import_mla import import_mla_checkpoint
 from mltk.core.errors import MltkError
@@ -174,6 +174,10 @@ def test_artifacts_hold_the_split_and_renamed_tensors(fake, imported):
                                     "vocab_size": fake["state"]["multilingual_embedding.weight"].shape[0],
                                     "embed_dim": EMBED_DIM}
     assert config["acquirer_hidden"] == HIDDEN and config["native_lang"] == "en"
+    pinned = config["depends_on"]  # base and tokenizer by content, and relative to the checkpoint
+    assert pinned["base.model"]["relative"] == "../base"
+    assert pinned["base.model"]["fingerprint"] == dependencies.content_fingerprint(out / "base")
+    assert pinned["non_native.source"]["fingerprint"] == dependencies.content_fingerprint(fake["tokenizer"])
     assert json.loads((out / "base" / "config.json").read_text()) == {"format": "open_clip", "model": ARCH}
     base = load_clip(str(out / "base")).model.state_dict()
     assert set(base) == set(fake["clip"].state_dict())
@@ -185,6 +189,18 @@ def test_artifacts_hold_the_split_and_renamed_tensors(fake, imported):
                        fake["state"]["transformer.resblocks.3.acquirer.fr.mlp.c_proj.weight"])
     assert torch.equal(tensors["embedding.proj.bias"], fake["state"]["multilingual_embedding_linear.bias"])
     assert len(tensors) == 3 + 4 * 4 * len(LANGS)  # no ln, no CLIP
+
+
+def test_an_imported_pair_moved_together_still_loads(fake, tmp_path):
+    """The MLA checkpoint names its base as ../base as well as by absolute path: moving out_dir keeps it whole."""
+    import shutil
+
+    result = import_mla_checkpoint(fake["path"], tmp_path / "a", model=ARCH, tokenizer=str(fake["tokenizer"]))
+    before = load_encoder(result.mla).encode(["ein roter kreis"], LANGS[0])
+    moved = Path(shutil.move(tmp_path / "a", tmp_path / "b"))
+    with torch.no_grad():
+        after = load_encoder(moved / "mla").encode(["ein roter kreis"], LANGS[0])
+    assert torch.equal(before.detach(), after)
 
 
 @pytest.mark.parametrize("layout", ["wrapped_module_bin", "authors_epoch_name", "safetensors"])

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from mltk.artifacts import schema
-from mltk.artifacts import integrity
+from mltk.artifacts import dependencies, integrity
 from mltk.core.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import (PathLike, _jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
@@ -111,14 +111,16 @@ def load_checkpoint(path: PathLike, device: str = "cpu") -> tuple[dict, dict]:
     return load_tensors(path / schema.CHECKPOINT_WEIGHTS, device=device), config
 
 
-def read_checkpoint_config(path: PathLike) -> dict:
-    """The ``config.json`` of a checkpoint artifact (its ``format`` names how to rebuild it)."""
+def read_checkpoint_config(path: PathLike, resolve: bool = True) -> dict:
+    """The ``config.json`` of a checkpoint artifact (its ``format`` names how to rebuild it). With ``resolve``
+    its base model and tokenizer are where their pinned content now lies (``mltk.artifacts.dependencies``: a
+    changed or missing one is refused); without, the config as recorded."""
     path = Path(path)
     read_manifest(path, "checkpoint")
     config = read_json(path / schema.CHECKPOINT_CONFIG)
     if not isinstance(config, dict):
         raise ArtifactError("config.json is not a JSON object", path / schema.CHECKPOINT_CONFIG)
-    return config
+    return dependencies.resolve(config, path) if resolve else config
 
 
 def checkpoint_format(path: PathLike) -> str | None:
@@ -127,7 +129,7 @@ def checkpoint_format(path: PathLike) -> str | None:
     if not (path / schema.MANIFEST).is_file() or not (path / schema.CHECKPOINT_CONFIG).is_file():
         return None
     try:
-        return read_checkpoint_config(path).get("format")
+        return read_checkpoint_config(path, resolve=False).get("format")
     except ArtifactError:
         return None
 
@@ -254,8 +256,10 @@ def read_index(path: PathLike) -> tuple[dict, Any, pa.Table]:
 def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
     """What ``mltk inspect`` checks: the manifest, containment and sizes (``read_manifest``), every file's sha256,
     and (``decode``) that every file decodes, including an embeddings artifact's shards as its reader sees them.
-    Raises ArtifactError naming the first problem; returns ``{"manifest", "verified", "changed_inputs"}`` where
-    ``changed_inputs`` lists inputs whose fingerprint is no longer the recorded one (or that are gone)."""
+    Raises ArtifactError naming the first problem; returns ``{"manifest", "verified", "changed_inputs",
+    "dependencies"}`` where ``changed_inputs`` lists inputs whose fingerprint is no longer the recorded one (or that
+    are gone) and ``dependencies`` a checkpoint's base model and tokenizer with their state
+    (``mltk.artifacts.dependencies.report``)."""
     path = Path(path)
     manifest = read_manifest(path)
     integrity.verify_hashes(path, manifest)
@@ -273,4 +277,8 @@ def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
             changed.append({"path": str(source), "change": "is gone"})
         elif fingerprint(source) != entry.get("fingerprint"):
             changed.append({"path": str(source), "change": "changed"})
-    return {"manifest": manifest, "verified": verified, "changed_inputs": changed}
+    depends = []
+    if manifest["kind"] == "checkpoint" and schema.CHECKPOINT_CONFIG in manifest["files"]:
+        config = read_json(path / schema.CHECKPOINT_CONFIG)
+        depends = dependencies.report(config, path) if isinstance(config, dict) else []
+    return {"manifest": manifest, "verified": verified, "changed_inputs": changed, "dependencies": depends}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,33 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "__dataclass_fields__"):
         return _jsonable({f: getattr(value, f) for f in value.__dataclass_fields__})
     return value
+
+
+def canonical_settings(config: Any, input_paths: Iterable[str] = ()) -> Any:
+    """A stage's settings as a manifest records and compares them: each path by what it is, not how it was spelled
+    (``emb``, ``./emb`` and ``/abs/emb`` from a pipe are one setting). A ``Path`` becomes its resolved absolute
+    path, and so does a string that resolves to one of the stage's inputs (``input_paths``, resolved; their
+    content is compared by fingerprint beside the settings). Other strings stay as they are (a model name)."""
+    inputs = set(input_paths)
+
+    def walk(value: Any) -> Any:
+        if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+            return {f: walk(getattr(value, f)) for f in value.__dataclass_fields__}
+        if isinstance(value, Mapping):
+            return {str(k): walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        if isinstance(value, Path):
+            return str(value.resolve())
+        if isinstance(value, str) and inputs and value:
+            try:
+                resolved = str(Path(value).resolve())
+            except (OSError, ValueError):  # a NUL byte, a name too long: no path
+                return value
+            return resolved if resolved in inputs else value
+        return value
+
+    return _jsonable(walk(config))
 
 
 def write_json(path: PathLike, obj: Any) -> None:

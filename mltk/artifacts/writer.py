@@ -23,10 +23,11 @@ from mltk.core import policy
 
 
 from mltk.artifacts import schema
-from mltk.artifacts import integrity
+from mltk.artifacts import dependencies, integrity
 from mltk.core.errors import ArtifactError, MltkError
 
-from mltk.artifacts.manifest import PathLike, _jsonable, describe_input, is_artifact, read_manifest, write_json  # noqa
+from mltk.artifacts.manifest import (PathLike, _jsonable, canonical_settings, describe_input, is_artifact,  # noqa
+                                    read_manifest, write_json)
 
 
 
@@ -93,12 +94,14 @@ class ArtifactWriter:
         self.resume = resume
         self.overwrite = policy.OVERWRITE.get() if overwrite is None else overwrite
         self.dir = partial_dir(self.path)
+        described = [describe_input(p) for p in inputs]
         self.manifest: dict[str, Any] = {
             "kind": kind,
             "schema_version": schema.SCHEMA_VERSION,
-            "created_by": {"stage": stage or kind, "config": _jsonable(config)},
+            "created_by": {"stage": stage or kind,
+                           "config": canonical_settings(config, [entry["path"] for entry in described])},
             "mltk_version": __version__,
-            "inputs": [describe_input(p) for p in inputs],
+            "inputs": described,
         }
         self._lock = locks.OutputLock(self.path)
         self._started_partial = False
@@ -201,6 +204,7 @@ class ArtifactWriter:
             p.relative_to(self.dir).as_posix() for p in self.dir.rglob("*")
             if p.is_file() and p.name != schema.MANIFEST
         )
+        self._pin_dependencies()
         self.manifest["files"] = files
         self.manifest["checksums"] = integrity.checksums(self.dir, files)
         self.manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -214,6 +218,17 @@ class ArtifactWriter:
         else:
             os.replace(self.dir, self.path)
         return self.path
+
+
+    def _pin_dependencies(self) -> None:
+        """A checkpoint's config names its base model and tokenizer by content as well as by location (absolute,
+        and relative to the checkpoint): done here, on commit, so that no stage can write a checkpoint without."""
+        config_path = self.dir / schema.CHECKPOINT_CONFIG
+        if self.kind != "checkpoint" or not config_path.is_file():
+            return
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        if isinstance(config, dict) and dependencies.dependency_fields(config):
+            write_json(config_path, dependencies.pin(config, self.path))
 
 
 def reusable(out_dir: PathLike, kind: str, *, stage: str | None = None, config: Any = None,

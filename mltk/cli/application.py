@@ -61,11 +61,13 @@ class MltkGroup(TyperGroup):
 
     def invoke(self, ctx):
         tokens = [variable.set(False) for variable in (policy.OVERWRITE, policy.TRUST_TORCHSCRIPT)]
+        base_token = policy.BASE_PATHS.set(())
         try:
             return self._invoke(ctx)
         finally:
             for variable, token in zip((policy.OVERWRITE, policy.TRUST_TORCHSCRIPT), tokens):
                 variable.reset(token)
+            policy.BASE_PATHS.reset(base_token)
 
     def _invoke(self, ctx):
         try:

@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, List, Optional
 
 import functools
 import inspect
@@ -35,6 +35,7 @@ VOCABULARY = {
     "--model": "the base CLIP: open_clip name, hf-hub name or checkpoint artifact",
     "--pretrained": "open_clip pretrained tag or weights file of --model",
     "--init": "a trained checkpoint to start from",
+    "--base": "where a moved checkpoint's base model or tokenizer now lies (matched by fingerprint)",
     "--tokenizer": "the non-native tokenizer (vocab artifact or transformers name)",
     "--lang": "languages: repeat the option or comma-separate",
     "--metric": "retrieval metrics of evaluate (recall, mrv, c2c)",
@@ -126,7 +127,23 @@ TrustTorchscriptOption = typer.Option(
     False, "--trust-torchscript", expose_value=False, callback=_grant(policy.TRUST_TORCHSCRIPT),
     help="Allow an OpenAI TorchScript .pt as --pretrained: loading one can run code it carries, so only for "
     "files you trust.")
-SHARED_OPTIONS = (("out", "overwrite", OverwriteOption), ("pretrained", "trust_torchscript", TrustTorchscriptOption))
+
+
+def _base_paths(values: list[str] | None) -> list[str] | None:
+    if values:
+        policy.BASE_PATHS.set(split_list(values))  # reset when the command ends (MltkGroup.invoke)
+    return values
+
+
+# On every command with --init (added here) and on those whose --model may be a trained checkpoint (declared there).
+BaseOption = typer.Option(
+    None, "--base", expose_value=False, callback=_base_paths, metavar=LIST_METAVAR,
+    help="Where a checkpoint's base model or tokenizer now lies, when the checkpoint was moved without it (a "
+    "checkpoint finds them itself when they moved together). Used only if its content fingerprint is the one the "
+    "checkpoint recorded; repeat or comma-separate for base and tokenizer.")
+SHARED_OPTIONS = (("out", "overwrite", OverwriteOption), ("pretrained", "trust_torchscript", TrustTorchscriptOption),
+                  ("init", "base", BaseOption))
+SHARED_ANNOTATIONS = {"base": Optional[List[str]]}  # the others are flags
 
 
 def with_shared_options(function: Callable) -> Callable:
@@ -143,10 +160,11 @@ def with_shared_options(function: Callable) -> Callable:
             kwargs.pop(name, None)
         return function(*args, **kwargs)
 
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=bool)
-             for name, info in extra]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info,
+                               annotation=SHARED_ANNOTATIONS.get(name, bool)) for name, info in extra]
     command.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *added])
-    command.__annotations__ = {**function.__annotations__, **{name: bool for name, _ in extra}}
+    command.__annotations__ = {**function.__annotations__,
+                               **{name: SHARED_ANNOTATIONS.get(name, bool) for name, _ in extra}}
     return command
 
 

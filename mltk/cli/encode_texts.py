@@ -6,6 +6,7 @@ from typing import List, Optional
 
 import typer
 
+from mltk.cli.common import BaseOption
 from mltk.cli.common import (LIST_METAVAR, DeviceOption, JsonOption, PrecisionOption, emit, examples, lang_option,
                               out_option, resolve_input, split_list)
 
@@ -20,6 +21,7 @@ def encode_texts_command(
         ..., "--model", "-m", help="A checkpoint (MLA, train-continual, train-ccrk, a whole CLIP), an open_clip "
         "name (with --pretrained), an hf-hub: name, or a transformers / sentence-transformers folder."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag or weights file."),
+    base: Optional[List[str]] = BaseOption,
     lang: List[str] = lang_option("Only these languages (repeat or comma-separate); default: every language."),
     split: List[str] = typer.Option([], "--split", metavar=LIST_METAVAR, help="Only these splits (repeat or "
                                     "comma-separate); default: every split."),

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from mltk.cli.common import BaseOption
 from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, emit, examples, lang_option, out_option,
                               resolve_input, route_input, split_list)
 from mltk.core.errors import ConfigError
@@ -42,6 +43,7 @@ def evaluate(
         "name that encodes --captions, each language through its own path."),
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
+    base: Optional[List[str]] = BaseOption,
     captions: Optional[str] = typer.Option(
         None, "--captions", help="Captions artifact (or .parquet) to encode with --model; only the rows of --split "
         "and --lang are encoded."),

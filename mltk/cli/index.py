@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from mltk.cli.application import HELP_SETTINGS
+from mltk.cli.common import BaseOption
 from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, artifact_role, either, emit,
                               examples, hidden_alias, out_option, resolve_input, split_list)
 from mltk.core.errors import ConfigError
@@ -60,6 +61,7 @@ def query(
         None, "--model", help="Checkpoint (MLA, train-continual, a whole CLIP) or open_clip name for text queries."),
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
+    base: Optional[List[str]] = BaseOption,
     k: int = typer.Option(10, "--k", help="Results per query."),
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "

@@ -19,7 +19,8 @@ def inspect(
 ) -> None:
     """Check that PATH is a complete, intact mltk artifact: every file it names lies inside it, has the recorded
     size and sha256, and decodes (unless --quick); exit 2 naming the first file that does not. Inputs that changed
-    since the artifact was made are reported (it was made from something that is no longer there)."""
+    since the artifact was made are reported (it was made from something that is no longer there), and so are a
+    checkpoint's base model and tokenizer: pinned by fingerprint, with a warning when one changed or is gone."""
     from mltk import artifacts
     from mltk.core.runtime import log
 
@@ -28,7 +29,8 @@ def inspect(
     manifest = report["manifest"]
     if as_json:
         typer.echo(json.dumps({"path": str(resolved), "manifest": manifest, "verified": report["verified"],
-                               "changed_inputs": report["changed_inputs"]}, ensure_ascii=False))
+                               "changed_inputs": report["changed_inputs"], "dependencies": report["dependencies"]},
+                              ensure_ascii=False))
         return
     summary = {k: v for k, v in manifest.items() if k not in ("files", "inputs", "created_by", "shards", "checksums")}
     log(f"{manifest['kind']} artifact at {resolved}")
@@ -38,7 +40,24 @@ def inspect(
     log(f"  verified: {report['verified']}")
     for entry in report["changed_inputs"]:
         log(f"  warning: input {entry['path']} {entry['change']} since this artifact was made")
+    for line in dependency_lines(report["dependencies"]):
+        log(line)
     typer.echo(str(resolved))
+
+
+def dependency_lines(rows: list[dict]) -> list[str]:
+    """A checkpoint's base model and tokenizer as ``inspect`` prints them (a warning when one changed or is gone)."""
+    lines = []
+    for row in rows:
+        if row["status"] == "a name":
+            lines.append(f"  {row['role']}: {row['name']} (a name: {row['note']})")
+        elif row["status"] in ("changed", "is gone"):
+            now = f", now {row['now']}" if row.get("now") else ""
+            lines.append(f"  warning: {row['role']} {row['location']} {row['status']} since this checkpoint was made "
+                         f"(made with {row['fingerprint']}{now}); loading it is refused")
+        else:
+            lines.append(f"  {row['role']}: {row['location']} {row['status']} ({row['fingerprint']})")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -82,8 +82,8 @@ from mltk.train.ccrk_batches import (NO_CAPTION, ImageCaptions, MultilingualBatc
                                      keep_one_language, nearest_images, pick_captions)
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.train.stage import (StageInputs, load_inputs, prepare_encoder, refuse_text_only_tower, retrieval_split,
-                              retrieval_validator, run_stage)
+from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_encoder, refuse_text_only_tower,
+                              retrieval_split, retrieval_validator, run_stage)
 from mltk.train.validate import RetrievalValidator
 
 NEEDS_ENGLISH = ("english-bridge", "mlmme")
@@ -433,6 +433,7 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
         shutil.copytree(config.init / vocab, directory / encoder.checkpoint_config()["vocab"], dirs_exist_ok=True)
 
     inputs = [p for p in (config.images, config.captions, config.init, config.alignment.lexicon) if p is not None]
+    inputs += model_inputs(config.init, config.model, config.pretrained, config.tokenizer)
     return run_stage(task, config.loop, runtime, config.out, stage="train-ccrk", checkpoint_config=checkpoint_config,
                      checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
                      extra_files=copy_vocabulary if task.english_trains else None, loss=config.loss,

@@ -23,8 +23,9 @@ settings (Zhang et al. 2023); ``schedule="cosine"`` is CLIP's.
 
 Exact resume. ``state_dir`` holds ``loop.json`` (the commit record: step, best score and step, history, config,
 Python/NumPy RNG states, GradScaler state) naming ``state-<step>.safetensors`` (trained tensors ``trained/<name>``,
-optimizer state ``optimizer/<name>/<slot>`` such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy
-RNG states ``rng/...``) and ``best-<step>.safetensors`` (the best tensors, by name). Tensor files are written first
+the task's kept buffers ``buffer/<name>`` such as BatchNorm statistics, optimizer state ``optimizer/<name>/<slot>``
+such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy RNG states ``rng/...``) and
+``best-<step>.safetensors`` (the best tensors and buffers, by name). Tensor files are written first
 and ``loop.json`` last, each by temporary file plus rename, so a crash at any moment leaves the previous complete
 state. State is saved every ``save_every`` steps, at the end, and when KeyboardInterrupt or SystemExit arrives
 (SIGTERM, Slurm's pre-emption and time-limit signal, is turned into SystemExit while ``fit`` runs); an interrupt
@@ -56,8 +57,8 @@ from mltk.core.errors import ArtifactError, ConfigError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.train import distributed, step_log
 from mltk.train.loop_state import (LOOP_JSON, MAY_CHANGE_ON_RESUME, _cpu_copy, _load_state, _LoopState,  # noqa: F401
-                                   _remove_unreferenced, _save_state, _state_files, _validation_due, capture_rng,
-                                   restore_rng)
+                                   _remove_unreferenced, _save_state, _snapshot, _state_files, _validation_due,
+                                   capture_rng, restore_rng, rng_preserved, task_buffers)
 
 SCHEDULES = ("constant", "cosine")
 CLIP_MODES = ("per_tensor", "global")
@@ -121,11 +122,12 @@ class TrainTask(Protocol):
         """Validation metrics; must contain ``"score"`` (higher is better). Runs under ``torch.no_grad()``."""
 
     # Optional: def make_optimizer(self, params: dict[str, Parameter], config: LoopConfig) -> torch.optim.Optimizer
+    # Optional: def buffers_to_keep(self) -> dict[str, Tensor]: BatchNorm statistics etc., saved and kept with the best
 
 
 @dataclass
 class FitResult:
-    best_state: dict[str, torch.Tensor]   # trained tensors at the best validation (cpu clones)
+    best_state: dict[str, torch.Tensor]   # trained tensors and kept buffers at the best validation (cpu clones)
     last_state: dict[str, torch.Tensor]
     best_step: int
     best_score: float
@@ -202,16 +204,6 @@ def _set_lr(optimizer: torch.optim.Optimizer, factor: float) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 # Random streams and signals
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def rng_preserved(runtime: Runtime) -> Iterator[None]:
-    """Run a block on a forked random stream: the states are put back afterwards."""
-    saved = capture_rng(runtime)
-    try:
-        yield
-    finally:
-        restore_rng(saved)
 
 
 class _Signals:
@@ -334,11 +326,13 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     optimizer = _build_optimizer(task, params, config)
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
     is_main = distributed.is_main_process()
-    state = _load_state(state_dir, params, optimizer, scaler, config, runtime)
+    buffers = task_buffers(task)
+    state = _load_state(state_dir, params, optimizer, scaler, config, runtime, buffers)
     resumed = state is not None
     if not resumed:
         seed_everything(config.seed)
         state = _LoopState(rng=capture_rng(runtime))
+    state.buffers = _snapshot(buffers)
     if is_main and state_dir.is_dir():
         _remove_unreferenced(state_dir, set(_state_files(state)) if resumed else set())
     if not distributed.same_on_all_ranks(state.step):
@@ -361,13 +355,14 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             raise
     if is_main and state.saved_step != state.step:
         _save_state(state_dir, state, params, optimizer, scaler, config)
-    return FitResult(best_state=state.best_state, last_state=_cpu_copy(params), best_step=state.best_step,
-                     best_score=state.best_score, history=state.history)
+    return FitResult(best_state=state.best_state, last_state={**_cpu_copy(params), **_cpu_copy(buffers)},
+                     best_step=state.best_step, best_score=state.best_score, history=state.history)
 
 
 def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
          optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: _LoopState,
          signals: _Signals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
+    buffers = task_buffers(task)  # a save holds their copy at the last step boundary, never one forward ahead
     trained = list(params.values())
     is_main = distributed.is_main_process()
     if _validation_due(state, config):  # the run was interrupted during this validation
@@ -398,6 +393,7 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             optimizer.zero_grad(set_to_none=True)
             state.step = step + 1
             state.rng = capture_rng(runtime)
+            state.buffers = _snapshot(buffers)
             state.window.append(loss.double())
             reporter.steps_log.add_terms(terms)
             if logged:
@@ -438,7 +434,7 @@ def _validate(task: TrainTask, state: _LoopState, params: dict, runtime: Runtime
     score = entry["score"]
     best = state.best_score
     improved = best is None or score > best or (math.isnan(best) and not math.isnan(score))
-    snapshot = _cpu_copy(params) if improved else None
+    snapshot = {**_cpu_copy(params), **_cpu_copy(state.buffers)} if improved else None
     reporter.steps_log.validation(entry)
     with signals.held():
         state.history.append(entry)

@@ -3,9 +3,11 @@ best-state tensor files, and the random streams (see ``mltk.train.loop`` for the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from mltk.artifacts import _jsonable, load_tensors, save_tensors, write_json
+from mltk.artifacts import canonical_settings, load_tensors, save_tensors, write_json
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import Runtime
 
@@ -30,8 +32,9 @@ MAY_CHANGE_ON_RESUME = ("out", "device", "precision", "cache_dir", "keep_task_ch
 
 
 def settings_record(config: Any) -> dict:
-    """A (stage or loop) config as the JSON it is saved as, nested configs as nested objects."""
-    return json.loads(json.dumps(_jsonable(config)))
+    """A (stage or loop) config as the JSON it is saved as, nested configs as nested objects, paths by what they
+    are (``canonical_settings``: resolved, however they were spelled)."""
+    return json.loads(json.dumps(canonical_settings(config)))
 
 
 def changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -59,6 +62,16 @@ def capture_rng(runtime: Runtime) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def rng_preserved(runtime: Runtime) -> Iterator[None]:
+    """Run a block on a forked random stream: the states are put back afterwards."""
+    saved = capture_rng(runtime)
+    try:
+        yield
+    finally:
+        restore_rng(saved)
+
+
 def restore_rng(rng: dict[str, Any]) -> None:
     torch.set_rng_state(rng["torch"])
     if rng.get("cuda") is not None and torch.cuda.is_available():
@@ -78,7 +91,8 @@ class _LoopState:
     step: int = 0                             # completed updates
     best_score: float | None = None
     best_step: int = 0
-    best_state: dict[str, torch.Tensor] = field(default_factory=dict)
+    best_state: dict[str, torch.Tensor] = field(default_factory=dict)  # trained tensors and kept buffers
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)     # kept buffers at the current step boundary
     history: list[dict] = field(default_factory=list)
     window: list[torch.Tensor] = field(default_factory=list)  # losses since the last log line (on the device)
     last_validated: int = 0
@@ -93,6 +107,19 @@ def _validation_due(state: _LoopState, config: LoopConfig) -> bool:
 
 def _cpu_copy(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: p.detach().to("cpu", copy=True) for name, p in params.items()}
+
+
+def task_buffers(task: Any) -> dict[str, torch.Tensor]:
+    """The task's ``buffers_to_keep()`` (none when it has no such method), by names distinct from its parameters'."""
+    buffers = dict(getattr(task, "buffers_to_keep", dict)())
+    shared = set(buffers) & set(task.parameters_to_train())
+    if shared:
+        raise ValueError(f"buffers_to_keep and parameters_to_train share the names {sorted(shared)[:3]}")
+    return buffers
+
+
+def _snapshot(buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: b.detach().clone() for name, b in buffers.items()}
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer, names: dict[int, str]) -> tuple[dict, dict]:
@@ -154,8 +181,9 @@ def _save_state(state_dir: Path, state: _LoopState, params: dict, optimizer: tor
     optimizer_tensors, optimizer_scalars = _optimizer_tensors(optimizer, names)
     rng_tensors, rng_json = _rng_for_files(state.rng)
     state_file, best_file = _state_files(state)
-    save_tensors(state_dir / state_file, {**{f"trained/{n}": p for n, p in params.items()}, **optimizer_tensors,
-                                          **rng_tensors})
+    save_tensors(state_dir / state_file, {**{f"trained/{n}": p for n, p in params.items()},
+                                          **{f"buffer/{n}": b for n, b in state.buffers.items()},
+                                          **optimizer_tensors, **rng_tensors})
     if best_file is not None and not (state_dir / best_file).exists():  # else unchanged since the last save
         save_tensors(state_dir / best_file, state.best_state)
     write_json(state_dir / LOOP_JSON, {
@@ -184,8 +212,11 @@ def _remove_unreferenced(state_dir: Path, keep: set) -> None:
 
 
 def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
-                scaler: torch.amp.GradScaler | None, config: LoopConfig, runtime: Runtime) -> _LoopState | None:
-    """Restore tensors, optimizer, GradScaler and RNG from ``state_dir``; None when there is no saved state."""
+                scaler: torch.amp.GradScaler | None, config: LoopConfig, runtime: Runtime,
+                buffers: dict | None = None) -> _LoopState | None:
+    """Restore tensors, kept buffers, optimizer, GradScaler and RNG from ``state_dir``; None when there is no saved
+    state."""
+    buffers = buffers or {}
     record = state_dir / LOOP_JSON
     if not record.is_file():
         return None
@@ -197,9 +228,12 @@ def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
         raise ArtifactError(f"cannot read the saved training state ({exc}); delete {state_dir} to start over",
                             record)
     _check_same_run(saved["config"], config, params, tensors, record)
+    _check_buffers(buffers, tensors, record)
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(tensors[f"trained/{name}"])
+        for name, buffer in buffers.items():
+            buffer.copy_(tensors[f"buffer/{name}"])
     _load_optimizer_state(optimizer, tensors, saved["optimizer_scalars"], {id(p): n for n, p in params.items()})
     if scaler is not None and saved["grad_scaler"]:
         scaler.load_state_dict(saved["grad_scaler"])
@@ -223,3 +257,11 @@ def _check_same_run(saved_config: dict, config: LoopConfig, params: dict, tensor
         raise ArtifactError(f"the saved training state trains other tensors than this run (saved "
                             f"{len(saved_names)}, now {len(params)}, or shapes differ); delete {record.parent} "
                             f"to start over", record)
+
+
+def _check_buffers(buffers: dict, tensors: dict, record: Path) -> None:
+    saved = {k[len("buffer/"):] for k in tensors if k.startswith("buffer/")}
+    if saved != set(buffers) or any(tuple(tensors[f"buffer/{n}"].shape) != tuple(b.shape) for n, b in buffers.items()):
+        raise ArtifactError(f"the saved training state holds other buffers than this run needs (saved {len(saved)}, "
+                            f"now {len(buffers)}: an older mltk saved no running statistics, or shapes differ); "
+                            f"delete {record.parent} to start over", record)

@@ -45,8 +45,8 @@ from mltk.core.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig, default_optimizer
-from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, prepare_encoder,
-                              refuse_text_only_tower,
+from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, model_inputs,
+                              prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
 from mltk.train.preflight import check_image_embeddings, require_weights
@@ -408,6 +408,7 @@ def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: 
     task.embedding_lr = config.embedding_lr
     task = with_alignment(task, encoder, config.alignment, config.loop.seed, languages)
     inputs = [p for p in (config.captions, config.images, config.init, config.alignment.lexicon) if p is not None]
+    inputs += model_inputs(config.init, config.model, config.pretrained, config.tokenizer)
     trained = task.parameters_to_train()
 
     def checkpoint_tensors(best: dict) -> dict:

@@ -83,6 +83,12 @@ class ClipPretrainTask:
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return dict(self.clip.named_parameters())
 
+    def buffers_to_keep(self) -> dict[str, torch.Tensor]:
+        """The buffers a checkpoint holds (BatchNorm running statistics of mltk-tiny's ResNet image tower); the
+        loop saves, resumes and keeps them with the best step."""
+        saved = self.clip.state_dict(keep_vars=True)
+        return {name: buffer for name, buffer in self.clip.named_buffers() if name in saved}
+
     def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         _, images = self.batches.batch(step)
         captions = draw_captions(self.seed, step, 0xC11, images, self.offsets, self.counts)

@@ -40,7 +40,7 @@ from mltk.artifacts import schema
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log, resolve_runtime, seed_everything
 from mltk.train.distributed import init_from_env
-from mltk.train.loop import FitResult, LoopConfig, TrainTask, fit
+from mltk.train.loop import FitResult, LoopConfig, TrainTask, fit, task_buffers
 from mltk.train.loop_state import changed_settings, settings_record
 from mltk.train.step_log import STEPS_CSV
 from mltk.train.validate import RetrievalValidator
@@ -213,6 +213,16 @@ def prepare_encoder(init: Path | None, model: str, pretrained: str | None, token
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def model_inputs(init: Path | None, *names: str | None) -> list[Path]:
+    """The local files and folders among a stage's model names (``--model``, ``--pretrained``, ``--tokenizer``;
+    ``local-dir:`` stripped) when it starts fresh (without ``init``, whose config pins them): inputs like any
+    other, so a base retrained in place makes the stage's output out of date instead of "up to date"."""
+    if init is not None:
+        return []
+    paths = [Path(str(name).removeprefix("local-dir:")) for name in names if name]
+    return [path for path in paths if str(path) and path.exists()]
+
+
 def stage_writer(out: Path, stage: str, config: Any, inputs: Iterable[Path]) -> artifacts.ArtifactWriter:
     """The stage's resumable artifact writer, made before any training. Its ``existing`` is a finished artifact of
     the same command, settings and inputs (return ``writer.reuse()``); one made otherwise is refused here unless
@@ -250,10 +260,10 @@ def fit_best(task: TrainTask, loop: LoopConfig, runtime: Runtime, state_dir: Pat
              on_step: Callable[[int, float], None] | None = None, steps_csv: Path | None = None) -> FitResult:
     """``fit`` (resuming from ``state_dir``), then put the best state back into the trained tensors."""
     result = fit(task, loop, runtime, state_dir, on_step=on_step, description=description, steps_csv=steps_csv)
-    params = task.parameters_to_train()
+    tensors = {**task.parameters_to_train(), **task_buffers(task)}
     with torch.no_grad():
         for name, value in result.best_state.items():
-            params[name].copy_(value)
+            tensors[name].copy_(value)
     return result
 
 

@@ -30,8 +30,8 @@ from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_see
                                        vocabulary_summary)
 from mltk.train.loop import LoopConfig
 from mltk.ame.rcsls import with_alignment
-from mltk.train.stage import (RetrievalSplit, check_image_width, fit_best, load_inputs, open_run,
-                              retrieval_validator, stage_writer)
+from mltk.train.stage import (RetrievalSplit, check_image_width, fit_best, load_inputs, model_inputs,
+                              open_run, retrieval_validator, stage_writer)
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import Vocabulary, load_vocabulary
 
@@ -63,6 +63,7 @@ def check_base(config: ContinualTrainConfig) -> None:
 def _write_task_checkpoint(path: Path, encoder: ContinualTextEncoder, vocabulary: Vocabulary, record: dict,
                            config: ContinualTrainConfig) -> Path:
     inputs = [p for p in (config.captions, config.images) if p is not None]
+    inputs += model_inputs(None, config.model, config.pretrained)
     with artifacts.ArtifactWriter(path, "checkpoint", stage="train-continual", config=config,
                                   inputs=inputs) as writer:
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, encoder.state_tensors())
@@ -129,6 +130,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     encoder = ContinualTextEncoder(base, root.tokenizer, method, init_temperature=config.temperature)
     check_image_width(encoder.tower.output_dim, image_vectors, config.images)
     inputs_used = [p for p in (config.captions, config.images, config.alignment.lexicon) if p is not None]
+    inputs_used += model_inputs(None, config.model, config.pretrained)
     writer = stage_writer(config.out, "train-continual", config, inputs_used)
     if writer.existing is not None:
         return writer.reuse()
