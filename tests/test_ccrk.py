@@ -17,7 +17,7 @@ from mltk.cli import app
 from mltk.core.errors import ConfigError
 from mltk.losses import english_bridge_mse, one_to_k_contrastive, one_to_one_contrastive, pairwise_ranking_hinge
 from mltk.models.clip import clip_checkpoint_config, load_clip
-from mltk.train import ccrk
+from mltk.train import ccrk, ccrk_batches
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import replace_settings
 from mltk.train.step_log import STEPS_CSV, read_steps_csv
@@ -84,18 +84,18 @@ def test_batches_hold_every_available_language_and_skip_missing_ones():
                 continue  # image 1 lacks French; image 2 has English only
             rows.append((f"img{i}", lang, f"img{i}#0", f"{lang} caption of {i}", "train"))
     rows.append(("img9", "de", "img9#0", "an image the embeddings do not have", "train"))
-    data = ccrk.group_captions(_table(rows), "train", ["en", "de", "fr"], {f"img{i}": i for i in range(6)})
+    data = ccrk_batches.group_captions(_table(rows), "train", ["en", "de", "fr"], {f"img{i}": i for i in range(6)})
     assert data.image_rows.tolist() == list(range(6))
-    batches = ccrk.MultilingualBatches(data, batch_size=6, steps=4, seed=0)
+    batches = ccrk_batches.MultilingualBatches(data, batch_size=6, steps=4, seed=0)
     for step in range(4):
         images, captions = batches.batch(step)
         assert sorted(images.tolist()) == list(range(6))  # distinct images
         for image, chosen in zip(images, captions):
-            present = [data.languages[k] for k in range(3) if chosen[k] != ccrk.NO_CAPTION]
+            present = [data.languages[k] for k in range(3) if chosen[k] != ccrk_batches.NO_CAPTION]
             expected = {1: ["en", "de"], 2: ["en"]}.get(int(image), ["en", "de", "fr"])
             assert present == expected
             for k, lang in enumerate(data.languages):
-                if chosen[k] != ccrk.NO_CAPTION:
+                if chosen[k] != ccrk_batches.NO_CAPTION:
                     assert data.texts[lang][chosen[k]] == f"{lang} caption of {image}"
 
 
@@ -105,25 +105,25 @@ def test_captions_of_a_batch_are_translations_when_the_data_has_them():
     rows = [("i0", "en", "a", "en-a", "train"), ("i0", "de", "a", "de-a", "train"), ("i0", "fr", "a", "fr-a", "train"),
             ("i0", "en", "b", "en-b", "train"), ("i0", "de", "c", "de-c", "train"),
             ("i1", "en", "x", "en-x", "train"), ("i1", "de", "y", "de-y", "train"), ("i1", "fr", "z", "fr-z", "train")]
-    data = ccrk.group_captions(_table(rows), "train", ["en", "de", "fr"], {"i0": 0, "i1": 1})
+    data = ccrk_batches.group_captions(_table(rows), "train", ["en", "de", "fr"], {"i0": 0, "i1": 1})
     rng = np.random.default_rng(0)
     for _ in range(20):
-        chosen = ccrk.pick_captions(data.options[0], rng)
+        chosen = ccrk_batches.pick_captions(data.options[0], rng)
         assert [data.texts[lang][c] for lang, c in zip(data.languages, chosen)] == ["en-a", "de-a", "fr-a"]
-        chosen = ccrk.pick_captions(data.options[1], rng)
+        chosen = ccrk_batches.pick_captions(data.options[1], rng)
         assert [data.texts[lang][c] for lang, c in zip(data.languages, chosen)] == ["en-x", "de-y", "fr-z"]
 
 
 def test_hard_negatives_put_each_anchor_beside_its_nearest_images():
     torch.manual_seed(0)
     vectors = torch.nn.functional.normalize(torch.randn(40, 8), dim=-1)
-    neighbours = ccrk.nearest_images(vectors, 3)
+    neighbours = ccrk_batches.nearest_images(vectors, 3)
     scores = vectors @ vectors.T
     scores.fill_diagonal_(-2)
     assert neighbours[5].tolist() == scores[5].topk(3).indices.tolist()
     rows = [(f"i{i}", "en", f"i{i}#0", "text", "train") for i in range(40)]
-    data = ccrk.group_captions(_table(rows), "train", ["en"], {f"i{i}": i for i in range(40)})
-    batches = ccrk.MultilingualBatches(data, batch_size=12, steps=5, seed=1, neighbours=neighbours)
+    data = ccrk_batches.group_captions(_table(rows), "train", ["en"], {f"i{i}": i for i in range(40)})
+    batches = ccrk_batches.MultilingualBatches(data, batch_size=12, steps=5, seed=1, neighbours=neighbours)
     for step in range(5):
         images, _ = batches.batch(step)
         assert len(images) == 12 and len(set(images.tolist())) == 12
@@ -134,12 +134,12 @@ def test_hard_negatives_put_each_anchor_beside_its_nearest_images():
 def test_one_to_one_batches_keep_one_present_language_per_image():
     rows = [(f"i{i}", lang, f"i{i}#0", "t", "train") for i in range(8) for lang in ("en", "de", "fr")
             if not (i == 0 and lang != "de")]
-    data = ccrk.group_captions(_table(rows), "train", ["en", "de", "fr"], {f"i{i}": i for i in range(8)})
-    batches = ccrk.MultilingualBatches(data, batch_size=8, steps=30, seed=0, one_language=True)
+    data = ccrk_batches.group_captions(_table(rows), "train", ["en", "de", "fr"], {f"i{i}": i for i in range(8)})
+    batches = ccrk_batches.MultilingualBatches(data, batch_size=8, steps=30, seed=0, one_language=True)
     seen = set()
     for step in range(30):
         images, captions = batches.batch(step)
-        present = captions != ccrk.NO_CAPTION
+        present = captions != ccrk_batches.NO_CAPTION
         assert (present.sum(axis=1) == 1).all()
         assert present[images.tolist().index(0)].tolist() == [False, True, False]  # only German exists
         seen |= {int(np.flatnonzero(p)[0]) for p in present}

@@ -78,8 +78,7 @@ from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
-from mltk.train.ccrk_batches import (NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions,  # noqa: F401
-                                     keep_one_language, nearest_images, pick_captions)
+from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_encoder, refuse_text_only_tower,
