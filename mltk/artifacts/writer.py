@@ -26,7 +26,7 @@ from mltk.artifacts import schema
 from mltk.artifacts import integrity
 from mltk.core.errors import ArtifactError, MltkError
 
-from mltk.artifacts.manifest import PathLike, _jsonable, describe_input, is_artifact, read_manifest, write_json  # noqa
+from mltk.artifacts.manifest import PathLike, jsonable, describe_input, is_artifact, read_manifest, write_json  # noqa
 
 
 
@@ -49,7 +49,7 @@ def _trash_dir(out_dir: Path) -> Path:
 
 def _plain(value: Any) -> Any:
     """The value as it reads back from a manifest (tuples become lists, paths strings)."""
-    return json.loads(json.dumps(_jsonable(value), ensure_ascii=False, default=str))
+    return json.loads(json.dumps(jsonable(value), ensure_ascii=False, default=str))
 
 
 class ArtifactWriter:
@@ -96,7 +96,7 @@ class ArtifactWriter:
         self.manifest: dict[str, Any] = {
             "kind": kind,
             "schema_version": schema.SCHEMA_VERSION,
-            "created_by": {"stage": stage or kind, "config": _jsonable(config)},
+            "created_by": {"stage": stage or kind, "config": jsonable(config)},
             "mltk_version": __version__,
             "inputs": [describe_input(p) for p in inputs],
         }

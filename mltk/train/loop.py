@@ -42,8 +42,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,9 +53,9 @@ import torch
 from mltk.core.errors import ArtifactError, ConfigError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.train import distributed, step_log
-from mltk.train.loop_state import (LOOP_JSON, MAY_CHANGE_ON_RESUME, _cpu_copy, _load_state, _LoopState,  # noqa: F401
-                                   _remove_unreferenced, _save_state, _state_files, _validation_due, capture_rng,
-                                   restore_rng)
+from mltk.train.loop_state import (LoopState, capture_rng, cpu_copy, load_state, remove_unreferenced, restore_rng,
+                                   save_state, state_files)
+from mltk.train.signals import DeferredSignals
 
 SCHEDULES = ("constant", "cosine")
 CLIP_MODES = ("per_tensor", "global")
@@ -200,7 +198,7 @@ def _set_lr(optimizer: torch.optim.Optimizer, factor: float) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Random streams and signals
+# Random streams
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -212,49 +210,6 @@ def rng_preserved(runtime: Runtime) -> Iterator[None]:
         yield
     finally:
         restore_rng(saved)
-
-
-class _Signals:
-    """While ``fit`` runs: SIGTERM raises SystemExit (as Ctrl-C raises KeyboardInterrupt) so that both save the
-    state, and inside ``held()`` both signals wait until the block is done. Main thread only (Python delivers
-    signals there); elsewhere it does nothing."""
-
-    def __init__(self) -> None:
-        self.active = threading.current_thread() is threading.main_thread()
-        self._previous_term = None
-
-    def __enter__(self) -> _Signals:
-        if self.active and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self._previous_term = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous_term is not None:
-            signal.signal(signal.SIGTERM, self._previous_term)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        if not self.active:
-            yield
-            return
-        pending: list[int] = []
-        handlers = {sig: signal.signal(sig, lambda s, _frame: pending.append(s))
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
-        for sig in pending[:1]:
-            handler = handlers[sig]
-            if callable(handler):
-                handler(sig, None)
-            elif handler == signal.SIG_DFL:
-                signal.raise_signal(sig)
-
-
-def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signum)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -334,17 +289,17 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     optimizer = _build_optimizer(task, params, config)
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
     is_main = distributed.is_main_process()
-    state = _load_state(state_dir, params, optimizer, scaler, config, runtime)
+    state = load_state(state_dir, params, optimizer, scaler, config, runtime)
     resumed = state is not None
     if not resumed:
         seed_everything(config.seed)
-        state = _LoopState(rng=capture_rng(runtime))
+        state = LoopState(rng=capture_rng(runtime))
     if is_main and state_dir.is_dir():
-        _remove_unreferenced(state_dir, set(_state_files(state)) if resumed else set())
+        remove_unreferenced(state_dir, set(state_files(state)) if resumed else set())
     if not distributed.same_on_all_ranks(state.step):
         raise ArtifactError("the processes found different saved states; the state directory must be on a file "
                             "system every process reads", state_dir)
-    with _Signals() as signals, _Reporter(description, config.steps, is_main) as reporter, \
+    with DeferredSignals() as signals, _Reporter(description, config.steps, is_main) as reporter, \
             contextlib.closing(step_log.StepLogger(
                 steps_csv, description, state.step, enabled=is_main,
                 samples_per_step=getattr(getattr(task, "batches", None), "batch_size", None),
@@ -356,18 +311,18 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
         except (KeyboardInterrupt, SystemExit):
             if is_main and state.consistent:
-                _save_state(state_dir, state, params, optimizer, scaler, config)
+                save_state(state_dir, state, params, optimizer, scaler, config)
                 reporter.note(f"{description}: interrupted; state of step {state.step} saved in {state_dir}")
             raise
     if is_main and state.saved_step != state.step:
-        _save_state(state_dir, state, params, optimizer, scaler, config)
-    return FitResult(best_state=state.best_state, last_state=_cpu_copy(params), best_step=state.best_step,
+        save_state(state_dir, state, params, optimizer, scaler, config)
+    return FitResult(best_state=state.best_state, last_state=cpu_copy(params), best_step=state.best_step,
                      best_score=state.best_score, history=state.history)
 
 
 def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
-         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: _LoopState,
-         signals: _Signals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
+         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: LoopState,
+         signals: DeferredSignals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
     trained = list(params.values())
     is_main = distributed.is_main_process()
     if _validation_due(state, config):  # the run was interrupted during this validation
@@ -412,10 +367,15 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             with rng_preserved(runtime):
                 on_step(step, float(loss))
         if is_main and config.save_every and state.step % config.save_every == 0:
-            _save_state(state_dir, state, params, optimizer, scaler, config)
+            save_state(state_dir, state, params, optimizer, scaler, config)
 
 
-def _log_window(state: _LoopState, lr: float, reporter: _Reporter) -> None:
+def _validation_due(state: LoopState, config: LoopConfig) -> bool:
+    at_point = state.step == config.steps or (config.eval_every > 0 and state.step % config.eval_every == 0)
+    return state.step > 0 and at_point and state.last_validated < state.step
+
+
+def _log_window(state: LoopState, lr: float, reporter: _Reporter) -> None:
     """One log line and history entry: the mean loss of the steps since the previous one."""
     mean_loss = float(torch.stack(state.window).sum()) / len(state.window)
     if not math.isfinite(mean_loss):
@@ -426,7 +386,7 @@ def _log_window(state: _LoopState, lr: float, reporter: _Reporter) -> None:
     reporter.train_line(state.step, mean_loss, lr)
 
 
-def _validate(task: TrainTask, state: _LoopState, params: dict, runtime: Runtime, signals: _Signals,
+def _validate(task: TrainTask, state: LoopState, params: dict, runtime: Runtime, signals: DeferredSignals,
               reporter: _Reporter) -> None:
     """Validate at ``state.step``; keep a copy of the trained tensors when the score beats the best so far
     (strictly: a tie keeps the earlier step)."""
@@ -438,7 +398,7 @@ def _validate(task: TrainTask, state: _LoopState, params: dict, runtime: Runtime
     score = entry["score"]
     best = state.best_score
     improved = best is None or score > best or (math.isnan(best) and not math.isnan(score))
-    snapshot = _cpu_copy(params) if improved else None
+    snapshot = cpu_copy(params) if improved else None
     reporter.steps_log.validation(entry)
     with signals.held():
         state.history.append(entry)

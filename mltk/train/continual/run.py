@@ -196,7 +196,7 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
                                        languages)
     task = CllClipTask(encoder, corpus, data, index, lang, config, runtime, validator, lambdas)
     encoder.train()
-    encoder.method.begin_task(task)
+    encoder.method.begin_task(task.context)
     return task
 
 
@@ -219,7 +219,7 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
     result = fit_best(task, loop, runtime, state_dir, description=f"task {index} {lang}",
                       steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
                       on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
-    encoder.method.end_task(task)
+    encoder.method.end_task(task.context)
     encoder.trained_languages = evaluated
     evaluation = judge.evaluate(encoder, evaluated)
     log(f"task {index} ({lang}): best validation recall sum {result.best_score:.2f} at step {result.best_step}; "
