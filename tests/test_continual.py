@@ -19,7 +19,8 @@ from mltk.cll_clip.blocks import attention_block, forward_text
 from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.replay import Reservoir
-from mltk.encode_texts import ClipTextEncoder, encode_captions, load_text_encoder
+from mltk.encode_texts import encode_captions
+from mltk.text_encoders import ClipTextEncoder, load_text_encoder
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens

@@ -69,7 +69,8 @@ import torch.nn.functional as F
 from mltk import artifacts
 from mltk.train.preflight import check_image_embeddings, require_weights
 from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
-from mltk.encode_texts import ClipTextEncoder, encode_texts
+from mltk.encode_texts import encode_texts
+from mltk.text_encoders import ClipTextEncoder
 from mltk.core.errors import ConfigError
 from mltk.losses import (ONE_TO_K_WEIGHTINGS, EnglishBridgeLoss, LossOutput, MLMMELoss, OneToKLoss, OneToOneLoss,
                          PairwiseRankingLoss)

@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 
 from mltk import artifacts
-from mltk.encode_texts import ClipTextEncoder, encode_texts
+from mltk.encode_texts import encode_texts
+from mltk.text_encoders import ClipTextEncoder
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.losses import InfoNCELoss
 from mltk.models.clip import clip_checkpoint_config, load_clip

@@ -16,7 +16,7 @@ from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.cll_clip import make_method
 from mltk.cll_clip.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
-from mltk.encode_texts import TowerTextEncoder
+from mltk.text_encoders import TowerTextEncoder
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.clip import is_hf_model_folder
 from mltk.train.preflight import check_image_embeddings, require_weights
