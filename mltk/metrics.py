@@ -90,12 +90,28 @@ def bidirectional_ranks(
     by_owner = torch.argsort(owner, stable=True)                        # right items grouped by owner
     owner_start = torch.searchsorted(owner[by_owner], torch.arange(n_left + 1, device=device))  # [N + 1]
     thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start)  # [M] S[owner(j), j]
+    mismatched = _counting_pass(left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds,
+                                left_ranks, right_ranks, chunk_mb, progress)
+    has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
+    left_ranks[~has_own] = -1
+    if bool(mismatched.any()):
+        redo = torch.nonzero(mismatched).flatten()
+        right_ranks[redo.cpu().numpy()] = _single_owner_ranks(right_t[redo], left_t, owner[redo], chunk_mb)
+    return left_ranks, right_ranks
+
+
+def _counting_pass(left_t: torch.Tensor, right_t: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
+                   bounds: list[int], thresholds: torch.Tensor, left_ranks: np.ndarray, right_ranks: np.ndarray,
+                   chunk_mb: float, progress: str | None) -> torch.Tensor:
+    """The main pass of ``bidirectional_ranks``: S = left @ right.T a chunk of rows at a time, counting into
+    ``left_ranks`` [N] and ``right_ranks`` [M] in place. ``bounds[i]:bounds[i + 1]`` are left item i's right items
+    in ``by_owner`` order. Returns the right items [M] (bool) whose threshold differs from the big product's."""
+    n_left, n_right, device = left_t.shape[0], right_t.shape[0], left_t.device
     mismatched = torch.zeros(n_right, dtype=torch.bool, device=device)
     rows = _rows_per_chunk(n_right, chunk_mb)
     scores_buffer = torch.empty((min(rows, n_left), n_right), dtype=torch.float32, device=device)
     mask_buffer = _mask_buffer(scores_buffer)
     right_t_transposed = right_t.T
-    bounds = owner_start.tolist()
     starts = range(0, n_left, rows)
     for start in track(starts, progress) if progress else starts:
         stop = min(start + rows, n_left)
@@ -108,12 +124,7 @@ def bidirectional_ranks(
         best.scatter_reduce_(0, own_rows, own_scores, reduce="amax")
         left_ranks[start:stop] = _count_greater(scores, best[:, None], dim=1, mask=mask_buffer)
         right_ranks += _count_greater(scores, thresholds[None, :], dim=0, mask=mask_buffer)
-    has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
-    left_ranks[~has_own] = -1
-    if bool(mismatched.any()):
-        redo = torch.nonzero(mismatched).flatten()
-        right_ranks[redo.cpu().numpy()] = _single_owner_ranks(right_t[redo], left_t, owner[redo], chunk_mb)
-    return left_ranks, right_ranks
+    return mismatched
 
 
 def ranks_from_scores(scores: np.ndarray | torch.Tensor, positives: Sequence[Iterable[int]]) -> np.ndarray:

@@ -91,18 +91,7 @@ def evaluate_retrieval(
     result: dict[str, Any] = {}
     counts: dict[str, dict] = {}
     if images is not None:
-        owner = _caption_owners(images, texts)
-        image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
-        per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
-        for lang in langs:
-            rows = np.flatnonzero(texts.lang == lang)
-            i2t, t2i = M.bidirectional_ranks(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
-                                             device=device, progress=f"ranking {lang}")
-            queried = i2t >= 0
-            per_language[lang] = _direction_summary(i2t[queried], t2i, ks)
-            counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}
-            i2t_by_lang[lang] = (images.ids[queried], i2t[queried])
-            t2i_by_lang[lang] = (rows, t2i)
+        per_language, i2t_by_lang, t2i_by_lang = _per_language(images, texts, langs, ks, device, chunk_mb, counts)
         result["per_language"] = per_language
         result["summary"] = {"languages": langs,
                              "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
@@ -113,6 +102,25 @@ def evaluate_retrieval(
     result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
                                    device, protocol, c2c_relevance, len(texts.lang))
     return result
+
+
+def _per_language(images: _ImageRows, texts: _TextRows, langs: list[str], ks: tuple[int, ...], device: torch.device,
+                  chunk_mb: float, counts: dict[str, dict]) -> tuple[dict, dict, dict]:
+    """Image-text retrieval of each language: its summary (``per_language``), the ranks MRV needs (image ids and
+    i2t ranks, caption rows and t2i ranks, per language), and the query counts (into ``counts``)."""
+    owner = _caption_owners(images, texts)
+    image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
+    per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
+    for lang in langs:
+        rows = np.flatnonzero(texts.lang == lang)
+        i2t, t2i = M.bidirectional_ranks(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
+                                         device=device, progress=f"ranking {lang}")
+        queried = i2t >= 0
+        per_language[lang] = _direction_summary(i2t[queried], t2i, ks)
+        counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}
+        i2t_by_lang[lang] = (images.ids[queried], i2t[queried])
+        t2i_by_lang[lang] = (rows, t2i)
+    return per_language, i2t_by_lang, t2i_by_lang
 
 
 def check_options(metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str,

@@ -104,20 +104,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     order = task_order(config, captions)
     base = load_growable_base(config.model, config.pretrained, device=runtime.device)
     root = root_vocabulary(base)  # refused here, before any encoding, if the table cannot take new rows
-    teacher_encoder = TowerTextEncoder(base)
-
-    def teacher_of(ids: list[str], texts: list[str]) -> np.ndarray:
-        return teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime, config.cache_dir)
-
-    corpus = Corpus(captions, config.split, order, caption_image_rows(captions) if config.text_only else
-                    inputs.image_row(), None if config.text_only else torch.from_numpy(image_vectors), teacher_of,
-                    config.captions)
-    if config.text_only:
-        judge = CaptionRetrieval(captions, order, teacher_of, config.val_split, config.test_split, runtime,
-                                 config.val_images, config.captions)
-    else:
-        judge = ImageRetrieval(captions, image_table, image_vectors, order, config.val_split, config.test_split,
-                               runtime, config.val_images, config.captions)
+    corpus, judge = _corpus_and_judge(config, inputs, order, base)
     log(f"train-continual: {config.method} ({config.variant}) over {len(order)} tasks: {', '.join(order)}; "
         f"training pairs " + ", ".join(f"{lang} {corpus.size(lang)}" for lang in order))
     if config.text_only:
@@ -156,6 +143,28 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
             f"caption's language picks its set)")
     log(f"train-continual: final AR {fmt(summary['AR'][-1])}, F {fmt(summary['F'][-1])}; wrote {writer.path}")
     return writer.path
+
+
+def _corpus_and_judge(config: ContinualTrainConfig, inputs, order: list[str], base
+                      ) -> tuple[Corpus, CaptionRetrieval | ImageRetrieval]:
+    """The training pairs of every task language, with the frozen tower's English embeddings as the teacher, and
+    the judge that validates and tests each task (image retrieval, or caption retrieval in a text-only run)."""
+    captions, image_vectors, runtime = inputs.captions, inputs.image_vectors, inputs.runtime
+    teacher_encoder = TowerTextEncoder(base)
+
+    def teacher_of(ids: list[str], texts: list[str]) -> np.ndarray:
+        return teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime, config.cache_dir)
+
+    corpus = Corpus(captions, config.split, order, caption_image_rows(captions) if config.text_only else
+                    inputs.image_row(), None if config.text_only else torch.from_numpy(image_vectors), teacher_of,
+                    config.captions)
+    if config.text_only:
+        judge = CaptionRetrieval(captions, order, teacher_of, config.val_split, config.test_split, runtime,
+                                 config.val_images, config.captions)
+    else:
+        judge = ImageRetrieval(captions, inputs.image_table, image_vectors, order, config.val_split,
+                               config.test_split, runtime, config.val_images, config.captions)
+    return corpus, judge
 
 
 def task_names(config: ContinualTrainConfig, order: list[str]) -> list[str]:
