@@ -11,6 +11,7 @@ rest, the same way for all of them. One step, in order::
     optimizer.step(); zero_grad
 
 then, when due: a log line, a validation (best state kept; ties keep the earlier one), ``on_step``, a save.
+``training_step`` is that one step alone, without the bookkeeping (what benchmarks time).
 
 Optimizer: ``torch.optim.AdamW`` with the config's betas/eps and decoupled weight decay on tensors with
 ``ndim >= 2`` only (weight matrices and embedding tables), none on biases, norms' gains and scalars such as a
@@ -178,8 +179,9 @@ def clip_gradients(parameters: list[torch.Tensor], max_norm: float, mode: str) -
     torch._foreach_mul_(grads, list(scales.unbind()))
 
 
-def _build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
-                     config: LoopConfig) -> torch.optim.Optimizer:
+def build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
+                    config: LoopConfig) -> torch.optim.Optimizer:
+    """The task's ``make_optimizer`` or ``default_optimizer``, each group remembering its base lr."""
     make = getattr(task, "make_optimizer", None)
     optimizer = make(params, config) if make is not None else default_optimizer(params, config)
     known = {id(p) for p in params.values()}
@@ -195,6 +197,54 @@ def _set_lr(optimizer: torch.optim.Optimizer, factor: float) -> float:
     for group in optimizer.param_groups:
         group["lr"] = group["initial_lr"] * factor
     return optimizer.param_groups[0]["lr"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One update
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def loss_and_backward(task: TrainTask, step: int, runtime: Runtime, scaler: torch.amp.GradScaler | None
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss of ``step`` (under autocast) and its terms, back-propagated (scaled under fp16); the loss is
+    returned detached."""
+    with runtime.autocast():
+        loss, terms = step_log.split_loss(task.loss(step))
+    if not torch.is_tensor(loss) or loss.dim() != 0:
+        raise TypeError(f"task.loss({step}) must return a scalar tensor, got {type(loss).__name__}")
+    (scaler.scale(loss) if scaler is not None else loss).backward()
+    return loss.detach(), terms
+
+
+def apply_update(trained: list[torch.Tensor], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
+                 config: LoopConfig, step: int, measure_norm: bool = False) -> tuple[float, float | None]:
+    """The update of ``step`` from the gradients: averaged over ranks (torchrun), unscaled, clipped as the config
+    says, at the step's learning rate; gradients zeroed. Returns the lr and, with ``measure_norm``, the gradient
+    norm before clipping (read-only)."""
+    distributed.average_gradients(trained)
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    grad_norm = step_log.gradient_norm(trained) if measure_norm else None
+    if config.grad_clip is not None:
+        clip_gradients(trained, config.grad_clip, config.clip_mode)
+    lr = _set_lr(optimizer, lr_factor(step, config))
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return lr, grad_norm
+
+
+def training_step(task: TrainTask, step: int, config: LoopConfig, runtime: Runtime,
+                  params: dict[str, torch.nn.Parameter], optimizer: torch.optim.Optimizer,
+                  scaler: torch.amp.GradScaler | None = None) -> torch.Tensor:
+    """One update exactly as ``fit`` makes it, without its bookkeeping (state, logs, validation): for benchmarks
+    that time the library's own step. ``optimizer`` from ``build_optimizer``. Returns the detached loss."""
+    loss, _ = loss_and_backward(task, step, runtime, scaler)
+    apply_update(list(params.values()), optimizer, scaler, config, step)
+    return loss
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -286,7 +336,7 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     if options.log_every is not None:  # not a trajectory field: a resumed run may log at another interval
         config = dataclasses.replace(config, log_every=options.log_every)
     params = dict(task.parameters_to_train())
-    optimizer = _build_optimizer(task, params, config)
+    optimizer = build_optimizer(task, params, config)
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
     is_main = distributed.is_main_process()
     state = load_state(state_dir, params, optimizer, scaler, config, runtime)
@@ -328,29 +378,11 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     if _validation_due(state, config):  # the run was interrupted during this validation
         _validate(task, state, params, runtime, signals, reporter)
     for step in range(state.step, config.steps):
-        with runtime.autocast():
-            loss, terms = step_log.split_loss(task.loss(step))
-        if not torch.is_tensor(loss) or loss.dim() != 0:
-            raise TypeError(f"task.loss({step}) must return a scalar tensor, got {type(loss).__name__}")
-        (scaler.scale(loss) if scaler is not None else loss).backward()
-        loss = loss.detach()
-
+        loss, terms = loss_and_backward(task, step, runtime, scaler)
         with signals.held():  # an interrupt never lands in a half-applied update
             state.consistent = False
-            distributed.average_gradients(trained)
-            if scaler is not None:
-                scaler.unscale_(optimizer)
             logged = (step + 1) % config.log_every == 0 or step + 1 == config.steps
-            grad_norm = step_log.gradient_norm(trained) if logged and is_main else None  # read-only, before clipping
-            if config.grad_clip is not None:
-                clip_gradients(trained, config.grad_clip, config.clip_mode)
-            lr = _set_lr(optimizer, lr_factor(step, config))
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            lr, grad_norm = apply_update(trained, optimizer, scaler, config, step, measure_norm=logged and is_main)
             state.step = step + 1
             state.rng = capture_rng(runtime)
             state.window.append(loss.double())
