@@ -272,4 +272,4 @@ def test_nlt_acquirer_ablation_and_mse_form_reach_the_encoder_and_the_loss(world
         mla.train_nlt(nlt_config(world, tmp_path / "sum", mse_form="sum", languages=("de",)))
     finally:
         mla._run = original
-    assert captured["task"].mse_form == "sum"
+    assert captured["task"].criterion.form == "sum"
