@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from mltk import artifacts
 from mltk.cli import app
 from mltk.cll_clip import make_method, method_options, options_dict
+from mltk.cll_clip.base import TaskContext
 from mltk.cll_clip.blocks import attention_block, forward_text
 from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
 from mltk.cll_clip.model import ContinualTextEncoder
@@ -285,6 +286,24 @@ def test_lora_starts_as_identity_and_changes_only_queries_and_values(world):
     with torch.no_grad():
         lora.sets["en"].up.normal_(0, 0.1)
     assert not torch.allclose(encoder.encode(text, "en"), plain, atol=1e-3)
+
+
+def test_method_hooks_receive_the_typed_task_context(world):
+    encoder = encoder_for(world, "er", memory_size=20)
+    seen = []
+    original = encoder.method.begin_task
+    encoder.method.begin_task = lambda task: seen.append(task) or original(task)
+    _, de = start_tasks(world, encoder, 2)
+    assert [type(task) for task in seen] == [TaskContext, TaskContext]
+    assert seen[1] is de.context and (seen[1].index, seen[1].lang) == (1, "de")
+    context = de.context
+    assert context.encoder is encoder and context.corpus is world["corpus"]
+    assert (context.steps, context.batch_size) == (de.steps, de.batch_size)
+    with torch.no_grad():
+        assert torch.equal(context.data_loss(0), de.data_loss(0))
+    assert torch.equal(context.sample_tokens(5), de.sample_tokens(5))
+    with pytest.raises(AttributeError):  # frozen: a hook cannot rewire the task
+        context.lang = "fr"
 
 
 def test_dualprompt_trains_the_current_expert_and_selects_experts_by_key(world):
