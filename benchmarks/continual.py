@@ -1,7 +1,8 @@
 """Training step time of CLL-CLIP with TEIR against plain CLL-CLIP, side by side in one run.
 
-One step is what ``mltk.train.loop.fit`` does per update: the task loss (frozen tower over the grown table, CLL-CLIP
-loss), backward, gradient clipping, the optimizer step, zero_grad. Both variants train the same German task of a
+One step is ``mltk.train.loop.training_step``, the update ``mltk.train.loop.fit`` makes: the task loss (frozen tower
+over the grown table, CLL-CLIP loss), backward, gradient clipping as the recipe says (``CONTINUAL_LOOP``), the
+optimizer step, zero_grad. Both variants train the same German task of a
 small synthetic world after an English one, each with its own copy of the table: plain CLL-CLIP (N(0, 0.02) rows,
 ``torch.optim.AdamW``) and TEIR (table-statistics rows, ``TeirAdamW`` with the per-token lambdas). Steps are
 interleaved in rounds (A then B, B then A) so that drifts in machine load hit both alike; medians are reported.
@@ -25,11 +26,11 @@ from mltk import artifacts
 from mltk.cll_clip import make_method
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.data.synth import SynthConfig, synthesize
-from mltk.encode_texts import ClipTextEncoder
+from mltk.text_encoders import ClipTextEncoder
 from mltk.models.clip import load_clip
 from mltk.core.runtime import resolve_runtime
 from mltk.train import continual as C
-from mltk.train.loop import _build_optimizer, _set_lr, clip_gradients, lr_factor
+from mltk.train.loop import build_optimizer, training_step
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import clip_vocabulary, select_captions, train_vocabulary
 
@@ -64,16 +65,12 @@ def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.Cll
     return task
 
 
-def timed_step(task: C.CllClipTask, optimizer, params, step: int, device: torch.device) -> float:
+def timed_step(task: C.CllClipTask, optimizer, params, step: int, runtime) -> float:
+    device = runtime.device
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
-    loss, _terms = task.loss(step)
-    loss.backward()
-    clip_gradients(list(params.values()), 1.0, "per_tensor")
-    _set_lr(optimizer, lr_factor(step, task_loop(task)))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    training_step(task, step, task_loop(task), runtime, params, optimizer)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - start
@@ -102,7 +99,7 @@ def main() -> None:
         setups = {}
         for variant, task in tasks.items():
             params = task.parameters_to_train()
-            setups[variant] = (_build_optimizer(task, params, task_loop(task)), params)
+            setups[variant] = (build_optimizer(task, params, task_loop(task)), params)
         lambdas = tasks["TEIR"].lambdas
         print(f"model {args.model}, device {runtime.device}, batch {args.batch_size}, table "
               f"{tuple(tasks['TEIR'].encoder.table.shape)}, rows with lambda > 0: {int((lambdas > 0).sum())}")
@@ -113,7 +110,7 @@ def main() -> None:
             for variant in order:
                 optimizer, params = setups[variant]
                 for offset in range(args.steps_per_round):
-                    elapsed = timed_step(tasks[variant], optimizer, params, step + offset, runtime.device)
+                    elapsed = timed_step(tasks[variant], optimizer, params, step + offset, runtime)
                     if round_index > 0:  # the first round warms up
                         times[variant].append(elapsed)
             step += args.steps_per_round

@@ -1,24 +1,9 @@
-"""Text encoders behind one interface, and batched caption encoding for evaluation, indexing and training.
-
-``load_text_encoder(model)`` accepts:
-
-- an MLA checkpoint artifact (``train-nlt``/``train-le``): English through CLIP, other languages through their
-  acquirers;
-- a frozen text tower as ``mltk.models.towers.load_text_base`` reads it (an mltk ``pretrain`` checkpoint, an
-  open_clip name with ``pretrained``, an ``hf-hub:`` name, a transformers / sentence-transformers folder): every
-  language through the tower's own tokenizer, the baseline of a model reading a language it was not taught;
-- any other checkpoint format registered in ``TEXT_ENCODER_LOADERS`` (train-continual, train-ccrk add theirs).
-
-Every encoder has ``tokenize(texts, lang) -> tokens [B, L]``, ``encode_tokens(tokens, lang) -> Tensor [B, D]``
-(unnormalised) and ``languages`` (``None`` when it reads any language); each reaches its text tower only through
-``mltk.models.text.TextTower``.
-"""
+"""Batched caption encoding for evaluation, indexing and training (``encode_texts``, ``encode_captions``) and
+``mltk encode-texts`` (``write_text_embeddings``), through any text encoder of ``mltk.text_encoders``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -28,72 +13,10 @@ import torch.nn.functional as F
 
 from mltk import artifacts
 from mltk.core.errors import ConfigError
-from mltk.models.clip import ClipBundle, load_clip
-from mltk.models.towers import TextBase, base_from_clip, load_text_base
 from mltk.core.runtime import Runtime, track
-
-
-class TextEncoder(Protocol):
-    languages: list[str] | None
-
-    def tokenize(self, texts: list[str], lang: str) -> torch.Tensor: ...
-
-    def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor: ...
-
-
-class TowerTextEncoder(torch.nn.Module):
-    """A frozen text tower alone: every language through the tower's own tokenizer and forward (trimmed)."""
-
-    languages = None
-
-    def __init__(self, base: TextBase):
-        super().__init__()
-        self.base = base
-        self.clip = base.clip
-        self.tower = base.tower
-
-    def tokenize(self, texts: list[str], lang: str) -> torch.Tensor:
-        return self.tower.tokenize(list(texts))[0]  # [B, L] padded on the right
-
-    def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor:
-        lengths = self.tower.lengths(tokens)
-        return self.tower.encode(tokens[:, : int(lengths.max())], lengths)
-
-
-class ClipTextEncoder(TowerTextEncoder):
-    """A loaded CLIP's text tower (either family) as a text encoder."""
-
-    def __init__(self, clip: ClipBundle):
-        super().__init__(base_from_clip(clip))
-
-
-def _load_mla(path: Path, device) -> TextEncoder:
-    from mltk.models.multilingual import load_encoder
-
-    return load_encoder(path, device=device)
-
-
-# checkpoint config "format" -> loader(path, device); other stages register their formats here.
-TEXT_ENCODER_LOADERS: dict[str, Callable[[Path, torch.device], TextEncoder]] = {
-    "mla": _load_mla,
-    "open_clip": lambda path, device: ClipTextEncoder(load_clip(str(path), device=device)),
-    "cll": lambda path, device: __import__("mltk.cll_clip.model", fromlist=["_"]).load_continual_encoder(path, device),
-}
-
-
-def load_text_encoder(model: str | Path, pretrained: str | None = None,
-                      device: str | torch.device = "cpu") -> TextEncoder:
-    path = Path(model)
-    if artifacts.is_artifact(path):
-        fmt = artifacts.read_checkpoint_config(path).get("format")
-        if fmt not in TEXT_ENCODER_LOADERS:
-            raise ConfigError(f"checkpoint format {fmt!r} has no text encoder (known: "
-                              f"{', '.join(TEXT_ENCODER_LOADERS)})", path)
-        encoder = TEXT_ENCODER_LOADERS[fmt](path, torch.device(device))
-    else:
-        encoder = TowerTextEncoder(load_text_base(str(model), pretrained, device=device))
-    encoder.eval()
-    return encoder
+# the encoders' home is mltk.text_encoders; imported here under their names of before it existed
+from mltk.text_encoders import (ClipTextEncoder, TextEncoder, TowerTextEncoder,  # noqa: F401
+                                check_model_languages, load_model_encoder, load_text_encoder)
 
 
 @torch.no_grad()
@@ -160,7 +83,6 @@ def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path
     """``mltk encode-texts``: the captions of ``captions_path`` (optionally only ``languages`` / ``splits``) encoded
     by ``model`` (any text encoder ``load_text_encoder`` reads) into an L2-normalised embeddings artifact whose rows
     carry ``lang``, ``image_id``, ``caption_id`` and ``split`` beside the id, for ``evaluate --texts`` and ``index``."""
-    from mltk.evaluate.stage import check_model_languages, load_model_encoder
     from mltk.core.runtime import resolve_runtime
 
     captions = artifacts.load_captions(captions_path, drop_empty=True)

@@ -165,7 +165,7 @@ def query_vectors_from_texts(texts: Sequence[str], lang: str, model: str, *, pre
     ``mltk.encode_texts`` reads, or an open_clip name with ``pretrained``), by that language's own path. The query
     ids are the texts; vectors [Q, d] are L2-normalised float32."""
     from mltk.encode_texts import encode_texts
-    from mltk.evaluate import check_model_languages, load_model_encoder
+    from mltk.text_encoders import check_model_languages, load_model_encoder
 
     texts = [text.strip() for text in texts]
     if not texts or not all(texts):

@@ -152,7 +152,7 @@ def test_one_to_one_batches_keep_one_present_language_per_image():
 
 
 def test_one_to_k_cli_writes_an_mla_checkpoint_that_load_text_encoder_reads(world, tmp_path):
-    from mltk.encode_texts import load_text_encoder
+    from mltk.text_encoders import load_text_encoder
 
     out = tmp_path / "ccrk"
     result = runner.invoke(app, ["train-ccrk", "--captions", str(world["gappy"]), "--out", str(out), "--model",
@@ -271,7 +271,7 @@ def cll_checkpoint(world):
 
 
 def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoint, tmp_path):
-    from mltk.encode_texts import load_text_encoder
+    from mltk.text_encoders import load_text_encoder
 
     out = tmp_path / "ccrk-cll"
     result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["gappy"]), "--out",
@@ -301,7 +301,7 @@ def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoin
 
 def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_clip(world, cll_checkpoint,
                                                                                       tmp_path):
-    from mltk.encode_texts import ClipTextEncoder
+    from mltk.text_encoders import ClipTextEncoder
 
     task, _ = ccrk.build_task(config(world, tmp_path / "unused", init=cll_checkpoint, tokenizer=None,
                                      loss="english-bridge"))

@@ -15,11 +15,13 @@ from typer.testing import CliRunner
 from mltk import artifacts
 from mltk.cli import app
 from mltk.cll_clip import make_method, method_options, options_dict
+from mltk.cll_clip.base import TaskContext
 from mltk.cll_clip.blocks import attention_block, forward_text
 from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.replay import Reservoir
-from mltk.encode_texts import ClipTextEncoder, encode_captions, load_text_encoder
+from mltk.encode_texts import encode_captions
+from mltk.text_encoders import ClipTextEncoder, load_text_encoder
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens
@@ -193,27 +195,27 @@ def test_reservoir_keeps_a_uniform_sample_of_the_stream():
 def test_er_replays_earlier_tasks_and_der_regresses_stored_features(world):
     encoder = encoder_for(world, "er", memory_size=50)
     (en,) = start_tasks(world, encoder, 1)
-    encoder.method.end_task(en)
+    encoder.method.end_task(en.context)
     memory = encoder.method.memory
     assert len(memory) == 50 and memory.seen == world["corpus"].size("en") and (memory.items[:, 0] == 0).all()
     _, de = start_tasks(world, encoder_for(world, "er", memory_size=50), 2)
     de.method.memory = memory
-    de.method.begin_task(de)
+    de.method.begin_task(de.context)
     assert de.method.replay.tokens.shape[0] == 50
-    loss, terms = de.method.extra_loss(de, 0)
+    loss, terms = de.method.extra_loss(de.context, 0)
     assert torch.isfinite(loss) and loss > 0
     assert sorted(terms) == ["replay_infonce", "replay_mse"]  # logged unweighted: gamma1, gamma2 weigh them
     assert torch.allclose(loss, 0.01 * terms["replay_infonce"] + terms["replay_mse"])
 
     encoder = encoder_for(world, "der", memory_size=30)
     (en,) = start_tasks(world, encoder, 1)
-    encoder.method.end_task(en)
-    encoder.method.begin_task(en)  # replay the memory with the weights that recorded it
+    encoder.method.end_task(en.context)
+    encoder.method.begin_task(en.context)  # replay the memory with the weights that recorded it
     assert encoder.method.features.shape == (30, 128)
-    assert encoder.method.extra_loss(en, 3)[0].item() < 1e-10
+    assert encoder.method.extra_loss(en.context, 3)[0].item() < 1e-10
     with torch.no_grad():
         encoder.table[:49406] += 0.05 * torch.randn_like(encoder.table[:49406])
-    loss, terms = encoder.method.extra_loss(en, 3)
+    loss, terms = encoder.method.extra_loss(en.context, 3)
     assert loss.item() > 1e-6 and torch.equal(loss, terms["der_mse"])  # alpha = 1
 
 
@@ -231,16 +233,16 @@ def test_ewc_penalty_is_zero_at_the_anchor_and_weighted_by_the_fisher(world):
 
     encoder = encoder_for(world, "oewc", fisher_batches=2)
     (en,) = start_tasks(world, encoder, 1)
-    encoder.method.end_task(en)
+    encoder.method.end_task(en.context)
     information = encoder.method.fisher
     assert information.shape == encoder.table.shape and (information >= 0).all()
     unused = torch.ones(encoder.vocab_size, dtype=torch.bool)
     unused[en.data.tokens.unique()] = False
     assert information[unused].abs().sum() == 0 and information[~unused].sum() > 0
-    assert encoder.method.extra_loss(en, 0)[0].item() == 0
+    assert encoder.method.extra_loss(en.context, 0)[0].item() == 0
     with torch.no_grad():
         encoder.table += 0.01
-    loss, terms = encoder.method.extra_loss(en, 0)
+    loss, terms = encoder.method.extra_loss(en.context, 0)
     assert loss.item() > 0 and list(terms) == ["ewc_penalty"]
     assert loss.item() == pytest.approx(1000 * terms["ewc_penalty"].item(), rel=1e-6)  # logged at lambda = 1
 
@@ -284,6 +286,24 @@ def test_lora_starts_as_identity_and_changes_only_queries_and_values(world):
     with torch.no_grad():
         lora.sets["en"].up.normal_(0, 0.1)
     assert not torch.allclose(encoder.encode(text, "en"), plain, atol=1e-3)
+
+
+def test_method_hooks_receive_the_typed_task_context(world):
+    encoder = encoder_for(world, "er", memory_size=20)
+    seen = []
+    original = encoder.method.begin_task
+    encoder.method.begin_task = lambda task: seen.append(task) or original(task)
+    _, de = start_tasks(world, encoder, 2)
+    assert [type(task) for task in seen] == [TaskContext, TaskContext]
+    assert seen[1] is de.context and (seen[1].index, seen[1].lang) == (1, "de")
+    context = de.context
+    assert context.encoder is encoder and context.corpus is world["corpus"]
+    assert (context.steps, context.batch_size) == (de.steps, de.batch_size)
+    with torch.no_grad():
+        assert torch.equal(context.data_loss(0), de.data_loss(0))
+    assert torch.equal(context.sample_tokens(5), de.sample_tokens(5))
+    with pytest.raises(AttributeError):  # frozen: a hook cannot rewire the task
+        context.lang = "fr"
 
 
 def test_dualprompt_trains_the_current_expert_and_selects_experts_by_key(world):

@@ -62,9 +62,9 @@ def test_the_cli_help_names_every_option_of_every_method():
 def test_the_stage_config_records_the_resolved_options(world):
     cfg = config(world, method="lora", options=["alpha=16"])
     assert cfg.options == method_options("lora", ["alpha=16"])
-    from mltk.artifacts import _jsonable
+    from mltk.artifacts import jsonable
 
-    assert _jsonable(cfg)["options"] == {"rank": 8, "alpha": 16.0, "dropout": 0.0}
+    assert jsonable(cfg)["options"] == {"rank": 8, "alpha": 16.0, "dropout": 0.0}
 
 
 def test_method_tensors_train_at_the_tables_lr_by_default(world):

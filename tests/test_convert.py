@@ -371,7 +371,8 @@ def test_missing_local_tokenizer_and_native_acquirers(fake, tmp_path):
 def test_evaluate_and_index_read_the_import_through_the_text_encoder_registry(fake, imported):
     import pyarrow as pa
 
-    from mltk.encode_texts import encode_captions, load_text_encoder
+    from mltk.encode_texts import encode_captions
+    from mltk.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     encoder = load_text_encoder(imported[0] / "mla")

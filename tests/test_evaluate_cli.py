@@ -194,7 +194,8 @@ def _text_embeddings_by_hand(models, model, languages, out):
     """What a user would write without --model: the test captions of ``languages`` encoded and saved."""
     import pyarrow.compute as pc
 
-    from mltk.encode_texts import encode_captions, load_text_encoder
+    from mltk.encode_texts import encode_captions
+    from mltk.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     table = artifacts.load_captions(models["captions"])

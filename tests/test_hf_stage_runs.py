@@ -49,7 +49,7 @@ def nlt(world, out, *extra):
 
 @pytest.mark.parametrize("train", ["acquirers", "full"])
 def test_train_nlt_on_a_text_only_tower_with_its_own_tokenizer(world, tmp_path, train):
-    from mltk.encode_texts import load_text_encoder
+    from mltk.text_encoders import load_text_encoder
     from mltk.models.hf_text import load_hf_text_tower
 
     out = tmp_path / train

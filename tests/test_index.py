@@ -183,7 +183,8 @@ def text_world(tmp_path_factory):
 
 
 def _encoded(model, texts, lang):
-    from mltk.encode_texts import encode_texts, load_text_encoder
+    from mltk.encode_texts import encode_texts
+    from mltk.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     return encode_texts(load_text_encoder(model), texts, lang, resolve_runtime("cpu", "fp32"))

@@ -16,8 +16,9 @@ import torch.nn.functional as F
 
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime
-from mltk.train.loop import (LoopConfig, TrainingDiverged, clip_gradients, default_optimizer, fit, lr_factor,
-                             warmup_steps)
+from mltk.core.runtime import seed_everything
+from mltk.train.loop import (LoopConfig, TrainingDiverged, build_optimizer, clip_gradients, default_optimizer, fit,
+                             lr_factor, training_step, warmup_steps)
 
 CPU = Runtime(torch.device("cpu"), None)
 BF16 = Runtime(torch.device("cpu"), torch.bfloat16)
@@ -437,3 +438,18 @@ def test_progress_bar_on_a_terminal(tmp_path, monkeypatch):
     assert "train-le" in shown and "10/10" in shown and "validation score" in shown
     assert "it/s" not in shown  # the bar replaces the plain lines
     assert result.best_step == 10
+
+
+@pytest.mark.parametrize("clip_mode", ["per_tensor", "global"])
+def test_training_step_is_the_update_fit_makes(tmp_path, clip_mode):
+    """Benchmarks time ``training_step``: step for step it must train what ``fit`` trains (same loss, schedule,
+    clipping mode, optimizer), here without validation so that no stream is forked."""
+    cfg = config(eval_every=0, steps=12, grad_clip=0.05, clip_mode=clip_mode)
+    fitted, _ = run(tmp_path, cfg)
+    task = ToyTask()
+    params = task.parameters_to_train()
+    optimizer = build_optimizer(task, params, cfg)
+    seed_everything(cfg.seed)
+    losses = [float(training_step(task, step, cfg, CPU, params, optimizer)) for step in range(cfg.steps)]
+    assert_same_tensors(fitted.last_state, {name: p.detach() for name, p in params.items()})
+    assert all(math.isfinite(loss) for loss in losses)

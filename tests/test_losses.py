@@ -1,4 +1,5 @@
-"""mltk.losses against values computed here in plain Python (math, lists), never by the same formula in torch."""
+"""mltk.losses (one class per loss, ``LossOutput`` with named terms) against values computed here in plain Python
+(math, lists), never by the same formula in torch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import loss_modules
 from mltk import losses
 from mltk.core.errors import ConfigError
 
@@ -97,13 +97,15 @@ def test_info_nce_matches_hand_computed_on_three_asymmetric_pairs():
     assert a_to_b != pytest.approx(py_info_nce(a, b, 3.0), abs=1e-3)
 
 
-def test_info_nce_loss_fixed_scale_is_a_buffer_at_100():
-    loss = loss_modules.InfoNCELoss(learnable=False, init_temperature=0.01)
-    assert list(loss.parameters()) == []
-    assert float(loss.logit_scale()) == pytest.approx(100.0)
+def test_info_nce_loss_with_a_fixed_scale_buffer_at_100():
+    scale = losses.LogitScale(0.01, learnable=False)
+    assert list(scale.parameters()) == []
+    assert float(scale()) == pytest.approx(100.0)
     a, b = tensor(IMAGES).float(), tensor([c[0] for c in CAPTIONS]).float()
     expected = py_info_nce(IMAGES, [c[0] for c in CAPTIONS], 100.0)
-    assert loss(a, b).item() == pytest.approx(expected, rel=1e-5)
+    loss, terms = losses.InfoNCELoss()(a, b, scale())
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    assert list(terms) == ["infonce"] and terms["infonce"] is loss
 
 
 def test_learnable_logit_scale_starts_at_one_over_007_and_is_clamped_at_100():
@@ -219,7 +221,7 @@ def test_one_to_k_memory_is_linear_in_k():
         return saved
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved):
-        losses.OneToKLoss()(image, text)
+        losses.OneToKLoss()(image, text).loss.backward()
     assert largest == batch * batch * slots  # 128; a K x K blow-up would save (B*K)^2 = 1024
 
 
@@ -236,17 +238,31 @@ def test_gradient_reaches_every_learnable_temperature():
     generator = torch.Generator().manual_seed(2)
     image = F.normalize(torch.randn(4, 5, generator=generator), dim=-1)
     text = F.normalize(torch.randn(4, 3, 5, generator=generator), dim=-1)
-    modules_and_calls = [
-        (losses.OneToKLoss(), lambda m: m(image, text)),
-        (losses.OneToKLoss(weighting="code"), lambda m: m(image, text)),
-        (losses.OneToOneLoss(), lambda m: m(image, text, generator=torch.Generator().manual_seed(0))),
-        (loss_modules.InfoNCELoss(learnable=True, init_temperature=0.07), lambda m: m(image, text[:, 0])),
-        (loss_modules.CLLCLIPLoss(), lambda m: m(image * 3, text[:, 0] * 2, text[:, 1])),
+    own_scale, given_scale = losses.LogitScale(0.07), losses.LogitScale(0.07)
+    scales_and_calls = [  # the contrastive losses of CCR_k own their scale; InfoNCE and CLL-CLIP are given one
+        (lambda m: m.logit_scale, losses.OneToKLoss(), lambda m: m(image, text)),
+        (lambda m: m.logit_scale, losses.OneToKLoss(weighting="code"), lambda m: m(image, text)),
+        (lambda m: m.logit_scale, losses.OneToOneLoss(),
+         lambda m: m(image, text, generator=torch.Generator().manual_seed(0))),
+        (lambda m: own_scale, losses.InfoNCELoss(), lambda m: m(image, text[:, 0], own_scale())),
+        (lambda m: given_scale, losses.CLLCLIPLoss(), lambda m: m(image * 3, text[:, 0] * 2, text[:, 1],
+                                                                    given_scale())),
     ]
-    for module, call in modules_and_calls:
-        call(module).backward()
-        grad = module.logit_scale.log_scale.grad
+    for scale_of, module, call in scales_and_calls:
+        call(module).loss.backward()
+        grad = scale_of(module).log_scale.grad
         assert grad is not None and torch.isfinite(grad) and float(grad) != 0.0, type(module).__name__
+
+
+def test_contrastive_losses_name_their_term_and_their_scale():
+    image, text = tensor(IMAGES), tensor(CAPTIONS)
+    for module, name in ((losses.OneToKLoss(0.5), "one_to_k"), (losses.OneToOneLoss(0.5), "one_to_one")):
+        loss, terms = module.double()(image, text, torch.tensor([[True, False]] * 3))
+        assert list(terms) == [name, "logit_scale"] and terms[name] is loss
+        assert terms["logit_scale"].item() == pytest.approx(2.0, rel=1e-6)
+    # one present language per image: 1-to-K and 1-to-1 are the same InfoNCE at T = 0.5
+    expected = py_info_nce(IMAGES, [c[0] for c in CAPTIONS], 2.0)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -308,9 +324,20 @@ def test_english_bridge_mse_matches_hand_computed_and_detaches_english():
 
 def test_english_bridge_without_english_is_zero_and_keeps_a_graph():
     text = tensor([[[1.0, 2.0], [3.0, 4.0]]]).requires_grad_()
-    got = loss_modules.EnglishBridgeLoss(english_index=0)(text, torch.tensor([[False, True]]))
-    assert got.item() == 0.0
+    got, terms = losses.EnglishBridgeLoss(english_index=0)(text, torch.tensor([[False, True]]))
+    assert got.item() == 0.0 and list(terms) == ["english_bridge_mse"]
     got.backward()
+
+
+def test_english_bridge_to_a_teacher_pulls_english_too():
+    # B = 1, K = 2 (English in slot 0): with a teacher, English is a student like the other language
+    text = tensor([[[1.0, 2.0], [3.0, 4.0]]]).requires_grad_()
+    teacher = tensor([[0.0, 1.0]])
+    got, _ = losses.EnglishBridgeLoss(english_index=0)(text, torch.tensor([[True, True]]), teacher)
+    expected = ((1 - 0) ** 2 + (2 - 1) ** 2 + (3 - 0) ** 2 + (4 - 1) ** 2) / (2 * 2)  # 2 pairs x D = 2
+    assert got.item() == pytest.approx(expected, abs=1e-12)
+    got.backward()
+    assert text.grad[0, 0].tolist() == pytest.approx([2 * 1 / 4, 2 * 1 / 4])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -326,8 +353,8 @@ def test_pairwise_ranking_hinge_matches_hand_computed():
     y3 = [CAPTIONS[0][0], CAPTIONS[1][1], CAPTIONS[2][0]]
     for max_violation in (False, True):
         expected = py_hinge(IMAGES, y3, 0.2, max_violation)
-        got = loss_modules.PairwiseRankingLoss(0.2, max_violation)(tensor(IMAGES), tensor(y3))
-        assert got.item() == pytest.approx(expected, abs=1e-12)
+        got, terms = losses.PairwiseRankingLoss(0.2, max_violation)(tensor(IMAGES), tensor(y3).unsqueeze(1))
+        assert got.item() == pytest.approx(expected, abs=1e-12) and list(terms) == ["hinge"]
     assert py_hinge(IMAGES, y3, 0.2) != pytest.approx(py_hinge(IMAGES, y3, 0.2, True))
 
 
@@ -338,14 +365,34 @@ def test_mlmme_weighs_image_sentence_by_beta_and_sentence_sentence_by_one_minus_
     image_sentence = py_hinge(IMAGES, a, margin) + py_hinge(IMAGES, b, margin)
     sentence_sentence = py_hinge(a, b, margin)
     assert sentence_sentence > 0 and image_sentence > 0  # both terms really contribute
+    text = torch.stack([tensor(a), tensor(b)], dim=1)  # [B, K = 2, D], English (a) in slot 0
     for beta in (0.3, 0.5):
         expected = beta * image_sentence + (1 - beta) * sentence_sentence  # Calixto, Liu and Campbell 2017
-        got = loss_modules.MLMMELoss(margin=margin, beta=beta)(tensor(IMAGES), tensor(a), tensor(b))
+        got, terms = losses.MLMMELoss(margin=margin, beta=beta)(tensor(IMAGES), text)
         assert got.item() == pytest.approx(expected, abs=1e-12)
-    alone = loss_modules.MLMMELoss(margin=margin, beta=1.0)(tensor(IMAGES), tensor(a), tensor(b))
+        assert terms["mlmme_image_sentence"].item() == pytest.approx(image_sentence, abs=1e-12)
+        assert terms["mlmme_sentence_sentence"].item() == pytest.approx(sentence_sentence, abs=1e-12)
+    alone = losses.MLMMELoss(margin=margin, beta=1.0)(tensor(IMAGES), text).loss
     assert alone.item() == pytest.approx(image_sentence, abs=1e-12)  # beta = 1: the image-sentence term alone
     with pytest.raises(ConfigError, match=r"\[0, 1\]"):
-        losses.mlmme_loss(tensor(IMAGES), tensor(a), tensor(b), margin, beta=1.5)
+        losses.MLMMELoss(margin, beta=1.5)
+
+
+def test_mlmme_averages_its_terms_over_the_languages_paired_with_english():
+    a = [CAPTIONS[0][0], CAPTIONS[1][0], CAPTIONS[2][0]]
+    b = [CAPTIONS[0][1], CAPTIONS[1][1], CAPTIONS[2][1]]
+    c = [IMAGES[1], IMAGES[2], IMAGES[0]]
+    text = torch.stack([tensor(b), tensor(a), tensor(c)], dim=1)  # English (a) in slot 1
+    mask = torch.tensor([[True, True, True], [True, True, False], [True, True, True]])  # c: two images only
+    margin, beta = 0.2, 0.4
+    s_i = (py_hinge(IMAGES, a, margin) + py_hinge(IMAGES, b, margin)
+           + py_hinge([IMAGES[0], IMAGES[2]], [a[0], a[2]], margin)
+           + py_hinge([IMAGES[0], IMAGES[2]], [c[0], c[2]], margin)) / 2
+    s_s = (py_hinge(a, b, margin) + py_hinge([a[0], a[2]], [c[0], c[2]], margin)) / 2
+    got, terms = losses.MLMMELoss(margin, beta, english_index=1)(tensor(IMAGES), text, mask)
+    assert terms["mlmme_image_sentence"].item() == pytest.approx(s_i, abs=1e-12)
+    assert terms["mlmme_sentence_sentence"].item() == pytest.approx(s_s, abs=1e-12)
+    assert got.item() == pytest.approx(beta * s_i + (1 - beta) * s_s, abs=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -357,7 +404,8 @@ def test_mse_distill_is_the_mean_over_elements_and_leaves_the_teacher_alone():
     student = tensor([[1.0, 2.0], [3.0, 5.0]]).requires_grad_()
     teacher = tensor([[0.0, 2.0], [1.0, 1.0]]).requires_grad_()
     expected = (1 + 0 + 4 + 16) / 4
-    got = loss_modules.MSEDistillLoss()(student, teacher)
+    got, terms = losses.MSEDistillLoss()(student, teacher)
+    assert list(terms) == ["mse"]
     assert got.item() == pytest.approx(expected, abs=1e-12)
     got.backward()
     assert teacher.grad is None
@@ -370,10 +418,13 @@ def test_mse_distill_offers_the_written_per_sample_sum():
     assert losses.mse_distill(student, teacher, "sum").item() == pytest.approx((1 + 0 + 4 + 16) / 2, abs=1e-12)
     assert losses.mse_distill(student, teacher).item() == pytest.approx((1 + 0 + 4 + 16) / 4, abs=1e-12)
     image = tensor([[1.0, 0.0], [0.0, 1.0]])
-    written = losses.cll_clip_loss(image, student, teacher, 10.0, 0.0, 1.0, mse_form="sum")
+    written = losses.CLLCLIPLoss(0.0, 1.0, form="sum")(image, student, teacher, 10.0).loss
     assert written.item() == pytest.approx(10.5, abs=1e-12)
+    assert losses.MSEDistillLoss("sum")(student, teacher).loss.item() == pytest.approx(10.5, abs=1e-12)
     with pytest.raises(ConfigError, match="MSE form"):
         losses.mse_distill(student, teacher, "rows")
+    with pytest.raises(ConfigError, match="MSE form"):
+        losses.MSEDistillLoss("rows")
 
 
 def test_cll_clip_loss_normalises_for_infonce_and_uses_raw_embeddings_for_mse():
@@ -385,11 +436,18 @@ def test_cll_clip_loss_normalises_for_infonce_and_uses_raw_embeddings_for_mse():
     mse = ((3 - 3) ** 2 + (4 - 3) ** 2 + (-1 - 0) ** 2 + (2 - 2) ** 2) / 4
     expected = gamma1 * contrastive + gamma2 * mse
 
-    got = losses.cll_clip_loss(tensor(image), tensor(text), tensor(teacher), scale, gamma1, gamma2)
+    got, terms = losses.CLLCLIPLoss(gamma1, gamma2)(tensor(image), tensor(text), tensor(teacher), scale)
     assert got.item() == pytest.approx(expected, abs=1e-12)
-    module = loss_modules.CLLCLIPLoss(gamma1=0.5, gamma2=2.0, init_temperature=0.1).double()
+    assert list(terms) == ["infonce", "mse"]  # unweighted: gamma1 and gamma2 weigh them
+    assert terms["infonce"].item() == pytest.approx(contrastive, abs=1e-12)
+    assert terms["mse"].item() == pytest.approx(mse, abs=1e-12)
+    learnable = losses.LogitScale(0.1).double()
     expected_module = 0.5 * contrastive + 2.0 * mse  # log(1/T) is stored in float32: exp gives 10 +- 1e-6
-    assert module(tensor(image), tensor(text), tensor(teacher)).item() == pytest.approx(expected_module, abs=1e-6)
+    module = losses.CLLCLIPLoss(gamma1=0.5, gamma2=2.0)
+    assert module(tensor(image), tensor(text), tensor(teacher), learnable()).loss.item() == pytest.approx(
+        expected_module, abs=1e-6)
+    text_only, terms = module(None, tensor(text), tensor(teacher))  # no image tower: the MSE term alone
+    assert list(terms) == ["mse"] and text_only.item() == pytest.approx(2.0 * mse, abs=1e-12)
 
 
 def test_logit_scale_clamps_the_temperature_to_a_range():

@@ -109,7 +109,7 @@ def test_teacher_embeddings_are_computed_once(world, tmp_path, monkeypatch):
 
 def test_teacher_cache_follows_the_weights_not_the_path(world, tmp_path):
     """A base CLIP rewritten at the same path (pretrain rerun) gets new teacher embeddings, not the cached ones."""
-    from mltk.encode_texts import ClipTextEncoder
+    from mltk.text_encoders import ClipTextEncoder
     from mltk.core.runtime import resolve_runtime
     from mltk.train.teacher import teacher_embeddings
 
@@ -272,4 +272,4 @@ def test_nlt_acquirer_ablation_and_mse_form_reach_the_encoder_and_the_loss(world
         mla.train_nlt(nlt_config(world, tmp_path / "sum", mse_form="sum", languages=("de",)))
     finally:
         mla._run = original
-    assert captured["task"].mse_form == "sum"
+    assert captured["task"].criterion.form == "sum"

@@ -10,4 +10,3 @@ from mltk.artifacts.manifest import *  # noqa: F401,F403
 from mltk.artifacts.writer import *  # noqa: F401,F403
 from mltk.artifacts.tables import *  # noqa: F401,F403
 from mltk.artifacts.files import *  # noqa: F401,F403
-from mltk.artifacts.manifest import PathLike, _jsonable  # noqa: F401 (used by the training loop's state files)

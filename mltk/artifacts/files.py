@@ -16,7 +16,7 @@ from mltk.artifacts import schema
 from mltk.artifacts import dependencies, integrity
 from mltk.core.errors import ArtifactError, SchemaError
 
-from mltk.artifacts.manifest import (PathLike, _jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
+from mltk.artifacts.manifest import (PathLike, jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
                                     write_json)
 from mltk.artifacts.tables import (_as_string_columns, load_array, load_embeddings, read_table, require_columns,
                                   save_array, write_table)
@@ -37,7 +37,7 @@ def write_images(out_dir: PathLike, table: pa.Table, *, stage: str = "images", c
     with ArtifactWriter(out_dir, "images", stage=stage, config=config, inputs=inputs) as writer:
         write_table(writer.dir / schema.IMAGES_FILE, table)
         writer.manifest["rows"] = table.num_rows
-        writer.manifest.update(_jsonable(manifest_fields))
+        writer.manifest.update(jsonable(manifest_fields))
     return writer.path
 
 
@@ -99,7 +99,7 @@ def write_checkpoint(out_dir: PathLike, tensors: Mapping[str, Any], config: Mapp
         write_json(writer.dir / schema.CHECKPOINT_CONFIG, config)
         for name, obj in (extra_files or {}).items():
             write_json(writer.dir / name, obj)
-        writer.manifest.update(_jsonable(manifest_fields))
+        writer.manifest.update(jsonable(manifest_fields))
     return writer.path
 
 

@@ -112,17 +112,17 @@ def describe_input(path: PathLike) -> dict:
     return entry
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     if hasattr(value, "__dataclass_fields__"):
-        return _jsonable({f: getattr(value, f) for f in value.__dataclass_fields__})
+        return jsonable({f: getattr(value, f) for f in value.__dataclass_fields__})
     return value
 
 
@@ -150,14 +150,14 @@ def canonical_settings(config: Any, input_paths: Iterable[str] = ()) -> Any:
             return resolved if resolved in inputs else value
         return value
 
-    return _jsonable(walk(config))
+    return jsonable(walk(config))
 
 
 def write_json(path: PathLike, obj: Any) -> None:
     """Write JSON atomically (temporary file, then rename)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -16,7 +16,7 @@ from mltk.artifacts import integrity
 from mltk.artifacts.caption_rules import apply_caption_rules
 from mltk.core.errors import ArtifactError, SchemaError
 
-from mltk.artifacts.manifest import PathLike, _jsonable, read_manifest
+from mltk.artifacts.manifest import PathLike, jsonable, read_manifest
 from mltk.artifacts.writer import ArtifactWriter
 
 
@@ -83,7 +83,7 @@ def write_captions(out_dir: PathLike, table: pa.Table, *, stage: str = "captions
         write_table(writer.dir / schema.CAPTIONS_FILE, table)
         writer.manifest["rows"] = table.num_rows
         writer.manifest["languages"] = sorted(set(table.column("lang").to_pylist()))
-        writer.manifest.update(_jsonable(manifest_fields))
+        writer.manifest.update(jsonable(manifest_fields))
     return writer.path
 
 
@@ -170,7 +170,7 @@ def finish_embeddings(writer: ArtifactWriter, shards: list[dict], *, dim: int, d
         dim=dim,
         dtype=dtype,
         normalized=normalized,
-        **_jsonable(manifest_fields),
+        **jsonable(manifest_fields),
     )
 
 

@@ -26,7 +26,7 @@ from mltk.artifacts import schema
 from mltk.artifacts import dependencies, integrity
 from mltk.core.errors import ArtifactError, MltkError
 
-from mltk.artifacts.manifest import (PathLike, _jsonable, canonical_settings, describe_input, is_artifact,  # noqa
+from mltk.artifacts.manifest import (PathLike, canonical_settings, describe_input, is_artifact, jsonable,  # noqa
                                     read_manifest, write_json)
 
 
@@ -50,7 +50,7 @@ def _trash_dir(out_dir: Path) -> Path:
 
 def _plain(value: Any) -> Any:
     """The value as it reads back from a manifest (tuples become lists, paths strings)."""
-    return json.loads(json.dumps(_jsonable(value), ensure_ascii=False, default=str))
+    return json.loads(json.dumps(jsonable(value), ensure_ascii=False, default=str))
 
 
 class ArtifactWriter:

@@ -3,17 +3,16 @@
 Every method trains CLL-CLIP's token-embedding table (with or without TEIR) and its temperature; a baseline adds
 its own mechanism through the hooks of ``ContinualMethod``, which plain CLL-CLIP leaves empty:
 
-- ``begin_task(run)``: before training task t (add a language's adapter, a task's prompt; build replay data);
+- ``begin_task(task)``: before training task t (add a language's adapter, a task's prompt; build replay data);
 - ``trainable()``: its tensors that train in the current task, besides the table and the temperature;
 - ``encode(encoder, x, lengths, lang)``: the text forward from word embeddings [B, L, W] to features [B, D];
-- ``extra_loss(run, step)``: a term added to the task loss (EWC penalty, replay), as a tensor or as
+- ``extra_loss(task, step)``: a term added to the task loss (EWC penalty, replay), as a tensor or as
   ``(tensor, {name: unweighted term})`` whose terms become columns of the task's steps CSV
   (``mltk.train.step_log``); ``encode`` may leave one the same way in ``auxiliary_loss`` (prompt-key matching);
-- ``end_task(run)``: after the best epoch of task t is restored (Fisher information, reservoir update).
+- ``end_task(task)``: after the best epoch of task t is restored (Fisher information, reservoir update).
 
-``run`` is the task being trained (``mltk.train.continual.task.CllClipTask``): it exposes ``encoder``, ``index``,
-``lang``, ``corpus`` (every training example of every task language), ``pair_loss`` / ``pair_terms`` and
-``data_loss``.
+``task`` is a ``TaskContext``: what the hooks may use of the task being trained (the train-continual stage,
+``mltk.train.continual.task.CllClipTask``, builds it).
 
 A method's state has two parts: ``state_tensors()`` (what encoding needs; saved in the checkpoint, rebuilt from
 ``structure()``) and ``training_state()`` (what later tasks need, such as a Fisher matrix or a replay buffer;
@@ -27,14 +26,59 @@ evaluation; the report says so.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 from mltk.cll_clip.options import NoOptions
 
 Loss = torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]  # a loss, or a loss with its named terms
+
+
+class TaskEncoder(Protocol):
+    """What the hooks use of the text encoder being trained (``mltk.cll_clip.model.ContinualTextEncoder``, which
+    holds the method: a Protocol, so that this module does not import it)."""
+
+    table: nn.Parameter  # [V, W] token embeddings
+    tokenizer: Any       # its ``eot_token_id`` ends a text
+    tower: Any           # the frozen tower: ``forward_embeddings(x [B, L, W], lengths [B])`` -> [B, D]
+    training: bool
+
+    def encode_tokens(self, tokens: torch.Tensor, lang: str | None) -> torch.Tensor: ...  # [B, L] -> [B, D]
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+
+class ExampleSource(Protocol):
+    """Every training example of every task language, addressed by key ``(language index, row)``
+    (``mltk.train.continual.data.Corpus``)."""
+
+    def keys(self, lang: str) -> np.ndarray: ...  # [n, 2]: the keys of one language's examples
+
+    def examples(self, keys: np.ndarray, encoder: TaskEncoder) -> Any: ...  # .tokens [n, L], .images [n, D]
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What a method's hooks see of the task being trained (task ``index`` of the run, language ``lang``)."""
+
+    encoder: TaskEncoder
+    corpus: ExampleSource
+    index: int
+    lang: str
+    steps: int       # the task's training steps
+    batch_size: int
+    # CLL-CLIP's loss of one batch with its terms: (image [b, D] normalised or None, text [b, D], teacher [b, D])
+    pair_terms: Callable[[torch.Tensor | None, torch.Tensor, torch.Tensor],
+                         tuple[torch.Tensor, dict[str, torch.Tensor]]]
+    data_loss: Callable[[int], torch.Tensor]         # CLL-CLIP's loss of the task's batch of a step
+    sample_tokens: Callable[[int], torch.Tensor]     # tokens [<= count, L] of the task's training captions
 
 
 class ContinualMethod(nn.Module):
@@ -80,8 +124,8 @@ class ContinualMethod(nn.Module):
 
     # --- hooks ----------------------------------------------------------------------------------------------------
 
-    def begin_task(self, run) -> None:
-        """Called before task ``run.index`` trains."""
+    def begin_task(self, task: TaskContext) -> None:
+        """Called before task ``task.index`` trains."""
 
     def trainable(self) -> dict[str, nn.Parameter]:
         return {}
@@ -90,11 +134,11 @@ class ContinualMethod(nn.Module):
         """Word embeddings [B, L, W] -> text features [B, D]."""
         return encoder.tower.forward_embeddings(x, lengths)
 
-    def extra_loss(self, run, step: int) -> Loss | None:
+    def extra_loss(self, task: TaskContext, step: int) -> Loss | None:
         return None
 
-    def end_task(self, run) -> None:
-        """Called after the best epoch of task ``run.index`` has been restored."""
+    def end_task(self, task: TaskContext) -> None:
+        """Called after the best epoch of task ``task.index`` has been restored."""
 
     def pop_auxiliary_loss(self) -> Loss | None:
         loss, self.auxiliary_loss = self.auxiliary_loss, None
@@ -142,11 +186,11 @@ class PerLanguageMethod(ContinualMethod):
         for lang in structure.get("languages", []):
             self.add_language(lang)
 
-    def begin_task(self, run) -> None:
-        self.add_language(run.lang)
-        self.current = run.lang
+    def begin_task(self, task: TaskContext) -> None:
+        self.add_language(task.lang)
+        self.current = task.lang
         for lang, module in self.per_language.items():
-            module.requires_grad_(lang == run.lang)
+            module.requires_grad_(lang == task.lang)
 
     def trainable(self) -> dict[str, nn.Parameter]:
         if self.current is None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from mltk.cll_clip.base import ContinualMethod
+from mltk.cll_clip.base import ContinualMethod, TaskContext
 
 
 def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], torch.Tensor],
@@ -73,21 +73,21 @@ class OnlineEWC(ContinualMethod):
         self.fisher: torch.Tensor | None = None  # [R, W]
         self.anchor: torch.Tensor | None = None  # [R, W]: the table after the last finished task
 
-    def extra_loss(self, run, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+    def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
         """The penalty, and as its logged term ``ewc_penalty`` the penalty at lambda = 1."""
         if self.fisher is None:
             return None
-        table = run.encoder.table
+        table = task.encoder.table
         if self.fisher.device != table.device:  # plain tensors (their shape grows), moved on first use
             self.fisher, self.anchor = self.fisher.to(table.device), self.anchor.to(table.device)
-        term = ewc_penalty(run.encoder.table, self.fisher, self.anchor, 1.0)
+        term = ewc_penalty(task.encoder.table, self.fisher, self.anchor, 1.0)
         return self.options.penalty * term, {"ewc_penalty": term}
 
-    def end_task(self, run) -> None:
-        steps = min(self.options.fisher_batches, run.steps)
-        fisher = empirical_fisher(run.encoder.table, run.data_loss, range(steps))
+    def end_task(self, task: TaskContext) -> None:
+        steps = min(self.options.fisher_batches, task.steps)
+        fisher = empirical_fisher(task.encoder.table, task.data_loss, range(steps))
         self.fisher = accumulate_fisher(self.fisher, fisher, self.options.gamma)
-        self.anchor = run.encoder.table.detach().float().clone()
+        self.anchor = task.encoder.table.detach().float().clone()
 
     def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         if self.fisher is None:

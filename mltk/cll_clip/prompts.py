@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mltk.cll_clip.base import ContinualMethod, PerLanguageMethod
+from mltk.cll_clip.base import ContinualMethod, PerLanguageMethod, TaskContext
 from mltk.cll_clip.blocks import forward_text
 from mltk.core.errors import ConfigError
 from mltk.models.text import trim_to_lengths
@@ -177,10 +177,10 @@ class DualPrompt(ContinualMethod):
         self.e_prompts.append(nn.Parameter(_uniform(shape, generator).to(device)))
         self.e_keys.append(nn.Parameter(key.to(device)))
 
-    def begin_task(self, run) -> None:
-        tokens, lengths = trim_to_lengths(run.sample_tokens(512), run.encoder.tokenizer.eot_token_id)
-        device = run.encoder.table.device
-        query = prompt_query(run.encoder, F.embedding(tokens.to(device), run.encoder.table), lengths.to(device))
+    def begin_task(self, task: TaskContext) -> None:
+        tokens, lengths = trim_to_lengths(task.sample_tokens(512), task.encoder.tokenizer.eot_token_id)
+        device = task.encoder.table.device
+        query = prompt_query(task.encoder, F.embedding(tokens.to(device), task.encoder.table), lengths.to(device))
         self._add_task(F.normalize(query.mean(dim=0), dim=0).cpu())
         self.current = len(self.e_prompts) - 1
         for index, (prompt, key) in enumerate(zip(self.e_prompts, self.e_keys)):
@@ -285,7 +285,7 @@ class CodaPrompt(ContinualMethod):
             value = self._orthogonal(list(store), shape, _generator(self.seed, 4, task, number))
             store.append(nn.Parameter(value.to(device)))
 
-    def begin_task(self, run) -> None:
+    def begin_task(self, task: TaskContext) -> None:
         self._add_task()
         self.current = len(self.prompts) - 1
         for store in (self.prompts, self.keys, self.attention):

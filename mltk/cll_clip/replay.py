@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mltk.cll_clip.base import ContinualMethod
+from mltk.cll_clip.base import ContinualMethod, TaskContext
 
 
 class Reservoir:
@@ -80,37 +80,37 @@ class ExperienceReplay(ContinualMethod):
         self.memory = Reservoir(self.options.memory_size)
         self.replay = None  # examples of the memory, tokenised with the current vocabulary
 
-    def begin_task(self, run) -> None:
-        self.replay = run.corpus.examples(self.memory.items, run.encoder) if len(self.memory) else None
+    def begin_task(self, task: TaskContext) -> None:
+        self.replay = task.corpus.examples(self.memory.items, task.encoder) if len(self.memory) else None
 
-    def replay_indices(self, run, step: int) -> np.ndarray:
+    def replay_indices(self, task: TaskContext, step: int) -> np.ndarray:
         """The memory rows replayed at ``step`` (distinct; a pure function of (seed, task, step))."""
-        size = min(self.options.replay_batch or run.batch_size, len(self.memory))
-        rng = np.random.default_rng([self.seed, run.index, step, 0xE2])
+        size = min(self.options.replay_batch or task.batch_size, len(self.memory))
+        rng = np.random.default_rng([self.seed, task.index, step, 0xE2])
         return np.sort(rng.choice(len(self.memory), size=size, replace=False))
 
-    def replayed_features(self, run, rows: np.ndarray) -> torch.Tensor:
-        device = run.encoder.table.device
-        return run.encoder.encode_tokens(self.replay.tokens[rows].to(device), None).float()
+    def replayed_features(self, task: TaskContext, rows: np.ndarray) -> torch.Tensor:
+        device = task.encoder.table.device
+        return task.encoder.encode_tokens(self.replay.tokens[rows].to(device), None).float()
 
-    def extra_loss(self, run, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+    def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
         """CLL-CLIP's loss of a replayed batch, its terms logged as ``replay_infonce`` and ``replay_mse``."""
         if self.replay is None:
             return None
-        rows = self.replay_indices(run, step)
-        device = run.encoder.table.device
-        loss, terms = run.pair_terms(self.replay.images[rows].to(device), self.replayed_features(run, rows),
+        rows = self.replay_indices(task, step)
+        device = task.encoder.table.device
+        loss, terms = task.pair_terms(self.replay.images[rows].to(device), self.replayed_features(task, rows),
                                      self.replay.teacher[rows].to(device))
         return loss, {"replay_infonce": terms["infonce"], "replay_mse": terms["mse"]}
 
-    def end_task(self, run) -> None:
-        keys = run.corpus.keys(run.lang)  # [n, 2]: (language index, example index)
-        order = np.random.default_rng([self.seed, run.index, 0x5E]).permutation(len(keys))
-        written = self.memory.add(keys[order], np.random.default_rng([self.seed, run.index, 0x5A]))
-        self.record(run, written)
+    def end_task(self, task: TaskContext) -> None:
+        keys = task.corpus.keys(task.lang)  # [n, 2]: (language index, example index)
+        order = np.random.default_rng([self.seed, task.index, 0x5E]).permutation(len(keys))
+        written = self.memory.add(keys[order], np.random.default_rng([self.seed, task.index, 0x5A]))
+        self.record(task, written)
         self.replay = None
 
-    def record(self, run, written: np.ndarray) -> None:
+    def record(self, task: TaskContext, written: np.ndarray) -> None:
         """What a subclass stores beside the memory slots just written."""
 
     def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -131,31 +131,31 @@ class DarkExperienceReplay(ExperienceReplay):
         super().__init__(*args, **kwargs)
         self.features = torch.zeros(0, self.output_dim)  # [len(memory), D], row-aligned with the memory
 
-    def extra_loss(self, run, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+    def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
         """``alpha * der_mse``, the regression to the stored features (logged unweighted as ``der_mse``)."""
         if self.replay is None:
             return None
-        rows = self.replay_indices(run, step)
-        stored = self.features[torch.from_numpy(rows)].to(run.encoder.table.device)
-        mse = F.mse_loss(self.replayed_features(run, rows), stored)
+        rows = self.replay_indices(task, step)
+        stored = self.features[torch.from_numpy(rows)].to(task.encoder.table.device)
+        mse = F.mse_loss(self.replayed_features(task, rows), stored)
         return self.options.alpha * mse, {"der_mse": mse}
 
     @torch.no_grad()
-    def record(self, run, written: np.ndarray) -> None:
+    def record(self, task: TaskContext, written: np.ndarray) -> None:
         if len(self.features) < len(self.memory):
             grown = torch.zeros(len(self.memory), self.output_dim)
             grown[:len(self.features)] = self.features
             self.features = grown
         if not len(written):
             return
-        examples = run.corpus.examples(self.memory.items[written], run.encoder)
-        was_training = run.encoder.training
-        run.encoder.eval()
-        device = run.encoder.table.device
+        examples = task.corpus.examples(self.memory.items[written], task.encoder)
+        was_training = task.encoder.training
+        task.encoder.eval()
+        device = task.encoder.table.device
         for start in range(0, len(written), 256):
             chunk = examples.tokens[start:start + 256].to(device)
-            self.features[written[start:start + 256]] = run.encoder.encode_tokens(chunk, None).float().cpu()
-        run.encoder.train(was_training)
+            self.features[written[start:start + 256]] = task.encoder.encode_tokens(chunk, None).float().cpu()
+        task.encoder.train(was_training)
 
     def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         tensors, info = super().training_state()

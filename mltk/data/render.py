@@ -5,13 +5,10 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from typing import TYPE_CHECKING
-
 import numpy as np
 from PIL import Image, ImageDraw
 
-if TYPE_CHECKING:
-    from mltk.data.synth import Scene
+from mltk.data.scene import Scene
 
 GRID = 3  # the image is a GRID x GRID board of cells, at most one object per cell
 

@@ -32,6 +32,7 @@ import pyarrow as pa
 from mltk import artifacts
 from mltk.data import lang, mt_errors
 from mltk.data.render import GRID, encode_png, render_scene
+from mltk.data.scene import Scene, SceneObject
 from mltk.data.lang.content import (COLOURS, INVERSE_RELATION, N_FRAMES, SHAPES, SIZES, CaptionContent, Item,
                                     Mention, Relation)
 from mltk.core.errors import ArtifactError, ConfigError
@@ -97,30 +98,6 @@ class SynthResult:
 # ----------------------------------------------------------------------------------------------------------------
 # Scenes
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SceneObject:
-    shape: str
-    colour: str
-    size: str
-    cell: tuple[int, int]  # (row, column) on the GRID x GRID board; row 0 is the top
-
-
-@dataclass(frozen=True)
-class Scene:
-    objects: tuple[SceneObject, ...]
-
-    def groups(self) -> list[list[int]]:
-        """Indices of objects grouped by (shape, colour), in order of first appearance."""
-        by_key: dict[tuple[str, str], list[int]] = {}
-        for i, obj in enumerate(self.objects):
-            by_key.setdefault((obj.shape, obj.colour), []).append(i)
-        return list(by_key.values())
-
-    def to_json(self) -> str:
-        return json.dumps([{"shape": o.shape, "colour": o.colour, "size": o.size, "cell": list(o.cell)}
-                           for o in self.objects], separators=(",", ":"))
 
 
 def sample_scene(rng: np.random.Generator) -> Scene:

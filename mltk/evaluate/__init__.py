@@ -10,11 +10,9 @@
 
 from mltk.evaluate.retrieval import (C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS, evaluate_retrieval,
                                      mrv_instance_mode)
-from mltk.evaluate.stage import (REPORT_FORMATS, ContinualConfig, EvaluateConfig, TextVectors, check_model_languages,
-                                 check_text_source, load_model_encoder, load_normalized_embeddings, run_continual,
-                                 run_evaluation, text_embeddings_for)
+from mltk.evaluate.stage import (REPORT_FORMATS, ContinualConfig, EvaluateConfig, TextVectors, check_text_source,
+                                 load_normalized_embeddings, run_continual, run_evaluation, text_embeddings_for)
 
 __all__ = ["C2C_RELEVANCE", "METRIC_NAMES", "MRV_INSTANCES", "PROTOCOLS", "REPORT_FORMATS", "ContinualConfig",
-           "EvaluateConfig", "TextVectors", "check_model_languages", "check_text_source", "evaluate_retrieval",
-           "load_model_encoder", "load_normalized_embeddings", "mrv_instance_mode", "run_continual",
+           "EvaluateConfig", "TextVectors", "check_text_source", "evaluate_retrieval", "load_normalized_embeddings", "mrv_instance_mode", "run_continual",
            "run_evaluation", "text_embeddings_for"]

@@ -3,22 +3,19 @@ call ``mltk.evaluate.retrieval.evaluate_retrieval``, warn when the test images a
 metrics artifact with its report files (``mltk.present.report``).
 
 Text vectors come from ``text_embeddings_for``: a text embeddings artifact, or the captions encoded through a
-checkpoint (``mltk.encode_texts``), each language through its own path. Image embeddings are optional when only
+checkpoint (``mltk.text_encoders``, ``mltk.encode_texts``), each language through its own path. Image embeddings are optional when only
 caption-to-caption retrieval is asked for.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from mltk import artifacts, metrics as M
 
@@ -32,9 +29,6 @@ from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retriev
 from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
 from mltk.check_overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
-
-if TYPE_CHECKING:  # mltk.encode_texts imports open_clip; evaluating embeddings artifacts does not need it
-    from mltk.encode_texts import TextEncoder
 
 REPORT_FORMATS = ("table", "markdown", "csv", "clip-benchmark")
 
@@ -145,12 +139,13 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
     source = str(config.captions)
     captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
     languages = sorted(set(captions.column("lang").to_pylist()))
+    from mltk.encode_texts import encode_captions
+    from mltk.text_encoders import check_model_languages, load_model_encoder
+
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     check_model_languages(encoder, languages, config.model)
     log(f"encoding {captions.num_rows} caption(s) in {', '.join(languages)} with {config.model} "
         f"({runtime.device}, {runtime.precision})")
-    from mltk.encode_texts import encode_captions
-
     table, vectors = encode_captions(encoder, captions, runtime, batch_size=config.batch_size, languages=languages)
     vectors = check_vectors(vectors, f"{config.model} (encoding {config.captions})", guard, unit_expected=True)
     model_path = Path(config.model)
@@ -196,32 +191,6 @@ def _captions_to_encode(captions: pa.Table, image_table: pa.Table | None, config
         raise SchemaError(f"{len(orphans)} image id(s) of the captions have no image embedding (first: "
                           f"{orphans[0]!r})", source)
     return captions
-
-
-def load_model_encoder(model: str, pretrained: str | None, device: torch.device) -> TextEncoder:
-    """A text encoder from a checkpoint artifact (any format in ``mltk.encode_texts.TEXT_ENCODER_LOADERS``), a
-    transformers / sentence-transformers folder, or an open_clip architecture name (with ``pretrained`` weights). A path that does not exist is named as such
-    instead of being taken for an unknown architecture."""
-    from mltk.encode_texts import load_text_encoder
-    from mltk.models.clip import is_hf_model_folder
-
-    path = Path(model)
-    if is_hf_model_folder(path):  # a transformers / sentence-transformers folder: a text tower, no artifact
-        return load_text_encoder(model, pretrained, device=device)
-    if pretrained is None and (path.exists() or os.sep in model or model.startswith(".")):
-        artifacts.read_manifest(path, "checkpoint")
-    return load_text_encoder(model, pretrained, device=device)
-
-
-def check_model_languages(encoder: TextEncoder, languages: Sequence[str], model: str) -> None:
-    """Every language must have a path through the encoder (an encoder whose ``languages`` is None reads any)."""
-    if encoder.languages is None:
-        return
-    known = [getattr(encoder, "native_lang", "en"), *encoder.languages]
-    unknown = [lang for lang in languages if lang not in known]
-    if unknown:
-        raise ConfigError(f"the model has no path for language(s) {', '.join(unknown)} (it reads "
-                          f"{', '.join(known)}); pick languages with --lang", model)
 
 
 def run_evaluation(config: EvaluateConfig) -> Path:

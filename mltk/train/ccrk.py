@@ -70,10 +70,11 @@ from mltk import artifacts
 from mltk.ame.rcsls import AlignmentConfig, with_alignment
 from mltk.train.preflight import check_image_embeddings, require_weights
 from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
-from mltk.encode_texts import ClipTextEncoder, encode_texts
+from mltk.encode_texts import encode_texts
+from mltk.text_encoders import ClipTextEncoder
 from mltk.core.errors import ConfigError
-from mltk.losses import (AME_MARGINS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, OneToKLoss, OneToOneLoss,
-                         english_bridge_mse, mlmme_terms, mlmme_weighted, pairwise_ranking_hinge)
+from mltk.losses import (AME_MARGINS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, EnglishBridgeLoss, LossOutput, MLMMELoss,
+                         OneToKLoss, OneToOneLoss, PairwiseRankingLoss)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
@@ -159,52 +160,23 @@ class CcrkConfig:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _contrastive(objective, image, text, mask, teacher):
-    loss = objective.criterion(image, text, mask)
-    return loss, {objective.name.replace("-", "_"): loss, "logit_scale": objective.criterion.logit_scale()}
+LOSSES = ("one-to-k", "one-to-one", "english-bridge", "hinge", "mlmme")  # --loss, each a class of mltk.losses
+CONTRASTIVE_LOSSES = ("one-to-k", "one-to-one")  # the losses with a (learnable) temperature
 
 
-def _english_bridge(objective, image, text, mask, teacher):
-    """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (CLL-CLIP's table); the
-    bridge then targets them, and the trained English slot is pulled to them like the others."""
-    if teacher is None:
-        loss = english_bridge_mse(text, objective.english, mask)
-    else:
-        english = mask[:, objective.english:objective.english + 1]
-        loss = english_bridge_mse(torch.cat([teacher.unsqueeze(1), text], dim=1), 0, torch.cat([english, mask], 1))
-    return loss, {"english_bridge_mse": loss}
-
-
-def _hinge(objective, image, text, mask, teacher):
-    terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], objective.margin,
-                                    similarity=objective.similarity)
-             for k in range(text.shape[1]) if int(mask[:, k].sum()) >= 2]
-    loss = torch.stack(terms).mean() if terms else (text * 0).sum()
-    return loss, {"hinge": loss}
-
-
-def _mlmme(objective, image, text, mask, teacher):
-    """The image pivots English and each other language; S_I and S_S (means over the languages) are logged."""
-    parts = []  # per language: (S_I, S_S)
-    for k in range(text.shape[1]):
-        both = mask[:, k] & mask[:, objective.english]
-        if k != objective.english and int(both.sum()) >= 2:
-            parts.append(mlmme_terms(image[both], text[both, objective.english], text[both, k], objective.margin))
-    if not parts:
-        zero = (text * 0).sum()
-        return zero, {"mlmme_image_sentence": zero, "mlmme_sentence_sentence": zero}
-    s_i, s_s = (torch.stack(column).mean() for column in zip(*parts))  # the loss is linear in both
-    return mlmme_weighted(s_i, s_s, objective.beta), {"mlmme_image_sentence": s_i, "mlmme_sentence_sentence": s_s}
-
-
-# --loss name -> loss(objective, image [B, D], text [B, K, D], text_mask [B, K], teacher [B, D] | None), returned
-# with its named terms (``mltk.train.step_log``)
-LOSSES = {"one-to-k": _contrastive, "one-to-one": _contrastive, "english-bridge": _english_bridge,
-          "hinge": _hinge, "mlmme": _mlmme}
-# the losses with a (learnable) temperature: --loss name -> criterion(temperature, learnable, weighting)
-CRITERIA = {"one-to-k": lambda t, learn, weighting, bounds: OneToKLoss(t, learn, weighting, bounds),
-            "one-to-one": lambda t, learn, weighting, bounds: OneToOneLoss(t, learn, bounds)}
-CONTRASTIVE_LOSSES = tuple(CRITERIA)
+def loss_criterion(loss: str, english: int | None, weighting: str, temperature: float, learn_temperature: bool,
+                   margin: float, beta: float, temperature_range: tuple[float, float] | None,
+                   similarity: str = "cosine") -> nn.Module:
+    """The ``mltk.losses`` class that ``--loss`` names, with its settings."""
+    if loss == "one-to-k":
+        return OneToKLoss(temperature, learn_temperature, weighting, temperature_range)
+    if loss == "one-to-one":
+        return OneToOneLoss(temperature, learn_temperature, temperature_range)
+    if loss == "english-bridge":
+        return EnglishBridgeLoss(english)
+    if loss == "hinge":
+        return PairwiseRankingLoss(margin, similarity=similarity)
+    return MLMMELoss(margin, beta, english)
 
 
 class CcrkObjective(nn.Module):
@@ -223,19 +195,23 @@ class CcrkObjective(nn.Module):
         self.name, self.beta, self.similarity = loss, beta, similarity
         self.margin = AME_MARGINS[similarity] if margin is None else margin
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
-        self.criterion = CRITERIA[loss](temperature, learn_temperature, weighting, temperature_range) \
-            if loss in CRITERIA else None
+        self.criterion = loss_criterion(loss, self.english, weighting, temperature, learn_temperature, self.margin,
+                                        beta, temperature_range, similarity)
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
-                teacher: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        return LOSSES[self.name](self, image, text, mask, teacher)
+                teacher: torch.Tensor | None = None) -> LossOutput:
+        """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (the English bridge
+        then targets them); the other losses do not use it."""
+        if self.name == "english-bridge":
+            return self.criterion(text, mask, teacher)
+        return self.criterion(image, text, mask)
 
     def trainable(self) -> dict[str, nn.Parameter]:
-        return {f"{LOSS_PREFIX}{name}": p for name, p in (self.criterion.named_parameters() if self.criterion
-                                                          else []) if p.requires_grad}
+        return {f"{LOSS_PREFIX}{name}": p for name, p in self.criterion.named_parameters() if p.requires_grad}
 
     def temperature(self) -> float | None:
-        return self.criterion.logit_scale.temperature if self.criterion is not None else None
+        scale = getattr(self.criterion, "logit_scale", None)
+        return scale.temperature if scale is not None else None
 
     def load_trained(self, tensors: dict[str, torch.Tensor]) -> None:
         own = self.trainable()

@@ -11,6 +11,7 @@ rest, the same way for all of them. One step, in order::
     optimizer.step(); zero_grad
 
 then, when due: a log line, a validation (best state kept; ties keep the earlier one), ``on_step``, a save.
+``training_step`` is that one step alone, without the bookkeeping (what benchmarks time).
 
 Optimizer: ``torch.optim.AdamW`` with the config's betas/eps and decoupled weight decay on tensors with
 ``ndim >= 2`` only (weight matrices and embedding tables), none on biases, norms' gains and scalars such as a
@@ -23,9 +24,8 @@ settings (Zhang et al. 2023); ``schedule="cosine"`` is CLIP's.
 
 Exact resume. ``state_dir`` holds ``loop.json`` (the commit record: step, best score and step, history, config,
 Python/NumPy RNG states, GradScaler state) naming ``state-<step>.safetensors`` (trained tensors ``trained/<name>``,
-the task's kept buffers ``buffer/<name>`` such as BatchNorm statistics, optimizer state ``optimizer/<name>/<slot>``
-such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy RNG states ``rng/...``) and
-``best-<step>.safetensors`` (the best tensors and buffers, by name). Tensor files are written first
+optimizer state ``optimizer/<name>/<slot>`` such as ``exp_avg``, ``exp_avg_sq``, ``step``, and the torch/CUDA/NumPy
+RNG states ``rng/...``) and ``best-<step>.safetensors`` (the best tensors, by name). Tensor files are written first
 and ``loop.json`` last, each by temporary file plus rename, so a crash at any moment leaves the previous complete
 state. State is saved every ``save_every`` steps, at the end, and when KeyboardInterrupt or SystemExit arrives
 (SIGTERM, Slurm's pre-emption and time-limit signal, is turned into SystemExit while ``fit`` runs); an interrupt
@@ -43,10 +43,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -56,9 +54,9 @@ import torch
 from mltk.core.errors import ArtifactError, ConfigError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.train import distributed, step_log
-from mltk.train.loop_state import (LOOP_JSON, MAY_CHANGE_ON_RESUME, _cpu_copy, _load_state, _LoopState,  # noqa: F401
-                                   _remove_unreferenced, _save_state, _snapshot, _state_files, _validation_due,
-                                   capture_rng, restore_rng, rng_preserved, task_buffers)
+from mltk.train.loop_state import (LoopState, capture_rng, cpu_copy, load_state, remove_unreferenced, rng_preserved,
+                                   save_state, snapshot, state_files, task_buffers)
+from mltk.train.signals import DeferredSignals
 
 SCHEDULES = ("constant", "cosine")
 CLIP_MODES = ("per_tensor", "global")
@@ -182,8 +180,9 @@ def clip_gradients(parameters: list[torch.Tensor], max_norm: float, mode: str) -
     torch._foreach_mul_(grads, list(scales.unbind()))
 
 
-def _build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
-                     config: LoopConfig) -> torch.optim.Optimizer:
+def build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
+                    config: LoopConfig) -> torch.optim.Optimizer:
+    """The task's ``make_optimizer`` or ``default_optimizer``, each group remembering its base lr."""
     make = getattr(task, "make_optimizer", None)
     optimizer = make(params, config) if make is not None else default_optimizer(params, config)
     known = {id(p) for p in params.values()}
@@ -202,51 +201,51 @@ def _set_lr(optimizer: torch.optim.Optimizer, factor: float) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Random streams and signals
+# One update
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class _Signals:
-    """While ``fit`` runs: SIGTERM raises SystemExit (as Ctrl-C raises KeyboardInterrupt) so that both save the
-    state, and inside ``held()`` both signals wait until the block is done. Main thread only (Python delivers
-    signals there); elsewhere it does nothing."""
-
-    def __init__(self) -> None:
-        self.active = threading.current_thread() is threading.main_thread()
-        self._previous_term = None
-
-    def __enter__(self) -> _Signals:
-        if self.active and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self._previous_term = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous_term is not None:
-            signal.signal(signal.SIGTERM, self._previous_term)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        if not self.active:
-            yield
-            return
-        pending: list[int] = []
-        handlers = {sig: signal.signal(sig, lambda s, _frame: pending.append(s))
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
-        for sig in pending[:1]:
-            handler = handlers[sig]
-            if callable(handler):
-                handler(sig, None)
-            elif handler == signal.SIG_DFL:
-                signal.raise_signal(sig)
+def loss_and_backward(task: TrainTask, step: int, runtime: Runtime, scaler: torch.amp.GradScaler | None
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss of ``step`` (under autocast) and its terms, back-propagated (scaled under fp16); the loss is
+    returned detached."""
+    with runtime.autocast():
+        loss, terms = step_log.split_loss(task.loss(step))
+    if not torch.is_tensor(loss) or loss.dim() != 0:
+        raise TypeError(f"task.loss({step}) must return a scalar tensor, got {type(loss).__name__}")
+    (scaler.scale(loss) if scaler is not None else loss).backward()
+    return loss.detach(), terms
 
 
-def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signum)
+def apply_update(trained: list[torch.Tensor], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
+                 config: LoopConfig, step: int, measure_norm: bool = False) -> tuple[float, float | None]:
+    """The update of ``step`` from the gradients: averaged over ranks (torchrun), unscaled, clipped as the config
+    says, at the step's learning rate; gradients zeroed. Returns the lr and, with ``measure_norm``, the gradient
+    norm before clipping (read-only)."""
+    distributed.average_gradients(trained)
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    grad_norm = step_log.gradient_norm(trained) if measure_norm else None
+    if config.grad_clip is not None:
+        clip_gradients(trained, config.grad_clip, config.clip_mode)
+    lr = _set_lr(optimizer, lr_factor(step, config))
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return lr, grad_norm
+
+
+def training_step(task: TrainTask, step: int, config: LoopConfig, runtime: Runtime,
+                  params: dict[str, torch.nn.Parameter], optimizer: torch.optim.Optimizer,
+                  scaler: torch.amp.GradScaler | None = None) -> torch.Tensor:
+    """One update exactly as ``fit`` makes it, without its bookkeeping (state, logs, validation): for benchmarks
+    that time the library's own step. ``optimizer`` from ``build_optimizer``. Returns the detached loss."""
+    loss, _ = loss_and_backward(task, step, runtime, scaler)
+    apply_update(list(params.values()), optimizer, scaler, config, step)
+    return loss
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -323,22 +322,22 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     if options.log_every is not None:  # not a trajectory field: a resumed run may log at another interval
         config = dataclasses.replace(config, log_every=options.log_every)
     params = dict(task.parameters_to_train())
-    optimizer = _build_optimizer(task, params, config)
+    optimizer = build_optimizer(task, params, config)
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
     is_main = distributed.is_main_process()
     buffers = task_buffers(task)
-    state = _load_state(state_dir, params, optimizer, scaler, config, runtime, buffers)
+    state = load_state(state_dir, params, optimizer, scaler, config, runtime, buffers)
     resumed = state is not None
     if not resumed:
         seed_everything(config.seed)
-        state = _LoopState(rng=capture_rng(runtime))
-    state.buffers = _snapshot(buffers)
+        state = LoopState(rng=capture_rng(runtime))
+    state.buffers = snapshot(buffers)
     if is_main and state_dir.is_dir():
-        _remove_unreferenced(state_dir, set(_state_files(state)) if resumed else set())
+        remove_unreferenced(state_dir, set(state_files(state)) if resumed else set())
     if not distributed.same_on_all_ranks(state.step):
         raise ArtifactError("the processes found different saved states; the state directory must be on a file "
                             "system every process reads", state_dir)
-    with _Signals() as signals, _Reporter(description, config.steps, is_main) as reporter, \
+    with DeferredSignals() as signals, _Reporter(description, config.steps, is_main) as reporter, \
             contextlib.closing(step_log.StepLogger(
                 steps_csv, description, state.step, enabled=is_main,
                 samples_per_step=getattr(getattr(task, "batches", None), "batch_size", None),
@@ -350,50 +349,32 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
         except (KeyboardInterrupt, SystemExit):
             if is_main and state.consistent:
-                _save_state(state_dir, state, params, optimizer, scaler, config)
+                save_state(state_dir, state, params, optimizer, scaler, config)
                 reporter.note(f"{description}: interrupted; state of step {state.step} saved in {state_dir}")
             raise
     if is_main and state.saved_step != state.step:
-        _save_state(state_dir, state, params, optimizer, scaler, config)
-    return FitResult(best_state=state.best_state, last_state={**_cpu_copy(params), **_cpu_copy(buffers)},
+        save_state(state_dir, state, params, optimizer, scaler, config)
+    return FitResult(best_state=state.best_state, last_state={**cpu_copy(params), **cpu_copy(buffers)},
                      best_step=state.best_step, best_score=state.best_score, history=state.history)
 
 
 def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
-         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: _LoopState,
-         signals: _Signals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
+         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: LoopState,
+         signals: DeferredSignals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
     buffers = task_buffers(task)  # a save holds their copy at the last step boundary, never one forward ahead
     trained = list(params.values())
     is_main = distributed.is_main_process()
     if _validation_due(state, config):  # the run was interrupted during this validation
         _validate(task, state, params, runtime, signals, reporter)
     for step in range(state.step, config.steps):
-        with runtime.autocast():
-            loss, terms = step_log.split_loss(task.loss(step))
-        if not torch.is_tensor(loss) or loss.dim() != 0:
-            raise TypeError(f"task.loss({step}) must return a scalar tensor, got {type(loss).__name__}")
-        (scaler.scale(loss) if scaler is not None else loss).backward()
-        loss = loss.detach()
-
+        loss, terms = loss_and_backward(task, step, runtime, scaler)
         with signals.held():  # an interrupt never lands in a half-applied update
             state.consistent = False
-            distributed.average_gradients(trained)
-            if scaler is not None:
-                scaler.unscale_(optimizer)
             logged = (step + 1) % config.log_every == 0 or step + 1 == config.steps
-            grad_norm = step_log.gradient_norm(trained) if logged and is_main else None  # read-only, before clipping
-            if config.grad_clip is not None:
-                clip_gradients(trained, config.grad_clip, config.clip_mode)
-            lr = _set_lr(optimizer, lr_factor(step, config))
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            lr, grad_norm = apply_update(trained, optimizer, scaler, config, step, measure_norm=logged and is_main)
             state.step = step + 1
             state.rng = capture_rng(runtime)
-            state.buffers = _snapshot(buffers)
+            state.buffers = snapshot(buffers)
             state.window.append(loss.double())
             reporter.steps_log.add_terms(terms)
             if logged:
@@ -408,10 +389,15 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             with rng_preserved(runtime):
                 on_step(step, float(loss))
         if is_main and config.save_every and state.step % config.save_every == 0:
-            _save_state(state_dir, state, params, optimizer, scaler, config)
+            save_state(state_dir, state, params, optimizer, scaler, config)
 
 
-def _log_window(state: _LoopState, lr: float, reporter: _Reporter) -> None:
+def _validation_due(state: LoopState, config: LoopConfig) -> bool:
+    at_point = state.step == config.steps or (config.eval_every > 0 and state.step % config.eval_every == 0)
+    return state.step > 0 and at_point and state.last_validated < state.step
+
+
+def _log_window(state: LoopState, lr: float, reporter: _Reporter) -> None:
     """One log line and history entry: the mean loss of the steps since the previous one."""
     mean_loss = float(torch.stack(state.window).sum()) / len(state.window)
     if not math.isfinite(mean_loss):
@@ -422,7 +408,7 @@ def _log_window(state: _LoopState, lr: float, reporter: _Reporter) -> None:
     reporter.train_line(state.step, mean_loss, lr)
 
 
-def _validate(task: TrainTask, state: _LoopState, params: dict, runtime: Runtime, signals: _Signals,
+def _validate(task: TrainTask, state: LoopState, params: dict, runtime: Runtime, signals: DeferredSignals,
               reporter: _Reporter) -> None:
     """Validate at ``state.step``; keep a copy of the trained tensors when the score beats the best so far
     (strictly: a tie keeps the earlier step)."""
@@ -434,13 +420,13 @@ def _validate(task: TrainTask, state: _LoopState, params: dict, runtime: Runtime
     score = entry["score"]
     best = state.best_score
     improved = best is None or score > best or (math.isnan(best) and not math.isnan(score))
-    snapshot = {**_cpu_copy(params), **_cpu_copy(state.buffers)} if improved else None
+    best_copy = {**cpu_copy(params), **cpu_copy(state.buffers)} if improved else None
     reporter.steps_log.validation(entry)
     with signals.held():
         state.history.append(entry)
         state.last_validated = state.step
         if improved:
-            state.best_score, state.best_step, state.best_state = score, state.step, snapshot
+            state.best_score, state.best_step, state.best_state = score, state.step, best_copy
     details = " ".join(f"{k} {v:.4f}" for k, v in entry.items() if k not in ("event", "step", "score"))
     reporter.note(f"{reporter.description} step {state.step}/{reporter.steps} validation score {score:.4f} "
                   f"(best {state.best_score:.4f} at step {state.best_step}) {details}".rstrip())

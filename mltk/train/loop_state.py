@@ -1,5 +1,10 @@
 """What ``mltk.train.loop.fit`` saves and restores for exact resume: the commit record ``loop.json``, the state and
-best-state tensor files, and the random streams (see ``mltk.train.loop`` for the protocol)."""
+best-state tensor files, and the random streams (see ``mltk.train.loop`` for the protocol).
+
+The public API, all that the loop uses: ``LoopState`` (what is saved), ``save_state`` / ``load_state``,
+``state_files`` and ``remove_unreferenced`` (the files of a state directory), ``cpu_copy``, ``capture_rng`` /
+``restore_rng``, and the resume rule (``MAY_CHANGE_ON_RESUME``, ``settings_record``, ``changed_settings``). The
+loop's settings reach it as ``LoopSettings``, so this module does not import the loop."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -18,9 +23,6 @@ import torch
 from mltk.artifacts import canonical_settings, load_tensors, save_tensors, write_json
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import Runtime
-
-if TYPE_CHECKING:
-    from mltk.train.loop import LoopConfig
 
 LOOP_JSON = "loop.json"
 # The one resume rule, for every stage: a saved run may be continued with different values of these settings only
@@ -85,8 +87,14 @@ def restore_rng(rng: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+class LoopSettings(Protocol):
+    """What the state files need of ``mltk.train.loop.LoopConfig`` (a frozen dataclass, recorded whole)."""
+
+    steps: int
+
+
 @dataclass
-class _LoopState:
+class LoopState:
     rng: dict[str, Any]                       # random states at the current step boundary
     step: int = 0                             # completed updates
     best_score: float | None = None
@@ -100,12 +108,7 @@ class _LoopState:
     consistent: bool = True                   # False while an update is half-applied
 
 
-def _validation_due(state: _LoopState, config: LoopConfig) -> bool:
-    at_point = state.step == config.steps or (config.eval_every > 0 and state.step % config.eval_every == 0)
-    return state.step > 0 and at_point and state.last_validated < state.step
-
-
-def _cpu_copy(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def cpu_copy(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: p.detach().to("cpu", copy=True) for name, p in params.items()}
 
 
@@ -118,7 +121,8 @@ def task_buffers(task: Any) -> dict[str, torch.Tensor]:
     return buffers
 
 
-def _snapshot(buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def snapshot(buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Clones of the kept buffers (on their device), taken at a step boundary."""
     return {name: b.detach().clone() for name, b in buffers.items()}
 
 
@@ -173,14 +177,14 @@ def _rng_from_files(tensors: dict[str, torch.Tensor], as_json: dict) -> dict[str
     }
 
 
-def _save_state(state_dir: Path, state: _LoopState, params: dict, optimizer: torch.optim.Optimizer,
-                scaler: torch.amp.GradScaler | None, config: LoopConfig) -> None:
+def save_state(state_dir: Path, state: LoopState, params: dict, optimizer: torch.optim.Optimizer,
+                scaler: torch.amp.GradScaler | None, config: LoopSettings) -> None:
     """Write the state of ``state.step``: tensor files first, ``loop.json`` (the commit record) last."""
     state_dir.mkdir(parents=True, exist_ok=True)
     names = {id(p): name for name, p in params.items()}
     optimizer_tensors, optimizer_scalars = _optimizer_tensors(optimizer, names)
     rng_tensors, rng_json = _rng_for_files(state.rng)
-    state_file, best_file = _state_files(state)
+    state_file, best_file = state_files(state)
     save_tensors(state_dir / state_file, {**{f"trained/{n}": p for n, p in params.items()},
                                           **{f"buffer/{n}": b for n, b in state.buffers.items()},
                                           **optimizer_tensors, **rng_tensors})
@@ -194,16 +198,16 @@ def _save_state(state_dir: Path, state: _LoopState, params: dict, optimizer: tor
         "grad_scaler": scaler.state_dict() if scaler is not None else None,
         "config": dataclasses.asdict(config), "history": state.history,
     })
-    _remove_unreferenced(state_dir, {state_file, best_file})
+    remove_unreferenced(state_dir, {state_file, best_file})
     state.saved_step = state.step
 
 
-def _state_files(state: _LoopState) -> tuple[str, str | None]:
+def state_files(state: LoopState) -> tuple[str, str | None]:
     best_file = f"best-{state.best_step:08d}.safetensors" if state.best_score is not None else None
     return f"state-{state.step:08d}.safetensors", best_file
 
 
-def _remove_unreferenced(state_dir: Path, keep: set) -> None:
+def remove_unreferenced(state_dir: Path, keep: set) -> None:
     """Delete state files that ``loop.json`` does not name (older saves, leftovers of a crash)."""
     for path in [*state_dir.glob("state-*.safetensors"), *state_dir.glob("best-*.safetensors"),
                  *state_dir.glob("*.tmp")]:
@@ -211,9 +215,9 @@ def _remove_unreferenced(state_dir: Path, keep: set) -> None:
             path.unlink(missing_ok=True)
 
 
-def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
-                scaler: torch.amp.GradScaler | None, config: LoopConfig, runtime: Runtime,
-                buffers: dict | None = None) -> _LoopState | None:
+def load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
+               scaler: torch.amp.GradScaler | None, config: LoopSettings, runtime: Runtime,
+               buffers: dict | None = None) -> LoopState | None:
     """Restore tensors, kept buffers, optimizer, GradScaler and RNG from ``state_dir``; None when there is no saved
     state."""
     buffers = buffers or {}
@@ -237,7 +241,7 @@ def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
     _load_optimizer_state(optimizer, tensors, saved["optimizer_scalars"], {id(p): n for n, p in params.items()})
     if scaler is not None and saved["grad_scaler"]:
         scaler.load_state_dict(saved["grad_scaler"])
-    state = _LoopState(rng=_rng_from_files(tensors, saved["rng"]), step=saved["step"],
+    state = LoopState(rng=_rng_from_files(tensors, saved["rng"]), step=saved["step"],
                        best_score=saved["best_score"], best_step=saved["best_step"], best_state=best_state,
                        history=saved["history"], last_validated=saved["last_validated"],
                        window=[torch.tensor(v, dtype=torch.float64, device=runtime.device) for v in saved["window"]],
@@ -246,7 +250,7 @@ def _load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
     return state
 
 
-def _check_same_run(saved_config: dict, config: LoopConfig, params: dict, tensors: dict, record: Path) -> None:
+def _check_same_run(saved_config: dict, config: LoopSettings, params: dict, tensors: dict, record: Path) -> None:
     changed = changed_settings(saved_config, settings_record(config))
     if changed:
         raise ConfigError(f"the saved training state was made with other settings: {', '.join(changed)}; rerun "

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from mltk.ame.rcsls import AlignmentConfig, with_alignment
 from mltk.core.errors import ConfigError
-from mltk.losses import MSE_FORMS, info_nce, mse_distill
+from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
@@ -165,7 +165,7 @@ class NltTask(_EmbeddingLr):
                  teacher: dict[str, torch.Tensor], languages: list[str], train_embedding: bool, batch_size: int,
                  steps: int, seed: int, runtime: Runtime, validator=None, val_pairs=None, mse_form: str = "mean"):
         self.encoder, self.tokens, self.teacher = encoder, tokens, teacher  # per language: [N, L], [N, D]
-        self.mse_form = mse_form
+        self.criterion = MSEDistillLoss(mse_form)
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
         self.batches = LanguageBatches({lang: len(tokens[lang]) for lang in languages}, batch_size, steps, seed)
         self.validator, self.val_pairs = validator, val_pairs
@@ -177,8 +177,7 @@ class NltTask(_EmbeddingLr):
         lang, index = self.batches.batch(step)
         index = torch.as_tensor(shard(index))
         student = self.encoder.encode_tokens(self.tokens[lang][index].to(self.runtime.device), lang)
-        loss = mse_distill(student.float(), self.teacher[lang][index].to(self.runtime.device), self.mse_form)
-        return loss, {"nlt_mse": loss}
+        return self.criterion(student.float(), self.teacher[lang][index].to(self.runtime.device)).prefixed("nlt_")
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -265,6 +264,7 @@ class LeTask(_EmbeddingLr):
         self.encoder, self.image_vectors, self.data = encoder, image_vectors, data
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
         self.seed, self.logit_scale, self.validator = seed, 1.0 / temperature, validator
+        self.criterion = InfoNCELoss()
         self.batches = LanguageBatches({lang: len(data[lang]["image_rows"]) for lang in languages}, batch_size,
                                        steps, seed)
 
@@ -280,8 +280,7 @@ class LeTask(_EmbeddingLr):
         text = F.normalize(self.encoder.encode_tokens(data["tokens"][captions].to(device), lang).float(),
                            dim=-1)
         image = self.image_vectors[data["image_rows"][images]].to(device)  # [b, D], L2-normalised, frozen
-        loss = info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=self.logit_scale)
-        return loss, {"le_infonce": loss}
+        return self.criterion(gather_with_grad(image), gather_with_grad(text), self.logit_scale).prefixed("le_")
 
     def validate(self) -> dict[str, float]:
         return self.validator()

@@ -21,9 +21,10 @@ import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 
 from mltk import artifacts
-from mltk.encode_texts import ClipTextEncoder, encode_texts
+from mltk.encode_texts import encode_texts
+from mltk.text_encoders import ClipTextEncoder
 from mltk.core.errors import ArtifactError, ConfigError
-from mltk.losses import info_nce
+from mltk.losses import InfoNCELoss
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
 from mltk.artifacts.schema import NATIVE_LANG
@@ -98,8 +99,8 @@ class ClipPretrainTask:
         text = self.tower.encode(self.tokens[captions].to(device), self.lengths[captions].to(device))
         text = F.normalize(text.float(), dim=-1)
         logit_scale = self.clip.logit_scale.exp().clamp(max=100)
-        loss = info_nce(gather_with_grad(image), gather_with_grad(text), logit_scale=logit_scale)
-        return loss, {"clip_infonce": loss, "logit_scale": logit_scale}
+        loss, terms = InfoNCELoss()(gather_with_grad(image), gather_with_grad(text), logit_scale).prefixed("clip_")
+        return loss, {**terms, "logit_scale": logit_scale}
 
     def validate(self) -> dict[str, float]:
         return self.validate_fn()

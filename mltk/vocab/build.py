@@ -24,7 +24,8 @@ from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE
-from mltk.vocab.merge import MergeSizes, Vocabulary, clip_vocabulary, train_vocabulary
+from mltk.vocab.merge import clip_vocabulary, train_vocabulary
+from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 from mltk.vocab.tokenizer import CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN, SOT_TOKEN, ClipBpeTokenizer
 from mltk.vocab.wordpiece import WORDPIECE, read_wordpiece_tokenizer, write_wordpiece_files
 

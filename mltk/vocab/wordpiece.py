@@ -36,6 +36,7 @@ from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log
 from mltk.vocab.bpe_trainer import learn_merges
+from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 
 WORDPIECE = "wordpiece"
 TOKENIZER_FILE = "tokenizer.json"  # the tokenizers pipeline with the merged vocabulary
@@ -173,11 +174,9 @@ def train_wordpiece(word_counts: dict[str, int], size: int, min_frequency: int, 
 
 
 def train_wordpiece_vocabulary(texts: Sequence[str], lang: str, parent, size: int, min_frequency: int = 2):
-    """V_t = V_{t-1} ∪ V̂_t for a WordPiece ``parent`` vocabulary (``mltk.vocab.merge.Vocabulary``), with the
+    """V_t = V_{t-1} ∪ V̂_t for a WordPiece ``parent`` vocabulary (``mltk.vocab.vocabulary.Vocabulary``), with the
     TEIR counts of ``train_vocabulary``: occurrences of each token in the texts tokenised with V_t, and
     membership of V̂_t."""
-    from mltk.vocab.merge import MergeSizes, Vocabulary
-
     old = parent.tokenizer
     learned = train_wordpiece(old.words(texts), size, min_frequency, old.prefix, old.special_tokens)
     known = set(old.tokens)
@@ -206,8 +205,6 @@ def train_wordpiece_vocabulary(texts: Sequence[str], lang: str, parent, size: in
 
 def tower_vocabulary(tower, model: str = "the base model"):
     """The root of a WordPiece chain: the tower's own vocabulary, counted as one task for all its tokens."""
-    from mltk.vocab.merge import Vocabulary
-
     tokenizer = tower_tokenizer(tower, model)
     size = tokenizer.vocab_size
     return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64),

@@ -16,7 +16,7 @@ from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.cll_clip import make_method
 from mltk.cll_clip.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
-from mltk.encode_texts import TowerTextEncoder
+from mltk.text_encoders import TowerTextEncoder
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.clip import is_hf_model_folder
 from mltk.train.preflight import check_image_embeddings, require_weights
@@ -106,20 +106,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     order = task_order(config, captions)
     base = load_growable_base(config.model, config.pretrained, device=runtime.device)
     root = root_vocabulary(base)  # refused here, before any encoding, if the table cannot take new rows
-    teacher_encoder = TowerTextEncoder(base)
-
-    def teacher_of(ids: list[str], texts: list[str]) -> np.ndarray:
-        return teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime, config.cache_dir)
-
-    corpus = Corpus(captions, config.split, order, caption_image_rows(captions) if config.text_only else
-                    inputs.image_row(), None if config.text_only else torch.from_numpy(image_vectors), teacher_of,
-                    config.captions)
-    if config.text_only:
-        judge = CaptionRetrieval(captions, order, teacher_of, config.val_split, config.test_split, runtime,
-                                 config.val_images, config.captions)
-    else:
-        judge = ImageRetrieval(captions, image_table, image_vectors, order, config.val_split, config.test_split,
-                               runtime, config.val_images, config.captions)
+    corpus, judge = _corpus_and_judge(config, inputs, order, base)
     log(f"train-continual: {config.method} ({config.variant}) over {len(order)} tasks: {', '.join(order)}; "
         f"training pairs " + ", ".join(f"{lang} {corpus.size(lang)}" for lang in order))
     if config.text_only:
@@ -161,6 +148,28 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     return writer.path
 
 
+def _corpus_and_judge(config: ContinualTrainConfig, inputs, order: list[str], base
+                      ) -> tuple[Corpus, CaptionRetrieval | ImageRetrieval]:
+    """The training pairs of every task language, with the frozen tower's English embeddings as the teacher, and
+    the judge that validates and tests each task (image retrieval, or caption retrieval in a text-only run)."""
+    captions, image_vectors, runtime = inputs.captions, inputs.image_vectors, inputs.runtime
+    teacher_encoder = TowerTextEncoder(base)
+
+    def teacher_of(ids: list[str], texts: list[str]) -> np.ndarray:
+        return teacher_embeddings(teacher_encoder, base.spec, ids, texts, runtime, config.cache_dir)
+
+    corpus = Corpus(captions, config.split, order, caption_image_rows(captions) if config.text_only else
+                    inputs.image_row(), None if config.text_only else torch.from_numpy(image_vectors), teacher_of,
+                    config.captions)
+    if config.text_only:
+        judge = CaptionRetrieval(captions, order, teacher_of, config.val_split, config.test_split, runtime,
+                                 config.val_images, config.captions)
+    else:
+        judge = ImageRetrieval(captions, inputs.image_table, image_vectors, order, config.val_split,
+                               config.test_split, runtime, config.val_images, config.captions)
+    return corpus, judge
+
+
 def task_names(config: ContinualTrainConfig, order: list[str]) -> list[str]:
     """The tasks of the run: one per language, or the single ``joint`` task (every language at once)."""
     return ["joint"] if config.joint else list(order)
@@ -199,7 +208,7 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
                                        languages)
     task = CllClipTask(encoder, corpus, data, index, lang, config, runtime, validator, lambdas)
     encoder.train()
-    encoder.method.begin_task(task)
+    encoder.method.begin_task(task.context)
     return task
 
 
@@ -224,7 +233,7 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
     result = fit_best(fitted, loop, runtime, state_dir, description=f"task {index} {lang}",
                       steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
                       on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
-    encoder.method.end_task(task)
+    encoder.method.end_task(task.context)
     encoder.trained_languages = evaluated
     evaluation = judge.evaluate(encoder, evaluated)
     log(f"task {index} ({lang}): best validation recall sum {result.best_score:.2f} at step {result.best_step}; "

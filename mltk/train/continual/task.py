@@ -11,9 +11,10 @@ import pyarrow as pa
 import torch
 
 from mltk import artifacts
+from mltk.cll_clip.base import TaskContext
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.core.errors import ArtifactError
-from mltk.losses import cll_clip_terms, mse_distill
+from mltk.losses import CLLCLIPLoss
 from mltk.core.runtime import Runtime
 from mltk.cll_clip.teir import TeirAdamW, token_lambdas
 from mltk.train.batches import LanguageBatches, draw_captions
@@ -41,6 +42,7 @@ class CllClipTask:
         self.encoder, self.method, self.corpus, self.data = encoder, encoder.method, corpus, data
         self.index, self.lang, self.config, self.runtime = index, lang, config, runtime
         self.validator, self.lambdas = validator, lambdas
+        self.criterion = CLLCLIPLoss(config.gamma1, config.gamma2, config.mse_form)
         self.batch_size = config.batch_size
         # An epoch passes over every caption once (the authors' dataset of pairs), or over every image once with
         # one of its captions drawn per step (``epoch_unit="images"``, batches of distinct images).
@@ -52,6 +54,9 @@ class CllClipTask:
         self.seed = task_seed(config.loop.seed, index)
         self.batches = LanguageBatches({lang: units}, config.batch_size, steps, self.seed)
         self.caption_image = np.repeat(np.arange(len(data.image_rows)), data.counts)  # [captions] -> image index
+        self.context = TaskContext(encoder=encoder, corpus=corpus, index=index, lang=lang, steps=steps,
+                                   batch_size=config.batch_size, pair_terms=self.pair_terms,
+                                   data_loss=self.data_loss, sample_tokens=self.sample_tokens)
 
     # --- TrainTask ---------------------------------------------------------------------------------------------
 
@@ -84,7 +89,7 @@ class CllClipTask:
         """``gamma1 * infonce + gamma2 * mse`` of the batch plus the method's terms, with every term named and
         unweighted (``mltk.train.step_log``)."""
         loss, terms = self.data_terms(step)
-        for extra in (self.method.pop_auxiliary_loss(), self.method.extra_loss(self, step)):
+        for extra in (self.method.pop_auxiliary_loss(), self.method.extra_loss(self.context, step)):
             if extra is not None:
                 extra, extra_terms = split_loss(extra)
                 loss = loss + extra
@@ -94,7 +99,7 @@ class CllClipTask:
     def validate(self) -> dict[str, float]:
         return self.validator()
 
-    # --- what methods use --------------------------------------------------------------------------------------
+    # --- what methods use (through ``self.context``) ------------------------------------------------------------
 
     def pair_loss(self, image: torch.Tensor | None, text: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
         """CLL-CLIP's loss of one batch (image [b, D] normalised, text and teacher [b, D] raw)."""
@@ -106,13 +111,11 @@ class CllClipTask:
         text-only run (``image`` None: no image tower) trains the MSE-to-English term alone (InfoNCE off, gamma1 =
         0), and logs ``mse`` only."""
         if image is None:
-            mse = mse_distill(gather_with_grad(text.float()), gather_with_grad(teacher), self.config.mse_form)
-            return self.config.gamma2 * mse, {"mse": mse}
+            return self.criterion(None, gather_with_grad(text.float()), gather_with_grad(teacher))
         scale = self.encoder.logit_scale()
-        infonce, mse = cll_clip_terms(gather_with_grad(image), gather_with_grad(text.float()),
-                                      gather_with_grad(teacher), scale, self.config.mse_form)
-        loss = self.config.gamma1 * infonce + self.config.gamma2 * mse  # cll_clip_loss, terms kept
-        return loss, {"infonce": infonce, "mse": mse, "logit_scale": scale}
+        loss, terms = self.criterion(gather_with_grad(image), gather_with_grad(text.float()),
+                                     gather_with_grad(teacher), scale)
+        return loss, {**terms, "logit_scale": scale}
 
     def data_loss(self, step: int) -> torch.Tensor:
         """The CLL-CLIP loss of the batch of ``step`` (``data_terms`` without the terms)."""
