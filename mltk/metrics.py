@@ -100,19 +100,39 @@ def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | to
     owner = torch.as_tensor(np.asarray(right_to_left, dtype=np.int64), device=device)  # [M]
     n_left, n_right = left_t.shape[0], right_t.shape[0]
     _check_rank_inputs(left_t, right_t, owner)
-    left_ranks, left_above = np.full(n_left, -1, dtype=np.int64), np.full(n_left, -1, dtype=np.int64)
-    right_at_or_above, right_above = np.zeros(n_right, dtype=np.int64), np.zeros(n_right, dtype=np.int64)
     if n_left == 0 or n_right == 0:
-        return RankResult(left_ranks, right_above, np.zeros(n_left, bool), np.zeros(n_right, bool))
+        empty = np.full(n_left, -1, dtype=np.int64)
+        return RankResult(empty, np.zeros(n_right, np.int64), np.zeros(n_left, bool), np.zeros(n_right, bool))
     by_owner = torch.argsort(owner, stable=True)                        # right items grouped by owner
     owner_start = torch.searchsorted(owner[by_owner], torch.arange(n_left + 1, device=device))  # [N + 1]
     thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start)  # [M] S[owner(j), j]
+    left_ranks, left_above, right_above, right_at_or_above, mismatched = _counting_pass(
+        left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds, chunk_mb, progress)
+    right_ranks = right_at_or_above - 1                                 # the owner's own score is not counted
+    has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
+    left_ranks[~has_own] = -1
+    if bool(mismatched.any()):
+        redo = torch.nonzero(mismatched).flatten()
+        redo_np = redo.cpu().numpy()
+        right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(right_t[redo], left_t, owner[redo],
+                                                                         chunk_mb)
+    return RankResult(left_ranks, right_ranks, has_own & (left_ranks > left_above), right_ranks > right_above)
+
+
+def _counting_pass(left_t: torch.Tensor, right_t: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
+                   bounds: list[int], thresholds: torch.Tensor, chunk_mb: float, progress: str | None):
+    """The main pass of ``rank_both_directions``: S = left @ right.T a chunk of rows at a time. Returns the left
+    ranks and strict counts [N], the right strict and at-or-above counts [M], and the right items whose threshold
+    differs from the big product's [M] bool. ``bounds[i]:bounds[i + 1]`` are left item i's right items in
+    ``by_owner`` order."""
+    n_left, n_right, device = left_t.shape[0], right_t.shape[0], left_t.device
+    left_ranks, left_above = np.full(n_left, -1, dtype=np.int64), np.full(n_left, -1, dtype=np.int64)
+    right_at_or_above, right_above = np.zeros(n_right, dtype=np.int64), np.zeros(n_right, dtype=np.int64)
     mismatched = torch.zeros(n_right, dtype=torch.bool, device=device)
     rows = _rows_per_chunk(n_right, chunk_mb)
     scores_buffer = torch.empty((min(rows, n_left), n_right), dtype=torch.float32, device=device)
     mask_buffer = _mask_buffer(scores_buffer)
     right_t_transposed = right_t.T
-    bounds = owner_start.tolist()
     starts = range(0, n_left, rows)
     for start in track(starts, progress) if progress else starts:
         stop = min(start + rows, n_left)
@@ -125,15 +145,7 @@ def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | to
         above, at_or_above = _count_above(scores, thresholds[None, :], dim=0, mask=mask_buffer)
         right_above += above
         right_at_or_above += at_or_above
-    right_ranks = right_at_or_above - 1                                 # the owner's own score is not counted
-    has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
-    left_ranks[~has_own] = -1
-    if bool(mismatched.any()):
-        redo = torch.nonzero(mismatched).flatten()
-        redo_np = redo.cpu().numpy()
-        right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(right_t[redo], left_t, owner[redo],
-                                                                         chunk_mb)
-    return RankResult(left_ranks, right_ranks, has_own & (left_ranks > left_above), right_ranks > right_above)
+    return left_ranks, left_above, right_above, right_at_or_above, mismatched
 
 
 def _best_own_ranks(scores: torch.Tensor, own_rows: torch.Tensor, own_scores: torch.Tensor,
@@ -395,50 +407,3 @@ def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> 
 def _nan_to_none(value: float) -> float | None:
     value = float(value)
     return None if math.isnan(value) else value
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Ranks with several positives on both sides (caption-to-caption retrieval by image)
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def grouped_ranks(
-    queries: np.ndarray | torch.Tensor,
-    gallery: np.ndarray | torch.Tensor,
-    query_groups: Sequence[int] | np.ndarray,
-    gallery_groups: Sequence[int] | np.ndarray,
-    *,
-    chunk_mb: float = 256,
-    device: str | torch.device = "cpu",
-) -> tuple[np.ndarray, np.ndarray]:
-    """0-based rank of each query's best-ranked positive, where the positives of query q are the gallery items of
-    its group (``gallery_groups[g] == query_groups[q]``): any number of them, and groups shared by many queries;
-    and whether that positive ties with a gallery item outside the group.
-
-    ``queries`` [Q, d], ``gallery`` [G, d]; groups are integer codes (the image of a caption, for AME's
-    caption-to-caption retrieval; or the caption_id, for translation retrieval). Same counting and tie rule as
-    ``bidirectional_ranks``: rank = #{g not a positive : S[q, g] >= best positive score}, every score of a row
-    from one product. -1 for a query without positives. Returns ``(ranks [Q] int64, tied [Q] bool)``.
-    """
-    device = torch.device(device)
-    query_t, gallery_t = as_float32_tensor(queries, device), as_float32_tensor(gallery, device)
-    query_codes = torch.as_tensor(np.asarray(query_groups, dtype=np.int64), device=device)      # [Q]
-    gallery_codes = torch.as_tensor(np.asarray(gallery_groups, dtype=np.int64), device=device)  # [G]
-    if query_t.ndim != 2 or gallery_t.ndim != 2 or query_t.shape[1] != gallery_t.shape[1]:
-        raise ValueError(f"queries {tuple(query_t.shape)} and gallery {tuple(gallery_t.shape)} must be [Q, d], [G, d]")
-    if query_codes.shape != (query_t.shape[0],) or gallery_codes.shape != (gallery_t.shape[0],):
-        raise ValueError("one group code per query and per gallery item is needed")
-    ranks = np.full(query_t.shape[0], -1, dtype=np.int64)
-    tied = np.zeros(query_t.shape[0], dtype=bool)
-    rows = max(1, int(chunk_mb * 2**20) // (max(gallery_t.shape[0], 1) * 7))  # float32 score + three bool masks
-    for start in range(0, query_t.shape[0], rows):
-        stop = min(start + rows, query_t.shape[0])
-        scores = query_t[start:stop] @ gallery_t.T                                  # [c, G]
-        positive = query_codes[start:stop, None] == gallery_codes[None, :]         # [c, G]
-        best = scores.masked_fill(~positive, -math.inf).amax(dim=1, keepdim=True)  # [c, 1]
-        counted = ((scores >= best) & ~positive).sum(dim=1).cpu().numpy()
-        above = (scores > best).sum(dim=1).cpu().numpy()
-        has_positive = positive.any(dim=1).cpu().numpy()
-        ranks[start:stop] = np.where(has_positive, counted, -1)
-        tied[start:stop] = has_positive & (counted > above)
-    return ranks, tied

@@ -8,8 +8,8 @@
 - ``mltk.present.report``: the tables, Markdown, CSV, tidy long CSV and CLIP_benchmark JSON written from a result.
 """
 
-from mltk.evaluate.retrieval import (C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS, evaluate_retrieval,
-                                     mrv_instance_mode)
+from mltk.evaluate.options import C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS
+from mltk.evaluate.retrieval import evaluate_retrieval, mrv_instance_mode
 from mltk.evaluate.stage import (REPORT_FORMATS, ContinualConfig, EvaluateConfig, TextVectors, check_text_source,
                                  load_normalized_embeddings, run_continual, run_evaluation, text_embeddings_for)
 

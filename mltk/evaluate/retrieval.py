@@ -33,11 +33,10 @@ from mltk import artifacts, metrics as M
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 
-METRIC_NAMES = ("recall", "mrv", "c2c")
+from mltk.evaluate.grouped_ranks import grouped_ranks
+from mltk.evaluate.options import check_options
+
 TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
-PROTOCOLS = ("all-captions", "first-caption")
-MRV_INSTANCES = ("auto", "image", "caption_id")
-C2C_RELEVANCE = ("image", "caption_id")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -77,9 +76,7 @@ def evaluate_retrieval(
     ks = tuple(int(k) for k in ks)
     texts = _text_rows(_as_table(text_table), text_vectors, text_source)
     images = _image_rows(_as_table(image_table), image_vectors, image_source) if with_images else None
-    if images is not None and images.vectors.shape[1] != texts.vectors.shape[1]:
-        raise ArtifactError(f"text vectors have dim {texts.vectors.shape[1]} but image vectors have dim "
-                            f"{images.vectors.shape[1]} ({image_source})", text_source)
+    _check_same_width(images, texts, image_source, text_source)
     images, texts = _select_split(images, texts, split)
     if protocol == "first-caption":
         texts = _take_texts(texts, _first_caption_rows(texts))
@@ -108,6 +105,12 @@ def evaluate_retrieval(
     return result
 
 
+def _check_same_width(images, texts, image_source: str, text_source: str) -> None:
+    if images is not None and images.vectors.shape[1] != texts.vectors.shape[1]:
+        raise ArtifactError(f"text vectors have dim {texts.vectors.shape[1]} but image vectors have dim "
+                            f"{images.vectors.shape[1]} ({image_source})", text_source)
+
+
 def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: tuple[int, ...],
                     device: torch.device, chunk_mb: float, counts: dict, ties: dict) -> tuple[dict, dict, dict]:
     """Each language's captions ranked against the whole gallery: ``(per_language summaries, i2t ranks by
@@ -126,23 +129,6 @@ def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: 
         i2t_by_lang[lang] = (images.ids[queried], ranked.left[queried])
         t2i_by_lang[lang] = (rows, ranked.right)
     return per_language, i2t_by_lang, t2i_by_lang
-
-
-def check_options(metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str,
-                  c2c_relevance: str, protocol: str) -> tuple[str, ...]:
-    """Every option of a retrieval evaluation checked at once (the stage calls it before encoding anything);
-    returns the metrics to compute."""
-    metrics = _check_metric_names(metrics, with_images)
-    _check_choice("--mrv-variant", mrv_variant, M.MRV_VARIANTS)
-    _check_choice("--mrv-instance", mrv_instance, MRV_INSTANCES)
-    _check_choice("--c2c-relevance", c2c_relevance, C2C_RELEVANCE)
-    _check_choice("--protocol", protocol, PROTOCOLS)
-    return metrics
-
-
-def _check_choice(option: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{option} must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _first_caption_rows(texts: _TextRows) -> np.ndarray:
@@ -280,20 +266,6 @@ def _languages(texts: _TextRows, languages: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(languages))
 
 
-def _check_metric_names(metrics: Sequence[str], with_images: bool = True) -> tuple[str, ...]:
-    """The metrics to compute: recall always when there are images; without images only c2c is possible."""
-    unknown = [m for m in metrics if m not in METRIC_NAMES]
-    if unknown:
-        raise ConfigError(f"unknown --metric {', '.join(unknown)} (choose from {', '.join(METRIC_NAMES)})")
-    if not with_images:
-        needing = [m for m in dict.fromkeys(metrics) if m != "c2c"]
-        if needing:
-            raise ConfigError(f"--metric {', '.join(needing)} needs image embeddings (--images); only c2c runs from "
-                              "text embeddings alone")
-        return tuple(dict.fromkeys(metrics))
-    return tuple(dict.fromkeys(("recall", *metrics)))
-
-
 def _direction_summary(i2t: np.ndarray, t2i: np.ndarray, ks: tuple[int, ...]) -> dict:
     i2t_summary, t2i_summary = M.rank_summary(i2t, ks), M.rank_summary(t2i, ks)
     return {"i2t": i2t_summary, "t2i": t2i_summary, "AR": M.average_recall(i2t_summary, t2i_summary, ks)}
@@ -374,9 +346,9 @@ def _caption_to_caption(texts: _TextRows, pairs: list[tuple[str, str]], ks: tupl
     result, ties = {}, {}
     for src, tgt in pairs:
         src_rows, tgt_rows, src_groups, tgt_groups = _c2c_rows(texts, src, tgt, relevance)
-        forward, forward_tied = M.grouped_ranks(texts.vectors[src_rows], texts.vectors[tgt_rows], src_groups,
+        forward, forward_tied = grouped_ranks(texts.vectors[src_rows], texts.vectors[tgt_rows], src_groups,
                                                 tgt_groups, chunk_mb=chunk_mb, device=device)
-        backward, backward_tied = M.grouped_ranks(texts.vectors[tgt_rows], texts.vectors[src_rows], tgt_groups,
+        backward, backward_tied = grouped_ranks(texts.vectors[tgt_rows], texts.vectors[src_rows], tgt_groups,
                                                   src_groups, chunk_mb=chunk_mb, device=device)
         summary: dict[str, Any] = {f"{src}->{tgt}": M.rank_summary(forward, ks),
                                    f"{tgt}->{src}": M.rank_summary(backward, ks)}

@@ -29,6 +29,7 @@ from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retriev
 from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
 from mltk.check_overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
+from mltk.text_encoders import load_model_encoder
 
 REPORT_FORMATS = ("table", "markdown", "csv", "clip-benchmark")
 
@@ -140,7 +141,7 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
     captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
     languages = sorted(set(captions.column("lang").to_pylist()))
     from mltk.encode_texts import encode_captions
-    from mltk.text_encoders import check_model_languages, load_model_encoder
+    from mltk.text_encoders import check_model_languages
 
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     check_model_languages(encoder, languages, config.model)
