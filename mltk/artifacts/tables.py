@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mltk.artifacts import schema
 from mltk.artifacts import integrity
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.names import check_names
 
 from mltk.artifacts.manifest import PathLike, _jsonable, read_manifest
 from mltk.artifacts.writer import ArtifactWriter
@@ -34,9 +36,11 @@ def write_table(path: PathLike, table: pa.Table) -> None:
 
 def read_table(path: PathLike, columns: Sequence[str] | None = None) -> pa.Table:
     try:
-        return pq.read_table(path, columns=list(columns) if columns else None)
+        table = pq.read_table(path, columns=list(columns) if columns else None)
+        table.validate(full=True)  # string columns must be valid UTF-8 (Parquet does not promise it)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ArtifactError(f"cannot read Parquet ({str(exc).splitlines()[0]})", path)
+    return table
 
 
 def require_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> None:
@@ -68,6 +72,7 @@ def validate_captions(table: pa.Table, path: PathLike = "<captions>") -> pa.Tabl
     """Check the captions schema; returns the table with the required columns first, all as strings."""
     require_columns(table, schema.CAPTION_COLUMNS, path)
     table = _as_string_columns(table, schema.CAPTION_COLUMNS, path)
+    check_names(pc.unique(table.column("lang")).to_pylist(), "caption lang", path)  # each may name a file
     extra = [c for c in table.column_names if c not in schema.CAPTION_COLUMNS]
     return table.select(list(schema.CAPTION_COLUMNS) + extra)
 

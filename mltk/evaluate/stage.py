@@ -24,6 +24,7 @@ from mltk import artifacts, metrics as M
 
 from mltk.present import report
 from mltk.core.errors import ConfigError, SchemaError
+from mltk.core.names import check_name
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
 from mltk.train.preflight import check_image_embeddings
@@ -252,7 +253,8 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     extra = {}
     if config.report_format == "clip-benchmark":
         names = clip_benchmark_names(config, texts, image_table_manifest(config.images))
-        extra = {f"clip_benchmark_{lang}.json": report.dumps(record)
+        source = texts.inputs[0] if texts.inputs else None  # a lang names a file: no "/", "..", control characters
+        extra = {f"clip_benchmark_{check_name(lang, 'lang', source)}.json": report.dumps(record)
                  for lang, record in report.clip_benchmark_records(result, **names).items()}
     return _write_and_report(config.out, result, config, inputs, config.report_format, extra)
 
