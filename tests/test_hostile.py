@@ -134,8 +134,12 @@ def world(tmp_path_factory):
     emb = artifacts.write_embeddings(root / "emb", ids, vectors, normalized=False)
     result = invoke("index", "build", emb, "--out", root / "index")
     assert result.exit_code == 0, result.stderr
+    world_images = invoke("encode-images", root / "world" / "images", "-m", native, "-o", root / "world-emb",
+                          "--device", "cpu", "--workers", "0")
+    assert world_images.exit_code == 0, world_images.stderr
     return {"root": root, "captions": root / "world" / "captions", "native": native, "mla": mla, "emb": emb,
-            "index": root / "index", "ids": ids, "images": images_artifact(root / "images", ids)}
+            "index": root / "index", "ids": ids, "images": images_artifact(root / "images", ids),
+            "world_emb": root / "world-emb"}
 
 
 # -- 1. no code runs from data ---------------------------------------------------------------------------------------
@@ -154,6 +158,8 @@ CODE_CASES = {
         "encode-texts", w["captions"], "-m", edit_checkpoint_config(
             w["mla"], out.parent / "mla-base", lambda c: c["base"].update(model=str(evil))),
         "-o", out, "--lang", "de", "--device", "cpu"],
+    "translate-data --model FOLDER": lambda w, evil, out: ["translate-data", w["captions"], "-o", out, "--target",
+                                                           "fr", "--model", evil, "--no-cache", "--device", "cpu"],
     "index query --model FOLDER": lambda w, evil, out: ["index", "query", w["index"], "--text", "ein roter kreis",
                                                         "--lang", "en", "--model", evil, "--device", "cpu"],
 }
@@ -235,12 +241,12 @@ def test_evaluate_plot_is_refused_inside_an_input_and_over_a_picture(tmp_path, w
 
 def test_a_caption_lang_cannot_make_train_continual_write_outside_its_out(world, tmp_path):
     table = artifacts.load_captions(world["captions"])
-    hostile = "x/../../somewhere"
+    hostile = "x/../../../../somewhere"  # from OUT.partial/vocabs/NN-x up to beside run/
     langs = [hostile if lang == "de" else lang for lang in table.column("lang").to_pylist()]
     table = table.set_column(table.schema.get_field_index("lang"), "lang", pa.array(langs, pa.string()))
     (tmp_path / "run").mkdir()
     pq.write_table(table, tmp_path / "run" / "captions.parquet")
-    result = invoke("train-continual", world["emb"], "--captions", tmp_path / "run" / "captions.parquet", "-m",
+    result = invoke("train-continual", world["world_emb"], "--captions", tmp_path / "run" / "captions.parquet", "-m",
                     world["native"], "--lang", f"en,{hostile}", "--vocab-size", "600", "--steps", "1",
                     "--batch-size", "4", "--device", "cpu", "--cache-dir", tmp_path / "cache", "-o",
                     tmp_path / "run" / "out")

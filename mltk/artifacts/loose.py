@@ -33,7 +33,9 @@ def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: s
     """``path`` resolved, when writing it is allowed: not inside (or holding) an input or any artifact, not an
     existing file unless overwriting, and not a directory where a file goes (or a file where a folder goes)."""
     check_output_path(path, what)
-    target = Path(path).resolve()
+    if Path(path).is_symlink():  # never write through a link: it may lead anywhere
+        raise ArtifactError(f"{what} is a symlink; refusing to write through it", path)
+    target = Path(path).parent.resolve() / Path(path).name
     for source in inputs:
         source = Path(source).resolve()
         if source == target or source in target.parents or target in source.parents:
@@ -46,7 +48,7 @@ def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: s
             raise ArtifactError(f"{what} exists and is not a directory", target)
         return target
     overwrite = policy.OVERWRITE.get() if overwrite is None else overwrite
-    if target.is_symlink() or (target.exists() and not target.is_file()):
+    if target.exists() and not target.is_file():
         raise ArtifactError(f"{what} exists and is not a regular file; refusing to replace it", target)
     if target.exists() and not overwrite:
         raise ArtifactError(f"{what} exists; pass --overwrite to replace it", target)

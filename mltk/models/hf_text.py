@@ -272,10 +272,15 @@ def _load_folder(path: Path) -> HFTextTower:
 
     refuse_custom_code(path)
     modules = _read_json(path / "modules.json") if (path / "modules.json").is_file() else []
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ConfigError("modules.json is not a list of modules", path / "modules.json")
     model_dir, pooling, dense, normalize = path, "mean", [], False
     for module in modules:
-        kind = module.get("type", "").rsplit(".", 1)[-1]
-        folder = path / module.get("path", "")
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        relative = module.get("path", "")
+        if not isinstance(relative, str) or Path(relative).is_absolute() or ".." in Path(relative).parts:
+            raise ConfigError(f"module path {str(relative)[:60]!r} leaves the model folder", path / "modules.json")
+        folder = path / relative
         if kind == "Transformer":
             model_dir = folder
         elif kind == "Pooling":
