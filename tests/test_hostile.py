@@ -272,6 +272,20 @@ def test_a_users_artifact_named_like_mltks_temporary_names_is_never_moved_or_del
         assert artifacts.load_metrics(tmp_path / "v") == {"attempt": 1}
 
 
+@pytest.mark.parametrize("kind", ["file", "artifact"])
+def test_a_users_file_or_artifact_named_like_the_lock_is_left_alone(tmp_path, kind):
+    mine = tmp_path / ".v.lock"
+    if kind == "file":
+        mine.write_text("my notes\n")
+    else:
+        artifacts.write_metrics(mine, {"mine": 1})
+    before = sorted((str(p), p.read_bytes()) for p in [mine, *mine.rglob("*")] if p.is_file())
+    with pytest.raises(ArtifactError, match=".v.lock"):
+        artifacts.write_metrics(tmp_path / "v", {"a": 1})
+    assert sorted((str(p), p.read_bytes()) for p in [mine, *mine.rglob("*")] if p.is_file()) == before
+    assert not (tmp_path / "v").exists()
+
+
 @pytest.mark.parametrize("out", ["a\nb", "tab\there", "cr\rx", "line\u2028sep"])
 def test_an_out_with_a_control_character_is_refused_and_stdout_stays_empty(world, tmp_path, out):
     result = invoke("index", "build", world["emb"], "--out", tmp_path / out)

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import stat
 from pathlib import Path
 
 from mltk.core.errors import ArtifactError
+
+
+LOCK_TEXT = re.compile(r"(\d+( \S+)?)?")  # what a lock file holds: "PID START_TIME", or nothing yet
 
 
 def lock_path(out_dir: Path) -> Path:
@@ -115,6 +119,10 @@ class OutputLock:
             if not self._still_at_path(handle):
                 os.close(handle)  # the holder unlinked this file on release; lock the one at the path now
                 continue
+            if not LOCK_TEXT.fullmatch(_holder_text(handle)):
+                os.close(handle)  # a user's own file of that name: never overwritten or removed
+                raise ArtifactError(f"{self.path.name} beside it is not an mltk lock; mltk locks the output there, "
+                                    f"so move it away", self.out_dir)
             os.ftruncate(handle, 0)
             os.lseek(handle, 0, os.SEEK_SET)
             os.write(handle, f"{os.getpid()} {process_start_time(os.getpid()) or '-'}\n".encode("ascii"))

@@ -256,15 +256,16 @@ class ArtifactWriter:
         return ArtifactError(f"no space left on device while writing {shown}; nothing was replaced", self.path)
 
     def commit(self) -> Path:
-        (self.dir / PARTIAL_SETTINGS).unlink(missing_ok=True)
+        record = self.dir / PARTIAL_SETTINGS  # kept until the manifest is written: the partial stays ours
         files = sorted(
             p.relative_to(self.dir).as_posix() for p in self.dir.rglob("*")
-            if p.is_file() and p.name != schema.MANIFEST
+            if p.is_file() and p.name != schema.MANIFEST and p != record
         )
         self.manifest["files"] = files
         self.manifest["checksums"] = integrity.checksums(self.dir, files)
         self.manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         write_json(self.dir / schema.MANIFEST, self.manifest)
+        record.unlink(missing_ok=True)
         if self.path.exists():
             trash = _trash_dir(self.path)
             os.replace(self.path, trash)
