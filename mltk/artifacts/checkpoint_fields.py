@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mltk.artifacts import integrity
+from mltk.artifacts import integrity, schema
 from mltk.core.errors import ArtifactError
 from mltk.core.names import check_name, control_characters
 
@@ -28,7 +28,7 @@ FIELDS = {  # format -> dotted field -> what it must be
 
 def check_checkpoint_fields(config: dict, path: Path) -> dict:
     """``config`` (a checkpoint's config.json) when every field its ``format`` names has the right type."""
-    where = Path(path) / "config.json"
+    where = Path(path) / schema.CHECKPOINT_CONFIG
     fmt = config.get("format")
     if fmt is not None and not isinstance(fmt, str):
         raise ArtifactError(f"'format' is {type(fmt).__name__}, not a name", where)
@@ -69,7 +69,7 @@ def _problem(value, kind, path: Path) -> str | None:
         if not isinstance(value, list):
             return f"is {type(value).__name__}, expected a list of languages"
         for item in value:
-            check_name(item, "language", path / "config.json")
+            check_name(item, "language", path / schema.CHECKPOINT_CONFIG)
         return None
     try:  # FILE_NAME: a folder of the artifact itself
         integrity.member(path, value)
