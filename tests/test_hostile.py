@@ -239,6 +239,15 @@ def test_evaluate_plot_is_refused_inside_an_input_and_over_a_picture(tmp_path, w
         assert [p.name for p in plots.iterdir()] == ["recall.png"] and (plots / "recall.png").read_bytes() == b"mine"
 
 
+def test_evaluate_plot_beside_its_inputs_is_written(tmp_path):
+    image_path, text_path = image_and_text_embeddings(tmp_path)
+    result = invoke("evaluate", "--images", image_path, "--texts", text_path, "--out", tmp_path / "m", "--plot",
+                    tmp_path)  # the folder that holds the inputs: the pictures go beside them, not into them
+    assert result.exit_code == 0, result.stderr
+    assert {"recall.png", "ranks.svg"} <= {p.name for p in tmp_path.iterdir()}
+    assert all(artifacts.verify_artifact(p)["verified"] for p in (image_path, text_path, tmp_path / "m"))
+
+
 def test_a_caption_lang_cannot_make_train_continual_write_outside_its_out(world, tmp_path):
     table = artifacts.load_captions(world["captions"])
     hostile = "x/../../../../somewhere"  # from OUT.partial/vocabs/NN-x up to beside run/

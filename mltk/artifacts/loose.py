@@ -30,7 +30,7 @@ def enclosing_artifact(path: Path) -> Path | None:
 
 def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: str = "output",
                  directory: bool = False, overwrite: bool | None = None) -> Path:
-    """``path`` resolved, when writing it is allowed: not inside (or holding) an input or any artifact, not an
+    """``path`` resolved, when writing it is allowed: not an input nor inside one or any artifact, not an
     existing file unless overwriting, and not a directory where a file goes (or a file where a folder goes)."""
     check_output_path(path, what)
     if Path(path).is_symlink():  # never write through a link: it may lead anywhere
@@ -38,7 +38,7 @@ def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: s
     target = Path(path).parent.resolve() / Path(path).name
     for source in inputs:
         source = Path(source).resolve()
-        if source == target or source in target.parents or target in source.parents:
+        if source == target or source in target.parents:  # a folder holding an input is fine: files go beside it
             raise ArtifactError(f"{what} would be written into the input {source}; write it elsewhere", target)
     inside = enclosing_artifact(target)
     if inside is not None:
