@@ -24,6 +24,7 @@ import torch.nn as nn
 
 from mltk import artifacts
 from mltk.core.errors import ConfigError
+from mltk.models.download import require_existing_if_local
 
 
 class NonNativeTokenizer(Protocol):
@@ -55,6 +56,11 @@ class HFTokenizer:
         self.source = str(name_or_path)
         self.end_token_id = int(end)
         self.vocab_size = len(self._tok)
+
+    @property
+    def transformers_tokenizer(self):
+        """The transformers tokenizer itself (``mltk export`` saves it beside the model)."""
+        return self._tok
 
     def __call__(self, texts: list[str], context_length: int = 77) -> torch.Tensor:
         encoded = self._tok(list(texts), padding="longest", truncation=True, max_length=context_length,
@@ -119,6 +125,7 @@ def load_non_native_tokenizer(source: str, tower=None) -> NonNativeTokenizer:
         return TowerTokenizer(tower)
     if artifacts.is_artifact(source):
         return VocabTokenizer(source)
+    require_existing_if_local(source, "tokenizer")
     return HFTokenizer(source)
 
 
