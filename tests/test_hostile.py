@@ -281,6 +281,41 @@ def test_a_users_artifact_named_like_mltks_temporary_names_is_never_moved_or_del
         assert artifacts.load_metrics(tmp_path / "v") == {"attempt": 1}
 
 
+def _checkpoint_with_state(path: Path) -> Path:
+    with artifacts.ArtifactWriter(path, "checkpoint", stage="test") as writer:
+        (writer.dir / schema.CHECKPOINT_STATE_DIR).mkdir()
+        (writer.dir / schema.CHECKPOINT_STATE_DIR / "moments.json").write_text("{}")
+        artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, {"format": "open_clip", "model": "mltk-tiny"})
+    return path
+
+
+@pytest.mark.parametrize("temporary", [".ck.partial", ".ck.pruned-original"])
+def test_prune_never_touches_a_users_artifact_named_like_its_temporary_names(tmp_path, temporary):
+    checkpoint = _checkpoint_with_state(tmp_path / "ck")
+    users = artifacts.write_metrics(tmp_path / temporary, {"mine": 1})
+    before = {p.name: p.read_bytes() for p in users.iterdir()}
+    result = invoke("prune", checkpoint)
+    assert result.exit_code == 0, result.stderr
+    assert not (checkpoint / schema.CHECKPOINT_STATE_DIR).exists() and artifacts.verify_artifact(checkpoint)
+    assert {p.name: p.read_bytes() for p in users.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([temporary, "ck"])
+
+
+@pytest.mark.parametrize("where", ["inside the checkpoint", "over a user's .x.export-partial"])
+def test_export_stays_out_of_artifacts_and_away_from_a_users_folders(world, tmp_path, where):
+    mine = tmp_path / ".x.export-partial"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    out = world["native"] / "export" if where == "inside the checkpoint" else tmp_path / "x"
+    result = invoke("export", world["native"], "--format", "open_clip", "-o", out)
+    if where == "inside the checkpoint":
+        assert_refused(result, "inside the mltk artifact")
+        assert artifacts.verify_artifact(world["native"])
+    else:
+        assert result.exit_code == 0, result.stderr
+    assert (mine / "notes.txt").read_text() == "mine"
+
+
 @pytest.mark.parametrize("kind", ["file", "artifact"])
 def test_a_users_file_or_artifact_named_like_the_lock_is_left_alone(tmp_path, kind):
     mine = tmp_path / ".v.lock"
