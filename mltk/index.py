@@ -29,6 +29,7 @@ import pyarrow as pa
 from mltk import artifacts
 
 from mltk.artifacts import schema
+from mltk.artifacts import loose
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log, resolve_runtime
 
@@ -120,6 +121,8 @@ class OpenIndex:
         """Top-``k`` ``(ids, scores)`` per query vector [Q, d], best first (fewer when the index holds fewer)."""
         if k < 1:
             raise ConfigError(f"--k must be >= 1, got {k}")
+        if self.index.ntotal == 0:
+            raise ArtifactError("the index holds no vectors; there is nothing to search", self.path)
         queries = np.asarray(vectors)
         if queries.ndim != 2 or queries.shape[1] != self.index.d:
             raise ArtifactError(f"query vectors have shape {tuple(queries.shape)}, the index has dim {self.index.d}",
@@ -214,7 +217,7 @@ SHEET_BACKGROUND, CARD_BACKGROUND, MISSING_TILE, INK, MUTED = "white", (255, 248
 
 def write_contact_sheet(out_png: Path, query_ids: Sequence[str], results: Sequence[tuple[list[str], list[float]]],
                         images_path: Path, *, index: OpenIndex | None = None, thumb: int = 128,
-                        max_rows: int = 20) -> Path:
+                        max_rows: int = 20, inputs: Sequence[Path] = (), overwrite: bool | None = None) -> Path:
     """A PNG grid: one row per query (at most ``max_rows``). The first tile is the query: its image when the
     images artifact has one with that id, else a card with the whole query text (wrapped; a text query's id is
     its text). Then the retrieved images, scaled to fill their tiles, each labelled with rank, score and image id
@@ -223,8 +226,11 @@ def write_contact_sheet(out_png: Path, query_ids: Sequence[str], results: Sequen
     index's ``image_id`` column when it has one (a caption index), else they are image ids."""
     from PIL import Image, ImageDraw
 
+    sources = [images_path, *inputs, *([index.path] if index is not None else [])]
+    loose.check_target(out_png, sources, what="--contact-sheet", overwrite=overwrite)  # before drawing
     images = _image_lookup(images_path)
     to_image_id = _image_id_mapper(index)
+    _check_labels(query_ids[:max_rows], results[:max_rows], to_image_id, index.path if index else images_path)
     fonts = SheetFonts(max(11, thumb // 10))
     rows = min(len(results), max_rows)
     shown = [(query_id, ids, scores) for query_id, (ids, scores) in zip(query_ids[:rows], results[:rows])]
@@ -252,14 +258,22 @@ def write_contact_sheet(out_png: Path, query_ids: Sequence[str], results: Sequen
                 draw.text((left + thumb / 2, top + thumb / 2), "no image", font=fonts.font(), fill=MUTED, anchor="mm")
             name = image_id if image_id == identifier else f"{image_id} ({identifier})"
             _labels(draw, fonts, (left, top + thumb + 2), thumb, [f"#{rank + 1}  {score:.3f}", name])
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     sheet.save(buffer, format="PNG")
-    tmp = out_png.with_name(out_png.name + ".tmp")
-    tmp.write_bytes(buffer.getvalue())
-    tmp.replace(out_png)
-    return out_png
+    return loose.write_file(out_png, buffer.getvalue(), sources, what="--contact-sheet", overwrite=overwrite)
+
+
+def _check_labels(query_ids, results, to_image_id, source: Path) -> None:
+    """Every id drawn as a label is one line: a newline or other control character in an id is refused (naming
+    the artifact it came from) rather than failing deep inside the text layout."""
+    from mltk.core.names import control_characters
+
+    for identifier in [*query_ids, *(i for ids, _ in results for i in ids), *(to_image_id(i) for ids, _ in results
+                                                                             for i in ids)]:
+        bad = control_characters(str(identifier))
+        if bad:
+            raise ArtifactError(f"id {str(identifier)[:60]!r} holds the control character {bad[0]}; the contact "
+                                f"sheet cannot label it", source)
 
 
 _ARABIC = ((0x0600, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08FF), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF))

@@ -12,14 +12,15 @@ artifact by rename. An interrupted prune leaves the original artifact as it was.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from mltk import artifacts
 from mltk.artifacts import locks, schema
 from mltk.artifacts.integrity import member
-from mltk.artifacts.writer import partial_dir
 from mltk.core.errors import ArtifactError
 from mltk.core.runtime import log
 
@@ -56,26 +57,27 @@ def prune_state(path: Path | str) -> Path:
 
 def _stage_without(artifact: Path, manifest: dict, dropped: list[str]) -> Path:
     """A copy of the artifact (hard links) without ``dropped``, its manifest written last."""
-    staging = partial_dir(artifact)
-    if staging.exists():
-        shutil.rmtree(staging)
-    kept = [name for name in manifest["files"] if name not in dropped]
-    for name in kept:
-        target = staging / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(member(artifact, name), target)
-    pruned = dict(manifest, files=kept, checksums={name: manifest["checksums"][name] for name in kept})
-    pruned["pruned"] = {"dropped": schema.CHECKPOINT_STATE_DIR + "/",
-                        "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    artifacts.write_json(staging / schema.MANIFEST, pruned)
+    staging = Path(tempfile.mkdtemp(prefix=f".{artifact.name}.prune-", dir=artifact.parent))  # never a user's
+    try:
+        staging.chmod(artifact.stat().st_mode & 0o7777)
+        kept = [name for name in manifest["files"] if name not in dropped]
+        for name in kept:
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(member(artifact, name), target)
+        pruned = dict(manifest, files=kept, checksums={name: manifest["checksums"][name] for name in kept})
+        pruned["pruned"] = {"dropped": schema.CHECKPOINT_STATE_DIR + "/",
+                            "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        artifacts.write_json(staging / schema.MANIFEST, pruned)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return staging
 
 
 def _swap(staging: Path, artifact: Path) -> None:
     """Put ``staging`` in the artifact's place; the old directory is removed only after the rename."""
-    old = artifact.parent / f".{artifact.name}.pruned-original"
-    if old.exists():
-        shutil.rmtree(old)
+    old = artifact.parent / f".{artifact.name}.pruned-original-{os.getpid()}-{secrets.token_hex(6)}"
     os.replace(artifact, old)
     os.replace(staging, artifact)
     shutil.rmtree(old, ignore_errors=True)

@@ -287,9 +287,8 @@ def test_a_teacher_cache_entry_another_run_is_writing_does_not_fail_this_run(wor
     """make -j2 starts runs with the same English teacher together: the one that does not hold the cache entry's
     lock uses its own embeddings instead of failing on it."""
     import os
-    import subprocess
-    import sys
 
+    from helpers_locks import hold_lock
     from mltk.artifacts import locks
     from mltk.text_encoders import TowerTextEncoder
     from mltk.train.teacher import teacher_embeddings
@@ -298,12 +297,11 @@ def test_a_teacher_cache_entry_another_run_is_writing_does_not_fail_this_run(wor
     ids = [f"c{i}" for i in range(len(texts))]
     teacher = TowerTextEncoder(world["base"])
     fresh = teacher_embeddings(teacher, world["base"].spec, ids, texts, world["runtime"], tmp_path / "a")
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    entry = next((tmp_path / "a").iterdir())
+    busy = tmp_path / "b" / entry.name  # the same entry in a cache another live process is writing
+    busy.parent.mkdir()
+    other = hold_lock(locks.lock_path(busy))
     try:
-        entry = next((tmp_path / "a").iterdir())
-        busy = tmp_path / "b" / entry.name  # the same entry in a cache another live process is writing
-        busy.parent.mkdir()
-        locks.lock_path(busy).write_text(f"{other.pid}\n")
         vectors = teacher_embeddings(teacher, world["base"].spec, ids, texts, world["runtime"], tmp_path / "b")
     finally:
         other.kill()

@@ -247,11 +247,13 @@ def test_index_files_are_read_through_artifacts_and_checked_against_each_other(t
     with pytest.raises(ArtifactError, match="the manifest says"):
         open_index(index_path)  # the recorded size catches it first
     manifest = json.loads((index_path / "manifest.json").read_text())
-    del manifest["checksums"]  # an artifact from before sizes were recorded
+    manifest["checksums"] = artifacts.integrity.checksums(index_path, manifest["files"])  # forged consistently
     (index_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="199 rows but the index holds 200"):
         open_index(index_path)
     (index_path / schema.INDEX_FILE).write_bytes(b"not faiss")
+    manifest["checksums"] = artifacts.integrity.checksums(index_path, manifest["files"])  # forged consistently
+    (index_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="cannot read index.faiss"):
         open_index(index_path)
 

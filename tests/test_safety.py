@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -16,6 +14,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 
+from helpers_locks import hold_lock
 from mltk.artifacts import locks
 
 from mltk.core import policy
@@ -125,10 +124,9 @@ def test_metrics_and_checkpoints_record_their_inputs_fingerprints(tmp_path):
 # -- 2. one writer per output ---------------------------------------------------------------------------------------
 
 def test_a_second_writer_is_refused_naming_the_holders_pid(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    out = tmp_path / "m"
+    holder = hold_lock(locks.lock_path(out))
     try:
-        out = tmp_path / "m"
-        locks.lock_path(out).write_text(f"{holder.pid}\n")
         with pytest.raises(ArtifactError, match=f"another mltk process \\(pid {holder.pid}\\)"):
             artifacts.write_metrics(out, {"a": 1})
         result = invoke("index", "build", embeddings(tmp_path), "--out", out)
@@ -144,7 +142,7 @@ def test_a_second_writer_is_refused_naming_the_holders_pid(tmp_path):
 def test_the_lock_is_held_while_building_and_released_after(tmp_path):
     out = tmp_path / "m"
     with artifacts.ArtifactWriter(out, "metrics") as writer:
-        assert locks.lock_path(out).read_text().strip() == str(os.getpid())
+        assert locks.lock_path(out).read_text().split()[0] == str(os.getpid())
         artifacts.write_json(writer.dir / "metrics.json", {})
     assert not locks.lock_path(out).exists()
 
@@ -257,7 +255,7 @@ def test_compare_on_a_corrupt_metrics_json_is_exit_2(tmp_path):
     metrics = artifacts.write_metrics(tmp_path / "m", {"per_language": {}})
     (metrics / schema.METRICS_FILE).write_text('{"oops')
     manifest = json.loads((metrics / schema.MANIFEST).read_text())
-    del manifest["checksums"]
+    manifest["checksums"] = artifacts.integrity.checksums(metrics, manifest["files"])  # forged consistently
     (metrics / schema.MANIFEST).write_text(json.dumps(manifest))
     result = invoke("compare", metrics, "--out", tmp_path / "cmp")
     assert result.exit_code == 2 and "metrics.json: cannot read JSON" in result.stderr
@@ -364,12 +362,16 @@ def test_the_other_ranks_of_a_torchrun_job_share_rank_0s_lock(tmp_path, monkeypa
     from mltk.artifacts import locks
     out = tmp_path / "emb"
     lock_file = locks.lock_path(out)
-    lock_file.write_text(f"{os.getppid()}\n")  # a live process other than this one holds it
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
-    locks.refuse_if_held(out)  # rank 1: no error
-    locks.OutputLock(out).acquire()
-    assert lock_file.read_text() == f"{os.getppid()}\n"  # untouched
-    monkeypatch.setenv("RANK", "0")
-    with pytest.raises(ArtifactError, match="another mltk process"):
-        locks.refuse_if_held(out)
+    holder = hold_lock(lock_file)  # a live process other than this one holds it
+    try:
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("RANK", "1")
+        locks.refuse_if_held(out)  # rank 1: no error
+        locks.OutputLock(out).acquire()
+        assert lock_file.read_text() == f"{holder.pid} -\n"  # untouched
+        monkeypatch.setenv("RANK", "0")
+        with pytest.raises(ArtifactError, match="another mltk process"):
+            locks.refuse_if_held(out)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from mltk.artifacts import schema
 from mltk.artifacts import dependencies, integrity
+from mltk.artifacts.checkpoint_fields import check_checkpoint_fields
 from mltk.core.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import (PathLike, jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
@@ -120,6 +121,7 @@ def read_checkpoint_config(path: PathLike, resolve: bool = True) -> dict:
     config = read_json(path / schema.CHECKPOINT_CONFIG)
     if not isinstance(config, dict):
         raise ArtifactError("config.json is not a JSON object", path / schema.CHECKPOINT_CONFIG)
+    config = check_checkpoint_fields(config, path)
     return dependencies.resolve(config, path) if resolve else config
 
 

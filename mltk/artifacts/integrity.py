@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path, PurePosixPath
 
 from mltk.core.errors import ArtifactError
@@ -48,25 +49,64 @@ def checksums(directory: Path, names: list[str]) -> dict[str, dict]:
 
 
 def check_sizes(artifact: Path, manifest: dict) -> None:
-    """Every named file is inside the artifact, exists, and (when recorded) has the size the manifest says."""
+    """Every file of the artifact is a regular file (no symlink, FIFO or device), named in the manifest with its
+    size and sha256, and has that size; every named file is inside the artifact and exists."""
     files = manifest.get("files")
     if not isinstance(files, list):
         raise ArtifactError("manifest.json: 'files' is not a list", artifact)
     recorded = manifest.get("checksums")
-    if recorded is not None and not isinstance(recorded, dict):
-        raise ArtifactError("manifest.json: 'checksums' is not an object", artifact)
+    if not isinstance(recorded, dict):
+        raise ArtifactError("manifest.json records no checksums (sizes and sha256 of its files); an artifact "
+                            "from an older mltk or edited by hand: rebuild it", artifact)
+    on_disk = contents(artifact)
+    unlisted = sorted(name for name in set(on_disk) - set(files)
+                      if PurePosixPath(name).name != MANIFEST_NAME)  # its own, and those of nested artifacts
+    if unlisted:
+        raise ArtifactError(f"{unlisted[0]} is not listed in the manifest ({len(unlisted)} unlisted file(s)); an "
+                            f"artifact lists every file it holds", artifact)
     for name in files:
         path = member(artifact, name)
-        if not path.is_file():
+        if name not in on_disk:
             raise ArtifactError(f"file {name} listed in the manifest is missing", artifact)
-        if recorded is not None:
-            expected = recorded.get(name, {}).get("size") if isinstance(recorded.get(name), dict) else None
-            if not isinstance(expected, int):
-                raise ArtifactError(f"manifest.json records no size for {name}", artifact)
-            size = path.stat().st_size
-            if size != expected:
-                raise ArtifactError(f"{name} has {size} bytes, the manifest says {expected} (truncated or replaced)",
+        entry = recorded.get(name)
+        expected = entry.get("size") if isinstance(entry, dict) else None
+        if not isinstance(expected, int) or not isinstance(entry.get("sha256"), str):
+            raise ArtifactError(f"manifest.json records no size and sha256 for {name}", artifact)
+        size = path.stat().st_size
+        if size != expected:
+            raise ArtifactError(f"{name} has {size} bytes, the manifest says {expected} (truncated or replaced)",
+                                artifact)
+
+
+MANIFEST_NAME = "manifest.json"
+
+
+def contents(artifact: Path) -> set[str]:
+    """The relative names of the regular files under ``artifact``, never following a link; a symlink or a special
+    file (FIFO, socket, device) anywhere inside is refused, since reading it would leave the artifact or block."""
+    found: set[str] = set()
+    pending = [(Path(artifact), "")]
+    while pending:
+        directory, prefix = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError as exc:
+            raise ArtifactError(f"cannot list {prefix or '.'} ({exc.strerror or exc})", artifact) from None
+        for entry in entries:
+            name = prefix + entry.name
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISLNK(mode):
+                outside = not os.path.realpath(entry.path).startswith(os.path.realpath(artifact) + os.sep)
+                raise ArtifactError(f"{name} is a symlink{' leading outside the artifact' if outside else ''}; an "
+                                    f"artifact holds only its own regular files", artifact)
+            if stat.S_ISDIR(mode):
+                pending.append((Path(entry.path), name + "/"))
+            elif stat.S_ISREG(mode):
+                found.add(name)
+            else:
+                raise ArtifactError(f"{name} is not a regular file (a FIFO, socket or device); refusing to read it",
                                     artifact)
+    return found
 
 
 def verify_hashes(artifact: Path, manifest: dict) -> None:

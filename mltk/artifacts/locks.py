@@ -1,17 +1,25 @@
 """One writer per output: a lock file beside an artifact's ``.partial`` directory.
 
 Two runs with the same ``--out`` would otherwise build in the same partial directory and the survivor could be a
-mix of both. The lock is created with ``O_EXCL`` and holds the writer's pid; a second writer is refused naming
-that pid. A lock whose pid is no longer running (a killed run) is stale and taken over, so it never blocks a rerun.
+mix of both. The lock is a held ``fcntl.flock`` on ``.NAME.lock``: the kernel grants it to exactly one open file at
+a time and drops it when its process ends, so a killed run never blocks a rerun and a stale file is no lock at all
+(whatever pid it names: a reused pid, pid 1, is never trusted). The taker checks that the file it locked is still
+the one at the lock path (a releasing writer unlinks it while holding it), so two takers cannot both win. The file
+names the holder (pid and process start time, from ``/proc/PID/stat``), for the message a second writer gets.
 """
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
 import os
+import re
+import stat
 from pathlib import Path
 
 from mltk.core.errors import ArtifactError
+
+
+LOCK_TEXT = re.compile(r"(\d+( \S+)?)?")  # what a lock file holds: "PID START_TIME", or nothing yet
 
 
 def lock_path(out_dir: Path) -> Path:
@@ -25,71 +33,121 @@ def _other_rank_of_a_job() -> bool:
     return "WORLD_SIZE" in os.environ and os.environ.get("RANK", "0") not in ("", "0")
 
 
+def process_start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/PID/stat`` (start time in clock ticks since boot): with the pid it names one process
+    (a pid is reused, a pid and its start time are not). None where there is no ``/proc``."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()[19] if ")" in text else None  # after "pid (comm)": field 3 is index 0
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open (creating) the lock file without following a symlink; anything but a regular file is refused."""
+    try:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise ArtifactError(f"cannot open the output lock {path.name} ({exc.strerror or exc}); if it is not "
+                            f"mltk's, move it away", path) from None
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise ArtifactError(f"the output lock {path.name} is not a regular file; move it away", path)
+    return handle
+
+
+def _try_flock(handle: int) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _holder_text(handle: int) -> str:
+    os.lseek(handle, 0, os.SEEK_SET)
+    return os.read(handle, 200).decode("ascii", "replace").strip()
+
+
 def holder(out_dir: Path) -> int | None:
-    """The pid of another live process writing ``out_dir``, or None."""
+    """The pid of another live process writing ``out_dir`` (it holds the lock), or None."""
     if _other_rank_of_a_job():
         return None
-    try:
-        text = lock_path(out_dir).read_text(encoding="ascii").strip()
-        pid = int(text)
-    except (OSError, ValueError, UnicodeDecodeError):
+    path = lock_path(out_dir)
+    if not path.is_file() or path.is_symlink():
         return None
-    if pid == os.getpid() or not _alive(pid):
-        return None
-    return pid
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if _try_flock(handle):
+            return None  # nobody holds it: a stale file, whatever it says
+        text = _holder_text(handle).split()
+    finally:
+        os.close(handle)
+    pid = int(text[0]) if text and text[0].isdigit() else -1
+    return None if pid == os.getpid() else pid
 
 
 def refuse_if_held(out_dir: Path) -> None:
     pid = holder(out_dir)
     if pid is not None:
-        raise ArtifactError(f"is being written by another mltk process (pid {pid}); wait for it to finish or stop it",
+        shown = f"pid {pid}" if pid > 0 else "pid unknown"
+        raise ArtifactError(f"is being written by another mltk process ({shown}); wait for it to finish or stop it",
                             Path(out_dir).resolve())
 
 
 class OutputLock:
-    """``acquire()`` or refuse; ``release()`` removes the lock only if it is still ours."""
+    """``acquire()`` or refuse; ``release()`` unlinks the lock file while still holding it, then lets go."""
 
     def __init__(self, out_dir: Path):
         self.out_dir = Path(out_dir).resolve()
         self.path = lock_path(self.out_dir)
         self.held = False
+        self._handle: int | None = None
 
     def acquire(self) -> None:
         if _other_rank_of_a_job():
             return
-        for _ in range(3):
-            try:
-                handle = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
+        for _ in range(20):
+            handle = _open_lock_file(self.path)
+            if not _try_flock(handle):
+                os.close(handle)
                 refuse_if_held(self.out_dir)
-                self._remove_stale()
+                continue  # released between our try and the look: try again
+            if not self._still_at_path(handle):
+                os.close(handle)  # the holder unlinked this file on release; lock the one at the path now
                 continue
-            with os.fdopen(handle, "w", encoding="ascii") as file:
-                file.write(f"{os.getpid()}\n")
-            self.held = True
+            if not LOCK_TEXT.fullmatch(_holder_text(handle)):
+                os.close(handle)  # a user's own file of that name: never overwritten or removed
+                raise ArtifactError(f"{self.path.name} beside it is not an mltk lock; mltk locks the output there, "
+                                    f"so move it away", self.out_dir)
+            os.ftruncate(handle, 0)
+            os.lseek(handle, 0, os.SEEK_SET)
+            os.write(handle, f"{os.getpid()} {process_start_time(os.getpid()) or '-'}\n".encode("ascii"))
+            self._handle, self.held = handle, True
             return
         refuse_if_held(self.out_dir)
         raise ArtifactError("could not take the output lock (another writer keeps racing for it)", self.out_dir)
 
-    def _remove_stale(self) -> None:
-        self.path.unlink(missing_ok=True)  # another writer may have removed it first
+    def _still_at_path(self, handle: int) -> bool:
+        try:
+            on_disk = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        opened = os.fstat(handle)
+        return (on_disk.st_dev, on_disk.st_ino) == (opened.st_dev, opened.st_ino)
 
     def release(self) -> None:
-        if not self.held:
+        if not self.held or self._handle is None:
             return
         self.held = False
-        with contextlib.suppress(OSError):  # gone or unreadable: nothing of ours to remove
-            if self.path.read_text(encoding="ascii").strip() == str(os.getpid()):
-                self.path.unlink()
+        try:
+            if self._still_at_path(self._handle):
+                self.path.unlink(missing_ok=True)
+        except OSError:
+            pass  # unreadable or gone: nothing of ours to remove
+        finally:
+            os.close(self._handle)
+            self._handle = None

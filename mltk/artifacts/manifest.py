@@ -41,6 +41,8 @@ def read_manifest(path: PathLike, kind: str | None = None) -> dict:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"manifest.json is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", path)
+    except RecursionError:
+        raise ArtifactError("manifest.json is nested too deeply to be a manifest", path) from None
     except OSError as exc:
         raise ArtifactError(f"cannot read manifest.json ({exc.strerror or exc})", path)
     if not isinstance(manifest, dict):
@@ -96,7 +98,7 @@ def fingerprint(path: PathLike) -> str:
 def _records_checksums(manifest_bytes: bytes) -> bool:
     try:
         manifest = json.loads(manifest_bytes)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(manifest, dict) and isinstance(manifest.get("checksums"), dict)
 
@@ -107,7 +109,7 @@ def describe_input(path: PathLike) -> dict:
     if is_artifact(path):
         try:
             entry["kind"] = json.loads((path / schema.MANIFEST).read_text(encoding="utf-8"))["kind"]
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):
             raise ArtifactError("manifest.json is not valid", path) from None
     return entry
 
@@ -172,3 +174,5 @@ def read_json(path: PathLike) -> Any:
         raise ArtifactError("missing file", path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"cannot read JSON ({exc})", path)
+    except RecursionError:
+        raise ArtifactError("cannot read JSON (nested too deeply)", path) from None

@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mltk.artifacts import schema
 from mltk.artifacts import integrity
 from mltk.artifacts.caption_rules import apply_caption_rules
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.names import check_names
 
 from mltk.artifacts.manifest import PathLike, jsonable, read_manifest
 from mltk.artifacts.writer import ArtifactWriter
@@ -35,9 +37,11 @@ def write_table(path: PathLike, table: pa.Table) -> None:
 
 def read_table(path: PathLike, columns: Sequence[str] | None = None) -> pa.Table:
     try:
-        return pq.read_table(path, columns=list(columns) if columns else None)
+        table = pq.read_table(path, columns=list(columns) if columns else None)
+        table.validate(full=True)  # string columns must be valid UTF-8 (Parquet does not promise it)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ArtifactError(f"cannot read Parquet ({str(exc).splitlines()[0]})", path)
+    return table
 
 
 def require_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> None:
@@ -70,7 +74,9 @@ def validate_captions(table: pa.Table, path: PathLike = "<captions>", *, drop_em
     rules of ``mltk.artifacts.caption_rules`` (control characters replaced with a space, a caption_id on two
     images refused; with ``drop_empty``, empty or whitespace captions dropped with a warning)."""
     require_columns(table, schema.CAPTION_COLUMNS, path)
-    table = apply_caption_rules(_as_string_columns(table, schema.CAPTION_COLUMNS, path), path, drop_empty)
+    table = _as_string_columns(table, schema.CAPTION_COLUMNS, path)
+    check_names(pc.unique(table.column("lang")).to_pylist(), "caption lang", path)  # each may name a file
+    table = apply_caption_rules(table, path, drop_empty)
     extra = [c for c in table.column_names if c not in schema.CAPTION_COLUMNS]
     return table.select(list(schema.CAPTION_COLUMNS) + extra)
 

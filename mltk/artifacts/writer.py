@@ -3,8 +3,11 @@ replace with ``--overwrite``; one writer per output (a lock)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import secrets
 import shutil
 import sys
 from collections.abc import Iterable
@@ -20,6 +23,7 @@ from mltk.artifacts import locks
 
 
 from mltk.core import policy
+from mltk.core.names import check_output_path
 
 
 from mltk.artifacts import schema
@@ -45,7 +49,35 @@ def partial_dir(out_dir: PathLike) -> Path:
 
 
 def _trash_dir(out_dir: Path) -> Path:
-    return out_dir.parent / f".{out_dir.name}.old"
+    """A fresh name for the artifact being replaced, which no user artifact has (pid and random suffix)."""
+    return out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{secrets.token_hex(6)}"
+
+
+def _our_trash(out_dir: Path) -> list[Path]:
+    """Replaced artifacts left by a crash between the two renames of ``commit`` (names ``_trash_dir`` made)."""
+    pattern = re.compile(re.escape(f".{out_dir.name}.old-") + r"[0-9]+-[0-9a-f]{12}")
+    if not out_dir.parent.is_dir():
+        return []
+    return sorted((p for p in out_dir.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
+                   and not p.is_symlink()), key=lambda p: p.stat().st_mtime)
+
+
+def is_our_partial(directory: Path) -> bool:
+    """Whether ``directory`` (a ``.NAME.partial``) is mltk's work in progress: a real directory holding the settings
+    record a writer puts there first (or still empty). A user's own artifact of that name is never touched."""
+    if directory.is_symlink() or not directory.is_dir():
+        return False
+    return (directory / PARTIAL_SETTINGS).is_file() or not any(directory.iterdir())
+
+
+def disk_full(exc: BaseException) -> bool:
+    """ENOSPC/EDQUOT, or numpy's short write ("2764800 requested and 25568 written") and pyarrow's wrapped errno 28,
+    which carry no errno of their own."""
+    if not isinstance(exc, OSError):
+        return False
+    text = str(exc)
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT) or bool(re.search(r"\d+ requested and \d+ written", text)) \
+        or "no space left on device" in text.lower()
 
 
 def _plain(value: Any) -> Any:
@@ -89,6 +121,7 @@ class ArtifactWriter:
     ):
         if kind not in schema.KINDS:
             raise ValueError(f"unknown artifact kind {kind!r}")
+        check_output_path(out_dir)
         self.path = Path(out_dir).resolve()
         self.kind = kind
         self.resume = resume
@@ -120,6 +153,9 @@ class ArtifactWriter:
                 raise ArtifactError("is an input of this command; write the result elsewhere", self.path)
         _check_writable(self.path)
         locks.refuse_if_held(self.path)
+        if (self.dir.exists() or self.dir.is_symlink()) and not is_our_partial(self.dir):
+            raise ArtifactError(f"{self.dir.name} beside it is not an interrupted mltk run (it holds no "
+                                f"{PARTIAL_SETTINGS}); mltk builds there, so move it away", self.path)
         if not self.path.exists() and not self.path.is_symlink():
             return None
         if not self.path.is_dir() or not (is_artifact(self.path) or _is_empty_dir(self.path)):
@@ -166,17 +202,20 @@ class ArtifactWriter:
 
     def _restore_interrupted_swap(self) -> None:
         """A crash between the two renames of a replacement leaves the old artifact in ``.NAME.old``."""
-        trash = _trash_dir(self.path)
-        if trash.exists() and not self.path.exists():
-            os.replace(trash, self.path)
-        shutil.rmtree(trash, ignore_errors=True)
+        trash = _our_trash(self.path)
+        if trash and not self.path.exists():
+            os.replace(trash.pop(), self.path)
+        for old in trash:
+            shutil.rmtree(old, ignore_errors=True)
 
     def _prepare_partial(self) -> None:
         record = self.dir / PARTIAL_SETTINGS
+        if (self.dir.exists() or self.dir.is_symlink()) and not is_our_partial(self.dir):
+            raise ArtifactError(f"{self.dir.name} beside it is not an interrupted mltk run; move it away", self.path)
         if self.dir.exists() and self.resume and self.overwrite:
             try:
                 same = json.loads(record.read_text(encoding="utf-8")) == self._settings()
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 same = False
             if not same:
                 print(f"--overwrite: discarding the interrupted run in {self.dir}, started with other settings",
@@ -191,27 +230,48 @@ class ArtifactWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is not None:
+                full = self._disk_full_error(exc) if disk_full(exc) else None
                 if not self.resume or (isinstance(exc, MltkError) and self._started_partial):
                     shutil.rmtree(self.dir, ignore_errors=True)
+                if full is not None:
+                    raise full from None
                 return
-            self.commit()
+            try:
+                self.commit()
+            except OSError as error:
+                if not disk_full(error):
+                    raise
+                full = self._disk_full_error(error)
+                if not self.resume:
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                raise full from None
         finally:
             self._lock.release()
 
+    def _disk_full_error(self, exc: OSError) -> ArtifactError:
+        """"no space left on device" naming the file being written (the previous artifact, if any, is intact)."""
+        name = exc.filename
+        if name is None:
+            written = [p for p in self.dir.rglob("*") if p.is_file()] if self.dir.is_dir() else []
+            name = max(written, key=lambda p: p.stat().st_mtime_ns) if written else self.path
+        shown = self.path / Path(name).relative_to(self.dir) if str(name).startswith(str(self.dir)) else name
+        shown = str(shown).removesuffix(".tmp")  # the file being written, not its temporary name
+        return ArtifactError(f"no space left on device while writing {shown}; nothing was replaced", self.path)
+
     def commit(self) -> Path:
-        (self.dir / PARTIAL_SETTINGS).unlink(missing_ok=True)
+        record = self.dir / PARTIAL_SETTINGS  # kept until the manifest is written: the partial stays ours
         files = sorted(
             p.relative_to(self.dir).as_posix() for p in self.dir.rglob("*")
-            if p.is_file() and p.name != schema.MANIFEST
+            if p.is_file() and p.name != schema.MANIFEST and p != record
         )
         self._pin_dependencies()
         self.manifest["files"] = files
         self.manifest["checksums"] = integrity.checksums(self.dir, files)
         self.manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         write_json(self.dir / schema.MANIFEST, self.manifest)
+        record.unlink(missing_ok=True)
         if self.path.exists():
             trash = _trash_dir(self.path)
-            shutil.rmtree(trash, ignore_errors=True)
             os.replace(self.path, trash)
             os.replace(self.dir, self.path)
             shutil.rmtree(trash, ignore_errors=True)

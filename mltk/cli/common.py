@@ -178,6 +178,9 @@ def add_shared_options(app: typer.Typer) -> None:
 
 def emit(path: Path, as_json: bool = False, **extra: Any) -> None:
     """Print the artifact path (or a JSON object with it) as the one stdout line of a command."""
+    from mltk.core.names import check_output_path
+
+    check_output_path(path, "the output path")  # a newline would make it two lines
     path = Path(path).resolve()
     if as_json:
         typer.echo(json.dumps({"path": str(path), **extra}, ensure_ascii=False, default=str))

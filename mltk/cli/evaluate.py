@@ -123,11 +123,15 @@ def evaluate(
     from mltk.evaluate.fusion import parse_etas
 
     metrics = split_list(metric)
+    given = [Path(p) for p in (images, texts, captions, model, source, *continual) if p not in (None, "-")]
+    inputs = [p for p in given if p.exists()] + [Path(out)]
+    if plot is not None:
+        plots.check_plot_dir(plot, inputs)
     if continual:
         path = run_continual(ContinualConfig(runs=tuple(continual), tasks=split_list(task), out=out,
                                              metric=continual_metric, report_format=report_format))
         if plot is not None:
-            plots.write_evaluation_plots(path, plot)
+            plots.write_evaluation_plots(path, plot, inputs=inputs)
         emit(path, as_json)
         return
     if images == "-":  # the old way to pipe image embeddings: now the positional (or nothing) does it by kind
@@ -178,7 +182,7 @@ def evaluate(
     )
     path = run_evaluation(config)
     if plot is not None:
-        plots.write_evaluation_plots(path, plot)
+        plots.write_evaluation_plots(path, plot, inputs=inputs)
     emit(path, as_json)
 
 

@@ -66,6 +66,7 @@ def query(
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --contact-sheet file."),
     device: str = DeviceOption,
     precision: str = PrecisionOption,
 ) -> None:
@@ -76,6 +77,7 @@ def query(
     from mltk.index import (open_index, query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
                             read_query_lines, write_contact_sheet)
     from mltk.core.runtime import log
+    from mltk.artifacts.loose import check_target
 
     image_emb = either(images, image_emb, "--images", "--image-emb")
     if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
@@ -92,6 +94,10 @@ def query(
     if contact_sheet is not None and image_source is None:
         raise ConfigError("--contact-sheet needs --image-source (the images artifact to draw from)")
     opened = open_index(resolve_input(index, what="index"))
+    sheet_inputs = [p for p in (image_emb, vectors, text_file) if p is not None]
+    if contact_sheet is not None:  # refused before any query work (inside an input, an existing file)
+        check_target(contact_sheet, [image_source, opened.path, *sheet_inputs], what="--contact-sheet",
+                     overwrite=overwrite)
     if texts:
         query_ids, query_matrix = query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device,
                                                            precision=precision)
@@ -100,13 +106,14 @@ def query(
     else:
         query_ids, query_matrix = query_vectors_from_npy(vectors)
     results = opened.search(query_matrix, k)
+    if contact_sheet is not None:  # first: a refused sheet leaves stdout empty
+        sheet = write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened,
+                                    inputs=sheet_inputs, overwrite=overwrite)
+        log(f"contact sheet written to {sheet}")
     for query_id, (result_ids, scores) in zip(query_ids, results):
         typer.echo(json.dumps({"query": query_id,
                                "results": [{"id": i, "score": s} for i, s in zip(result_ids, scores)]},
                               ensure_ascii=False))
-    if contact_sheet is not None:
-        sheet = write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened)
-        log(f"contact sheet written to {sheet}")
 
 
 def register(app: typer.Typer) -> None:

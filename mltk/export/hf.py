@@ -67,9 +67,10 @@ def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str,
     from transformers import AutoModel
 
     from mltk.models.hf_text import _quiet_transformers
+    from mltk.models.no_remote_code import from_pretrained
 
     with _quiet_transformers():
-        model = AutoModel.from_pretrained(transformer_folder(base)).eval()
+        model = from_pretrained(AutoModel, transformer_folder(base)).eval()
     word_key = "embeddings.word_embeddings.weight"
     if encoder_state is not None:
         state = {k: v for k, v in encoder_state.items() if k != word_key}

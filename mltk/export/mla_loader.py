@@ -73,8 +73,8 @@ class TransformersBase:
     def __init__(self, folder: Path, config: dict):
         from transformers import AutoModel, AutoTokenizer
 
-        self.model = AutoModel.from_pretrained(folder).eval()
-        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.model = AutoModel.from_pretrained(folder, trust_remote_code=False).eval()  # never code from a folder
+        self.tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         self.pooling, self.lower_case = config["pooling"], config["lower_case"]
         self.context_length = config["context_length"]
         self.end_id = self.tokenizer.sep_token_id
@@ -139,7 +139,7 @@ class MlaTextEncoder:
         else:
             from transformers import AutoTokenizer
 
-            self.non_native = AutoTokenizer.from_pretrained(folder / source)
+            self.non_native = AutoTokenizer.from_pretrained(folder / source, trust_remote_code=False)
             self.end_id = self.non_native.sep_token_id if self.non_native.sep_token_id is not None \
                 else self.non_native.eos_token_id
         self.native_lang, self.languages = self.config["native_lang"], self.config["languages"]

@@ -50,11 +50,17 @@ def model_download(model: str) -> Iterator[None]:
 
     Anything that is not a download failure (a bug, a wrong config) propagates unchanged.
     """
+    from mltk.models.no_remote_code import forbid_prompt, refusal_of
+
+    forbid_prompt()  # open_clip's Hugging Face towers load without trust_remote_code: never ask on stdin
     try:
         yield
     except ModelDownloadError:
         raise
     except Exception as exc:  # noqa: BLE001 - filtered below, re-raised when not a download failure
+        refused = refusal_of(exc, model)
+        if refused is not None:
+            raise refused from None
         chain = _chain(exc)
         if not any(_is_download_failure(e) for e in chain):
             raise

@@ -268,11 +268,19 @@ def _load_folder(path: Path) -> HFTextTower:
     Normalize)."""
     from transformers import AutoModel, AutoTokenizer
 
+    from mltk.models.no_remote_code import from_pretrained, refuse_custom_code
+
+    refuse_custom_code(path)
     modules = _read_json(path / "modules.json") if (path / "modules.json").is_file() else []
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ConfigError("modules.json is not a list of modules", path / "modules.json")
     model_dir, pooling, dense, normalize = path, "mean", [], False
     for module in modules:
-        kind = module.get("type", "").rsplit(".", 1)[-1]
-        folder = path / module.get("path", "")
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        relative = module.get("path", "")
+        if not isinstance(relative, str) or Path(relative).is_absolute() or ".." in Path(relative).parts:
+            raise ConfigError(f"module path {str(relative)[:60]!r} leaves the model folder", path / "modules.json")
+        folder = path / relative
         if kind == "Transformer":
             model_dir = folder
         elif kind == "Pooling":
@@ -288,10 +296,10 @@ def _load_folder(path: Path) -> HFTextTower:
     st_config = _read_json(model_dir / "sentence_bert_config.json") if (model_dir / "sentence_bert_config.json").is_file() else {}
     with model_download(str(path)), _quiet_transformers():  # a folder naming its base model may reach for the hub
         try:
-            transformer = AutoModel.from_pretrained(model_dir, add_pooling_layer=False)  # BERT's pooler is unused
+            transformer = from_pretrained(AutoModel, model_dir, add_pooling_layer=False)  # BERT's pooler is unused
         except TypeError:  # encoders without a pooler take no such argument
-            transformer = AutoModel.from_pretrained(model_dir)
-        hf_tokenizer = AutoTokenizer.from_pretrained(model_dir)
+            transformer = from_pretrained(AutoModel, model_dir)
+        hf_tokenizer = from_pretrained(AutoTokenizer, model_dir)
     tokenizer = PaddedTokenizer(hf_tokenizer, lower_case=bool(st_config.get("do_lower_case")))
     context = st_config.get("max_seq_length") or _tokenizer_limit(hf_tokenizer)
     tower = HFTextTower(transformer, tokenizer, pooling, nn.Sequential(*dense) if dense else None,
@@ -358,5 +366,5 @@ def _tokenizer_limit(tokenizer) -> int | None:
 def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"unreadable JSON ({exc})", path) from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"unreadable JSON ({str(exc)[:200] or type(exc).__name__})", path) from None

@@ -44,8 +44,10 @@ class HFTokenizer:
     def __init__(self, name_or_path: str):
         from transformers import AutoTokenizer
 
+        from mltk.models.no_remote_code import from_pretrained
+
         try:
-            self._tok = AutoTokenizer.from_pretrained(name_or_path)
+            self._tok = from_pretrained(AutoTokenizer, name_or_path)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot load tokenizer ({str(exc).splitlines()[0]})", name_or_path)
         end = self._tok.sep_token_id if self._tok.sep_token_id is not None else self._tok.eos_token_id
@@ -69,7 +71,9 @@ class HFTokenizer:
         """The pretrained word-embedding table of the model that ships with this tokenizer ([V, E])."""
         from transformers import AutoModel
 
-        model = AutoModel.from_pretrained(self.source)
+        from mltk.models.no_remote_code import from_pretrained
+
+        model = from_pretrained(AutoModel, self.source)
         return model.get_input_embeddings().weight.detach().clone()
 
 

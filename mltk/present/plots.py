@@ -256,10 +256,31 @@ def fusion_curve(fusion: Mapping, title: str = "", key: str = "R@1", scale: tupl
     return figure
 
 
-def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = "") -> list[Path]:
+FIGURES = ("recall", "ranks", "continual_matrix", "continual_curve", "fusion_curve")
+
+
+def check_plot_dir(out_dir: Path, inputs: Sequence[Path] = ()) -> None:
+    """Refuse ``--plot`` before any work: inside an input or an artifact, or over existing pictures without
+    ``--overwrite``."""
+    from mltk.artifacts import loose
+
+    folder = loose.check_target(out_dir, inputs, what="--plot", directory=True)
+    for name in FIGURES:
+        for fmt in FORMATS:
+            if (folder / f"{name}.{fmt}").exists() or (folder / f"{name}.{fmt}").is_symlink():
+                loose.check_target(folder / f"{name}.{fmt}", inputs, what="--plot")
+
+
+def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = "",
+                           inputs: Sequence[Path] = ()) -> list[Path]:
     """Write every figure ``metrics`` supports (a metrics dict, or a metrics artifact) into ``out_dir`` as PNG and
     SVG: ``recall`` and ``ranks`` for retrieval metrics, ``continual_matrix`` and ``continual_curve`` for
-    continual ones. Returns the files written."""
+    continual ones. Returns the files written. ``out_dir`` is refused inside ``inputs`` or any artifact, and an
+    existing picture is replaced only with ``--overwrite`` (``mltk.artifacts.loose``)."""
+    from mltk.artifacts import loose
+
+    sources = [*inputs, *([] if isinstance(metrics, Mapping) else [Path(metrics)])]
+    loose.check_target(out_dir, sources, what="--plot", directory=True)
     if not isinstance(metrics, Mapping):
         from mltk import artifacts
 
@@ -276,14 +297,5 @@ def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = 
                                                       continual.get("metric", ""), fmt=None)
     if metrics.get("fusion"):
         figures["fusion_curve"] = fusion_curve(metrics["fusion"], title=title, fmt=None)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, figure in figures.items():
-        for fmt in FORMATS:
-            path = out_dir / f"{name}.{fmt}"
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(render(figure, fmt))
-            tmp.replace(path)
-            written.append(path)
-    return written
+    files = {f"{name}.{fmt}": render(figure, fmt) for name, figure in figures.items() for fmt in FORMATS}
+    return loose.write_files(out_dir, files, sources, what="--plot")

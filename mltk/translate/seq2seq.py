@@ -142,12 +142,14 @@ def _load(name: str, runtime: Runtime):
     ``ConfigError`` naming it (no traceback for a typo)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from mltk.models.no_remote_code import from_pretrained
+
     if is_local_model(name) and not Path(name).expanduser().is_dir():
         raise ConfigError("translation model directory not found", name)
     source = str(Path(name).expanduser()) if is_local_model(name) else name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForSeq2SeqLM.from_pretrained(source)
+        tokenizer = from_pretrained(AutoTokenizer, source)
+        model = from_pretrained(AutoModelForSeq2SeqLM, source)
     except (OSError, ValueError, KeyError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot load translation model {name} ({first_line})") from exc

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from mltk import artifacts
 from mltk.core.errors import ArtifactError
+from mltk.core.names import check_name
 
 PLAN_FILE = "plan.json"
 
@@ -40,7 +41,7 @@ class ShardStore:
         artifacts.write_json(plan_path, plan)
 
     def _path(self, target: str, index: int) -> Path:
-        return self.directory / f"{target}-{index:05d}.parquet"
+        return self.directory / f"{check_name(target, 'target language')}-{index:05d}.parquet"
 
     def load(self, target: str, index: int, sources: Sequence[str]) -> dict[str, str] | None:
         """The finished shard's translations, or None when it is absent or was made from other sources."""

@@ -13,6 +13,7 @@ from mltk import artifacts
 from mltk.ame.rcsls import AlignmentConfig
 from mltk.cll_clip import METHODS, method_options
 from mltk.core.errors import ConfigError
+from mltk.core.names import check_names
 from mltk.losses import MSE_FORMS
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.train.loop import LoopConfig
@@ -207,7 +208,7 @@ def final_summary(checkpoint: Path) -> dict[str, Any]:
 def task_order(config: ContinualTrainConfig, captions: pa.Table) -> list[str]:
     """The task languages: ``config.languages``, or English first and the others in order of appearance (a
     text-only run leaves English out: it is the teacher)."""
-    available = list(dict.fromkeys(captions.column("lang").to_pylist()))
+    available = check_names(dict.fromkeys(captions.column("lang").to_pylist()), "caption lang", config.captions)
     if config.languages:
         missing = [lang for lang in config.languages if lang not in available]
         if missing:
