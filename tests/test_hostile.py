@@ -108,12 +108,17 @@ def images_artifact(path: Path, ids) -> Path:
     return artifacts.write_images(path, table)
 
 
+def unit(rows) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
 def image_and_text_embeddings(root: Path, langs=("en", "de")) -> tuple[Path, Path]:
     rng = np.random.default_rng(0)
-    images = rng.standard_normal((6, 8)).astype(np.float32)
+    images = unit(rng.standard_normal((6, 8)))
     image_path = artifacts.write_embeddings(root / "img", [f"i{n}" for n in range(6)], images, split=["test"] * 6)
     rows = [(f"{lang}/{n}", f"i{n}", lang, f"s{n}") for lang in langs for n in range(6)]
-    texts = np.concatenate([images + 0.3 * rng.standard_normal((6, 8)) for _ in langs]).astype(np.float32)
+    texts = unit(np.concatenate([images + 0.3 * rng.standard_normal((6, 8)) for _ in langs]))
     ids, image_of, lang_of, caption_ids = map(list, zip(*rows))
     text_path = artifacts.write_embeddings(root / "txt", ids, texts, image_id=image_of, lang=lang_of,
                                            caption_id=caption_ids, split=["test"] * len(ids))
@@ -144,6 +149,13 @@ def world(tmp_path_factory):
 
 # -- 1. no code runs from data ---------------------------------------------------------------------------------------
 
+
+def crafted(config: dict, section: dict, **fields) -> None:
+    """A config that names another base or tokenizer and no pinned dependency (``depends_on``, which a loader would
+    otherwise follow instead of the edited field), as a crafted or pre-pinning checkpoint has."""
+    section.update(fields)
+    config.pop("depends_on", None)
+
 CODE_CASES = {
     "encode-texts -m FOLDER": lambda w, evil, out: ["encode-texts", w["captions"], "-m", evil, "-o", out, "--lang",
                                                     "de", "--device", "cpu"],
@@ -152,11 +164,11 @@ CODE_CASES = {
                                                           "--device", "cpu", "-o", out],
     "MLA checkpoint, non_native.source FOLDER": lambda w, evil, out: [
         "encode-texts", w["captions"], "-m", edit_checkpoint_config(
-            w["mla"], out.parent / "mla-source", lambda c: c["non_native"].update(source=str(evil))),
+            w["mla"], out.parent / "mla-source", lambda c: crafted(c, c["non_native"], source=str(evil))),
         "-o", out, "--lang", "de", "--device", "cpu"],
     "MLA checkpoint, base.model FOLDER": lambda w, evil, out: [
         "encode-texts", w["captions"], "-m", edit_checkpoint_config(
-            w["mla"], out.parent / "mla-base", lambda c: c["base"].update(model=str(evil))),
+            w["mla"], out.parent / "mla-base", lambda c: crafted(c, c["base"], model=str(evil))),
         "-o", out, "--lang", "de", "--device", "cpu"],
     "translate-data --model FOLDER": lambda w, evil, out: ["translate-data", w["captions"], "-o", out, "--target",
                                                            "fr", "--model", evil, "--no-cache", "--device", "cpu"],

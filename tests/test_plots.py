@@ -74,9 +74,11 @@ def test_recall_bars_draw_one_bar_per_language_and_k_on_0_to_100():
 def test_evaluate_plot_writes_the_pictures(tmp_path):
     rng = np.random.default_rng(0)
     images = rng.standard_normal((6, 8)).astype(np.float32)
+    images /= np.linalg.norm(images, axis=1, keepdims=True)  # the manifest says normalized: evaluate checks it
     image_path = artifacts.write_embeddings(tmp_path / "img", [f"i{n}" for n in range(6)], images)
     rows = [(f"{lang}/{n}", f"i{n}", lang, f"s{n}") for lang in ("en", "de") for n in range(6)]
     texts = np.concatenate([images + 0.3 * rng.standard_normal((6, 8)) for _ in range(2)]).astype(np.float32)
+    texts /= np.linalg.norm(texts, axis=1, keepdims=True)
     ids, image_of, langs, caption_ids = map(list, zip(*rows))
     text_path = artifacts.write_embeddings(tmp_path / "txt", ids, texts, image_id=image_of, lang=langs,
                                            caption_id=caption_ids)
