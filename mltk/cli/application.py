@@ -39,6 +39,7 @@ COMMAND_MODULES = {
     "import-mla": "mltk.cli.import_mla",
     "index": "mltk.cli.index",
     "evaluate": "mltk.cli.evaluate",
+    "evaluate-continual": "mltk.cli.evaluate",
     "inspect": "mltk.cli.inspect",
 }
 

@@ -9,8 +9,8 @@ from typing import List, Optional
 import typer
 
 from mltk.cli.application import HELP_SETTINGS
-from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, artifact_role, either, emit,
-                              examples, hidden_alias, out_option, resolve_input, split_list)
+from mltk.cli.common import artifact_role, either, emit, examples, hidden_alias, out_option, resolve_input, split_list
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, SeedOpt
 from mltk.core.errors import ConfigError
 
 index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True,
@@ -32,8 +32,8 @@ def build(
     nprobe: int = typer.Option(16, "--nprobe", help="IVF lists visited per query."),
     hnsw_m: int = typer.Option(32, "--hnsw-m", help="HNSW neighbours per node."),
     ef_search: int = typer.Option(64, "--ef-search", help="HNSW search breadth."),
-    seed: int = SeedOption,
-    as_json: bool = JsonOption,
+    seed: SeedOpt = 0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Index the vectors of an embeddings artifact (cosine similarity) and print the index artifact path."""
     from mltk.index import IndexConfig, build_index  # faiss is imported only by the index commands
@@ -57,15 +57,16 @@ def query(
         None, "--text-file", help="A UTF-8 file of text queries, one per line (blank lines skipped)."),
     lang: str = typer.Option("en", "--lang", help="Language of the text queries (its own path through --model)."),
     model: Optional[str] = typer.Option(
-        None, "--model", help="Checkpoint (MLA, train-continual, a whole CLIP) or open_clip name for text queries."),
+        None, "--model", "-m", help="Checkpoint (MLA, train-continual, a whole CLIP) or open_clip name for text "
+        "queries."),
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
     k: int = typer.Option(10, "--k", help="Results per query."),
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
+    device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto",
 ) -> None:
     """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}.
 

@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, either, emit, examples, hidden_alias,
-                              out_option, resolve_input, split_list)
+from mltk.cli.common import either, emit, examples, hidden_alias, out_option, resolve_input, split_list
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 from mltk.core.errors import ConfigError
 
 BACKENDS = ("seq2seq", "join")
@@ -29,7 +29,7 @@ def translate_data(
     backend: str = typer.Option("seq2seq", "--backend", help="seq2seq (a transformers model) or join (existing "
                                 "translations from --translations files)."),
     model: str = typer.Option(
-        DEFAULT_MODEL, "--model", help="Hub name or local directory of a transformers seq2seq model: M2M-100 "
+        DEFAULT_MODEL, "--model", "-m", help="Hub name or local directory of a transformers seq2seq model: M2M-100 "
         "(facebook/m2m100_418M), NLLB (facebook/nllb-200-distilled-600M; ISO codes are mapped to NLLB's, e.g. "
         "de -> deu_Latn) or Marian/OPUS-MT, where {src} and {tgt} are filled per language pair."),
     family: str = typer.Option("auto", "--family", help="Model family: auto (from the model's files or name), "
@@ -55,9 +55,9 @@ def translate_data(
                                   "in the manifest's quality field either way."),
     max_length_ratio: float = typer.Option(3.0, "--max-length-ratio",
                                            help="Over-long guard: translation chars / source chars above this."),
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
-    as_json: bool = JsonOption,
+    device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto",
+    as_json: JsonOpt = False,
 ) -> None:
     """Translate captions into target languages for translate-train data, keeping caption_id.
 

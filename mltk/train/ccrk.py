@@ -77,6 +77,7 @@ from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
+from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.ccrk_batches import (NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions,  # noqa: F401
                                      keep_one_language, nearest_images, pick_captions)
 from mltk.train.distributed import gather_with_grad, shard
@@ -89,15 +90,16 @@ NEEDS_ENGLISH = ("english-bridge", "mlmme")
 LOSS_PREFIX = "loss."
 
 
-# The CCR_k authors' optimizer settings: decoupled weight decay 0.01, 3% linear warm-up; their learnt temperature is
-# clamped to [0.001, 0.5].
-CCRK_LOOP = LoopConfig(steps=1000, lr=1e-4, weight_decay=0.01, warmup_fraction=0.03)
-CCRK_TEMPERATURE_RANGE = (0.001, 0.5)
+# The CCR_k authors' optimizer settings (decoupled weight decay 0.01, 3% linear warm-up) and temperature clamp
+# [0.001, 0.5]: the ccrk recipe's (mltk/recipes/ccrk.json).
+CCRK_LOOP = loop_from_options(load_recipe("ccrk"))
 
 
 @dataclass(frozen=True)
 class CcrkConfig:
-    """Options of ``mltk train-ccrk`` (built by the CLI, received by ``train_ccrk``)."""
+    """Options of ``mltk train-ccrk`` (built by the CLI, received by ``train_ccrk``). The fields left at
+    ``FROM_RECIPE`` and ``loop`` (None, or a dict of the LoopConfig fields given) come from ``recipe`` (default:
+    ``ccrk``; ``mlmme`` is the MLMME baseline's)."""
 
     images: Path  # image embeddings (encode-images); frozen
     captions: Path
@@ -108,24 +110,26 @@ class CcrkConfig:
     tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
     init_embeddings: bool = False
     languages: tuple[str, ...] = ()  # the K language slots; default: en + every language the captions have
-    loss: str = "one-to-k"
-    weighting: str = "paper"
-    temperature: float = 0.07
-    learn_temperature: bool = True
-    margin: float = 0.2
-    beta: float = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S
-    hard_negatives: int = 0
+    loss: str = FROM_RECIPE  # one-to-k, one-to-one, english-bridge, hinge or mlmme
+    weighting: str = FROM_RECIPE
+    temperature: float = FROM_RECIPE
+    learn_temperature: bool = FROM_RECIPE
+    margin: float = FROM_RECIPE
+    beta: float = FROM_RECIPE  # MLMME: beta * S_I + (1 - beta) * S_S
+    hard_negatives: int = FROM_RECIPE
     train_embedding: bool = True
-    batch_size: int = 128
+    batch_size: int = FROM_RECIPE
     split: str = "train"
     val_split: str = "val"
     val_images: int | None = 1000
     device: str = "auto"
     precision: str = "auto"
-    temperature_range: tuple[float, float] | None = CCRK_TEMPERATURE_RANGE  # the learnt T is clamped to it
-    loop: LoopConfig = CCRK_LOOP  # steps, lr, warm-up, decay, clipping, eval_every, seed
+    temperature_range: tuple[float, float] | None = FROM_RECIPE  # the learnt T is clamped to it
+    loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, eval_every, seed
+    recipe: str | None = None  # the recipe's name or file (None: ccrk)
 
     def __post_init__(self) -> None:
+        fill_from_recipe(self, "train-ccrk")
         problems = []
         if self.loss not in LOSSES:
             problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
