@@ -37,7 +37,8 @@ ImagesOpt = Annotated[Optional[Path], typer.Option(
     "--images", help="Image embeddings (mltk encode-images), instead of the positional input or stdin.")]
 CaptionsOpt = Annotated[Optional[Path], typer.Option(
     "--captions", help="Captions artifact; parallel captions share caption_id (the English one is each caption's "
-    "translation / teacher).")]
+    "translation / teacher). pretrain reads its English rows, by default from the captions that the images "
+    "artifact names.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option(
     "--cache-dir", help="Cache root (default: $MLTK_CACHE_DIR or ~/.cache/mltk).")]
 

@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from mltk.cli.common import emit, examples, out_option, resolve_input
-from mltk.cli.options import (BatchOpt, DeviceOpt, EvalEveryOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt, PrecisionOpt,
-                              RecipeOpt, SeedOpt, StepsOpt, TensorboardOpt, WeightDecayOpt, given)
+from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt,
+                              PrecisionOpt, RecipeOpt, SeedOpt, StepsOpt, TensorboardOpt, WeightDecayOpt, given)
 
 EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 1500")
 
@@ -17,10 +17,7 @@ EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --st
 def pretrain_command(
     images: Optional[str] = typer.Argument(None, help="Images artifact (e.g. WORLD/images, what synth-data "
                                            "prints), or - for stdin."),
-    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact; its English rows are "
-                                            "used (default: the captions the images artifact names, as synth-data "
-                                            "and import-data record)."),
-    out: Path = out_option("Checkpoint artifact to write."),
+    captions: CaptionsOpt = None, out: Path = out_option("Checkpoint artifact to write."),
     model: ModelOpt = "mltk-tiny", recipe: RecipeOpt = None, steps: StepsOpt = None, batch_size: BatchOpt = None,
     lr: LrOpt = None, weight_decay: WeightDecayOpt = None, eval_every: EvalEveryOpt = None, seed: SeedOpt = 0,
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
