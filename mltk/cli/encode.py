@@ -44,10 +44,7 @@ def encode_images_command(
     image_map: Optional[Path] = typer.Option(
         None, "--image-map", help="File of image_id<TAB>path lines (or Parquet with image_id, path) giving the "
         "file of each image id; it wins over the source's paths."),
-    device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "auto",
-    seed: SeedOpt = 0,
-    as_json: JsonOpt = False,
+    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0, as_json: JsonOpt = False,
 ) -> None:
     """Encode images with a frozen CLIP image tower into L2-normalised, sharded, resumable embeddings.
 

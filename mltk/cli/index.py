@@ -10,7 +10,7 @@ import typer
 
 from mltk.cli.application import HELP_SETTINGS
 from mltk.cli.common import artifact_role, either, emit, examples, hidden_alias, out_option, resolve_input, split_list
-from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, SeedOpt
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, PretrainedOpt, SeedOpt
 from mltk.core.errors import ConfigError
 
 index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True,
@@ -59,45 +59,25 @@ def query(
     model: Optional[str] = typer.Option(
         None, "--model", "-m", help="Checkpoint (MLA, train-continual, a whole CLIP) or open_clip name for text "
         "queries."),
-    pretrained: Optional[str] = typer.Option(
-        None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
+    pretrained: PretrainedOpt = None,
     k: int = typer.Option(10, "--k", help="Results per query."),
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
-    device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
 ) -> None:
     """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}.
 
     Queries are image vectors (--images or --vectors) or texts (--text / --text-file with --model and --lang;
     the query id is the text)."""
-    from mltk.index import (open_index, query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
-                            read_query_lines, write_contact_sheet)
     from mltk.core.runtime import log
+    from mltk.index import open_index, write_contact_sheet
 
-    image_emb = either(images, image_emb, "--images", "--image-emb")
-    if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
-        raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "
-                          "--contact-sheet draws are --image-source")
-
-    texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
-    if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
-        raise ConfigError("give exactly one kind of query: --images, --vectors, or --text/--text-file")
-    if texts and model is None:
-        raise ConfigError("text queries need --model (the checkpoint that encodes them)")
-    if model is not None and not texts:
-        raise ConfigError("--model encodes text queries; give --text or --text-file")
     if contact_sheet is not None and image_source is None:
         raise ConfigError("--contact-sheet needs --image-source (the images artifact to draw from)")
+    query_ids, query_matrix = _query_vectors(either(images, image_emb, "--images", "--image-emb"), ids, vectors,
+                                             text, text_file, lang, model, pretrained, device, precision)
     opened = open_index(resolve_input(index, what="index"))
-    if texts:
-        query_ids, query_matrix = query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device,
-                                                           precision=precision)
-    elif image_emb is not None:
-        query_ids, query_matrix = query_vectors_from_embeddings(image_emb, list(split_list(ids)))
-    else:
-        query_ids, query_matrix = query_vectors_from_npy(vectors)
     results = opened.search(query_matrix, k)
     for query_id, (result_ids, scores) in zip(query_ids, results):
         typer.echo(json.dumps({"query": query_id,
@@ -106,6 +86,30 @@ def query(
     if contact_sheet is not None:
         sheet = write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened)
         log(f"contact sheet written to {sheet}")
+
+
+def _query_vectors(image_emb: Path | None, ids: List[str], vectors: Path | None, text: List[str],
+                   text_file: Path | None, lang: str, model: str | None, pretrained: str | None, device: str,
+                   precision: str):
+    """The query ids and vectors of exactly one kind of query: image embeddings, a .npy file or texts."""
+    from mltk.index import (query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
+                            read_query_lines)
+
+    if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
+        raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "
+                          "--contact-sheet draws are --image-source")
+    texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
+    if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
+        raise ConfigError("give exactly one kind of query: --images, --vectors, or --text/--text-file")
+    if texts and model is None:
+        raise ConfigError("text queries need --model (the checkpoint that encodes them)")
+    if model is not None and not texts:
+        raise ConfigError("--model encodes text queries; give --text or --text-file")
+    if texts:
+        return query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device, precision=precision)
+    if image_emb is not None:
+        return query_vectors_from_embeddings(image_emb, list(split_list(ids)))
+    return query_vectors_from_npy(vectors)
 
 
 def register(app: typer.Typer) -> None:
