@@ -452,7 +452,7 @@ def test_bad_options_are_one_line_errors(world, tmp_path):
     shutil.copytree(world["vocab"]["de"].path, vocab_dir / "en")  # the de chain where en alone is expected
     result = runner.invoke(app, base + ["--vocab-dir", str(vocab_dir), "--cache-dir", str(world["root"] / "cache")])
     last = result.stderr.strip().splitlines()[-1]
-    assert result.exit_code == 2 and last.startswith("mltk: error:") and "task chain en,de, not en" in last
+    assert result.exit_code == 2 and last.startswith("mltk train-continual: error:") and "task chain en,de, not en" in last
 
 
 @pytest.mark.parametrize("method", ["cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt",

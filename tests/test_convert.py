@@ -257,7 +257,7 @@ def _import_fails(path: Path, out: Path, *extra: str) -> str:
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mltk: error: ")
+    assert len(lines) == 1 and lines[0].startswith("mltk import-mla: error: ")
     assert not out.exists()  # nothing written
     return lines[0]
 

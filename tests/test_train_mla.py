@@ -209,10 +209,10 @@ def test_le_temperature_is_fixed_at_a_number_or_at_the_base_clips_own(world, tmp
             "--tokenizer", str(world["vocab"]), "--lang", "de", "--steps", "2", "--batch-size", "8", "--device", "cpu"]
     result = runner.invoke(app, base + ["--temperature", "warm", "--out", str(tmp_path / "a")])
     assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
-        "mltk: error: --temperature must be a number or 'clip', got 'warm'"]
+        "mltk train-le: error: --temperature must be a number or 'clip', got 'warm'"]
     result = runner.invoke(app, base + ["--temperature", "0", "--out", str(tmp_path / "z")])
     assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
-        "mltk: error: --temperature must be positive or 'clip', got 0.0"]  # refused before anything is loaded
+        "mltk train-le: error: --temperature must be positive or 'clip', got 0.0"]  # refused before anything is loaded
     result = runner.invoke(app, base + ["--temperature", "clip", "--out", str(tmp_path / "b")])
     assert result.exit_code == 0, result.stderr
     assert f"LE temperature {own:.4g}" in result.stderr

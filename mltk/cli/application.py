@@ -30,6 +30,8 @@ COMMAND_MODULES = {
     "pretrain": "mltk.cli.pretrain",
     "encode-images": "mltk.cli.encode",
     "encode-texts": "mltk.cli.encode_texts",
+    "synth-videos": "mltk.cli.video",
+    "encode-videos": "mltk.cli.video",
     "train-nlt": "mltk.cli.train",
     "train-le": "mltk.cli.train",
     "train-nlt-le": "mltk.cli.train",
@@ -40,7 +42,9 @@ COMMAND_MODULES = {
     "index": "mltk.cli.index",
     "evaluate": "mltk.cli.evaluate",
     "evaluate-continual": "mltk.cli.evaluate",
+    "classify": "mltk.cli.classify",
     "inspect": "mltk.cli.inspect",
+    "prune": "mltk.cli.prune",
 }
 
 
@@ -66,7 +70,7 @@ class MltkGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except MltkError as exc:
-            _report(exc, f"mltk: error: {exc}")
+            _report(exc, f"{_speaker(ctx)}: error: {exc}")
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             typer.echo("mltk: interrupted", err=True)
@@ -74,12 +78,18 @@ class MltkGroup(TyperGroup):
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             if _from_cli_framework(exc):
                 if _is_usage_error(exc):  # one line, like every other bad input (not click's usage box)
-                    name = ctx.invoked_subcommand or ctx.info_name
-                    _report(exc, f"mltk {name}: error: {exc.format_message()} (see --help)")
+                    _report(exc, f"{_speaker(ctx)}: error: {exc.format_message()} (see --help)")
                     ctx.exit(2)
                 raise  # --help, exits
-            _report(exc, f"mltk: internal error: {type(exc).__name__}: {exc} (set MLTK_DEBUG=1 for a traceback)")
+            _report(exc, f"{_speaker(ctx)}: internal error: {type(exc).__name__}: {exc} "
+                         "(set MLTK_DEBUG=1 for a traceback)")
             ctx.exit(1)
+
+
+def _speaker(ctx) -> str:
+    """Who speaks in an error line: ``mltk train-le`` (the command, so that in a failed pipe the user can tell which
+    stage failed), or ``mltk`` before a command is known."""
+    return f"mltk {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "mltk"
 
 
 def _from_cli_framework(exc: BaseException) -> bool:

@@ -179,6 +179,9 @@ def _path_from_stdin(stdin, what: str, required: bool) -> Path | None:
     if not text:
         if not required:
             return None
+        if _is_pipe(stdin):
+            raise ArtifactError(f"the previous stage of the pipe wrote nothing (it failed; see its error above); "
+                                f"expected the path of an artifact ({what})", "<stdin>")
         raise ArtifactError(f"empty stdin; expected the path of an artifact ({what})", "<stdin>")
     line = text.splitlines()[-1].strip()
     if line.startswith("{"):
@@ -225,6 +228,22 @@ def artifact_role(path: Path) -> str | None:
     return "text-embeddings" if "text" in str(stage) else "image-embeddings"
 
 
+class RoutedInputs(dict):
+    """``route_input``'s result: role -> path, and whether stdin was a pipe that carried nothing (the stage before
+    it in a shell pipe failed), so that a missing input can say so instead of asking for a pipe that was given."""
+
+    def __init__(self, routed: dict, empty_pipe: bool = False):
+        super().__init__(routed)
+        self.empty_pipe = empty_pipe
+
+
+def _is_pipe(stdin) -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(stdin.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def route_input(value: str | None, slots: dict[str, Any], *, default: str, options: dict[str, str],
                 stdin=None, wanting: Iterable[str] | None = None) -> dict[str, Path | None]:
     """Put a stage's positional input (a path, ``-``, or a path piped on stdin) into the slot of its kind.
@@ -245,7 +264,7 @@ def route_input(value: str | None, slots: dict[str, Any], *, default: str, optio
             return routed
         path = _path_from_stdin(stdin, kinds, required=False)
         if path is None:
-            return routed
+            return RoutedInputs(routed, empty_pipe=_is_pipe(stdin))
         source = "<stdin>"
     elif value == "-":
         path, source = _path_from_stdin(stdin, kinds, required=True), "<stdin>"
@@ -270,6 +289,9 @@ def require(routed: dict[str, Path | None], role: str, option: str) -> Path:
     """The routed input of ``role``; a one-line usage error when neither the positional, stdin nor ``option``
     gave it."""
     if routed.get(role) is None:
+        if getattr(routed, "empty_pipe", False):
+            raise ConfigError(f"no {role.replace('-', ' ')} given: the previous stage of the pipe wrote nothing on "
+                              f"stdin (it failed; see its error above), and {option} was not given")
         raise ConfigError(f"no {role.replace('-', ' ')} given (pass it as the positional path, pipe it on stdin, "
                           f"or use {option})")
     return routed[role]

@@ -55,7 +55,7 @@ def synth_data(
 
 def import_data(
     fmt: str = typer.Argument(..., metavar="FORMAT", help="multi30k, coco-karpathy, xtd10, crossmodal3600, "
-                              "xflickrco, cc or lines."),
+                              "xflickrco, cc, msrvtt or lines."),
     src: List[Path] = typer.Argument(..., metavar="SRC...", help="The dataset as downloaded: the Multi30K folder, "
                                      "dataset_coco.json, the XTD10 folder, captions.jsonl, the xFlickr&CO "
                                      "annotations folder (or one SPLIT.jsonl), a Conceptual Captions TSV; for "

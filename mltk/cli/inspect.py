@@ -22,7 +22,7 @@ def inspect(
     size and sha256, and decodes (unless --quick); exit 2 naming the first file that does not. Inputs that changed
     since the artifact was made are reported (it was made from something that is no longer there)."""
     from mltk import artifacts
-    from mltk.core.runtime import console
+    from mltk.core.runtime import log
 
     resolved = resolve_input(path, what="artifact").resolve()
     report = artifacts.verify_artifact(resolved, decode=not quick)
@@ -32,14 +32,13 @@ def inspect(
                                "changed_inputs": report["changed_inputs"]}, ensure_ascii=False))
         return
     summary = {k: v for k, v in manifest.items() if k not in ("files", "inputs", "created_by", "shards", "checksums")}
-    console.print(f"[bold]{manifest['kind']}[/bold] artifact at {resolved}")
+    log(f"{manifest['kind']} artifact at {resolved}")
     for key, value in summary.items():
-        console.print(f"  {key}: {value}", markup=False)
-    console.print(f"  stage: {manifest['created_by'].get('stage')}  inputs: {len(manifest['inputs'])}", markup=False)
-    console.print(f"  verified: {report['verified']}", markup=False)
+        log(f"  {key}: {value}")
+    log(f"  stage: {manifest['created_by'].get('stage')}  inputs: {len(manifest['inputs'])}")
+    log(f"  verified: {report['verified']}")
     for entry in report["changed_inputs"]:
-        console.print(f"  warning: input {entry['path']} {entry['change']} since this artifact was made",
-                      markup=False)
+        log(f"  warning: input {entry['path']} {entry['change']} since this artifact was made")
     typer.echo(str(resolved))
 
 

@@ -25,7 +25,9 @@ console = Console(stderr=True, highlight=False)
 
 
 def log(message: str) -> None:
-    console.print(message, markup=False)
+    """One log line on stderr. Off a terminal (a log file, a pipe) rich would wrap at 80 columns and cut paths in
+    two; there a line stays one line."""
+    console.print(message, markup=False, soft_wrap=not console.is_terminal)
 
 
 @dataclass(frozen=True)

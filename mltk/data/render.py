@@ -117,12 +117,26 @@ def render_scene(scene: Scene, rng: np.random.Generator, size: int) -> np.ndarra
         centre = ((col + 0.5) * cell + rng.uniform(-slack, slack), (row + 0.5) * cell + rng.uniform(-slack, slack))
         rotation = math.radians(rng.uniform(-MAX_ROTATION_DEG, MAX_ROTATION_DEG))
         colour = np.clip(np.array(PALETTE[obj.colour]) + rng.integers(-15, 16, 3), 0, 255).astype(np.float32)
-        x0, y0 = max(int(centre[0] - radius) - 1, 0), max(int(centre[1] - radius) - 1, 0)
-        x1, y1 = min(int(math.ceil(centre[0] + radius)) + 1, size), min(int(math.ceil(centre[1] + radius)) + 1, size)
-        alpha = _object_mask(obj.shape, radius, rotation, centre, (x0, y0, x1, y1))[:, :, None]
-        patch = image[y0:y1, x0:x1]
-        image[y0:y1, x0:x1] = patch * (1 - alpha) + colour * alpha
-    image += rng.standard_normal(image.shape, dtype=np.float32) * np.float32(rng.uniform(2.0, 6.0))
+        paint_object(image, obj.shape, radius, rotation, centre, colour)
+    return add_noise(image, rng)
+
+
+def paint_object(image: np.ndarray, shape: str, radius: float, rotation: float, centre: tuple[float, float],
+                 colour: np.ndarray) -> None:
+    """Draw one anti-aliased shape into the float RGB ``image`` (size, size, 3), in place."""
+    size = image.shape[0]
+    x0, y0 = max(int(centre[0] - radius) - 1, 0), max(int(centre[1] - radius) - 1, 0)
+    x1, y1 = min(int(math.ceil(centre[0] + radius)) + 1, size), min(int(math.ceil(centre[1] + radius)) + 1, size)
+    if x1 <= x0 or y1 <= y0:
+        return
+    alpha = _object_mask(shape, radius, rotation, centre, (x0, y0, x1, y1))[:, :, None]
+    patch = image[y0:y1, x0:x1]
+    image[y0:y1, x0:x1] = patch * (1 - alpha) + colour * alpha
+
+
+def add_noise(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Pixel noise of a random strength, then rounding to uint8."""
+    image = image + rng.standard_normal(image.shape, dtype=np.float32) * np.float32(rng.uniform(2.0, 6.0))
     return np.clip(np.rint(image), 0, 255).astype(np.uint8)
 
 

@@ -35,7 +35,7 @@ from mltk.core import policy
 
 from mltk.artifacts import schema
 from mltk.core.errors import ConfigError
-from mltk.models.download import model_download
+from mltk.models.download import model_download, require_existing_if_local
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 open_clip.add_model_config(CONFIG_DIR)
@@ -63,6 +63,7 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
     """Build a CLIP (see the module docstring for what ``model`` and ``pretrained`` may be)."""
     if pretrained is None and artifacts.is_artifact(model):
         return _load_artifact(Path(model), device, freeze)
+    require_existing_if_local(model, "model")
     check_open_clip_name(model, pretrained)
     if pretrained and _is_torchscript(pretrained):
         if not policy.TRUST_TORCHSCRIPT.get():  # torch.jit.load (and open_clip's fallback) can run its code

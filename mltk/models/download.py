@@ -71,3 +71,28 @@ def download_message(model: str, chain: list[BaseException]) -> str:
         return (f"could not load model {model!r}: this machine is offline (no connection to the model hub: "
                 f"{first_line}); download it once online, or pass a local folder")
     return f"could not load model {model!r}: {first_line}"
+
+
+def looks_local(name: str | os.PathLike) -> bool:
+    """Whether a model or tokenizer name is spelled as a local path rather than a hub id (``org/name``).
+
+    A hub id has at most one ``/`` and no schema; a name that starts like a path (``/``, ``./``, ``../``, ``~``),
+    has two or more ``/``, ends with ``/``, or whose first part is a local folder (``runs/vocab`` beside ``runs/``)
+    is a path. Such a name that does not exist fails at once instead of costing a minute of hub retries.
+    """
+    text = os.fspath(name)
+    if ":" in text.split("/")[0]:  # hf-hub:org/repo, local-dir:/folder: the schema decides
+        return False
+    if text.startswith(("/", "./", "../", "~")) or text.endswith("/") or text.count("/") >= 2:
+        return True
+    head, _, rest = text.partition("/")
+    return bool(rest) and os.path.isdir(os.path.expanduser(head))
+
+
+def require_existing_if_local(name: str | os.PathLike, what: str) -> None:
+    """A ``ConfigError`` naming ``name`` when it is spelled as a local path that does not exist."""
+    if looks_local(name) and not os.path.exists(os.path.expanduser(os.fspath(name))):
+        from mltk.core.errors import ConfigError
+
+        raise ConfigError(f"{what} not found: no such file or directory (a local path, so it is not looked up on "
+                          f"the model hub)", os.fspath(name))

@@ -24,6 +24,7 @@ import torch.nn as nn
 
 from mltk import artifacts
 from mltk.core.errors import ConfigError
+from mltk.models.download import require_existing_if_local
 
 
 class NonNativeTokenizer(Protocol):
@@ -115,6 +116,7 @@ def load_non_native_tokenizer(source: str, tower=None) -> NonNativeTokenizer:
         return TowerTokenizer(tower)
     if artifacts.is_artifact(source):
         return VocabTokenizer(source)
+    require_existing_if_local(source, "tokenizer")
     return HFTokenizer(source)
 
 

@@ -24,6 +24,7 @@ import torch
 from mltk import artifacts
 from mltk.core.errors import ConfigError
 from mltk.models.clip import HUB_PREFIXES, ClipBundle, has_hf_text_tower, is_hf_model_folder, load_clip
+from mltk.models.download import require_existing_if_local
 from mltk.models.text import OpenClipTextTower, TextTower
 
 
@@ -118,6 +119,7 @@ def names_hf_tower(model: str) -> bool:
 
 def load_text_base(model: str, pretrained: str | None = None, device: str | torch.device = "cpu") -> TextBase:
     """The frozen text tower ``model`` names (with its CLIP, if any), from the first loader that reads it."""
+    require_existing_if_local(model, "model")
     for loader in TEXT_TOWER_LOADERS.values():
         base = loader(str(model), pretrained, torch.device(device))
         if base is not None:

@@ -379,7 +379,8 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     refuse_text_only_tower("train-ccrk", config.model, config.init)
     require_weights(config.model, config.pretrained, config.init, "train-ccrk")
     check_image_embeddings(config.images, config.model, config.pretrained, config.init)
-    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
+    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
+                         config.split, config.val_split)
     runtime, captions = inputs.runtime, inputs.captions
     image_vectors = inputs.unit_image_vectors()  # [N, D]
     encoder, languages = ccrk_encoder(config, captions, runtime)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -87,14 +88,40 @@ class StageInputs:
         return F.normalize(torch.from_numpy(np.array(self.image_vectors, dtype=np.float32)), dim=-1)
 
 
+HELD_OUT_FRACTION = 0.05  # of the train images, as validation when the captions have no validation split
+
+
+def hold_out_validation(table: pa.Table, source: Path | str, split: str = "train", val_split: str = "val",
+                        fraction: float = HELD_OUT_FRACTION) -> pa.Table:
+    """The captions, with a validation split carved out of ``split`` when they have no ``val_split`` rows.
+
+    Whole images move (every caption and language of an image, so no translation of a validation sentence stays
+    in training), chosen by a hash of the image id: the same data always holds out the same images, whatever the
+    seed or row order. Says so on stderr; a table that has a validation split is returned as it is.
+    """
+    splits = table.column("split")
+    if pc.any(pc.equal(splits, val_split)).as_py() or not pc.any(pc.equal(splits, split)).as_py():
+        return table
+    train_images = sorted(set(table.filter(pc.equal(splits, split)).column("image_id").to_pylist()))
+    if len(train_images) < 2:
+        return table
+    by_hash = sorted(train_images, key=lambda image: hashlib.sha256(str(image).encode()).hexdigest())
+    held = set(by_hash[:max(1, round(fraction * len(train_images)))])
+    moved = pc.and_(pc.equal(splits, split), pc.is_in(table.column("image_id"), pa.array(sorted(held))))
+    log(f"{source}: no {val_split!r} split; holding out {len(held)} of {len(train_images)} {split} images "
+        f"({fraction:.0%}, chosen by image id) as validation")
+    new_splits = pc.if_else(moved, pa.scalar(val_split, splits.type), splits)
+    return table.set_column(table.schema.get_field_index("split"), "split", new_splits)
+
+
 def load_inputs(device: str, precision: str, seed: int, captions: Path,
-                image_embeddings: Path | None = None) -> StageInputs:
-    """Resolve the runtime (joining torchrun when launched by it), seed every generator, read the captions and the
-    image embeddings."""
+                image_embeddings: Path | None = None, split: str = "train", val_split: str = "val") -> StageInputs:
+    """Resolve the runtime (joining torchrun when launched by it), seed every generator, read the captions (with a
+    validation slice held out of ``split`` when there is no ``val_split``) and the image embeddings."""
     runtime = resolve_runtime(device, precision)
     init_from_env(runtime)
     seed_everything(seed)
-    inputs = StageInputs(runtime, artifacts.load_captions(captions))
+    inputs = StageInputs(runtime, hold_out_validation(artifacts.load_captions(captions), captions, split, val_split))
     if image_embeddings is not None:
         table, vectors = artifacts.load_embeddings(image_embeddings)
         inputs.image_table, inputs.image_vectors = table, np.asarray(vectors, dtype=np.float32)

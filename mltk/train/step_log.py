@@ -87,7 +87,9 @@ def step_logging(log_every: int | None = None, tensorboard: Path | None = None) 
     if log_every is not None and log_every < 1:
         raise ConfigError(f"--log-every must be at least 1, got {log_every}")
     if tensorboard is not None and not tensorboard_available():
-        raise ConfigError("--tensorboard needs the tensorboard package (pip install 'mltk[tensorboard]')")
+        # not 'mltk[tensorboard]': the name mltk on the public package index is another project
+        raise ConfigError("--tensorboard needs the tensorboard package (pip install 'tensorboard>=2.12', or "
+                          "pip install -e '.[tensorboard]' in the mltk checkout)")
     options = StepLogOptions(log_every, Path(tensorboard) if tensorboard is not None else None)
     token = _OPTIONS.set(options)
     try:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mltk.models.download import looks_local
+
 from mltk.core.errors import ConfigError
 
 FAMILIES = ("auto", "marian", "m2m100", "nllb", "seq2seq")
@@ -71,7 +73,7 @@ def fill_model_name(template: str, source_lang: str, target_lang: str) -> str:
 
 def is_local_model(name: str) -> bool:
     """A local directory (or something spelled like a path) rather than a Hugging Face Hub id."""
-    return Path(name).expanduser().exists() or name.startswith(("/", "./", "../", "~"))
+    return Path(name).expanduser().exists() or looks_local(name)
 
 
 def detect_family(name: str) -> str:

@@ -9,6 +9,7 @@ reference); ``import_dataset`` writes ``DIR/captions`` and ``DIR/images``. The f
 - ``crossmodal3600`` (``.crossmodal3600``): ``captions.jsonl``; languages independent.
 - ``xflickrco`` (``.xflickrco``): IGLUE ``LANG/SPLIT.jsonl``; the machine-translated folder is labelled ``en``.
 - ``cc`` (``.cc``): ``caption<TAB>url`` TSV, both columns checked.
+- ``msrvtt`` (``.msrvtt``): ``MSRVTT_data.json`` and ``translations/LANG.json`` (shared ``sen_id``); videos by id.
 - ``lines`` (``.lines``): plain caption files aligned with an image list, for any language.
 
 Image ids are canonical (``mltk.data.importers.image_ids``): ``coco:000000391895``, ``flickr30k:1000092795``,
@@ -36,6 +37,7 @@ from mltk.data.importers.crossmodal3600 import import_crossmodal3600
 from mltk.data.importers.image_ids import canonical_image_id
 from mltk.data.importers.lines import import_lines
 from mltk.data.importers.merge import merge_captions
+from mltk.data.importers.msrvtt import import_msrvtt
 from mltk.data.importers.multi30k import import_multi30k, multi30k_split_name
 from mltk.data.importers.xflickrco import import_xflickrco
 from mltk.data.importers.xtd10 import import_xtd10
@@ -57,6 +59,7 @@ FORMATS: dict[str, Importer] = {
     "crossmodal3600": import_crossmodal3600,
     "xflickrco": import_xflickrco,
     "cc": import_cc,
+    "msrvtt": import_msrvtt,
     "lines": import_lines,  # takes several files
 }
 MULTI_FILE_FORMATS = frozenset({"lines"})

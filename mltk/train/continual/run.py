@@ -97,7 +97,8 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     config.check()
     require_weights(config.model, config.pretrained, None, "train-continual")
     check_image_embeddings(config.images, config.model, config.pretrained)
-    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images)
+    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
+                         config.split, config.val_split)
     runtime, captions, image_table, image_vectors = inputs.runtime, inputs.captions, inputs.image_table, \
         inputs.image_vectors
     order = task_order(config, captions)
