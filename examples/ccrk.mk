@@ -36,15 +36,16 @@ seed_suffix = $(if $(filter 0,$(1)),,-s$(1))
 
 # $(call evaluate_rule,OUT,MODEL): test-split recall in the six languages through MODEL, plus MRV.
 define evaluate_rule
-$(1)/manifest.json: $(2)/manifest.json $(BASE)/img/manifest.json | $(TOOL)
+$(1)/manifest.json: $(2)/manifest.json $(BASE)/img/manifest.json $(call settings,$(1),CCRK_LANGS) | $(TOOL)
 	$(MLTK) evaluate --images $(BASE)/img --model $(2) --captions $(BASE)/world/captions --split test \
 	  --lang $(CCRK_LANGS) --metric mrv --out $(1)
 endef
 
 # The starting points (shared by every seed).
-$(RUN)/world-mt/captions/manifest.json: | $(TOOL)
+$(RUN)/world-mt/captions/manifest.json: $(call settings,$(RUN)/world-mt,TRAIN MT_ERRORS) | $(TOOL)
 	$(MLTK) synth-data --train $(TRAIN) --mt-errors $(MT_ERRORS) --out $(RUN)/world-mt
-$(RUN)/cll/manifest.json: $(BASE)/img/manifest.json $(BASE)/native/manifest.json | $(TOOL)
+$(RUN)/cll/manifest.json: $(BASE)/img/manifest.json $(BASE)/native/manifest.json \
+  $(call settings,$(RUN)/cll,CCRK_LANGS) | $(TOOL)
 	$(MLTK) train-continual $(BASE)/img --captions $(BASE)/world/captions --model $(BASE)/native \
 	  --lang $(CCRK_LANGS) --vocab-size 2000 --epochs 5 --lr 2e-3 --seed 0 --out $(RUN)/cll
 $(eval $(call evaluate_rule,$(RUN)/m-nlt,$(BASE)/nlt))
@@ -68,7 +69,8 @@ LABEL_4 = ,CLL-CLIP (start)
 
 # $(call train_rule,PART,SEED,LOSS): one train-ccrk run on BASE's images and its metrics.
 define train_rule
-$(RUN)/$(START_$(1))-$(3)$(call seed_suffix,$(2))/manifest.json: $(BASE)/img/manifest.json $(PART_$(1)_NEEDS) | $(TOOL)
+$(RUN)/$(START_$(1))-$(3)$(call seed_suffix,$(2))/manifest.json: $(BASE)/img/manifest.json $(PART_$(1)_NEEDS) \
+  $(call settings,$(RUN)/$(START_$(1))-$(3)$(call seed_suffix,$(2)),CCRK_LANGS PART_$(1)_ARGS) | $(TOOL)
 	$(MLTK) train-ccrk $(BASE)/img --captions $(PART_$(1)_ARGS) --lang $(CCRK_LANGS) --loss $(3) --batch-size 64 \
 	  --val-images 250 --seed $(2) --out $(RUN)/$(START_$(1))-$(3)$(call seed_suffix,$(2))
 $(call evaluate_rule,$(RUN)/m-$(START_$(1))-$(3)$(call seed_suffix,$(2)),$(RUN)/$(START_$(1))-$(3)$(call seed_suffix,$(2)))
@@ -77,10 +79,12 @@ endef
 # $(call compare_rule,PART,SEED): the three losses side by side over six languages (with the start as a
 # reference where there is one), then over the five non-English ones.
 define compare_rule
-$(RUN)/compare-$(START_$(1))$(call seed_suffix,$(2))/manifest.json: $(foreach l,$(LOSSES),$(RUN)/m-$(START_$(1))-$(l)$(call seed_suffix,$(2))/manifest.json) $(if $(REFERENCE_$(1)),$(REFERENCE_$(1))/manifest.json) | $(TOOL)
+$(RUN)/compare-$(START_$(1))$(call seed_suffix,$(2))/manifest.json: $(foreach l,$(LOSSES),$(RUN)/m-$(START_$(1))-$(l)$(call seed_suffix,$(2))/manifest.json) $(if $(REFERENCE_$(1)),$(REFERENCE_$(1))/manifest.json) \
+  $(call settings,$(RUN)/compare-$(START_$(1))$(call seed_suffix,$(2)),NAMES LABEL_$(1)) | $(TOOL)
 	$(MLTK) compare $(foreach l,$(LOSSES),$(RUN)/m-$(START_$(1))-$(l)$(call seed_suffix,$(2))) $(REFERENCE_$(1)) \
 	  --name "$(NAMES)$(LABEL_$(1))" --format markdown --out $$(@D)
-$(RUN)/compare-$(START_$(1))-trained$(call seed_suffix,$(2))/manifest.json: $(foreach l,$(LOSSES),$(RUN)/m-$(START_$(1))-$(l)$(call seed_suffix,$(2))/manifest.json) | $(TOOL)
+$(RUN)/compare-$(START_$(1))-trained$(call seed_suffix,$(2))/manifest.json: $(foreach l,$(LOSSES),$(RUN)/m-$(START_$(1))-$(l)$(call seed_suffix,$(2))/manifest.json) \
+  $(call settings,$(RUN)/compare-$(START_$(1))-trained$(call seed_suffix,$(2)),NAMES CCRK_LANGS) | $(TOOL)
 	$(MLTK) compare $(foreach l,$(LOSSES),$(RUN)/m-$(START_$(1))-$(l)$(call seed_suffix,$(2))) --name "$(NAMES)" \
 	  --lang $(CCRK_LANGS:en,%=%) --format markdown --out $$(@D)
 endef
@@ -90,7 +94,7 @@ $(foreach p,$(PARTS),$(foreach s,$(SEEDS),$(foreach l,$(LOSSES),$(eval $(call tr
 
 COMPARISONS = $(foreach p,$(PARTS),$(foreach s,$(SEEDS),$(RUN)/compare-$(START_$(p))$(call seed_suffix,$(s))/manifest.json \
   $(RUN)/compare-$(START_$(p))-trained$(call seed_suffix,$(s))/manifest.json))
-$(RUN)/summary.md: $(COMPARISONS) $(EXAMPLES)summarize.py
+$(RUN)/summary.md: $(COMPARISONS) $(EXAMPLES)summarize.py $(call settings,$(RUN)/summary.md,PARTS SEEDS)
 	$(PYTHON) $(EXAMPLES)summarize.py ccrk $(RUN) "$(PARTS)" $(SEEDS) > $@.tmp && mv $@.tmp $@
 summary: $(RUN)/summary.md
 	@cat $<

@@ -24,7 +24,8 @@ $(VENV)/bin/mltk: pyproject.toml
 # $(call vocab_chain,RUN,WORLD_CAPTIONS,LANGS,SIZE): one BPE vocabulary per language, each grown from the one
 # before (V_t = V_{t-1} ∪ V̂_t), as RUN/vocab/LANG/manifest.json; the last one is the tokenizer of every language.
 define vocab_rule
-$(1)/vocab/$(3)/manifest.json: $(2)/manifest.json $(if $(4),$(1)/vocab/$(4)/manifest.json) | $(TOOL)
+$(1)/vocab/$(3)/manifest.json: $(2)/manifest.json $(if $(4),$(1)/vocab/$(4)/manifest.json) \
+  $(call settings,$(1)/vocab/$(3),size=$(5) parent=$(4)) | $(TOOL)
 	$(MLTK) build-vocab $(2) --lang $(3) --size $(5) $(if $(4),--parent $(1)/vocab/$(4)) --out $(1)/vocab/$(3)
 endef
 define vocab_chain_from
@@ -36,15 +37,36 @@ vocab_chain = $(call vocab_chain_from,$(1),$(2),$(call commas_to_spaces,$(3)),,$
 # real-data examples read: image lists, and the lines of English and each language.
 multi30k_files = $(foreach s,train val test_2016_flickr,$(1)/image_splits/$(s).txt $(foreach l,en $(2),$(1)/raw/$(s).$(l)))
 
-# $(call content_stamp,STAMP,FILES): STAMP holds the sha256 of FILES and is rewritten only when their bytes change,
-# so what depends on STAMP rebuilds when the data changes, not when the same data is copied or provisioned again
-# with new times. The first STAMP is dated 1970, so runs made before it existed are not rebuilt for it. Marked +
-# so that `make -n` and `make -q` run it too (it only reads FILES and writes STAMP).
+# Stamps: a file rewritten only when its content changes, so what depends on it rebuilds when that content
+# changes, not on every run. The first one is dated 1970, so runs made before it existed are not rebuilt for it.
+# The rule is marked + so that `make -n` and `make -q` run it too (it only writes the stamp). $(update_stamp) is
+# the shell that moves $@.tmp over $@ when they differ.
+update_stamp = if [ ! -e $@ ]; then touch -d @0 $@.tmp && mv $@.tmp $@; \
+  elif cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
+# $(call content_stamp,STAMP,FILES): STAMP holds the sha256 of FILES, so what depends on it rebuilds when the data
+# changes, not when the same data is copied or provisioned again with new times.
 define content_stamp
 $(1): FORCE
-	+@mkdir -p $$(@D) && sha256sum $(2) > $$@.tmp && \
-	  if [ ! -e $$@ ]; then touch -d @0 $$@.tmp && mv $$@.tmp $$@; \
-	  elif cmp -s $$@.tmp $$@; then rm $$@.tmp; else mv $$@.tmp $$@; fi
+	+@mkdir -p $$(@D) && sha256sum $(2) > $$@.tmp && $$(update_stamp)
 endef
+
+# $(call settings,ARTIFACT,VARIABLES): a stage's settings stamp, ARTIFACT's folder/.settings/ARTIFACT's name,
+# holding NAME=value of each make variable the stage's command uses (a word with = in it is written as it is), so a
+# target that lists it among its prerequisites rebuilds, with its dependants, when one of those variables changes:
+# `make NLT_STEPS=12` after a run with 10 trains again. Expands to the stamp's path after defining its rule.
+quote = '$(subst ','\'',$(1))'
+settings_text = $(foreach v,$(1),$(call quote,$(if $(findstring =,$(v)),$(v),$(v)=$($(v)))))
+stamp_of = $(dir $(1)).settings/$(notdir $(1))
+define settings_rule
+$(1): FORCE
+	+@mkdir -p $$(@D) && printf '%s\n' $(2) > $$@.tmp && $$(update_stamp)
+endef
+settings = $(eval $(call settings_rule,$(call stamp_of,$(1)),$(call settings_text,$(2))))$(call stamp_of,$(1))
+
+# make reruns a stage only when its inputs or settings changed, so the artifact it replaces is out of date: let
+# mltk replace it (mltk refuses an artifact made with other settings or inputs unless --overwrite).
+export MLTK_OVERWRITE := 1
+
 .PHONY: FORCE
 FORCE:

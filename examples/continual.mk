@@ -29,9 +29,10 @@ VARIANTS ?= plain teir-init-only teir-reg-only teir
 .PHONY: summary
 .DELETE_ON_ERROR:
 
-$(RUN)/world/captions/manifest.json: | $(TOOL)
+$(RUN)/world/captions/manifest.json: $(call settings,$(RUN)/world,TEST) | $(TOOL)
 	$(MLTK) synth-data --test $(TEST) --out $(RUN)/world
-$(RUN)/native/manifest.json: $(RUN)/world/captions/manifest.json | $(TOOL)
+$(RUN)/native/manifest.json: $(RUN)/world/captions/manifest.json $(call settings,$(RUN)/native,PRETRAIN_STEPS) \
+  | $(TOOL)
 	$(MLTK) pretrain $(RUN)/world/images --captions $(RUN)/world/captions --steps $(PRETRAIN_STEPS) --out $(RUN)/native
 $(RUN)/img/manifest.json: $(RUN)/native/manifest.json | $(TOOL)
 	$(MLTK) encode-images $(RUN)/world/images --model $(RUN)/native --out $(RUN)/img
@@ -42,7 +43,8 @@ VOCABS = $(foreach lang,$(call commas_to_spaces,$(LANGS)),$(RUN)/vocab/$(lang)/m
 
 # $(call run_rule,SEED,VARIANT): one train-continual run; its final AR and F (--json) in RUN/seedS/cll-V.json.
 define run_rule
-$(RUN)/seed$(1)/cll-$(2).json: $(RUN)/img/manifest.json $(VOCABS) | $(TOOL)
+$(RUN)/seed$(1)/cll-$(2).json: $(RUN)/img/manifest.json $(VOCABS) \
+  $(call settings,$(RUN)/seed$(1)/cll-$(2),LANGS EPOCHS LR) | $(TOOL)
 	@mkdir -p $(RUN)/seed$(1)
 	$(MLTK) train-continual $(RUN)/img --captions $(RUN)/world/captions --model $(RUN)/native --lang $(LANGS) \
 	  --vocab-dir $(RUN)/vocab --epochs $(EPOCHS) --lr $(LR) --seed $(1) $(if $(filter plain,$(2)),,--$(2)) \
@@ -51,7 +53,8 @@ endef
 $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(eval $(call run_rule,$(s),$(v)))))
 
 # Final AR and F after the last task, mean ± sample std over the seeds, and the seeds that keep the paper's order.
-$(RUN)/summary.md: $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(RUN)/seed$(s)/cll-$(v).json)) $(EXAMPLES)summarize.py
+$(RUN)/summary.md: $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(RUN)/seed$(s)/cll-$(v).json)) $(EXAMPLES)summarize.py \
+  $(call settings,$(RUN)/summary.md,SEEDS VARIANTS)
 	$(PYTHON) $(EXAMPLES)summarize.py continual $(RUN) $(SEEDS) > $@.tmp && mv $@.tmp $@
 summary: $(RUN)/summary.md
 	@cat $<
@@ -61,20 +64,22 @@ METHODS ?= cll-clip oewc er der mla lora ptuning dualprompt codaprompt
 BASELINE_SEED ?= 0
 BASELINES = $(RUN)/baselines
 define baseline_rule
-$(BASELINES)/$(1)-$(2).json: $(RUN)/img/manifest.json $(VOCABS) | $(TOOL)
+$(BASELINES)/$(1)-$(2).json: $(RUN)/img/manifest.json $(VOCABS) \
+  $(call settings,$(BASELINES)/$(1)-$(2),LANGS EPOCHS LR BASELINE_SEED) | $(TOOL)
 	@mkdir -p $(BASELINES)
 	$(MLTK) train-continual $(RUN)/img --captions $(RUN)/world/captions --model $(RUN)/native --lang $(LANGS) \
 	  --vocab-dir $(RUN)/vocab --epochs $(EPOCHS) --lr $(LR) --seed $(BASELINE_SEED) --method $(1) \
 	  $(if $(filter teir,$(2)),--teir,) --out $(BASELINES)/$(1)-$(2) --json > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach m,$(METHODS),$(foreach v,plain teir,$(eval $(call baseline_rule,$(m),$(v)))))
-$(BASELINES)/joint.json: $(RUN)/img/manifest.json | $(TOOL)
+$(BASELINES)/joint.json: $(RUN)/img/manifest.json \
+  $(call settings,$(BASELINES)/joint,LANGS VOCAB_SIZE EPOCHS LR BASELINE_SEED) | $(TOOL)
 	@mkdir -p $(BASELINES)
 	$(MLTK) train-continual $(RUN)/img --captions $(RUN)/world/captions --model $(RUN)/native --lang $(LANGS) \
 	  --joint --vocab-size $(VOCAB_SIZE) --epochs $(EPOCHS) --lr $(LR) --seed $(BASELINE_SEED) \
 	  --out $(BASELINES)/joint --json > $@.tmp && mv $@.tmp $@
 $(RUN)/baselines.md: $(foreach m,$(METHODS),$(BASELINES)/$(m)-plain.json $(BASELINES)/$(m)-teir.json) \
-  $(BASELINES)/joint.json $(EXAMPLES)summarize.py
+  $(BASELINES)/joint.json $(EXAMPLES)summarize.py $(call settings,$(RUN)/baselines.md,METHODS)
 	$(PYTHON) $(EXAMPLES)summarize.py baselines $(BASELINES) $(METHODS) > $@.tmp && mv $@.tmp $@
 .PHONY: baselines
 baselines: $(RUN)/baselines.md

