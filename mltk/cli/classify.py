@@ -11,8 +11,8 @@ from mltk.cli.common import emit, examples, lang_option, out_option, require, ro
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 
 EXAMPLE = examples("mltk classify emb/img --classes world -m runs/mla -o runs/zero-shot",
-                   "mltk encode-images world/images -m runs/native -o emb | mltk classify --classes world "
-                   "-m runs/native -o zs")
+                   "mltk encode-images world/images -m runs/native -o emb \\",
+                   "  | mltk classify --classes world -m runs/native -o zs")
 
 
 def classify_command(

@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import typer
 
+from mltk.cli.options import (CacheDirOpt, DeviceOpt, JsonOpt, LogEveryOpt, PrecisionOpt, SeedOpt, TensorboardOpt,
+                              as_default)
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 
@@ -67,6 +69,12 @@ NON_CANONICAL = {
     "--caption": "--captions", "--text-emb": "--texts", "--batch": "--batch-size",
 }
 
+# The shared options in the older default style (``device: str = DeviceOption``), derived from the aliases of
+# mltk.cli.options, for command modules written before them; new commands use the aliases.
+DeviceOption, PrecisionOption = as_default(DeviceOpt, "auto"), as_default(PrecisionOpt, "auto")
+JsonOption, SeedOption = as_default(JsonOpt, False), as_default(SeedOpt, 0)
+LogEveryOption, TensorboardOption = as_default(LogEveryOpt, None), as_default(TensorboardOpt, None)
+CacheDirOption = as_default(CacheDirOpt, None)
 LIST_METAVAR = "A[,B...]"
 
 

@@ -11,6 +11,8 @@ Imported by ``mltk --help``: no torch, numpy or pyarrow here.
 
 from __future__ import annotations
 
+import copy
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -82,6 +84,13 @@ TensorboardOpt = Annotated[Optional[Path], typer.Option(
     "--tensorboard", help="Also write TensorBoard event files under this directory (needs the tensorboard extra).")]
 
 ALIASES = {name: value for name, value in dict(globals()).items() if name.endswith("Opt")}
+
+
+def as_default(alias: Any, default: Any) -> Any:
+    """``alias`` in the older default style (``as_json: bool = as_default(JsonOpt, False)``), derived from it."""
+    info = copy.copy(typing.get_args(alias)[1])
+    info.param_decls, info.default = (info.default, *info.param_decls), default  # Annotated keeps the names apart
+    return info
 
 
 def given(**values: Any) -> dict[str, Any]:

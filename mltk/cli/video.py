@@ -13,8 +13,8 @@ from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, SeedOpt
 
 SYNTH_EXAMPLE = examples("mltk synth-videos -o clips --lang en,de,fr")
 ENCODE_EXAMPLE = examples("mltk encode-videos clips/videos -m runs/native -o emb/clips",
-                          "mltk encode-videos MSRVTT/videos/all -m ViT-B-32-quickgelu --pretrained openai "
-                          "--frames 12 -o emb/msrvtt")
+                          "mltk encode-videos MSRVTT/videos/all -m ViT-B-32-quickgelu \\",
+                          "  --pretrained openai --frames 12 -o emb/msrvtt")
 
 
 def synth_videos(
