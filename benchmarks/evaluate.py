@@ -8,7 +8,7 @@ as embeddings artifacts; both sides start from those artifacts on disk):
   - reference: load the same artifacts, compute the full similarity matrix (the same torch product, so the same
     float32 scores), ``np.argsort`` every row (images x captions for image-to-text, then the transposed matrix,
     captions x images, for text-to-image) and find the ground truth's place in its sorted row (ties resolved the
-    same optimistic way, so the results can match).
+    same pessimistic way, so the results can match).
   Runs alternate (mltk, reference, mltk, ...); medians are reported, and the metrics must be identical. The
   float32 product alone is timed too: every exact method has to compute it, so reference / product bounds the
   speed-up any exact evaluation can reach on this machine. Then the real CLI is timed as a subprocess, with the
@@ -97,14 +97,16 @@ def reference_metrics(image_path: Path, text_path: Path) -> tuple[dict, dict]:
             continue
         order = np.argsort(-scores[row])                   # best first
         best = scores[row, own].max()
-        # position of the best own caption, ties with it resolved in its favour (mltk's documented rule)
-        i2t.append(int(np.searchsorted(-scores[row, order], -best, side="left")))
+        # position of the best own caption, other captions tying with it placed above it (mltk's pessimistic
+        # rule): every score >= best, less the own captions that reach it
+        own_at_best = int(np.count_nonzero(scores[row, own] == best))
+        i2t.append(int(np.searchsorted(-scores[row, order], -best, side="right")) - own_at_best)
     seconds["argsort i2t"], start = time.perf_counter() - start, time.perf_counter()
     columns = np.ascontiguousarray(scores.T)                # [M, N]
     t2i = []
     for caption, image in enumerate(owner):
         order = np.argsort(-columns[caption])
-        t2i.append(int(np.searchsorted(-columns[caption, order], -columns[caption, image], side="left")))
+        t2i.append(int(np.searchsorted(-columns[caption, order], -columns[caption, image], side="right")) - 1)
     seconds["transpose + argsort t2i"] = time.perf_counter() - start
     return {"i2t": summary(np.array(i2t)), "t2i": summary(np.array(t2i))}, seconds
 

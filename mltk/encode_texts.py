@@ -163,7 +163,7 @@ def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path
     from mltk.evaluate.stage import check_model_languages, load_model_encoder
     from mltk.core.runtime import resolve_runtime
 
-    captions = artifacts.load_captions(captions_path)
+    captions = artifacts.load_captions(captions_path, drop_empty=True)
     if splits:
         captions = captions.filter(pc.is_in(captions.column("split"), pa.array(list(splits), pa.string())))
     if languages:

@@ -298,21 +298,51 @@ def english_bridge_mse(text_features: torch.Tensor, english_index: int = 0,
 # Pairwise ranking hinge (VSE, MLMME, AME)
 # ----------------------------------------------------------------------------------------------------------------
 
+SIMILARITIES = ("cosine", "order")
+AME_MARGINS = {"cosine": 0.2, "order": 0.05}  # AME's margins: symmetric (cosine) 0.2, asymmetric (order) 0.05
+
+
+def order_violation_similarity(specific: torch.Tensor, general: torch.Tensor) -> torch.Tensor:
+    """Asymmetric order-violation similarity (Vendrov et al. 2016, "Order-Embeddings of Images and Language"; AME's
+    asymmetric similarity): ``S(a, b) = -||max(0, b - a)||^2``, zero when b lies below a in every coordinate
+    (``a`` the specific item, an image; ``b`` the general one, its caption), negative otherwise.
+
+    specific [B, D], general [M, D] -> [B, M], entry (i, j) = S(specific_i, general_j). The squared form of the
+    paper (VSE++'s code takes the square root; Vendrov also keeps embeddings non-negative with an absolute value,
+    which mltk leaves to the caller).
+    """
+    violation = (general.unsqueeze(0) - specific.unsqueeze(1)).clamp(min=0)  # [B, M, D]
+    return -violation.pow(2).sum(-1)
+
+
+def ranking_scores(image_features: torch.Tensor, text_features: torch.Tensor, similarity: str = "cosine"
+                   ) -> torch.Tensor:
+    """[B, D] x [B, D] -> [B, B] scores of ``pairwise_ranking_hinge``: dot products (cosine on normalised features)
+    or ``order_violation_similarity(image, text)``."""
+    if similarity == "cosine":
+        return image_features @ text_features.T
+    if similarity == "order":
+        return order_violation_similarity(image_features, text_features)
+    raise ConfigError(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {similarity!r}")
+
+
 def pairwise_ranking_hinge(image_features: torch.Tensor, text_features: torch.Tensor, margin: float = 0.2,
-                           max_violation: bool = False) -> torch.Tensor:
+                           max_violation: bool = False, similarity: str = "cosine") -> torch.Tensor:
     """Bidirectional pairwise ranking (hinge) loss over in-batch negatives (Kiros et al. 2014; VSE++).
 
-    With ``s(i, j) = <x_i, y_j>`` on L2-normalised features and pairs on the diagonal::
+    With ``s(i, j)`` the similarity of x_i and y_j (``similarity``: ``cosine``, ``<x_i, y_j>`` on L2-normalised
+    features; ``order``, AME's asymmetric ``-||max(0, y_j - x_i)||^2``) and pairs on the diagonal::
 
         loss = sum_i sum_{j != i} [margin - s(i,i) + s(i,j)]_+      (x_i against the wrong y_j)
              + sum_i sum_{j != i} [margin - s(i,i) + s(j,i)]_+      (y_i against the wrong x_j)
 
     A sum, not a mean, as VSE/VSE++/AME use it (so it grows with B^2; pick the learning rate with that in mind).
-    ``max_violation=True`` keeps only the hardest negative of each anchor (VSE++). Works for any two aligned sets
-    (image-sentence or sentence-sentence). x, y: [B, D]. Returns a scalar.
+    AME's margins: 0.2 with cosine, 0.05 with order (``AME_MARGINS``). ``max_violation=True`` keeps only the
+    hardest negative of each anchor (VSE++). Works for any two aligned sets (image-sentence or sentence-sentence).
+    x, y: [B, D]. Returns a scalar.
     """
     _check_pair(image_features, text_features, "image_features", "text_features")
-    scores = image_features @ text_features.T  # [B, B]
+    scores = ranking_scores(image_features, text_features, similarity)  # [B, B]
     positive = scores.diagonal()
     negatives = ~torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device)
     cost_text = ((margin - positive.unsqueeze(1) + scores).clamp(min=0) * negatives)  # row i: x_i vs y_j

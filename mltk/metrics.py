@@ -3,19 +3,22 @@
 Conventions (stated again in every metrics artifact, see ``SETTINGS``):
 
 - **Similarity** is the float32 dot product of the vectors as given (cosine for L2-normalised embeddings).
-- **Rank** of a ground truth (0-based) = the number of gallery items whose score is *strictly greater* than the
-  ground truth's score. Tie rule, *optimistic*: items that tie with the ground truth count in its favour (they do
-  not push it down). 1-based rank = 0-based rank + 1.
+- **Rank** of a ground truth (0-based) = the number of other gallery items whose score is *greater than or equal
+  to* the ground truth's score. Tie rule, *pessimistic*: items that tie with the ground truth count against it
+  (they are placed above it), so degenerate embeddings (all zero, all equal) rank every ground truth last
+  instead of first; the ground truths that tie with another candidate are counted (``tied``) and reported.
+  1-based rank = 0-based rank + 1.
 - **Image-to-text** has several ground truths per image (its captions in the language evaluated): the rank is
-  that of the best-ranked caption, i.e. the count of captions scoring strictly above the image's best caption
-  score, so a hit at K means *any* of its captions is in the top K. **Text-to-image** ranks each caption's one
-  image.
+  that of the best-ranked caption, i.e. the count of the other images' captions scoring at or above the image's
+  best caption score, so a hit at K means *any* of its captions is in the top K (its own captions never push
+  each other down). **Text-to-image** ranks each caption's one image.
 - Ranks are never obtained by sorting rows. Scores are computed in chunks of query rows (``chunk_mb`` bounds the
   chunk), and both directions are counted from the same chunk of the one similarity matrix, so the full N x M
   matrix is never held and each score is computed once. Every comparison uses scores produced by the same
   matrix product as the ground truth's own score, so the ground truth never outranks itself through rounding.
 
-Public functions: ``bidirectional_ranks`` and ``ranks_from_scores`` (rank helpers), ``recall_at_k``,
+Public functions: ``bidirectional_ranks`` (``rank_both_directions`` also gives the ties) and
+``ranks_from_scores`` (rank helpers), ``recall_at_k``,
 ``rank_summary``, ``average_recall``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV),
 ``continual_metrics``, and ``grouped_ranks`` (several positives per query, as in caption-to-caption retrieval by
 image); ``as_float32_tensor`` prepares vectors for them once.
@@ -26,6 +29,8 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +40,8 @@ from mltk.core.runtime import track
 DEFAULT_KS = (1, 5, 10)
 MRV_VARIANTS = ("paper", "code")
 
-TIE_RULE = "optimistic: gallery items whose score ties with the ground truth's count in its favour"
+TIE_RULE = ("pessimistic: gallery items (other than the query's own ground truths) whose score ties with the ground "
+            "truth's count against it (ranked above it); ties.* counts the ground truths that tie")
 RANK_BASE = ("median_rank and mean_rank are 1-based (a ground truth at the top has rank 1); MRV uses 0-based "
              "ranks (variance and standard deviation do not depend on the base)")
 
@@ -45,29 +51,41 @@ RANK_BASE = ("median_rank and mean_rank are 1-based (a ground truth at the top h
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def bidirectional_ranks(
-    left: np.ndarray | torch.Tensor,
-    right: np.ndarray | torch.Tensor,
-    right_to_left: Sequence[int] | np.ndarray,
-    *,
-    chunk_mb: float = 256,
-    device: str | torch.device = "cpu",
-    progress: str | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class RankResult:
+    """0-based ranks of the ground truths in both directions (pessimistic tie rule) and, for each, whether its
+    score ties with another candidate's (such a candidate is counted above it)."""
+
+    left: np.ndarray          # [N] int64, -1 for a left item that owns no right item
+    right: np.ndarray         # [M] int64
+    left_tied: np.ndarray     # [N] bool
+    right_tied: np.ndarray    # [M] bool
+
+
+def bidirectional_ranks(left: np.ndarray | torch.Tensor, right: np.ndarray | torch.Tensor,
+                        right_to_left: Sequence[int] | np.ndarray, **options: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(left_ranks [N], right_ranks [M])`` of ``rank_both_directions`` (same options: ``chunk_mb``, ``device``,
+    ``progress``), without the ties."""
+    result = rank_both_directions(left, right, right_to_left, **options)
+    return result.left, result.right
+
+
+def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | torch.Tensor,
+                         right_to_left: Sequence[int] | np.ndarray, *, chunk_mb: float = 256,
+                         device: str | torch.device = "cpu", progress: str | None = None) -> RankResult:
     """0-based ranks of the ground truths in both retrieval directions, from one chunked pass.
 
     ``left`` [N, d] are e.g. images, ``right`` [M, d] e.g. captions; ``right_to_left[j]`` is the index of the one
-    left item that right item j belongs to (a left item may own zero, one or many right items).
+    left item that right item j belongs to (a left item may own zero, one or many right items). With
+    S = left @ right.T and the pessimistic tie rule:
 
-    Returns ``(left_ranks [N], right_ranks [M])``, int64:
-
-    - ``left_ranks[i]`` = #{j : S[i, j] > max_{j' owned by i} S[i, j']}: the rank of i's best-ranked own right
-      item among all M right items (image-to-text); -1 when i owns none.
-    - ``right_ranks[j]`` = #{i : S[i, j] > S[owner(j), j]}: the rank of j's owner among all N left items
+    - ``left[i]`` = #{j not owned by i : S[i, j] >= max_{j' owned by i} S[i, j']}: the rank of i's best-ranked
+      own right item among all M right items (image-to-text); -1 when i owns none.
+    - ``right[j]`` = #{i != owner(j) : S[i, j] >= S[owner(j), j]}: the rank of j's owner among all N left items
       (text-to-image).
+    - ``*_tied``: some counted candidate scores exactly the ground truth's score.
 
-    with S = left @ right.T computed ``chunk`` rows at a time (a chunk of S takes at most ``chunk_mb`` MiB).
-    ``progress`` names a progress bar over the chunks (on stderr, shown on a terminal).
+    S is computed ``chunk`` rows at a time (at most ``chunk_mb`` MiB); ``progress`` names a progress bar.
 
     How the right direction stays exact in one pass: a right item's threshold S[owner(j), j] is needed before
     the chunks that precede its owner's chunk are counted. A cheap pre-pass computes those thresholds with small
@@ -82,11 +100,10 @@ def bidirectional_ranks(
     owner = torch.as_tensor(np.asarray(right_to_left, dtype=np.int64), device=device)  # [M]
     n_left, n_right = left_t.shape[0], right_t.shape[0]
     _check_rank_inputs(left_t, right_t, owner)
-    left_ranks = np.full(n_left, -1, dtype=np.int64)
-    right_ranks = np.zeros(n_right, dtype=np.int64)
+    left_ranks, left_above = np.full(n_left, -1, dtype=np.int64), np.full(n_left, -1, dtype=np.int64)
+    right_at_or_above, right_above = np.zeros(n_right, dtype=np.int64), np.zeros(n_right, dtype=np.int64)
     if n_left == 0 or n_right == 0:
-        return left_ranks, right_ranks
-
+        return RankResult(left_ranks, right_above, np.zeros(n_left, bool), np.zeros(n_right, bool))
     by_owner = torch.argsort(owner, stable=True)                        # right items grouped by owner
     owner_start = torch.searchsorted(owner[by_owner], torch.arange(n_left + 1, device=device))  # [N + 1]
     thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start)  # [M] S[owner(j), j]
@@ -104,30 +121,48 @@ def bidirectional_ranks(
         own_rows = owner[own] - start
         own_scores = scores[own_rows, own]
         mismatched[own] = own_scores != thresholds[own]
-        best = torch.full((stop - start,), -math.inf, device=device)     # best own score per left row
-        best.scatter_reduce_(0, own_rows, own_scores, reduce="amax")
-        left_ranks[start:stop] = _count_greater(scores, best[:, None], dim=1, mask=mask_buffer)
-        right_ranks += _count_greater(scores, thresholds[None, :], dim=0, mask=mask_buffer)
+        left_ranks[start:stop], left_above[start:stop] = _best_own_ranks(scores, own_rows, own_scores, mask_buffer)
+        above, at_or_above = _count_above(scores, thresholds[None, :], dim=0, mask=mask_buffer)
+        right_above += above
+        right_at_or_above += at_or_above
+    right_ranks = right_at_or_above - 1                                 # the owner's own score is not counted
     has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
     left_ranks[~has_own] = -1
     if bool(mismatched.any()):
         redo = torch.nonzero(mismatched).flatten()
-        right_ranks[redo.cpu().numpy()] = _single_owner_ranks(right_t[redo], left_t, owner[redo], chunk_mb)
-    return left_ranks, right_ranks
+        redo_np = redo.cpu().numpy()
+        right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(right_t[redo], left_t, owner[redo],
+                                                                         chunk_mb)
+    return RankResult(left_ranks, right_ranks, has_own & (left_ranks > left_above), right_ranks > right_above)
+
+
+def _best_own_ranks(scores: torch.Tensor, own_rows: torch.Tensor, own_scores: torch.Tensor,
+                    mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of a score chunk [c, M]: the count of items scoring at or above its best own item, less its
+    own items at that score (the pessimistic rank), and the count strictly above (the two differ on a tie)."""
+    best = torch.full((scores.shape[0],), -math.inf, device=scores.device)  # best own score per row
+    best.scatter_reduce_(0, own_rows, own_scores, reduce="amax")
+    own_at_best = torch.zeros(scores.shape[0], dtype=torch.int64, device=scores.device)
+    own_at_best.scatter_add_(0, own_rows, (own_scores == best[own_rows]).long())
+    above, at_or_above = _count_above(scores, best[:, None], dim=1, mask=mask)
+    return at_or_above - own_at_best.cpu().numpy(), above
 
 
 def ranks_from_scores(scores: np.ndarray | torch.Tensor, positives: Sequence[Iterable[int]]) -> np.ndarray:
     """0-based rank of the best-ranked positive in each row of a small, fully computed score matrix.
 
     ``scores`` [Q, G]; ``positives[q]`` the gallery indices that are correct for query q. Same counting and tie
-    rule as ``bidirectional_ranks`` (-1 for a query without positives). Meant for small matrices and tests.
+    rule as ``bidirectional_ranks``: the count of the other gallery items scoring at or above the best positive
+    (-1 for a query without positives). Meant for small matrices and tests.
     """
     scores = np.asarray(scores.cpu() if isinstance(scores, torch.Tensor) else scores, dtype=np.float32)
     ranks = np.full(scores.shape[0], -1, dtype=np.int64)
     for query, cols in enumerate(positives):
         cols = list(cols)
         if cols:
-            ranks[query] = int(np.count_nonzero(scores[query] > scores[query, cols].max()))
+            others = np.ones(scores.shape[1], dtype=bool)
+            others[cols] = False
+            ranks[query] = int(np.count_nonzero(scores[query, others] >= scores[query, cols].max()))
     return ranks
 
 
@@ -193,33 +228,39 @@ def _one_cpu_thread(device: torch.device):
 
 
 def _single_owner_ranks(queries: torch.Tensor, gallery: torch.Tensor, targets: torch.Tensor,
-                        chunk_mb: float) -> np.ndarray:
-    """Rank of ``gallery[targets[q]]`` for each query row, each row scored by one product (self-consistent)."""
-    ranks = np.empty(len(queries), dtype=np.int64)
+                        chunk_mb: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rank of ``gallery[targets[q]]`` for each query row (pessimistic ties) and the count of items strictly
+    above it, each row scored by one product (self-consistent)."""
+    ranks, above = np.empty(len(queries), dtype=np.int64), np.empty(len(queries), dtype=np.int64)
     rows = _rows_per_chunk(gallery.shape[0], chunk_mb)
     for start in range(0, len(queries), rows):
         stop = min(start + rows, len(queries))
         scores = torch.mm(queries[start:stop], gallery.T)                # [c, N]
         own = scores[torch.arange(stop - start, device=scores.device), targets[start:stop]]
-        ranks[start:stop] = _count_greater(scores, own[:, None], dim=1)
-    return ranks
+        above[start:stop], at_or_above = _count_above(scores, own[:, None], dim=1)
+        ranks[start:stop] = at_or_above - 1                             # the target itself
+    return ranks, above
 
 
 def _mask_buffer(scores_buffer: torch.Tensor) -> np.ndarray | None:
-    """A reusable bool array the shape of a score chunk for ``_count_greater`` on the CPU (None on CUDA)."""
+    """A reusable bool array the shape of a score chunk for ``_count_above`` on the CPU (None on CUDA)."""
     return np.empty(tuple(scores_buffer.shape), dtype=bool) if scores_buffer.device.type == "cpu" else None
 
 
-def _count_greater(scores: torch.Tensor, thresholds: torch.Tensor, dim: int,
-                   mask: np.ndarray | None = None) -> np.ndarray:
-    """Count of ``scores > thresholds`` along ``dim``. On the CPU the comparison goes through numpy, whose
-    count_nonzero is several times faster than a torch bool sum, into ``mask`` when given (a buffer of at least
-    the chunk's rows, reused so each chunk does not fault in fresh pages); on CUDA the torch reduction is fast."""
+def _count_above(scores: torch.Tensor, thresholds: torch.Tensor, dim: int,
+                 mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of ``scores > thresholds`` and of ``scores >= thresholds`` along ``dim``. On the CPU the comparisons
+    go through numpy, whose count_nonzero is several times faster than a torch bool sum, into ``mask`` when given
+    (a buffer of at least the chunk's rows, reused so each chunk does not fault in fresh pages); on CUDA the torch
+    reductions are fast."""
     if scores.device.type != "cpu":
-        return (scores > thresholds).sum(dim=dim).cpu().numpy()
-    values = scores.numpy()
+        return ((scores > thresholds).sum(dim=dim).cpu().numpy(),
+                (scores >= thresholds).sum(dim=dim).cpu().numpy())
+    values, limits = scores.numpy(), thresholds.numpy()
     out = mask[: values.shape[0]] if mask is not None and mask.shape[1:] == values.shape[1:] else None
-    return np.count_nonzero(np.greater(values, thresholds.numpy(), out=out), axis=dim).astype(np.int64)
+    above = np.count_nonzero(np.greater(values, limits, out=out), axis=dim).astype(np.int64)
+    at_or_above = np.count_nonzero(np.greater_equal(values, limits, out=out), axis=dim).astype(np.int64)
+    return above, at_or_above
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -369,14 +410,15 @@ def grouped_ranks(
     *,
     chunk_mb: float = 256,
     device: str | torch.device = "cpu",
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """0-based rank of each query's best-ranked positive, where the positives of query q are the gallery items of
-    its group (``gallery_groups[g] == query_groups[q]``): any number of them, and groups shared by many queries.
+    its group (``gallery_groups[g] == query_groups[q]``): any number of them, and groups shared by many queries;
+    and whether that positive ties with a gallery item outside the group.
 
     ``queries`` [Q, d], ``gallery`` [G, d]; groups are integer codes (the image of a caption, for AME's
     caption-to-caption retrieval; or the caption_id, for translation retrieval). Same counting and tie rule as
-    ``bidirectional_ranks``: the count of gallery items scoring strictly above the best positive, every score of a
-    row from one product. -1 for a query without positives.
+    ``bidirectional_ranks``: rank = #{g not a positive : S[q, g] >= best positive score}, every score of a row
+    from one product. -1 for a query without positives. Returns ``(ranks [Q] int64, tied [Q] bool)``.
     """
     device = torch.device(device)
     query_t, gallery_t = as_float32_tensor(queries, device), as_float32_tensor(gallery, device)
@@ -387,13 +429,16 @@ def grouped_ranks(
     if query_codes.shape != (query_t.shape[0],) or gallery_codes.shape != (gallery_t.shape[0],):
         raise ValueError("one group code per query and per gallery item is needed")
     ranks = np.full(query_t.shape[0], -1, dtype=np.int64)
-    rows = max(1, int(chunk_mb * 2**20) // (max(gallery_t.shape[0], 1) * 6))  # float32 score + two bool masks
+    tied = np.zeros(query_t.shape[0], dtype=bool)
+    rows = max(1, int(chunk_mb * 2**20) // (max(gallery_t.shape[0], 1) * 7))  # float32 score + three bool masks
     for start in range(0, query_t.shape[0], rows):
         stop = min(start + rows, query_t.shape[0])
         scores = query_t[start:stop] @ gallery_t.T                                  # [c, G]
         positive = query_codes[start:stop, None] == gallery_codes[None, :]         # [c, G]
-        best = scores.masked_fill(~positive, -math.inf).amax(dim=1)                # [c]
-        counted = (scores > best[:, None]).sum(dim=1).cpu().numpy()
+        best = scores.masked_fill(~positive, -math.inf).amax(dim=1, keepdim=True)  # [c, 1]
+        counted = ((scores >= best) & ~positive).sum(dim=1).cpu().numpy()
+        above = (scores > best).sum(dim=1).cpu().numpy()
         has_positive = positive.any(dim=1).cpu().numpy()
         ranks[start:stop] = np.where(has_positive, counted, -1)
-    return ranks
+        tied[start:stop] = has_positive & (counted > above)
+    return ranks, tied

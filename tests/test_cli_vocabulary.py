@@ -19,7 +19,7 @@ from mltk.cli.common import NON_CANONICAL, VOCABULARY
 
 ROOT = Path(__file__).resolve().parents[1]
 # Commands that write nothing (they print to stdout or only check).
-NON_WRITERS = {"inspect", "index query", "prune"}  # prune removes files from a checkpoint in place
+NON_WRITERS = {"inspect", "index query", "prune"}  # prune rewrites the checkpoint it is given (no new artifact)
 
 
 def _commands() -> list:

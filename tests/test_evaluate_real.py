@@ -132,8 +132,9 @@ def test_clip_benchmark_json_and_tidy_long_csv(tmp_path):
                       "--metric", "mrv")
     assert result.exit_code == 0, result.stderr
     metrics = artifacts.load_metrics(tmp_path / "m")
-    record = json.loads((tmp_path / "m" / "clip_benchmark_ja.json").read_text())
+    record = json.loads((tmp_path / "m" / "clip_benchmark" / "ja.json").read_text())
     assert set(record) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
+    assert isinstance(record["model"], str) and isinstance(record["pretrained"], str)
     assert record["dataset"] == "xflickrco" and record["language"] == "ja" and record["task"] == "zeroshot_retrieval"
     ja = metrics["per_language"]["ja"]
     for k in (1, 5, 10):

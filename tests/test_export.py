@@ -31,7 +31,9 @@ class BlockMltk:
         if name.split(".")[0] == "mltk":
             raise ImportError("mltk is blocked in this process")
 sys.meta_path.insert(0, BlockMltk())
-sys.path = [p for p in sys.path if p not in ("", ".") and not p.startswith({str(REPO)!r})]
+import os
+sys.path = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != {str(REPO)!r}]  # a venv inside
+# the checkout (CI's .venv) stays: only the repository root itself, where mltk/ lies, leaves the path
 import json
 import numpy as np
 import torch

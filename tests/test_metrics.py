@@ -43,17 +43,20 @@ def test_recall_and_ranks_from_hand_computed_ranks():
     assert M.rank_summary([0, 3, 7, 12])["median_rank"] == 6.0  # 1-based ranks 1, 4, 8, 13
 
 
-def test_ties_count_in_favour_of_the_ground_truth():
+def test_ties_count_against_the_ground_truth_and_are_flagged():
     scores = np.array([[0.5, 0.5, 0.75, 0.25],
                        [0.5, 0.25, 0.5, 0.5]], dtype=np.float32)
-    image_ranks, caption_ranks = M.bidirectional_ranks(np.eye(2, dtype=np.float32), scores.T, [0, 1, 1, 0])
-    # image 0 owns captions 0 and 3 (best 0.5): caption 1 ties at 0.5 and does not count, caption 2 (0.75) does.
-    # image 1 owns captions 1 and 2 (best 0.5): captions 0 and 3 tie at 0.5, nothing is above.
-    assert image_ranks.tolist() == [1, 0]
-    # caption 0 (image 0, 0.5) ties with image 1: rank 0. Captions 1 (0.25 < 0.5), 2 (0.5 < 0.75) and
-    # 3 (0.25 < 0.5) each have the other image strictly above.
-    assert caption_ranks.tolist() == [0, 1, 1, 1]
-    assert M.ranks_from_scores(scores, [[0, 3], [1, 2]]).tolist() == [1, 0]
+    result = M.rank_both_directions(np.eye(2, dtype=np.float32), scores.T, [0, 1, 1, 0])
+    # image 0 owns captions 0 and 3 (best 0.5): caption 1 ties at 0.5 and counts, as does caption 2 (0.75).
+    # image 1 owns captions 1 and 2 (best 0.5, its own captions do not push each other down): captions 0 and 3
+    # tie at 0.5 and both count.
+    assert result.left.tolist() == [2, 2] and result.left_tied.tolist() == [True, True]
+    # caption 0 (image 0, 0.5) ties with image 1: rank 1. Captions 1 (0.25 < 0.5), 2 (0.5 < 0.75) and
+    # 3 (0.25 < 0.5) each have the other image strictly above, without a tie.
+    assert result.right.tolist() == [1, 1, 1, 1] and result.right_tied.tolist() == [True, False, False, False]
+    assert M.ranks_from_scores(scores, [[0, 3], [1, 2]]).tolist() == [2, 2]
+    assert [r.tolist() for r in M.bidirectional_ranks(np.eye(2, dtype=np.float32), scores.T, [0, 1, 1, 0])] == \
+        [[2, 2], [1, 1, 1, 1]]
 
 
 def test_chunked_ranks_equal_a_full_matrix_reference():
@@ -140,7 +143,7 @@ def test_evaluate_retrieval_per_language_and_mrv_with_a_missing_language():
     assert mrv["instances"] == {"i2t": 2, "t2i": 2} and mrv["excluded_instances"] == {"i2t": 1, "t2i": 1}
     code = evaluate_retrieval(*_two_language_world(), metrics=("mrv",), mrv_variant="code")["mrv"]
     assert code["i2t"] == pytest.approx(0.25) and code["t2i"] == pytest.approx(0.75)
-    assert "optimistic" in result["settings"]["tie_rule"] and "1-based" in result["settings"]["rank_base"]
+    assert "pessimistic" in result["settings"]["tie_rule"] and "1-based" in result["settings"]["rank_base"]
 
 
 def test_caption_to_caption_retrieval_between_two_languages():

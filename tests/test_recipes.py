@@ -59,7 +59,7 @@ BEFORE = {
     "train-ccrk": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.03, schedule="constant", weight_decay=0.01,
                               betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="per_tensor"),
                    {"batch_size": 128, "loss": "one-to-k", "weighting": "paper", "temperature": 0.07,
-                    "learn_temperature": True, "margin": 0.2, "beta": 0.5, "hard_negatives": 0,
+                    "learn_temperature": True, "margin": None, "beta": 0.5, "hard_negatives": 0,
                     "temperature_range": (0.001, 0.5)}),
     "train-continual": (LoopConfig(steps=1, lr=5e-5, warmup_fraction=0.1, schedule="constant", weight_decay=0.05,
                                    betas=(0.9, 0.999), eps=1e-8, grad_clip=1.0, clip_mode="global"),
@@ -99,7 +99,7 @@ def test_the_mlmme_recipe_is_the_ccrk_recipe_with_its_loss():
     ccrk, mlmme = load_recipe("ccrk"), load_recipe("mlmme")
     assert mlmme.loop == ccrk.loop and {**ccrk.config, "loss": "mlmme"} == mlmme.config
     config = CcrkConfig(images=Path("i"), **_paths(), recipe="mlmme")
-    assert (config.loss, config.beta, config.margin, config.recipe) == ("mlmme", 0.5, 0.2, "mlmme")
+    assert (config.loss, config.beta, config.recipe) == ("mlmme", 0.5, "mlmme")
 
 
 def test_a_hugging_face_tower_defaults_to_the_real_text_recipes(tmp_path):

@@ -142,6 +142,7 @@ def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str =
     with ArtifactWriter(out_dir, "metrics", stage=stage, config=config, inputs=inputs) as writer:
         write_json(writer.dir / schema.METRICS_FILE, metrics)
         for name, data in (extra_files or {}).items():
+            (writer.dir / name).parent.mkdir(parents=True, exist_ok=True)  # a name may hold a folder
             (writer.dir / name).write_bytes(data)
     return writer.path
 

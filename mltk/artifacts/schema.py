@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 NATIVE_LANG = "en"  # the language of the frozen CLIP; every other language is learnt
 MANIFEST = "manifest.json"
 
-KINDS = ("captions", "images", "embeddings", "vocab", "checkpoint", "index", "metrics")
+KINDS = ("captions", "images", "embeddings", "vocab", "checkpoint", "index", "metrics", "lexicon")
 
 # Fields every manifest carries (``read_manifest`` checks them).
 MANIFEST_FIELDS = ("kind", "schema_version", "created_by", "mltk_version", "inputs", "created_at", "files")
@@ -111,6 +111,10 @@ CONTINUAL_TRAINING_INFO = "training_state.json"
 CONTINUAL_TASK_FILE = "task.json"
 CONTINUAL_RUN_FILE = "run.json"
 
+# --- lexicon: a bilingual word list (MUSE's dictionaries, one induced from parallel captions, the world's own) ----
+LEXICON_FILE = "lexicon.parquet"
+LEXICON_COLUMNS = ("src_lang", "src", "tgt_lang", "tgt")  # one row per translation pair; a word may have several
+
 # --- metrics: one JSON document -------------------------------------------------------------------------------
 METRICS_FILE = "metrics.json"
 
@@ -124,4 +128,5 @@ ARTIFACT_FILES = {
     "checkpoint": (CHECKPOINT_WEIGHTS, CHECKPOINT_CONFIG),
     "index": (INDEX_FILE, INDEX_IDS_FILE),
     "metrics": (METRICS_FILE,),
+    "lexicon": (LEXICON_FILE,),
 }

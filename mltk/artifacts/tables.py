@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from mltk.artifacts import schema
 from mltk.artifacts import integrity
+from mltk.artifacts.caption_rules import apply_caption_rules
 from mltk.core.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import PathLike, _jsonable, read_manifest
@@ -64,10 +65,12 @@ def _as_string_columns(table: pa.Table, columns: Iterable[str], path: PathLike) 
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def validate_captions(table: pa.Table, path: PathLike = "<captions>") -> pa.Table:
-    """Check the captions schema; returns the table with the required columns first, all as strings."""
+def validate_captions(table: pa.Table, path: PathLike = "<captions>", *, drop_empty: bool = False) -> pa.Table:
+    """Check the captions schema; returns the table with the required columns first, all as strings, after the
+    rules of ``mltk.artifacts.caption_rules`` (control characters replaced with a space, a caption_id on two
+    images refused; with ``drop_empty``, empty or whitespace captions dropped with a warning)."""
     require_columns(table, schema.CAPTION_COLUMNS, path)
-    table = _as_string_columns(table, schema.CAPTION_COLUMNS, path)
+    table = apply_caption_rules(_as_string_columns(table, schema.CAPTION_COLUMNS, path), path, drop_empty)
     extra = [c for c in table.column_names if c not in schema.CAPTION_COLUMNS]
     return table.select(list(schema.CAPTION_COLUMNS) + extra)
 
@@ -84,13 +87,14 @@ def write_captions(out_dir: PathLike, table: pa.Table, *, stage: str = "captions
     return writer.path
 
 
-def load_captions(path: PathLike) -> pa.Table:
-    """Read a captions artifact, or a plain Parquet file that follows the captions schema."""
+def load_captions(path: PathLike, *, drop_empty: bool = False) -> pa.Table:
+    """Read a captions artifact, or a plain Parquet file that follows the captions schema. ``drop_empty``: leave
+    out empty or whitespace captions, with a warning (every stage that encodes or learns from the text)."""
     path = Path(path)
     if path.is_file() and path.suffix == ".parquet":
-        return validate_captions(read_table(path), path)
+        return validate_captions(read_table(path), path, drop_empty=drop_empty)
     read_manifest(path, "captions")
-    return validate_captions(read_table(path / schema.CAPTIONS_FILE), path)
+    return validate_captions(read_table(path / schema.CAPTIONS_FILE), path, drop_empty=drop_empty)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -128,11 +132,26 @@ def write_embedding_shard(directory: PathLike, index: int, ids: Sequence, vector
         data[name] = pa.array([str(v) for v in values], pa.string()) if _looks_like_ids(values) else pa.array(values)
     vectors_name, rows_name = schema.embedding_shard_names(index)
     tmp_vectors = directory / (vectors_name + ".tmp")
+    stored = _cast_vectors(vectors, dtype, directory)
     with open(tmp_vectors, "wb") as handle:
-        np.save(handle, vectors.astype(dtype, copy=False))
+        np.save(handle, stored)
     os.replace(tmp_vectors, directory / vectors_name)
     write_table(directory / rows_name, pa.table(data))
     return {"vectors": vectors_name, "rows": rows_name, "count": len(ids)}
+
+
+def _cast_vectors(vectors: np.ndarray, dtype: str, path: PathLike) -> np.ndarray:
+    """``vectors`` as ``dtype``; values that overflow it (float16 holds at most 65504) are refused, naming
+    ``path``, not stored as inf (which every reader then refuses, or scores as nothing)."""
+    with np.errstate(over="ignore"):
+        stored = vectors.astype(dtype, copy=False)
+    if stored is not vectors:
+        for start in range(0, len(stored), 65536):
+            if not np.isfinite(stored[start:start + 65536]).all():
+                raise ArtifactError(f"vectors overflow {dtype} (largest |value| {float(np.abs(vectors).max()):.4g}, "
+                                    f"{dtype} holds at most {float(np.finfo(dtype).max):.4g}); write float32 or "
+                                    "normalise first", path)
+    return stored
 
 
 def _looks_like_ids(values: Sequence) -> bool:
@@ -169,6 +188,8 @@ def write_embeddings(out_dir: PathLike, ids: Sequence, vectors: np.ndarray, *, d
         raise ArtifactError(f"{len(ids)} ids but {len(vectors)} vectors", out_dir)
     if len(set(map(str, ids))) != len(ids):
         raise ArtifactError("ids are not unique", out_dir)
+    if dtype != vectors.dtype:
+        _cast_vectors(vectors, dtype, out_dir)  # an overflow names the artifact, not its temporary folder
     with ArtifactWriter(out_dir, "embeddings", stage=stage, config=config, inputs=inputs) as writer:
         shards = []
         for index, start in enumerate(range(0, max(len(ids), 1), shard_size)):

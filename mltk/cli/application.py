@@ -24,6 +24,7 @@ COMMAND_MODULES = {
     "synth-data": "mltk.cli.data",
     "import-data": "mltk.cli.data",
     "merge-captions": "mltk.cli.data",
+    "induce-lexicon": "mltk.cli.data",
     "check-overlap": "mltk.cli.check_overlap",
     "translate-data": "mltk.cli.translate",
     "build-vocab": "mltk.cli.vocab",

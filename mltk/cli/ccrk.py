@@ -7,6 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, ImagesOpt, InitEmbeddingsOpt, InitOpt,
                               JsonOpt, LogEveryOpt, LrOpt, ModelOpt, PrecisionOpt, PretrainedOpt, RecipeOpt, SeedOpt,
@@ -26,7 +27,7 @@ LangOpt = lang_option("The K languages of a batch (include en: frozen with MLA, 
 LossOpt = Annotated[Optional[str], typer.Option(
     "--loss", help="one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge (MSE to "
     "English), hinge (ranking, margin), mlmme (beta x image-sentence + (1 - beta) x English-language ranking; "
-    "--recipe mlmme sets it with its margin and beta). Default: the recipe's (one-to-k).")]
+    "--recipe mlmme sets it with its beta). Default: the recipe's (one-to-k).")]
 WeightingOpt = Annotated[Optional[str], typer.Option(
     "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: divided by "
     "K); default: the recipe's (paper).")]
@@ -35,7 +36,11 @@ TemperatureOpt = Annotated[Optional[float], typer.Option(
 FixedTemperatureOpt = Annotated[bool, typer.Option(
     "--fixed-temperature", help="Keep the temperature fixed instead of learning it.")]
 MarginOpt = Annotated[Optional[float], typer.Option(
-    "--margin", help="Margin of the hinge and mlmme losses (default: the recipe's, 0.2).")]
+    "--margin", help="Margin of the hinge and mlmme losses (default: AME's, 0.2 with --similarity cosine, 0.05 "
+    "with order).")]
+SimilarityOpt = Annotated[str, typer.Option(
+    "--similarity", help="--loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation similarity, "
+    "Vendrov et al. 2016).")]
 BetaOpt = Annotated[Optional[float], typer.Option(
     "--beta", help="mlmme: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017); 1 = the image-sentence terms alone "
     "(default: the recipe's, 0.5).")]
@@ -55,7 +60,9 @@ def train_ccrk_command(
     weighting: WeightingOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, steps: StepsOpt = None,
     batch_size: BatchOpt = None, lr: LrOpt = None, warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None,
     temperature: TemperatureOpt = None, fixed_temperature: FixedTemperatureOpt = False, margin: MarginOpt = None,
-    beta: BetaOpt = None, hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
+    similarity: SimilarityOpt = "cosine", lexicon: Optional[Path] = LexiconOption,
+    align_weight: float = AlignWeightOption, align_k: int = AlignKOption, beta: BetaOpt = None,
+    hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
     eval_every: EvalEveryOpt = None, val_split: ValSplitOpt = "val", val_images: ValImagesOpt = 1000,
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0, log_every: LogEveryOpt = None,
     tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
@@ -74,10 +81,11 @@ def train_ccrk_command(
         images=require(routed, "image-embeddings", "--images"), captions=require(routed, "captions", "--captions"),
         out=out, init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=split_list(lang), train_embedding=train_embedding, val_split=val_split, val_images=val_images,
-        device=device, precision=precision, recipe=recipe,
+        device=device, precision=precision, recipe=recipe, margin=margin, similarity=similarity,
+        alignment=alignment_config(lexicon, align_weight, align_k),
         loop=given(steps=steps, lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, eval_every=eval_every,
                    seed=seed),
-        **given(loss=loss, weighting=weighting, temperature=temperature, margin=margin, beta=beta,
+        **given(loss=loss, weighting=weighting, temperature=temperature, beta=beta,
                 hard_negatives=hard_negatives, batch_size=batch_size,
                 learn_temperature=False if fixed_temperature else None))
     with step_logging(log_every, tensorboard):

@@ -13,6 +13,7 @@ from mltk.cli.options import JsonOpt, SeedOpt
 
 SYNTH_EXAMPLE = examples("mltk synth-data -o world --lang en,de,zh | mltk pretrain -o runs/native")
 IMPORT_EXAMPLE = examples("mltk import-data xtd10 XTD10/ --images-root coco/val2014 -o data/xtd10")
+INDUCE_EXAMPLE = examples("mltk induce-lexicon data/multi30k/captions --src de --tgt en -o data/lexicon-de-en")
 MERGE_EXAMPLE = examples("mltk merge-captions data/a/captions data/b/captions -o data/ab")
 
 
@@ -55,7 +56,8 @@ def synth_data(
 
 def import_data(
     fmt: str = typer.Argument(..., metavar="FORMAT", help="multi30k, coco-karpathy, xtd10, crossmodal3600, "
-                              "xflickrco, cc, msrvtt or lines."),
+                              "xflickrco, cc, msrvtt or lines; lexicon (MUSE's 'src tgt' lines) or synth-lexicon (SRC: "
+                              "a synth-data world) write a lexicon artifact instead (with --src and --tgt)."),
     src: List[Path] = typer.Argument(..., metavar="SRC...", help="The dataset as downloaded: the Multi30K folder, "
                                      "dataset_coco.json, the XTD10 folder, captions.jsonl, the xFlickr&CO "
                                      "annotations folder (or one SPLIT.jsonl), a Conceptual Captions TSV; for "
@@ -78,6 +80,8 @@ def import_data(
                                                  "in --parent."),
     parent: Optional[Path] = typer.Option(None, "--parent", help="lines: the captions artifact holding the "
                                           "captions the lines translate."),
+    src_lang: Optional[str] = typer.Option(None, "--src", help="lexicon, synth-lexicon: the source language."),
+    tgt_lang: Optional[str] = typer.Option(None, "--tgt", help="lexicon, synth-lexicon: the target language."),
     as_json: JsonOpt = False,
 ) -> None:
     """Convert a caption dataset on disk into a captions artifact (OUT/captions) and an images artifact of paths
@@ -86,6 +90,9 @@ def import_data(
     from mltk import artifacts
     from mltk.data.importers import CAPTIONS_DIR, IMAGES_DIR, import_dataset
 
+    if fmt in LEXICON_FORMATS:
+        emit(import_lexicon(fmt, src, out, src_lang, tgt_lang), as_json)
+        return
     path = import_dataset(fmt, src, out, splits=list(split_list(split)) or None, images_root=images_root or None,
                           lang=lang,
                           image_list=image_list, translation_of=translation_of, parent=parent)
@@ -93,6 +100,36 @@ def import_data(
     images = path / IMAGES_DIR
     emit(path, as_json, captions=str(path / CAPTIONS_DIR), images=str(images) if images.is_dir() else None,
          n_captions=manifest["rows"], languages=manifest["languages"], dropped_empty=manifest["dropped_empty"])
+
+
+LEXICON_FORMATS = ("lexicon", "synth-lexicon")
+
+
+def import_lexicon(fmt: str, src: List[Path], out: Path, src_lang: Optional[str], tgt_lang: Optional[str]) -> Path:
+    from mltk.ame.lexicon import import_muse
+    from mltk.ame.world import import_world_lexicon
+    from mltk.core.errors import ConfigError
+
+    if len(src) != 1:
+        raise ConfigError(f"import-data {fmt} reads one source, got {len(src)}")
+    return (import_muse if fmt == "lexicon" else import_world_lexicon)(src[0], out, src_lang, tgt_lang)
+
+
+def induce_lexicon(
+    captions: Path = typer.Argument(..., metavar="CAPTIONS", help="Captions artifact with translations (shared "
+                                    "caption_id)."),
+    out: Path = out_option("The lexicon artifact to write."),
+    src_lang: str = typer.Option(..., "--src", help="Source language."),
+    tgt_lang: str = typer.Option("en", "--tgt", help="Target language."),
+    split: Optional[str] = typer.Option("train", "--split", help="Read only this split ('' for all)."),
+    min_count: int = typer.Option(3, "--min-count", help="Translation pairs a word pair must co-occur in."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Induce a bilingual lexicon from parallel captions: word co-occurrence across translation pairs, Dice
+    coefficient, mutual best match, at least --min-count co-occurrences (mltk.ame.induce)."""
+    from mltk.ame.induce import induce_lexicon as induce
+
+    emit(induce(captions, out, src_lang, tgt_lang, split or None, min_count), as_json)
 
 
 def merge_captions(
@@ -111,3 +148,4 @@ def register(app: typer.Typer) -> None:
     app.command("synth-data", epilog=SYNTH_EXAMPLE)(synth_data)
     app.command("import-data", epilog=IMPORT_EXAMPLE)(import_data)
     app.command("merge-captions", epilog=MERGE_EXAMPLE)(merge_captions)
+    app.command("induce-lexicon", epilog=INDUCE_EXAMPLE)(induce_lexicon)

@@ -34,7 +34,22 @@ CaptionsOpt = Annotated[Optional[str], typer.Option(
     "are encoded.")]
 MetricOpt = Annotated[List[str], typer.Option(
     "--metric", metavar=LIST_METAVAR, help="recall (always computed), mrv, c2c; repeat the option or comma-separate "
-    "(recall,mrv).")]
+    "(recall,mrv). bli: bilingual lexicon induction of --model's table over --lexicon (alone, it needs no captions "
+    "or images).")]
+LexiconOpt = Annotated[Optional[Path], typer.Option(
+    "--lexicon", help="--metric bli: a lexicon artifact (source language -> en).")]
+BliKOpt = Annotated[int, typer.Option("--bli-k", help="--metric bli: CSLS's k nearest neighbours (MUSE: 10).")]
+TranslationsOpt = Annotated[Optional[Path], typer.Option(
+    "--translations", help="Captions artifact whose English rows translate the evaluated captions (same "
+    "caption_id), e.g. xFlickr&CO's annotations_machine-translate; with --fusion.")]
+FusionOpt = Annotated[List[str], typer.Option(
+    "--fusion", metavar="ETA[,ETA...]", help="Score fusion weights in [0, 1]: (1 - eta) s(model, foreign) + eta "
+    "s(English tower, translation); 0 = the model alone, 1 = translate-test. Adds a fusion table and "
+    "fusion_curve.png.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Score embeddings that are refused otherwise (NaN/inf, all-zero, constant, not unit length "
+    "under normalized: true, image and text from different models) and list each problem in metrics.json "
+    "warnings.")]
 MrvVariantOpt = Annotated[str, typer.Option(
     "--mrv-variant", help="paper: mean per-instance rank variance (eq. 7); code: mean per-instance standard "
     "deviation of 0-based ranks (the authors' code).")]
@@ -56,8 +71,8 @@ C2cRelevanceOpt = Annotated[str, typer.Option(
     "with the same caption_id (caption_id).")]
 FormatOpt = Annotated[str, typer.Option(
     "--format", help="table (rich on stderr), markdown or csv (also written into the artifact), or clip-benchmark "
-    "(CLIP_benchmark's JSON per language, clip_benchmark_LANG.json). Every artifact also holds metrics_long.csv "
-    "(language, direction, metric, value).")]
+    "(CLIP_benchmark's JSON per language in clip_benchmark/LANG.json; `clip_benchmark build ARTIFACT/clip_benchmark` "
+    "reads them). Every artifact also holds metrics_long.csv (language, direction, metric, value).")]
 DatasetOpt = Annotated[Optional[str], typer.Option(
     "--dataset", help="Dataset name for --format clip-benchmark (default: the captions' folder name).")]
 EncodeBatchOpt = Annotated[int, typer.Option("--batch-size", help="Captions per encoder batch (with --model).")]
@@ -81,21 +96,27 @@ def parse_pair(text: str) -> tuple[str, str]:
 def evaluate(
     source: Optional[str] = SourceArg, out: Path = OutOpt, images: ImagesOpt = None, texts: TextsOpt = None,
     model: EvalModelOpt = None, pretrained: PretrainedOpt = None, captions: CaptionsOpt = None,
-    metric: MetricOpt = ["recall"], mrv_variant: MrvVariantOpt = "paper", mrv_instance: MrvInstanceOpt = "auto",
+    metric: MetricOpt = ["recall"], lexicon: LexiconOpt = None, bli_k: BliKOpt = 10,
+    translations: TranslationsOpt = None, fusion: FusionOpt = [], mrv_variant: MrvVariantOpt = "paper",
+    mrv_instance: MrvInstanceOpt = "auto",
     protocol: ProtocolOpt = "all-captions", folds: FoldsOpt = 1, split: SplitOpt = None, lang: List[str] = LangOpt,
     c2c_pair: C2cPairOpt = [], c2c_relevance: C2cRelevanceOpt = "image", report_format: FormatOpt = "table",
     dataset: DatasetOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
-    batch_size: EncodeBatchOpt = 256, chunk_mb: ChunkOpt = 256, plot: PlotOpt = None, as_json: JsonOpt = False,
+    batch_size: EncodeBatchOpt = 256, chunk_mb: ChunkOpt = 256, force: ForceOpt = False, plot: PlotOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Evaluate cross-lingual, cross-modal retrieval per language and write a metrics artifact.
 
     Caption vectors come from --texts, or from --model encoding --captions (only the --split and --lang rows).
-    Ranks count the scores strictly above each ground truth (ties count in its favour).
+    Ranks count the other candidates scoring at or above each ground truth (ties count against it; metrics.json
+    ties says how many). Degenerate embeddings (NaN/inf, zero, constant, not unit length) and image and text
+    embeddings from different models are refused (exit 2) unless --force.
 
     Median and mean rank are 1-based; recalls are percentages; metrics.json records every convention, and what
     one MRV or c2c instance is and how many there were. A warning names test images that the model's training
     data (found through the artifacts' manifests) also holds. Continual metrics: mltk evaluate-continual."""
     from mltk.evaluate import EvaluateConfig, run_evaluation
+    from mltk.evaluate.fusion import parse_etas
 
     metrics = split_list(metric)
     routed = _route_inputs(source, images, texts, model, captions, metrics)
@@ -105,7 +126,8 @@ def evaluate(
         out=out, metrics=metrics, mrv_variant=mrv_variant, mrv_instance=mrv_instance, protocol=protocol, folds=folds,
         c2c_relevance=c2c_relevance, dataset=dataset, split=split, languages=split_list(lang),
         c2c_pairs=tuple(parse_pair(pair) for pair in c2c_pair), report_format=report_format, device=device,
-        precision=precision, batch_size=batch_size, chunk_mb=chunk_mb)
+        precision=precision, batch_size=batch_size, chunk_mb=chunk_mb, force=force, lexicon=lexicon, bli_k=bli_k,
+        translations=translations, fusion=parse_etas(fusion))
     _emit_with_plots(run_evaluation(config), plot, as_json)
 
 
@@ -121,8 +143,8 @@ def _route_inputs(source: str | None, images: str | None, texts: str | None, mod
     for value in (images, texts, captions):
         if value is not None:
             resolve_input(value)  # a missing path fails here, naming it
-    wanting = ["image-embeddings"] if images is None and set(metrics) != {"c2c"} else []
-    if texts is None and captions is None:
+    wanting = ["image-embeddings"] if images is None and set(metrics) - {"c2c", "bli"} else []
+    if texts is None and captions is None and set(metrics) != {"bli"}:
         wanting += ["text-embeddings", "captions"] + (["checkpoint"] if model is None else [])
     return route_input(source, {"checkpoint": model if model is not None and Path(model).exists() else None,
                                 "image-embeddings": images, "text-embeddings": texts, "captions": captions},

@@ -9,6 +9,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, GradClipOpt, ImagesOpt,
                               InitEmbeddingsOpt, InitOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt, MseFormOpt,
@@ -60,8 +61,9 @@ def train_nlt_command(
     init_embeddings: InitEmbeddingsOpt = False, lang: List[str] = LangOpt, recipe: RecipeOpt = None,
     steps: StepsOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None, weight_decay: WeightDecayOpt = None,
     grad_clip: GradClipOpt = None, train_embedding: TrainEmbeddingOpt = None, eval_every: EvalEveryOpt = None,
-    acquirer: AcquirerOpt = None, mse_form: MseFormOpt = None, cache_dir: CacheDirOpt = None, seed: SeedOpt = 0,
-    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
+    acquirer: AcquirerOpt = None, mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption,
+    align_weight: float = AlignWeightOption, align_k: int = AlignKOption, cache_dir: CacheDirOpt = None,
+    seed: SeedOpt = 0, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
     tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """MLA Native Language Transfer: MSE from each language to the frozen English text embedding (of a CLIP, or of a
@@ -72,6 +74,7 @@ def train_nlt_command(
            (log_every, tensorboard, as_json), init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
            train=train, init_embeddings=init_embeddings, languages=split_list(lang), train_embedding=train_embedding,
            cache_dir=cache_dir, device=device, precision=precision,
+           alignment=alignment_config(lexicon, align_weight, align_k),
            **given(embedding_lr=embedding_lr, batch_size=batch_size, acquirer=acquirer, mse_form=mse_form))
 
 

@@ -5,7 +5,8 @@ images, each fold searched with its own images' captions only (so ranks run over
 captions, not 5,000 and ~25,000). ``evaluate_folds`` keeps the gallery's row order (the image embeddings
 artifact's, which follows the split file), takes the images that the evaluated captions describe, cuts them into
 ``folds`` consecutive parts (``np.array_split``: equal when the count divides) and averages every number of the
-per-fold results (recalls, ranks, AR, MRV, c2c). The per-fold results stay in ``folds`` of the output.
+per-fold results (recalls, ranks, AR, MRV, c2c); the tie counts (``ties``) are summed. The per-fold results stay
+in ``folds`` of the output.
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def _mean(values: list[Any]) -> Any:
     return first
 
 
+def _sum(values: list[Any]) -> Any:
+    """Element-wise sum of equally shaped counts (dicts recursed; strings kept)."""
+    first = values[0]
+    if isinstance(first, Mapping):
+        return {k: _sum([v[k] for v in values if k in v]) for k in first}
+    return int(sum(values)) if isinstance(first, int) and not isinstance(first, bool) else first
+
+
 def evaluate_folds(image_table: pa.Table | Mapping, image_vectors: np.ndarray | torch.Tensor,
                    text_table: pa.Table | Mapping, text_vectors: np.ndarray | torch.Tensor, folds: int = 5,
                    **kwargs: Any) -> dict:
@@ -64,9 +73,10 @@ def evaluate_folds(image_table: pa.Table | Mapping, image_vectors: np.ndarray | 
         text_rows = np.flatnonzero([i in members for i in text_images])
         results.append(evaluate_retrieval(image_table.take(image_rows), image_vectors[image_rows],
                                           text_table.take(text_rows), text_vectors[text_rows], **kwargs))
-    averaged = {k: _mean([r[k] for r in results]) for k in results[0] if k != "settings"}
+    averaged = {k: _mean([r[k] for r in results]) for k in results[0] if k not in ("settings", "ties")}
+    averaged["ties"] = _sum([r["ties"] for r in results])  # a count over the whole gallery, not a mean
     settings = dict(results[0]["settings"])
     settings["folds"] = {"count": folds, "images": [len(p) for p in parts], "first_image": [str(p[0]) for p in parts],
                          "averaged": "mean over folds of every number (COCO 1K: 5 folds of 1,000 images)"}
     return {**averaged, "settings": settings,
-            "folds": [{k: v for k, v in r.items() if k != "settings"} for r in results]}
+            "folds": [{k: v for k, v in r.items() if k not in ("settings", "ties")} for r in results]}

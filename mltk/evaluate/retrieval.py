@@ -30,6 +30,7 @@ import pyarrow as pa
 import torch
 
 from mltk import artifacts, metrics as M
+from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 
 METRIC_NAMES = ("recall", "mrv", "c2c")
@@ -90,29 +91,41 @@ def evaluate_retrieval(
 
     result: dict[str, Any] = {}
     counts: dict[str, dict] = {}
+    ties: dict[str, Any] = {"rule": M.TIE_RULE, "per_language": {}, "c2c": {}}
     if images is not None:
-        owner = _caption_owners(images, texts)
-        image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
-        per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
-        for lang in langs:
-            rows = np.flatnonzero(texts.lang == lang)
-            i2t, t2i = M.bidirectional_ranks(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
-                                             device=device, progress=f"ranking {lang}")
-            queried = i2t >= 0
-            per_language[lang] = _direction_summary(i2t[queried], t2i, ks)
-            counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}
-            i2t_by_lang[lang] = (images.ids[queried], i2t[queried])
-            t2i_by_lang[lang] = (rows, t2i)
+        per_language, i2t_by_lang, t2i_by_lang = _rank_languages(images, texts, langs, ks, device, chunk_mb, counts,
+                                                                 ties["per_language"])
         result["per_language"] = per_language
         result["summary"] = {"languages": langs,
                              "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
         if "mrv" in metrics:
             result["mrv"] = _mrv(texts, i2t_by_lang, t2i_by_lang, langs, mrv_variant, mrv_instance)
     if "c2c" in metrics:
-        result["c2c"] = _caption_to_caption(texts, pairs, ks, device, chunk_mb, c2c_relevance)
+        result["c2c"], ties["c2c"] = _caption_to_caption(texts, pairs, ks, device, chunk_mb, c2c_relevance)
+    result["ties"] = _with_total(ties)
     result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
                                    device, protocol, c2c_relevance, len(texts.lang))
     return result
+
+
+def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: tuple[int, ...],
+                    device: torch.device, chunk_mb: float, counts: dict, ties: dict) -> tuple[dict, dict, dict]:
+    """Each language's captions ranked against the whole gallery: ``(per_language summaries, i2t ranks by
+    language, t2i ranks by language)``; fills ``counts`` (queries) and ``ties`` (tied ground truths)."""
+    owner = _caption_owners(images, texts)
+    image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
+    per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
+    for lang in langs:
+        rows = np.flatnonzero(texts.lang == lang)
+        ranked = M.rank_both_directions(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
+                                        device=device, progress=f"ranking {lang}")
+        queried = ranked.left >= 0
+        ties[lang] = {"i2t": int(ranked.left_tied[queried].sum()), "t2i": int(ranked.right_tied.sum())}
+        per_language[lang] = _direction_summary(ranked.left[queried], ranked.right, ks)
+        counts[lang] = {"i2t_queries": int(queried.sum()), "t2i_queries": int(len(rows))}
+        i2t_by_lang[lang] = (images.ids[queried], ranked.left[queried])
+        t2i_by_lang[lang] = (rows, ranked.right)
+    return per_language, i2t_by_lang, t2i_by_lang
 
 
 def check_options(metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str,
@@ -188,6 +201,8 @@ def _image_rows(table: pa.Table, vectors, source: str) -> _ImageRows:
 
 def _text_rows(table: pa.Table, vectors, source: str) -> _TextRows:
     _check_rows(table, vectors, TEXT_COLUMNS, source)
+    refuse_caption_ids_on_several_images(table.select(["caption_id", "image_id"]).cast(
+        pa.schema([("caption_id", pa.string()), ("image_id", pa.string())])), source)
     return _TextRows(_column_strings(table, "image_id"), _column_strings(table, "lang"),
                      _column_strings(table, "caption_id"), _to_numpy(vectors), _split_column(table), source)
 
@@ -332,6 +347,12 @@ def _mrv(texts: _TextRows, i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str
     return result
 
 
+def _with_total(ties: dict) -> dict:
+    """``ties`` with ``total``: the ground truths (all directions and languages) that tie with another candidate."""
+    counts = [n for section in ("per_language", "c2c") for entry in ties[section].values() for n in entry.values()]
+    return {**ties, "total": int(sum(counts))}
+
+
 def _c2c_pairs(langs: list[str], pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
     """The language pairs for caption-to-caption retrieval: the given ones, checked, or every pair."""
     if not pairs:
@@ -344,18 +365,19 @@ def _c2c_pairs(langs: list[str], pairs: Sequence[tuple[str, str]] | None) -> lis
 
 
 def _caption_to_caption(texts: _TextRows, pairs: list[tuple[str, str]], ks: tuple[int, ...],
-                        device: torch.device, chunk_mb: float, relevance: str) -> dict:
+                        device: torch.device, chunk_mb: float, relevance: str) -> tuple[dict, dict]:
     """Caption-to-caption retrieval between two languages (AME, Mohammadshahi et al. 2019). With ``relevance``
     ``"image"`` (AME's definition) a caption in one language retrieves the other language's captions and a hit is
     any caption of the same image; with ``"caption_id"`` only its translation (same caption_id) is a hit. Only
-    captions whose image (or caption_id) is present in both languages take part, as queries and as gallery."""
-    result = {}
+    captions whose image (or caption_id) is present in both languages take part, as queries and as gallery.
+    Returns the result and, per pair and direction, how many queries' best hit ties with a non-hit."""
+    result, ties = {}, {}
     for src, tgt in pairs:
         src_rows, tgt_rows, src_groups, tgt_groups = _c2c_rows(texts, src, tgt, relevance)
-        forward = M.grouped_ranks(texts.vectors[src_rows], texts.vectors[tgt_rows], src_groups, tgt_groups,
-                                  chunk_mb=chunk_mb, device=device)
-        backward = M.grouped_ranks(texts.vectors[tgt_rows], texts.vectors[src_rows], tgt_groups, src_groups,
-                                   chunk_mb=chunk_mb, device=device)
+        forward, forward_tied = M.grouped_ranks(texts.vectors[src_rows], texts.vectors[tgt_rows], src_groups,
+                                                tgt_groups, chunk_mb=chunk_mb, device=device)
+        backward, backward_tied = M.grouped_ranks(texts.vectors[tgt_rows], texts.vectors[src_rows], tgt_groups,
+                                                  src_groups, chunk_mb=chunk_mb, device=device)
         summary: dict[str, Any] = {f"{src}->{tgt}": M.rank_summary(forward, ks),
                                    f"{tgt}->{src}": M.rank_summary(backward, ks)}
         summary["AR"] = M.average_recall(summary[f"{src}->{tgt}"], summary[f"{tgt}->{src}"], ks)
@@ -363,7 +385,8 @@ def _caption_to_caption(texts: _TextRows, pairs: list[tuple[str, str]], ks: tupl
         summary["queries"] = {f"{src}->{tgt}": len(src_rows), f"{tgt}->{src}": len(tgt_rows)}
         summary["instances"] = len(set(src_groups.tolist()))
         result[f"{src}-{tgt}"] = summary
-    return result
+        ties[f"{src}-{tgt}"] = {f"{src}->{tgt}": int(forward_tied.sum()), f"{tgt}->{src}": int(backward_tied.sum())}
+    return result, ties
 
 
 def _c2c_rows(texts: _TextRows, src: str, tgt: str,

@@ -22,11 +22,14 @@ import torch
 
 from mltk import artifacts, metrics as M
 
-from mltk.present import report
+from mltk.ame.bli import evaluate_bli
+from mltk.present import plots, report
 from mltk.core.errors import ConfigError, SchemaError
+from mltk.evaluate.clip_benchmark import clip_benchmark_files
 from mltk.evaluate.folds import evaluate_folds
+from mltk.evaluate.guards import Guard, check_same_model, check_vectors
+from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
 from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
-from mltk.train.preflight import check_image_embeddings
 from mltk.check_overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
 
@@ -62,6 +65,11 @@ class EvaluateConfig:
     precision: str = "auto"            # autocast of the text encoder; ranking is always float32
     batch_size: int = 256              # captions per encoder batch
     chunk_mb: float = 256
+    force: bool = False                # score degenerate vectors or a model mismatch, with warnings (guards.py)
+    lexicon: Path | None = None        # --metric bli: the lexicon artifact (mltk.ame.bli)
+    bli_k: int = 10                    # CSLS's k (MUSE: 10)
+    translations: Path | None = None   # --fusion: English translations sharing the caption_id (mltk.evaluate.fusion)
+    fusion: tuple[float, ...] = ()     # the etas of score fusion
 
 
 @dataclass(frozen=True)
@@ -80,10 +88,13 @@ class ContinualConfig:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def load_normalized_embeddings(path: Path) -> tuple[pa.Table, np.ndarray]:
-    """An embeddings artifact as ``(table, vectors)``, L2-normalised when the manifest says it is not."""
-    table, vectors = artifacts.load_embeddings(path)
-    if not artifacts.read_manifest(path, "embeddings").get("normalized", True):
+def load_normalized_embeddings(path: Path, guard: Guard | None = None) -> tuple[pa.Table, np.ndarray]:
+    """An embeddings artifact as ``(table, vectors)``, checked by ``guard`` (``mltk.evaluate.guards``; a refusing
+    one when None) and L2-normalised when the manifest says it is not."""
+    table, vectors = artifacts.load_embeddings(path, check_finite=False)
+    normalized = artifacts.read_manifest(path, "embeddings").get("normalized", True)
+    vectors = check_vectors(vectors, path, guard or Guard(), unit_expected=bool(normalized))
+    if not normalized:
         vectors = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.maximum(norms, 1e-12)
@@ -118,19 +129,21 @@ def check_text_source(config: EvaluateConfig) -> None:
         raise ConfigError(f"--batch-size must be >= 1, got {config.batch_size}")
 
 
-def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, runtime: Runtime) -> TextVectors:
+def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, runtime: Runtime,
+                        guard: Guard | None = None) -> TextVectors:
     """The caption vectors to evaluate: a text embeddings artifact (``--texts``), or the captions of
     ``--captions`` encoded by ``--model``, each language through its own path.
 
     Only the captions that will be evaluated are encoded: those of ``--split`` (the captions' own split column,
     or, when it is empty, the images of that split) and of the ``--lang`` languages.
     """
+    guard = guard or Guard()
     if config.texts is not None:
-        table, vectors = load_normalized_embeddings(config.texts)
+        table, vectors = load_normalized_embeddings(config.texts, guard)
         return TextVectors(table, vectors, [config.texts], str(config.texts),
                            {"from": "embeddings", "texts": str(Path(config.texts).resolve())})
     source = str(config.captions)
-    captions = _captions_to_encode(artifacts.load_captions(config.captions), image_table, config, source)
+    captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
     languages = sorted(set(captions.column("lang").to_pylist()))
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     check_model_languages(encoder, languages, config.model)
@@ -139,6 +152,7 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
     from mltk.encode_texts import encode_captions
 
     table, vectors = encode_captions(encoder, captions, runtime, batch_size=config.batch_size, languages=languages)
+    vectors = check_vectors(vectors, f"{config.model} (encoding {config.captions})", guard, unit_expected=True)
     model_path = Path(config.model)
     settings = {"from": "model", "model": str(model_path.resolve()) if model_path.exists() else config.model,
                 "pretrained": config.pretrained, "captions": str(Path(config.captions).resolve()),
@@ -212,49 +226,83 @@ def check_model_languages(encoder: TextEncoder, languages: Sequence[str], model:
 
 def run_evaluation(config: EvaluateConfig) -> Path:
     """Evaluate embeddings artifacts (or captions encoded by a checkpoint), write the metrics artifact (with
-    metrics_long.csv, and metrics.md / metrics.csv / clip_benchmark_LANG.json for those formats), print the
+    metrics_long.csv, and metrics.md / metrics.csv / clip_benchmark/LANG.json for those formats), print the
     report on stderr, and return the artifact path."""
     _check_report_format(config.report_format)
+    check_seed_options(config)
+    metrics = retrieval_metrics(config)
+    if not metrics:  # --metric bli alone: no captions, no images
+        return run_bli(config)
     check_text_source(config)
-    if config.images is None and set(config.metrics) - {"c2c"}:
+    if config.images is None and set(metrics) - {"c2c"}:
         raise ConfigError("--images (image embeddings) is required unless the only metric is c2c")
-    check_options(config.metrics, config.images is not None, config.mrv_variant, config.mrv_instance,
+    check_options(metrics, config.images is not None, config.mrv_variant, config.mrv_instance,
                   config.c2c_relevance, config.protocol)  # before any caption is encoded
     if config.folds < 1 or (config.folds > 1 and config.images is None):
         raise ConfigError(f"--folds must be at least 1 and cuts the image gallery (needs --images), got "
                           f"{config.folds}")
-    check_image_embeddings(config.images, config.model, config.pretrained)
+    guard = Guard(force=config.force)
+    check_same_model(config.images, config.model, config.pretrained, guard, config.texts)
     model_path = Path(config.model) if config.texts is None else None
     planned = [*([config.images] if config.images is not None else []),
                *([config.texts] if config.texts is not None else
-                 [config.captions, *([model_path] if model_path.exists() else [])])]
+                 [config.captions, *([model_path] if model_path.exists() else [])]),
+               *[p for p in (config.lexicon, config.translations) if p is not None]]
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
     if existing is not None:
         return existing
     runtime = resolve_runtime(config.device, config.precision)
-    image_table, image_vectors = load_normalized_embeddings(config.images) if config.images is not None else \
-        (None, None)
-    texts = text_embeddings_for(config, image_table, runtime)
+    image_table, image_vectors = load_normalized_embeddings(config.images, guard) if config.images is not None \
+        else (None, None)
+    texts = text_embeddings_for(config, image_table, runtime, guard)
     evaluate = evaluate_retrieval if config.folds <= 1 else partial(evaluate_folds, folds=config.folds)
-    result = evaluate(
-        image_table, image_vectors, texts.table, texts.vectors,
-        metrics=config.metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
+    evaluate = partial(
+        evaluate, image_table, image_vectors, texts.table,
+        metrics=metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
         languages=config.languages, c2c_pairs=config.c2c_pairs, c2c_relevance=config.c2c_relevance,
         protocol=config.protocol, split=config.split, device=runtime.device, chunk_mb=config.chunk_mb,
         image_source=str(config.images), text_source=texts.source,
     )
+    result = evaluate(texts.vectors)
     result["settings"]["texts"] = texts.settings
-    inputs = [*([config.images] if config.images is not None else []), *texts.inputs]
+    result["warnings"] = guard.warnings
+    _note_ties(result.get("ties", {}))
+    extra = {}
+    if config.translations is not None:
+        result["fusion"] = fusion_section(config, texts, runtime, evaluate)
+        extra["fusion_curve.png"] = plots.fusion_curve(result["fusion"])
+    if "bli" in config.metrics:
+        result["bli"] = evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device),
+                                     config.lexicon, config.bli_k)
+    inputs = [*([config.images] if config.images is not None else []), *texts.inputs,
+              *[p for p in (config.lexicon, config.translations) if p is not None]]
     overlap = warn_if_overlap(training_data_of(texts.inputs), [], test_ids=evaluated_image_ids(texts.table, config),
                               stage="evaluate")
     if overlap is not None:
         result["settings"]["overlap_with_training_data"] = overlap.as_dict()
-    extra = {}
     if config.report_format == "clip-benchmark":
-        names = clip_benchmark_names(config, texts, image_table_manifest(config.images))
-        extra = {f"clip_benchmark_{lang}.json": report.dumps(record)
-                 for lang, record in report.clip_benchmark_records(result, **names).items()}
+        extra.update(clip_benchmark_files(result, config, image_table_manifest(config.images)))
     return _write_and_report(config.out, result, config, inputs, config.report_format, extra)
+
+
+def _note_ties(ties: dict) -> None:
+    if ties.get("total"):
+        log(f"note: {ties['total']} ground truth(s) score exactly as another candidate and are ranked below it "
+            "(pessimistic tie rule; counts in metrics.json ties)")
+
+
+def run_bli(config: EvaluateConfig) -> Path:
+    """``--metric bli`` alone: the lexicon alignment of ``--model``'s trainable table (``mltk.ame.bli``)."""
+    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config,
+                                  inputs=[p for p in (Path(config.model), config.lexicon) if p.exists()])
+    if existing is not None:
+        return existing
+    runtime = resolve_runtime(config.device, config.precision)
+    encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
+    result = {"bli": evaluate_bli(encoder, config.lexicon, config.bli_k),
+              "settings": {"model": str(Path(config.model).resolve())}}
+    inputs = [p for p in (Path(config.model), config.lexicon) if p.exists()]
+    return _write_and_report(config.out, result, config, inputs, config.report_format)
 
 
 def evaluated_image_ids(text_table: pa.Table, config: EvaluateConfig) -> set[str]:
@@ -270,17 +318,6 @@ def evaluated_image_ids(text_table: pa.Table, config: EvaluateConfig) -> set[str
 
 def image_table_manifest(images: Path | None) -> dict:
     return artifacts.read_manifest(images) if images is not None else {}
-
-
-def clip_benchmark_names(config: EvaluateConfig, texts: TextVectors, image_manifest: dict) -> dict:
-    """``dataset``, ``model`` and ``pretrained`` as CLIP_benchmark writes them: the dataset from ``--dataset`` (or
-    the folder of the captions/texts), the model from ``--model`` or the image encoder's manifest."""
-    spec = image_manifest.get("model") or {}
-    spec = spec if isinstance(spec, dict) else {"name": str(spec)}
-    source = Path(config.captions or config.texts)
-    dataset = config.dataset or (source.parent.name if source.name in ("captions", "texts") else source.name)
-    return {"dataset": dataset, "model": config.model or spec.get("name") or spec.get("model"),
-            "pretrained": config.pretrained or spec.get("pretrained")}
 
 
 def run_continual(config: ContinualConfig) -> Path:

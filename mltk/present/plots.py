@@ -11,6 +11,8 @@ by eye and a difference of half a point does not fill the whole colour range.
 - ``recall_bars(metrics)``: per-language R@K in both directions from a ``metrics.json`` of ``mltk evaluate``.
 - ``rank_spread(metrics)``: per-language median and mean rank in both directions, with MRV when it was computed:
   how far the languages' ranks of the same ground truth drift apart.
+- ``fusion_curve(fusion)``: recall against the fusion weight eta (``mltk evaluate --fusion``), one line per
+  language and direction; eta = 0 is the model alone, eta = 1 translate-test alone.
 - ``write_evaluation_plots(metrics, out_dir)``: every figure a metrics dict supports, as PNG and SVG files.
 """
 
@@ -226,6 +228,34 @@ def rank_spread(metrics: Mapping, title: str = ""):
     return figure
 
 
+@_styled
+def fusion_curve(fusion: Mapping, title: str = "", key: str = "R@1", scale: tuple[float, float] | None = (0.0, 100.0)):
+    """Each ``fusion["curves"]`` series ending in ``key`` against ``fusion["etas"]``, points labelled."""
+    etas = [float(e) for e in fusion.get("etas", [])]
+    figure = _figure(6.0, 4.0)
+    axes = figure.subplots()
+    series = [(name, values) for name, values in (fusion.get("curves") or {}).items() if name.endswith(key)]
+    top = [max((float(v) for _, values in series for v in values[i:i + 1] if not _missing(v)), default=None)
+           for i in range(len(etas))]  # the highest value at each eta is labelled above its point, others below
+    for name, values in series:
+        points = [(i, e, float(v)) for i, (e, v) in enumerate(zip(etas, values)) if not _missing(v)]
+        if points:
+            line = axes.plot([e for _, e, _ in points], [v for _, _, v in points], marker="o", label=name)[0]
+            for i, e, v in points:
+                axes.annotate(f"{v:.1f}", (e, v), textcoords="offset points", xytext=(0, 6 if v >= top[i] else -12),
+                              ha="center", fontsize=7, color=line.get_color())
+    if scale is not None:
+        axes.set_ylim(*scale)
+    axes.set_xlim(-0.05, 1.05)
+    axes.set_xlabel("eta (0: the model alone, 1: translate-test alone)")
+    axes.set_ylabel(key + " (%)")
+    axes.grid(color="#e5e5e5")
+    axes.legend(fontsize=8, loc="best")
+    axes.set_title(title or "score fusion: (1 - eta) s(model, foreign) + eta s(English tower, translation)",
+                   fontsize=9)
+    return figure
+
+
 def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = "") -> list[Path]:
     """Write every figure ``metrics`` supports (a metrics dict, or a metrics artifact) into ``out_dir`` as PNG and
     SVG: ``recall`` and ``ranks`` for retrieval metrics, ``continual_matrix`` and ``continual_curve`` for
@@ -244,6 +274,8 @@ def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = 
                                                         continual.get("metric", ""), title, fmt=None)
         figures["continual_curve"] = continual_curves(continual["AR"], continual["F"], continual["tasks"], title,
                                                       continual.get("metric", ""), fmt=None)
+    if metrics.get("fusion"):
+        figures["fusion_curve"] = fusion_curve(metrics["fusion"], title=title, fmt=None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

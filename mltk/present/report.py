@@ -50,7 +50,27 @@ def metrics_tables(metrics: Mapping[str, Any]) -> list[ReportTable]:
         tables.append(c2c_table(metrics["c2c"], ks))
     if metrics.get("continual"):
         tables.append(continual_table(metrics["continual"]))
+    if metrics.get("bli"):
+        tables.append(bli_table(metrics["bli"]))
+    if metrics.get("fusion"):
+        tables.append(fusion_table(metrics["fusion"]))
     return tables
+
+
+def bli_table(bli: Mapping[str, Any]) -> ReportTable:
+    """Pair | P@1 (CSLS) | P@1 (cosine) | queries | candidates | k."""
+    row = (f"{bli.get('src_lang')}->{bli.get('tgt_lang')}", bli.get("P@1"), bli.get("P@1_cosine"),
+           bli.get("queries"), bli.get("candidates"), bli.get("k"))
+    return ReportTable("Bilingual lexicon induction (MUSE: P@1, CSLS)",
+                       ("pair", "P@1 CSLS", "P@1 cosine", "queries", "candidates", "k"), (row,))
+
+
+def fusion_table(fusion: Mapping[str, Any]) -> ReportTable:
+    """One row per eta, one column per curve (``de t2i R@1``, ``de->en R@1``, ...)."""
+    curves = fusion.get("curves") or {}
+    names = [name for name in curves if name.endswith("R@1")] or list(curves)
+    rows = tuple((eta, *(curves[name][i] for name in names)) for i, eta in enumerate(fusion.get("etas", [])))
+    return ReportTable(f"Score fusion over eta: {fusion.get('form', '')}", ("eta", *names), rows)
 
 
 def _direction_columns(ks: Sequence[int]) -> list[str]:

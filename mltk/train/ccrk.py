@@ -67,12 +67,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk import artifacts
+from mltk.ame.rcsls import AlignmentConfig, with_alignment
 from mltk.train.preflight import check_image_embeddings, require_weights
 from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
 from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.core.errors import ConfigError
-from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_terms,
-                         mlmme_weighted, pairwise_ranking_hinge)
+from mltk.losses import (AME_MARGINS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, OneToKLoss, OneToOneLoss,
+                         english_bridge_mse, mlmme_terms, mlmme_weighted, pairwise_ranking_hinge)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
@@ -90,16 +91,12 @@ NEEDS_ENGLISH = ("english-bridge", "mlmme")
 LOSS_PREFIX = "loss."
 
 
-# The CCR_k authors' optimizer settings (decoupled weight decay 0.01, 3% linear warm-up) and temperature clamp
-# [0.001, 0.5]: the ccrk recipe's (mltk/recipes/ccrk.json).
-CCRK_LOOP = loop_from_options(load_recipe("ccrk"))
+CCRK_LOOP = loop_from_options(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
 
 
 @dataclass(frozen=True)
 class CcrkConfig:
-    """Options of ``mltk train-ccrk`` (built by the CLI, received by ``train_ccrk``). The fields left at
-    ``FROM_RECIPE`` and ``loop`` (None, or a dict of the LoopConfig fields given) come from ``recipe`` (default:
-    ``ccrk``; ``mlmme`` is the MLMME baseline's)."""
+    """Options of ``mltk train-ccrk``; ``FROM_RECIPE`` fields and ``loop`` come from ``recipe`` (mltk.recipes)."""
 
     images: Path  # image embeddings (encode-images); frozen
     captions: Path
@@ -114,7 +111,9 @@ class CcrkConfig:
     weighting: str = FROM_RECIPE
     temperature: float = FROM_RECIPE
     learn_temperature: bool = FROM_RECIPE
-    margin: float = FROM_RECIPE
+    margin: float | None = None  # hinge / mlmme; None: AME's margin of the similarity (0.2 cosine, 0.05 order)
+    similarity: str = "cosine"  # --loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation)
+    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
     beta: float = FROM_RECIPE  # MLMME: beta * S_I + (1 - beta) * S_S
     hard_negatives: int = FROM_RECIPE
     train_embedding: bool = True
@@ -144,7 +143,11 @@ class CcrkConfig:
         elif self.temperature_range and not self.temperature_range[0] <= self.temperature <= self.temperature_range[1]:
             low, high = self.temperature_range
             problems.append(f"--temperature must lie in the clamp range [{low}, {high}], got {self.temperature}")
-        if self.margin < 0 or not 0 <= self.beta <= 1:
+        if self.similarity not in SIMILARITIES:
+            problems.append(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {self.similarity!r}")
+        elif self.similarity != "cosine" and self.loss != "hinge":
+            problems.append(f"--similarity {self.similarity} goes with --loss hinge, not {self.loss}")
+        if (self.margin is not None and self.margin < 0) or not 0 <= self.beta <= 1:
             problems.append(f"--margin must be >= 0 and --beta in [0, 1], got {self.margin} and {self.beta}")
         if self.val_images is not None and self.val_images < 1:
             problems.append(f"--val-images must be at least 1, got {self.val_images}")
@@ -174,7 +177,8 @@ def _english_bridge(objective, image, text, mask, teacher):
 
 
 def _hinge(objective, image, text, mask, teacher):
-    terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], objective.margin)
+    terms = [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], objective.margin,
+                                    similarity=objective.similarity)
              for k in range(text.shape[1]) if int(mask[:, k].sum()) >= 2]
     loss = torch.stack(terms).mean() if terms else (text * 0).sum()
     return loss, {"hinge": loss}
@@ -210,14 +214,15 @@ class CcrkObjective(nn.Module):
     """
 
     def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
-                 learn_temperature: bool = True, margin: float = 0.2, beta: float = 0.5,
-                 temperature_range: tuple[float, float] | None = None):
+                 learn_temperature: bool = True, margin: float | None = None, beta: float = 0.5,
+                 temperature_range: tuple[float, float] | None = None, similarity: str = "cosine"):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
         if loss in NEEDS_ENGLISH and NATIVE_LANG not in languages:
             raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
-        self.name, self.margin, self.beta = loss, margin, beta
+        self.name, self.beta, self.similarity = loss, beta, similarity
+        self.margin = AME_MARGINS[similarity] if margin is None else margin
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
         self.criterion = CRITERIA[loss](temperature, learn_temperature, weighting, temperature_range) \
             if loss in CRITERIA else None
@@ -396,10 +401,10 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
                               config.learn_temperature, config.margin, config.beta,
-                              config.temperature_range).to(runtime.device)
+                              config.temperature_range, config.similarity).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
-    return task, runtime
+    return with_alignment(task, encoder, config.alignment, config.loop.seed, languages), runtime
 
 
 def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
@@ -418,7 +423,7 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
 
     def checkpoint_config() -> dict:
         return {**encoder.checkpoint_config(),
-                "train_ccrk": {"loss": config.loss, "languages": task.languages,
+                "train_ccrk": {"loss": config.loss, "languages": task.languages, "similarity": config.similarity,
                                "weighting": config.weighting if config.loss == "one-to-k" else None,
                                "temperature": objective.temperature()}}
 
@@ -427,7 +432,7 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
         vocab = artifacts.read_checkpoint_config(config.init)["vocab"]
         shutil.copytree(config.init / vocab, directory / encoder.checkpoint_config()["vocab"], dirs_exist_ok=True)
 
-    inputs = [p for p in (config.images, config.captions, config.init) if p is not None]
+    inputs = [p for p in (config.images, config.captions, config.init, config.alignment.lexicon) if p is not None]
     return run_stage(task, config.loop, runtime, config.out, stage="train-ccrk", checkpoint_config=checkpoint_config,
                      checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
                      extra_files=copy_vocabulary if task.english_trains else None, loss=config.loss,

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
+from mltk.ame.rcsls import AlignmentConfig, with_alignment
 from mltk.core.errors import ConfigError
 from mltk.losses import MSE_FORMS, info_nce, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
@@ -86,6 +87,7 @@ class MlaConfig:
     mse_form: str = FROM_RECIPE  # NLT's MSE: mean over elements (the authors' code) or sum over D (the written form)
     nlt_weight: float = FROM_RECIPE  # train_nlt_le: weight of the NLT term
     le_weight: float = FROM_RECIPE  # train_nlt_le: weight of the LE term
+    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, seed (None / dict: the recipe's)
     recipe: str | None = None  # the recipe's name or file (None: the stage's default)
 
@@ -412,7 +414,8 @@ def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: 
          languages: list[str], on_step=None) -> Path:
     encoder.train()
     task.embedding_lr = config.embedding_lr
-    inputs = [p for p in (config.captions, config.images, config.init) if p is not None]
+    task = with_alignment(task, encoder, config.alignment, config.loop.seed, languages)
+    inputs = [p for p in (config.captions, config.images, config.init, config.alignment.lexicon) if p is not None]
     trained = task.parameters_to_train()
 
     def checkpoint_tensors(best: dict) -> dict:

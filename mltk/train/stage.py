@@ -121,7 +121,8 @@ def load_inputs(device: str, precision: str, seed: int, captions: Path,
     runtime = resolve_runtime(device, precision)
     init_from_env(runtime)
     seed_everything(seed)
-    inputs = StageInputs(runtime, hold_out_validation(artifacts.load_captions(captions), captions, split, val_split))
+    inputs = StageInputs(runtime, hold_out_validation(artifacts.load_captions(captions, drop_empty=True), captions,
+                                                      split, val_split))
     if image_embeddings is not None:
         table, vectors = artifacts.load_embeddings(image_embeddings)
         inputs.image_table, inputs.image_vectors = table, np.asarray(vectors, dtype=np.float32)

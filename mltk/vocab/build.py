@@ -119,9 +119,9 @@ def build_vocab(captions: artifacts.PathLike | pa.Table, lang: str, out_dir: art
     table, all splits (see ``train_vocabulary``).
     """
     if isinstance(captions, pa.Table):
-        table, source, inputs = artifacts.validate_captions(captions), "<captions table>", []
+        table, source, inputs = artifacts.validate_captions(captions, drop_empty=True), "<captions table>", []
     else:
-        table, source, inputs = artifacts.load_captions(captions), captions, [captions]
+        table, source, inputs = artifacts.load_captions(captions, drop_empty=True), captions, [captions]
     config = {"lang": lang, "size": size, "split": split, "min_frequency": min_frequency,
               "protect_lang": protect_lang,
               "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME}

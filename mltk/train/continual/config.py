@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from mltk import artifacts
+from mltk.ame.rcsls import AlignmentConfig
 from mltk.cll_clip import METHODS, method_options
 from mltk.core.errors import ConfigError
 from mltk.losses import MSE_FORMS
@@ -73,6 +74,7 @@ class ContinualTrainConfig:
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
+    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon, in its language's task
     loop: LoopConfig | dict | None = None  # lr, warm-up, AdamW settings, clipping, save_every, seed of every task
     recipe: str | None = None  # the recipe's name or file (None: cll-clip, or teir-minilm on a text tower)
 

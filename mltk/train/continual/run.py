@@ -29,6 +29,7 @@ from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE
 from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
                                        vocabulary_summary)
 from mltk.train.loop import LoopConfig
+from mltk.ame.rcsls import with_alignment
 from mltk.train.stage import (RetrievalSplit, check_image_width, fit_best, load_inputs, open_run,
                               retrieval_validator, stage_writer)
 from mltk.train.teacher import teacher_embeddings
@@ -127,7 +128,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     method = make_method(config.method, config.options, base.tower, config.loop.seed)
     encoder = ContinualTextEncoder(base, root.tokenizer, method, init_temperature=config.temperature)
     check_image_width(encoder.tower.output_dim, image_vectors, config.images)
-    inputs_used = [p for p in (config.captions, config.images) if p is not None]
+    inputs_used = [p for p in (config.captions, config.images, config.alignment.lexicon) if p is not None]
     writer = stage_writer(config.out, "train-continual", config, inputs_used)
     if writer.existing is not None:
         return writer.reuse()
@@ -214,9 +215,11 @@ def _run_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, corpu
                         languages=evaluated if config.joint else None)
     data, steps, steps_per_epoch, lambdas = task.data, task.steps, task.steps_per_epoch, task.lambdas
     loop = loop_config(config, task)
+    fitted = with_alignment(task, encoder, config.alignment, loop.seed, evaluated if config.joint else [lang],
+                            other_language_ok=True)
     log(f"task {index} ({lang}): {len(data.image_rows)} images, {len(data.tokens)} captions, {steps} steps "
         f"({steps_per_epoch} per epoch); vocabulary {vocabulary.parent_size} -> {vocabulary.vocab_size}")
-    result = fit_best(task, loop, runtime, state_dir, description=f"task {index} {lang}",
+    result = fit_best(fitted, loop, runtime, state_dir, description=f"task {index} {lang}",
                       steps_csv=state_dir.parent.parent / "steps" / f"{state_dir.name}.csv",
                       on_step=(lambda step, loss: on_step(index, step, loss)) if on_step else None)
     encoder.method.end_task(task)

@@ -1,0 +1,109 @@
+"""Translate-test and score fusion (``mltk evaluate --translations CAPS --fusion ETA[,ETA...]``), CLL-CLIP's
+Figure 5 (Yang et al. 2024, "Embracing Language Inclusivity and Diversity in CLIP through Continual Language
+Learning"): the foreign caption through the multilingual model, its English translation through the frozen English
+tower, and the two similarity scores fused with a weight eta::
+
+    s_eta(q, g) = (1 - eta) * s(model(q), g) + eta * s(english_tower(translation(q)), g)
+
+eta = 0 is the model alone, eta = 1 translate-test alone (the English tower reads the translation), values between
+fuse them. ``g`` is a gallery item: an image embedding (image retrieval), or an English caption through the same
+tower (caption-to-caption retrieval on a text-only tower such as all-MiniLM-L6-v2).
+
+Both scores are dot products of L2-normalised vectors with the *same* gallery vector, so the fused score is the
+dot product of the gallery vector with the fused query vector ``(1 - eta) * m + eta * t`` (not re-normalised):
+fusing the vectors first gives exactly the fused scores, in both directions, and the existing retrieval code ranks
+them. Captions with no translation keep the model's vector (their count is reported as ``untranslated``). English
+rows are never fused.
+
+Translations: a captions artifact whose English rows (``lang`` = en) share the ``caption_id`` of the caption they
+translate (IGLUE xFlickr&CO's ``annotations_machine-translate`` as ``import-data xflickrco`` labels it; ``import-data
+lines --translation-of``); they are encoded through the model's English path (the frozen CLIP text tower of an MLA
+or CLL-CLIP checkpoint, the tower itself for a text-only model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from mltk.artifacts.schema import NATIVE_LANG
+from mltk.core.errors import ConfigError
+
+FUSION_FORM = "(1 - eta) * s(model, foreign caption) + eta * s(English tower, its English translation)"
+CURVE_KEYS = ("R@1", "R@5", "R@10")
+
+
+def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
+    """``["0,0.25", "1"]`` -> ``(0.0, 0.25, 1.0)``; each in [0, 1], sorted, distinct."""
+    etas = []
+    for value in values:
+        for part in str(value).split(","):
+            if part.strip():
+                try:
+                    eta = float(part)
+                except ValueError:
+                    raise ConfigError(f"--fusion expects numbers in [0, 1], got {part!r}") from None
+                if not 0.0 <= eta <= 1.0:
+                    raise ConfigError(f"--fusion weights must lie in [0, 1], got {eta}")
+                etas.append(eta)
+    return tuple(sorted(set(etas)))
+
+
+def translation_rows(text_table: pa.Table, translation_table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of ``text_table``, rows of ``translation_table``) of every non-English caption with a translation
+    (the English row of the translations with the same caption_id)."""
+    english = np.asarray(translation_table.column("lang").to_pylist()) == NATIVE_LANG
+    row_of = {cid: i for i, cid in enumerate(translation_table.column("caption_id").to_pylist()) if english[i]}
+    langs = text_table.column("lang").to_pylist()
+    pairs = [(i, row_of[cid]) for i, (cid, lang) in enumerate(zip(text_table.column("caption_id").to_pylist(), langs))
+             if lang != NATIVE_LANG and cid in row_of]
+    if not pairs:
+        raise ConfigError("no evaluated caption has a translation (an English row of --translations with its "
+                          "caption_id)")
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+def fuse(vectors: np.ndarray, translated: np.ndarray, rows: np.ndarray, eta: float) -> np.ndarray:
+    """``vectors [N, D]`` with row ``rows[i]`` replaced by ``(1 - eta) * vectors[rows[i]] + eta * translated[i]``
+    (both L2-normalised, the result not: see the module docstring)."""
+    fused = np.array(vectors, dtype=np.float32, copy=True)
+    fused[rows] = (1.0 - eta) * _unit(fused[rows]) + eta * _unit(np.asarray(translated, dtype=np.float32))
+    return fused
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def fusion_curve(etas: Sequence[float], text_table: pa.Table, vectors: np.ndarray, translation_vectors: np.ndarray,
+                 rows: np.ndarray, evaluate: Callable[[np.ndarray], dict]) -> dict:
+    """Evaluate the fused vectors at each eta (``evaluate(vectors) -> metrics dict``) and collect the curve."""
+    langs = sorted(set(np.asarray(text_table.column("lang").to_pylist())[rows].tolist()))
+    per_eta = {}
+    for eta in etas:
+        result = evaluate(fuse(vectors, translation_vectors, rows, eta))
+        per_eta[f"{eta:g}"] = {key: result[key] for key in ("per_language", "c2c") if key in result}
+    foreign = np.asarray(text_table.column("lang").to_pylist()) != NATIVE_LANG
+    return {"form": FUSION_FORM, "etas": list(etas), "languages": langs, "per_eta": per_eta,
+            "curves": _curves(per_eta, langs), "translated": int(len(rows)),
+            "untranslated": int(foreign.sum()) - int(len(rows)),
+            "pure_systems": {"0": "the model alone", "1": "translate-test alone (English tower on the translation)"}}
+
+
+def _curves(per_eta: dict, langs: list[str]) -> dict:
+    """series name (``de t2i R@1``, ``de->en R@1``) -> values over eta."""
+    curves: dict[str, list] = {}
+    for result in per_eta.values():
+        for lang in langs:
+            entry = (result.get("per_language") or {}).get(lang)
+            for direction in ("t2i", "i2t") if entry else ():
+                for key in CURVE_KEYS:
+                    curves.setdefault(f"{lang} {direction} {key}", []).append(entry[direction].get(key))
+            for pair, summary in (result.get("c2c") or {}).items():
+                for name, value in summary.items():
+                    if isinstance(value, dict) and "R@1" in value and name.startswith(f"{lang}->"):
+                        for key in CURVE_KEYS:
+                            curves.setdefault(f"{name} {key}", []).append(value.get(key))
+    return curves
