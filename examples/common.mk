@@ -15,6 +15,8 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 commas_to_spaces = $(subst $(comma),$(space),$(1))
+# $(call opt,--option,VALUE): "--option VALUE", or nothing when VALUE is empty (the recipe's value then applies)
+opt = $(if $(strip $(2)),$(1) $(2))
 
 $(VENV)/bin/mltk: pyproject.toml
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -e . && touch $@

@@ -99,21 +99,23 @@ SET_xm3600 := $(RUN)/data/xm3600
 SET_xflickrco := $(RUN)/data/xflickrco
 FUSION_TRANSLATIONS := $(RUN)/data/xflickrco-mt/captions
 NEEDS :=
-# The papers' schedules: MLA batch 128, NLT lr 1e-4 for 117,150 steps, LE lr 3e-6 for 11,715 steps (temperature
-# 0.01); CLL-CLIP AdamW lr 5e-5, 3 epochs per language; CCR_k lr 1e-4 (5,000 steps here; set your own).
-# (quickstart.mk, included for BASE, has its own defaults for the first four: the papers' replace them unless
-# they are given on the command line)
+# The papers' settings are mltk's recipes (mltk/recipes/*.json: --recipe mla-nlt, mla-le, cll-clip, ccrk): MLA
+# batch 128, NLT lr 1e-4, LE lr 3e-6 (temperature 0.01); CLL-CLIP AdamW lr 5e-5, 3 epochs per language, 10K-token
+# vocabularies; CCR_k lr 1e-4. Only the run lengths are set here: NLT 117,150 steps, LE 11,715 (the papers'), CCR_k
+# 5,000 (set your own). An empty variable leaves the value to the recipe.
+# (quickstart.mk, included for BASE, has its own values for the first four: these replace them unless they are
+# given on the command line)
 $(call paper_default,NLT_STEPS,117150)
-$(call paper_default,NLT_LR,1e-4)
+$(call paper_default,NLT_LR,)
 $(call paper_default,LE_STEPS,11715)
-$(call paper_default,LE_LR,3e-6)
-LE_TEMPERATURE ?= 0.01
-CLL_EPOCHS ?= 3
-CLL_LR ?= 5e-5
-CLL_EXTRA ?= --vocab-size 10000
+$(call paper_default,LE_LR,)
+LE_TEMPERATURE ?=
+CLL_EPOCHS ?=
+CLL_LR ?=
+CLL_EXTRA ?=
 CCRK_STEPS ?= 5000
-CCRK_LR ?= 1e-4
-BATCH ?= 128
+CCRK_LR ?=
+BATCH ?=
 endif
 
 .DEFAULT_GOAL := all
@@ -157,12 +159,13 @@ endef
 # --- MLA: NLT on translation pairs, then LE on image-caption pairs --------------------------------------------
 $(RUN)/nlt/manifest.json: $(TRAIN_SET)/captions/manifest.json $(NEEDS) \
   $(call settings,$(RUN)/nlt,CLIP TOKENIZER_ARGS MLA_LANGS NLT_STEPS BATCH NLT_LR) | $(TOOL)
-	$(MLTK) train-nlt $(TRAIN_SET)/captions $(CLIP) $(TOKENIZER_ARGS) --lang $(MLA_LANGS) --steps $(NLT_STEPS) \
-	  --batch-size $(BATCH) --lr $(NLT_LR) --out $(RUN)/nlt
+	$(MLTK) train-nlt $(TRAIN_SET)/captions $(CLIP) $(TOKENIZER_ARGS) --lang $(MLA_LANGS) --recipe mla-nlt \
+	  --steps $(NLT_STEPS) $(call opt,--batch-size,$(BATCH)) $(call opt,--lr,$(NLT_LR)) --out $(RUN)/nlt
 $(RUN)/mla/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json \
   $(call settings,$(RUN)/mla,LE_STEPS BATCH LE_LR LE_TEMPERATURE) | $(TOOL)
-	$(MLTK) train-le $(RUN)/img-train --captions $(TRAIN_SET)/captions --init $(RUN)/nlt --steps $(LE_STEPS) \
-	  --batch-size $(BATCH) --lr $(LE_LR) --temperature $(LE_TEMPERATURE) --out $(RUN)/mla
+	$(MLTK) train-le $(RUN)/img-train --captions $(TRAIN_SET)/captions --init $(RUN)/nlt --recipe mla-le \
+	  --steps $(LE_STEPS) $(call opt,--batch-size,$(BATCH)) $(call opt,--lr,$(LE_LR)) \
+	  $(call opt,--temperature,$(LE_TEMPERATURE)) --out $(RUN)/mla
 $(eval $(call evaluate_rule,mla-multi30k,mla,multi30k,$(MULTI30K_LANGS)))
 $(eval $(call evaluate_rule,mla-coco,mla,coco,$(COCO_LANGS)))
 
@@ -170,14 +173,16 @@ $(eval $(call evaluate_rule,mla-coco,mla,coco,$(COCO_LANGS)))
 $(RUN)/cll/manifest.json: $(RUN)/img-train/manifest.json $(NEEDS) \
   $(call settings,$(RUN)/cll,CLIP CLL_LANGS CLL_EPOCHS CLL_LR CLL_EXTRA BATCH) | $(TOOL)
 	$(MLTK) train-continual $(RUN)/img-train --captions $(TRAIN_SET)/captions $(CLIP) --lang $(CLL_LANGS) --teir \
-	  --epochs $(CLL_EPOCHS) --lr $(CLL_LR) $(CLL_EXTRA) --batch-size $(BATCH) --out $(RUN)/cll
+	  --recipe cll-clip $(call opt,--epochs,$(CLL_EPOCHS)) $(call opt,--lr,$(CLL_LR)) $(CLL_EXTRA) \
+	  $(call opt,--batch-size,$(BATCH)) --out $(RUN)/cll
 $(eval $(call evaluate_rule,cll-xm3600,cll,xm3600,$(XM3600_LANGS)))
 
 # --- CCR_k: 1-to-K contrastive learning from the NLT checkpoint, recall and MRV --------------------------------
 $(RUN)/ccrk/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json \
   $(call settings,$(RUN)/ccrk,CCRK_LANGS CCRK_STEPS CCRK_LR BATCH) | $(TOOL)
 	$(MLTK) train-ccrk $(RUN)/img-train --captions $(TRAIN_SET)/captions --init $(RUN)/nlt --lang $(CCRK_LANGS) \
-	  --loss one-to-k --steps $(CCRK_STEPS) --lr $(CCRK_LR) --batch-size $(BATCH) --out $(RUN)/ccrk
+	  --recipe ccrk --steps $(CCRK_STEPS) $(call opt,--lr,$(CCRK_LR)) $(call opt,--batch-size,$(BATCH)) \
+	  --out $(RUN)/ccrk
 $(eval $(call evaluate_rule,ccrk-xflickrco,ccrk,xflickrco,$(CCRK_LANGS)))
 $(eval $(call evaluate_rule,ccrk-multi30k,ccrk,multi30k,$(MULTI30K_LANGS)))
 

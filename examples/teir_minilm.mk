@@ -13,7 +13,9 @@
 #
 # Defaults sized for about 60 minutes on 2 CPU cores (-j2, one thread per run: 12 runs of 3 tasks): 3,000 pairs a
 # task, 100 steps of batch 64 (about 2 epochs, validated once per epoch on VAL captions, the best kept), V̂ of 4,000
-# WordPieces a task, lr 1e-3 (the paper's 5e-5 is sized for 3 epochs of COCO). Measured on the shared 2-core
+# WordPieces a task, lr 1e-3 (the paper's 5e-5 is sized for 3 epochs of COCO): the recipe teir-minilm
+# (mltk/recipes/teir-minilm.json, train-continual's default on a Hugging Face tower); BATCH, LR and VOCAB_SIZE,
+# empty by default, replace its values. Measured on the shared 2-core
 # machine, one thread: a one-task run (de, these defaults) takes 137 s (0.9 steps/s); a 3-task run took about 6
 # minutes with its evaluations (12 runs: 78 minutes on one job slot, README); after its 100 steps German reaches x2en R@1 52.3 at lr 1e-3
 # but 16.9 at 2e-4 (the frozen tower reading German: 20.9). The smoke line above took 3 min 6 s (load about 5).
@@ -26,9 +28,9 @@ PAIRS ?= 3000
 VAL ?= 500
 TEST ?= 1000
 STEPS ?= 100
-BATCH ?= 64
-LR ?= 1e-3
-VOCAB_SIZE ?= 4000
+BATCH ?=
+LR ?=
+VOCAB_SIZE ?=
 SEEDS ?= 0 1 2
 VARIANTS ?= plain teir-init-only teir-reg-only teir
 THREADS ?= 1
@@ -75,8 +77,9 @@ define run_rule
 $(RUN)/seed$(1)/cll-$(2).json: $(CAPTIONS)/manifest.json \
   $(call settings,$(RUN)/seed$(1)/cll-$(2),TOWER TASKS VOCAB_SIZE STEPS BATCH LR) | $(TOOL)
 	@mkdir -p $(RUN)/seed$(1)
-	$(MLTK) train-continual $(CAPTIONS) --model $(TOWER) --lang $(TASKS) --vocab-size $(VOCAB_SIZE) \
-	  --steps $(STEPS) --batch-size $(BATCH) --lr $(LR) --seed $(1) $(if $(filter plain,$(2)),,--$(2)) \
+	$(MLTK) train-continual $(CAPTIONS) --model $(TOWER) --lang $(TASKS) --recipe teir-minilm --steps $(STEPS) \
+	  $(call opt,--vocab-size,$(VOCAB_SIZE)) $(call opt,--batch-size,$(BATCH)) $(call opt,--lr,$(LR)) \
+	  --seed $(1) $(if $(filter plain,$(2)),,--$(2)) \
 	  --cache-dir $(RUN)/cache --out $(RUN)/seed$(1)/cll-$(2) --json > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach s,$(SEEDS),$(foreach v,$(VARIANTS),$(eval $(call run_rule,$(s),$(v)))))

@@ -215,6 +215,12 @@ SHEET_BACKGROUND, CARD_BACKGROUND, MISSING_TILE, INK, MUTED = "white", (255, 248
     (105, 105, 105)
 
 
+def check_contact_sheet(out_png: Path, sources: Sequence[Path | None], overwrite: bool = False) -> None:
+    """Refuse a --contact-sheet path before any query work: inside an input or an artifact, behind a symlink, or
+    an existing file without ``overwrite`` (``mltk.artifacts.loose``)."""
+    loose.check_target(out_png, [s for s in sources if s is not None], what="--contact-sheet", overwrite=overwrite)
+
+
 def write_contact_sheet(out_png: Path, query_ids: Sequence[str], results: Sequence[tuple[list[str], list[float]]],
                         images_path: Path, *, index: OpenIndex | None = None, thumb: int = 128,
                         max_rows: int = 20, inputs: Sequence[Path] = (), overwrite: bool | None = None) -> Path:

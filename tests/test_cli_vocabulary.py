@@ -155,3 +155,41 @@ def test_help_imports_no_torch_numpy_or_pyarrow():
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stderr.strip().splitlines()[-1]) == []
     assert "train-nlt" in result.stdout and "Example" in result.stdout
+
+
+TRAINING = ("train-nlt", "train-le", "train-nlt-le", "train-ccrk", "train-continual", "pretrain")
+
+
+@pytest.mark.parametrize("name,command", COMMANDS, ids=IDS)
+def test_every_model_option_has_the_short_form_m(name, command):
+    for option in _visible_options(command):
+        if "--model" in option.opts:
+            assert "-m" in option.opts, f"{name}: --model without -m"
+
+
+def test_the_option_aliases_are_canonical_written_once_and_used():
+    """Each alias of mltk.cli.options names its idea canonically and is what the commands having that option use
+    (the same help: declared once, not restated); every training command takes its hyper-parameters from them,
+    defaulting to None (from the recipe)."""
+    from mltk.cli import options
+
+    by_name = {}
+    for alias_name, alias in options.ALIASES.items():
+        info = typing.get_args(alias)[1]
+        names = [n for n in (info.default, *info.param_decls) if n.startswith("--")]  # Annotated: names only
+        assert len(names) == 1 and names[0] not in NON_CANONICAL, alias_name
+        assert names[0] in VOCABULARY or names[0] in ("--grad-clip", "--mse-form", "--val-images",
+                                                      "--init-embeddings"), alias_name
+        by_name[names[0]] = info
+    used = {spelling for _, command in COMMANDS for option in _visible_options(command) for spelling in option.opts}
+    assert set(by_name) <= used, set(by_name) - used
+    for name, command in COMMANDS:
+        for option in _visible_options(command):
+            long = next((o for o in option.opts if o.startswith("--")), None)
+            if name in TRAINING and long in by_name and long != "--steps":  # train-continual: --steps per task
+                assert option.help == by_name[long].help, f"{name}: {long} restates the alias"
+        if name in TRAINING:
+            defaults = {o.opts[-1]: o.default for o in _visible_options(command)}
+            hyper = {k: v for k, v in defaults.items() if k in ("--recipe", "--lr", "--steps", "--batch-size",
+                                                                "--weight-decay", "--grad-clip", "--warmup")}
+            assert "--recipe" in hyper and set(hyper.values()) == {None}, (name, hyper)

@@ -90,13 +90,19 @@ def test_continual_metrics_from_a_sequence_of_metrics_artifacts(tmp_path):
         per_language = {lang: {"i2t": {"R@1": 0.0}, "t2i": {"R@1": value}, "AR": 0.0} for lang, value in row.items()}
         runs.append(artifacts.write_metrics(tmp_path / f"run{j}", {"per_language": per_language}))
     out = tmp_path / "continual"
-    result = runner.invoke(app, ["evaluate", "--continual", str(runs[0]), "--continual", str(runs[1]),
-                                 "--task", "fr,de", "--out", str(out)])
+    result = runner.invoke(app, ["evaluate-continual", str(runs[0]), str(runs[1]), "--task", "fr,de", "--out",
+                                 str(out)])
     assert result.exit_code == 0, result.stderr
     continual = artifacts.load_metrics(out)["continual"]
     assert continual["matrix"] == [[50.0, None], [40.0, 60.0]]
     assert continual["AR"] == [50.0, 50.0] and continual["F"] == [None, 10.0]
     assert "Continual" in result.stderr
+    old = runner.invoke(app, ["evaluate-continual", "--continual", str(runs[0]), "--continual", str(runs[1]),
+                              "--task", "fr,de", "--out", str(tmp_path / "old")])  # the old spelling, hidden
+    assert old.exit_code == 0, old.stderr
+    assert artifacts.load_metrics(tmp_path / "old")["continual"] == continual
+    gone = runner.invoke(app, ["evaluate", "--continual", str(runs[0]), "--out", str(tmp_path / "x")])
+    assert gone.exit_code == 2 and "--continual" in gone.stderr
 
 
 def _one_error_line(result, *fragments):

@@ -13,8 +13,14 @@ from mltk.train.batches import draw_captions, group_by_image
 from mltk.train.ccrk import CcrkConfig
 from mltk.train.loop import LoopConfig
 from mltk.train.loop_state import changed_settings, settings_record
-from mltk.train.mla import MlaConfig
+from mltk.recipes import with_recipe
+from mltk.train.mla import MlaConfig as UnresolvedMlaConfig
 from mltk.train.stage import open_run, replace_settings, stage_writer
+
+
+def MlaConfig(**fields) -> UnresolvedMlaConfig:
+    """train-nlt's config with its recipe's values filled in, as train_nlt records it."""
+    return with_recipe(UnresolvedMlaConfig(**fields), "train-nlt")
 
 
 def test_one_rule_lets_only_listed_settings_change_at_any_depth():

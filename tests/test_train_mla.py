@@ -273,3 +273,53 @@ def test_nlt_acquirer_ablation_and_mse_form_reach_the_encoder_and_the_loss(world
     finally:
         mla._run = original
     assert captured["task"].criterion.form == "sum"
+
+
+def test_train_le_from_python_with_the_default_config_trains_at_the_le_recipe_rate(world, tmp_path):
+    """Issue 24: the paper's LE lr 3e-6 lived only in the CLI, so ``train_le(MlaConfig(...))`` trained at NLT's 1e-4.
+    Only the step count is set here; every other value, lr included, is the config's default (the mla-le recipe)."""
+    nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
+    config = replace_settings(mla.MlaConfig(captions=world["captions"], out=tmp_path / "le", images=world["images"],
+                                            init=nlt, device="cpu"), steps=3)
+    out = mla.train_le(config)
+    loop = artifacts.read_manifest(out, "checkpoint")["created_by"]["config"]["loop"]
+    assert loop["lr"] == 3e-6 and loop["steps"] == 3
+    rates = [float(row["lr"]) for row in read_steps_csv(out / STEPS_CSV)]
+    assert max(rates) == pytest.approx(3e-6)  # the rate the optimizer stepped at (after the warm-up)
+
+
+def test_recipe_file_sets_the_hyper_parameters_and_the_options_given_replace_them(world, tmp_path):
+    import json
+
+    recipe = tmp_path / "slow-le.json"
+    recipe.write_text(json.dumps({"name": "slow-le", "stage": "train-le", "extends": "mla-le",
+                                  "loop": {"lr": 5e-6, "weight_decay": 0.1}, "config": {"batch_size": 8}}))
+    nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
+    out = tmp_path / "le"
+    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]), "--init",
+                                 str(nlt), "--recipe", str(recipe), "--steps", "2", "--weight-decay", "0.3",
+                                 "--device", "cpu", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    config = artifacts.read_manifest(out, "checkpoint")["created_by"]["config"]
+    assert config["recipe"] == str(recipe) and config["batch_size"] == 8 and config["temperature"] == 0.01
+    assert (config["loop"]["lr"], config["loop"]["weight_decay"], config["loop"]["steps"]) == (5e-6, 0.3, 2)
+
+
+@pytest.mark.parametrize("text, fragment", [("{not json", "not a readable JSON recipe"),
+                                            ('{"stage": "train-le", "loop": {"lr": 1e-5}, "colour": 1}',
+                                             "unknown key(s) colour"),
+                                            ('{"stage": "train-ccrk"}', "is for train-ccrk, not train-le"),
+                                            ('{"stage": "train-le", "extends": "mla-le", "loop": {"rate": 1}}',
+                                             "unknown loop key(s) rate")])
+def test_a_bad_recipe_file_exits_2_with_one_line_naming_it(world, tmp_path, text, fragment):
+    recipe = tmp_path / "bad.json"
+    recipe.write_text(text)
+    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]), "--init",
+                                 str(world["native"]), "--recipe", str(recipe), "--device", "cpu",
+                                 "-o", str(tmp_path / "le")])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and str(recipe) in result.stderr and fragment in result.stderr, \
+        result.stderr
+    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
+                                 "--recipe", "no-such-recipe", "-o", str(tmp_path / "le")])
+    assert result.exit_code == 2 and "no recipe 'no-such-recipe'" in result.stderr and "mla-le" in result.stderr

@@ -42,6 +42,7 @@ COMMAND_MODULES = {
     "import-mla": "mltk.cli.import_mla",
     "index": "mltk.cli.index",
     "evaluate": "mltk.cli.evaluate",
+    "evaluate-continual": "mltk.cli.evaluate",
     "classify": "mltk.cli.classify",
     "inspect": "mltk.cli.inspect",
     "prune": "mltk.cli.prune",
@@ -131,7 +132,9 @@ def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
         help="Turn an English CLIP into a multilingual one and measure cross-lingual retrieval.\n\n"
         "Every command prints one line on stdout, the path of the artifact it wrote (or JSON with --json); "
         "logs and progress go to stderr. Exit codes: 0 ok, 2 bad input, 1 internal error (MLTK_DEBUG=1 for a "
-        "traceback).",
+        "traceback).\n\nThe training commands take every hyper-parameter they are not given from a recipe, the "
+        "published settings as data (--recipe NAME or FILE; mltk/recipes/*.json), and record the values used in "
+        "the manifest.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import JsonOption, emit, examples, out_option
+from mltk.cli.common import emit, examples, out_option
+from mltk.cli.options import JsonOpt
 
 EXAMPLE = examples("mltk check-overlap data/coco/captions data/xtd10/captions -o runs/overlap")
 
@@ -19,7 +20,7 @@ def check_overlap(
     test: Path = typer.Argument(..., help="Test data: a captions, images or embeddings artifact."),
     out: Optional[Path] = out_option("Write a metrics artifact listing every shared image id, and print its path.",
                                      required=False),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Count the test images that appear in the training set (the report goes to stderr). Prints the artifact
     path with --out, one JSON object with --json, nothing otherwise."""

@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, emit, examples, lang_option, out_option,
-                              require, route_input, split_list)
+from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 
 EXAMPLE = examples("mltk classify emb/img --classes world -m runs/mla -o runs/zero-shot",
                    "mltk encode-images world/images -m runs/native -o emb \\",
@@ -28,9 +28,9 @@ def classify_command(
     out: Path = out_option("Metrics artifact to write."),
     lang: List[str] = lang_option("Languages to classify in (default: every language of the task the model reads)."),
     split: str = typer.Option("test", "--split", help="The split of a synthetic world's images."),
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
-    as_json: bool = JsonOption,
+    device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto",
+    as_json: JsonOpt = False,
 ) -> None:
     """Zero-shot classification: each class's prompts in a language are encoded by the model and averaged (CLIP's
     prompt ensemble); each image takes the class of highest cosine similarity; top-1 and top-5 accuracy per

@@ -1,5 +1,6 @@
-"""Option aliases shared by commands, the one way a command reads its main input (a path, ``-`` or a pipe) and
-the one way it prints its result. The library never reads stdin: commands resolve it here and pass a path.
+"""The option vocabulary, the one way a command reads its main input (a path, ``-`` or a pipe) and the one way
+it prints its result (the option aliases themselves: ``mltk.cli.options``). The library never reads stdin:
+commands resolve it here and pass a path.
 
 This module is imported by ``mltk --help``: it must stay free of torch, numpy and pyarrow (library imports
 happen inside the functions that run a command).
@@ -22,6 +23,8 @@ from collections.abc import Callable
 
 import typer
 
+from mltk.cli.options import (CacheDirOpt, DeviceOpt, JsonOpt, LogEveryOpt, PrecisionOpt, SeedOpt, TensorboardOpt,
+                              as_default)
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 
@@ -32,7 +35,9 @@ VOCABULARY = {
     "--image-source": "raw images (an images artifact) where a command also takes image embeddings",
     "--captions": "a captions artifact (or captions Parquet file)",
     "--texts": "text embeddings",
-    "--model": "the base CLIP: open_clip name, hf-hub name or checkpoint artifact",
+    "--model": "the base model: open_clip name, hf-hub name, checkpoint artifact or transformers folder; always "
+               "with the short form -m",
+    "--recipe": "the hyper-parameters a training command leaves out: a recipe name or JSON file (mltk.recipes)",
     "--pretrained": "open_clip pretrained tag or weights file of --model",
     "--init": "a trained checkpoint to start from",
     "--base": "where a moved checkpoint's base model or tokenizer now lies (matched by fingerprint)",
@@ -44,6 +49,10 @@ VOCABULARY = {
     "--train-embedding": "train the shared non-native embedding (--freeze-embedding: do not)",
     "--split": "the data split to use",
     "--steps": "optimizer steps",
+    "--lr": "peak learning rate",
+    "--weight-decay": "decoupled (AdamW) weight decay",
+    "--warmup": "fraction of the steps of linear warm-up",
+    "--eval-every": "steps between validations",
     "--batch-size": "examples per batch",
     "--seed": "random seed",
     "--device": "auto, cpu or cuda",
@@ -61,17 +70,12 @@ NON_CANONICAL = {
     "--caption": "--captions", "--text-emb": "--texts", "--batch": "--batch-size",
 }
 
-DeviceOption = typer.Option("auto", "--device", help="auto (CUDA when available), cpu or cuda.")
-PrecisionOption = typer.Option(
-    "auto", "--precision", help="auto (bf16/fp16 autocast on CUDA, fp32 on CPU), fp32, bf16 or fp16."
-)
-JsonOption = typer.Option(False, "--json", help="Print one JSON object instead of the bare artifact path.")
-SeedOption = typer.Option(0, "--seed", help="Random seed; the same seed gives the same result on the CPU.")
-LogEveryOption = typer.Option(None, "--log-every", help="Steps between stderr log lines and steps.csv rows "
-                              "(default 10).")
-TensorboardOption = typer.Option(None, "--tensorboard", help="Also write TensorBoard event files under this "
-                                 "directory (needs the tensorboard extra).")
-CacheDirOption = typer.Option(None, "--cache-dir", help="Cache root (default: $MLTK_CACHE_DIR or ~/.cache/mltk).")
+# The shared options in the older default style (``device: str = DeviceOption``), derived from the aliases of
+# mltk.cli.options, for command modules written before them; new commands use the aliases.
+DeviceOption, PrecisionOption = as_default(DeviceOpt, "auto"), as_default(PrecisionOpt, "auto")
+JsonOption, SeedOption = as_default(JsonOpt, False), as_default(SeedOpt, 0)
+LogEveryOption, TensorboardOption = as_default(LogEveryOpt, None), as_default(TensorboardOpt, None)
+CacheDirOption = as_default(CacheDirOpt, None)
 LIST_METAVAR = "A[,B...]"
 
 
@@ -148,7 +152,7 @@ SHARED_ANNOTATIONS = {"base": Optional[List[str]]}  # the others are flags
 
 def with_shared_options(function: Callable) -> Callable:
     """``function`` (a command) with the shared options that go with its own options added to its signature."""
-    signature = inspect.signature(function)
+    signature = inspect.signature(function, eval_str=True)  # Annotated option aliases resolved
     extra = [(name, info) for companion, name, info in SHARED_OPTIONS
              if companion in signature.parameters and name not in signature.parameters]
     if not extra:

@@ -7,7 +7,8 @@ from typing import List
 
 import typer
 
-from mltk.cli.common import JsonOption, emit, examples, lang_option, out_option, split_list
+from mltk.cli.common import emit, examples, lang_option, out_option, split_list
+from mltk.cli.options import JsonOpt
 
 EXAMPLE = examples("mltk compare runs/mla/metrics runs/ccrk/metrics --name mla,ccrk -o cmp")
 
@@ -19,7 +20,7 @@ def compare_command(
                                    "folder names); repeat or comma-separate."),
     lang: List[str] = lang_option("Languages for mean AR and spread (default: those every run evaluated)."),
     report_format: str = typer.Option("table", "--format", help="table (rich on stderr), markdown or csv."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print mean AR, MRV (both directions) and the per-language recall spread (max - min AR) of several evaluated
     runs side by side on stderr, and write them as a metrics artifact."""

@@ -8,8 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (JsonOption, SeedOption, either, emit, examples, hidden_alias, lang_option, out_option,
-                              split_list)
+from mltk.cli.common import either, emit, examples, hidden_alias, lang_option, out_option, split_list
+from mltk.cli.options import JsonOpt, SeedOpt
 
 SYNTH_EXAMPLE = examples("mltk synth-data -o world --lang en,de,zh | mltk pretrain -o runs/native")
 IMPORT_EXAMPLE = examples("mltk import-data xtd10 XTD10/ --images-root coco/val2014 -o data/xtd10")
@@ -19,7 +19,7 @@ MERGE_EXAMPLE = examples("mltk merge-captions data/a/captions data/b/captions -o
 
 def synth_data(
     out: Path = out_option("World directory to write (images/, captions/, world.json)."),
-    seed: int = SeedOption,
+    seed: SeedOpt = 0,
     train: int = typer.Option(2000, "--train", help="Number of training images."),
     val: int = typer.Option(250, "--val", help="Number of validation images."),
     test: int = typer.Option(250, "--test", help="Number of test images."),
@@ -33,7 +33,7 @@ def synth_data(
                                   help="Machine-translation errors in the train split's non-English captions: one "
                                   "rate for every language (0.2) or LANG=RATE pairs (de=0.1,zh=0.3). Default: "
                                   "exact translations."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Generate the embedded multilingual scene world: an images artifact (PNG bytes) and a captions artifact
     (parallel captions sharing caption_id across languages), split into train/val/test by image.
@@ -82,7 +82,7 @@ def import_data(
                                           "captions the lines translate."),
     src_lang: Optional[str] = typer.Option(None, "--src", help="lexicon, synth-lexicon: the source language."),
     tgt_lang: Optional[str] = typer.Option(None, "--tgt", help="lexicon, synth-lexicon: the target language."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Convert a caption dataset on disk into a captions artifact (OUT/captions) and an images artifact of paths
     (OUT/images). Translations share caption_id; image ids are canonical (coco:000000391895,
@@ -123,7 +123,7 @@ def induce_lexicon(
     tgt_lang: str = typer.Option("en", "--tgt", help="Target language."),
     split: Optional[str] = typer.Option("train", "--split", help="Read only this split ('' for all)."),
     min_count: int = typer.Option(3, "--min-count", help="Translation pairs a word pair must co-occur in."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Induce a bilingual lexicon from parallel captions: word co-occurrence across translation pairs, Dice
     coefficient, mutual best match, at least --min-count co-occurrences (mltk.ame.induce)."""
@@ -135,7 +135,7 @@ def induce_lexicon(
 def merge_captions(
     inputs: List[Path] = typer.Argument(..., metavar="CAPTIONS...", help="Two or more captions artifacts."),
     out: Path = out_option("The captions artifact to write."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """The union of captions artifacts; a duplicate (caption_id, lang), a caption_id naming two images or an image
     in two splits is refused."""

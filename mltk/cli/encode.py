@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, examples, out_option,
-                              resolve_input, split_list)
+from mltk.cli.common import emit, examples, out_option, resolve_input, split_list
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, SeedOpt
 
 EXAMPLE = examples("mltk encode-images world/images -m runs/native -o emb",
                    "mltk encode-images photos/ -m ViT-B-32-quickgelu --pretrained openai -o emb")
@@ -44,10 +44,7 @@ def encode_images_command(
     image_map: Optional[Path] = typer.Option(
         None, "--image-map", help="File of image_id<TAB>path lines (or Parquet with image_id, path) giving the "
         "file of each image id; it wins over the source's paths."),
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
-    seed: int = SeedOption,
-    as_json: bool = JsonOption,
+    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0, as_json: JsonOpt = False,
 ) -> None:
     """Encode images with a frozen CLIP image tower into L2-normalised, sharded, resumable embeddings.
 

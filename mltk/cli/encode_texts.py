@@ -6,9 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import BaseOption
-from mltk.cli.common import (LIST_METAVAR, DeviceOption, JsonOption, PrecisionOption, emit, examples, lang_option,
-                              out_option, resolve_input, split_list)
+from mltk.cli.common import LIST_METAVAR, BaseOption, emit, examples, lang_option, out_option, resolve_input, split_list
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 
 EXAMPLE = examples("mltk encode-texts world/captions -m runs/nlt --split test -o txt",
                    "mltk encode-texts caps -m path/to/all-MiniLM-L6-v2 --lang en,de -o txt")
@@ -27,9 +26,9 @@ def encode_texts_command(
                                     "comma-separate); default: every split."),
     out: str = out_option("Output embeddings artifact directory."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Captions per forward pass."),
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
-    as_json: bool = JsonOption,
+    device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto",
+    as_json: JsonOpt = False,
 ) -> None:
     """Encode captions into L2-normalised text embeddings (rows: id = lang:caption_id, with lang, image_id,
     caption_id, split), each language through the model's own path; read by `evaluate --texts` and `index`."""

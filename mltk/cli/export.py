@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from mltk.cli.common import JsonOption, emit, examples, out_option
+from mltk.cli.common import emit, examples, out_option
+from mltk.cli.options import JsonOpt
 
 EXAMPLE = examples("mltk export runs/quickstart/native --format open_clip -o export/clip",
                    "mltk export runs/real-text/full-de --format sentence-transformers \\",
@@ -21,7 +22,7 @@ def export_command(
                                       help="What to write (see above); a format that does not apply to the "
                                       "checkpoint is refused (exit 2, one line saying why)."),
     out: Path = out_option("Folder to write (a plain folder the other tool reads, not an mltk artifact)."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Export CHECKPOINT as a folder that open_clip, transformers or sentence-transformers load with no mltk code.
 

@@ -8,7 +8,8 @@ from typing import List
 
 import typer
 
-from mltk.cli.common import JsonOption, emit, examples, lang_option, out_option, split_list
+from mltk.cli.common import emit, examples, lang_option, out_option, split_list
+from mltk.cli.options import JsonOpt
 
 # mltk.import_mla's defaults (importing it would import torch for --help)
 DEFAULT_ARCHITECTURE, DEFAULT_TOKENIZER = "ViT-B-32-quickgelu", "bert-base-multilingual-cased"
@@ -29,7 +30,7 @@ def import_mla(
     lang: List[str] = lang_option(
         "Import only these languages (repeat or comma-separate); required, and copied to each, "
         "when the checkpoint has one acquirer stack shared by all languages."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Import an authors' MLA checkpoint; prints OUT/mla, the artifact to pass to evaluate/index."""
     from mltk.import_mla import import_mla_checkpoint

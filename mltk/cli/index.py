@@ -9,9 +9,8 @@ from typing import List, Optional
 import typer
 
 from mltk.cli.application import HELP_SETTINGS
-from mltk.cli.common import BaseOption
-from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, artifact_role, either, emit,
-                              examples, hidden_alias, out_option, resolve_input, split_list)
+from mltk.cli.common import BaseOption, artifact_role, either, emit, examples, hidden_alias, out_option, resolve_input, split_list
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, PretrainedOpt, SeedOpt
 from mltk.core.errors import ConfigError
 
 index_app = typer.Typer(help="Build a FAISS index over embeddings and query it.", no_args_is_help=True,
@@ -33,8 +32,8 @@ def build(
     nprobe: int = typer.Option(16, "--nprobe", help="IVF lists visited per query."),
     hnsw_m: int = typer.Option(32, "--hnsw-m", help="HNSW neighbours per node."),
     ef_search: int = typer.Option(64, "--ef-search", help="HNSW search breadth."),
-    seed: int = SeedOption,
-    as_json: bool = JsonOption,
+    seed: SeedOpt = 0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Index the vectors of an embeddings artifact (cosine similarity) and print the index artifact path."""
     from mltk.index import IndexConfig, build_index  # faiss is imported only by the index commands
@@ -58,53 +57,33 @@ def query(
         None, "--text-file", help="A UTF-8 file of text queries, one per line (blank lines skipped)."),
     lang: str = typer.Option("en", "--lang", help="Language of the text queries (its own path through --model)."),
     model: Optional[str] = typer.Option(
-        None, "--model", help="Checkpoint (MLA, train-continual, a whole CLIP) or open_clip name for text queries."),
-    pretrained: Optional[str] = typer.Option(
-        None, "--pretrained", help="open_clip pretrained tag or weights file, when --model is an architecture name."),
+        None, "--model", "-m", help="Checkpoint (MLA, train-continual, a whole CLIP) or open_clip name for text "
+        "queries."),
+    pretrained: PretrainedOpt = None,
     base: Optional[List[str]] = BaseOption,
     k: int = typer.Option(10, "--k", help="Results per query."),
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --contact-sheet file."),
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
+    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
 ) -> None:
     """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}.
 
     Queries are image vectors (--images or --vectors) or texts (--text / --text-file with --model and --lang;
     the query id is the text)."""
-    from mltk.index import (open_index, query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
-                            read_query_lines, write_contact_sheet)
     from mltk.core.runtime import log
-    from mltk.artifacts.loose import check_target
+    from mltk.index import check_contact_sheet, open_index, write_contact_sheet
 
-    image_emb = either(images, image_emb, "--images", "--image-emb")
-    if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
-        raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "
-                          "--contact-sheet draws are --image-source")
-
-    texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
-    if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
-        raise ConfigError("give exactly one kind of query: --images, --vectors, or --text/--text-file")
-    if texts and model is None:
-        raise ConfigError("text queries need --model (the checkpoint that encodes them)")
-    if model is not None and not texts:
-        raise ConfigError("--model encodes text queries; give --text or --text-file")
     if contact_sheet is not None and image_source is None:
         raise ConfigError("--contact-sheet needs --image-source (the images artifact to draw from)")
+    image_emb = either(images, image_emb, "--images", "--image-emb")
     opened = open_index(resolve_input(index, what="index"))
     sheet_inputs = [p for p in (image_emb, vectors, text_file) if p is not None]
     if contact_sheet is not None:  # refused before any query work (inside an input, an existing file)
-        check_target(contact_sheet, [image_source, opened.path, *sheet_inputs], what="--contact-sheet",
-                     overwrite=overwrite)
-    if texts:
-        query_ids, query_matrix = query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device,
-                                                           precision=precision)
-    elif image_emb is not None:
-        query_ids, query_matrix = query_vectors_from_embeddings(image_emb, list(split_list(ids)))
-    else:
-        query_ids, query_matrix = query_vectors_from_npy(vectors)
+        check_contact_sheet(contact_sheet, [image_source, opened.path, *sheet_inputs], overwrite)
+    query_ids, query_matrix = _query_vectors(image_emb, ids, vectors, text, text_file, lang, model, pretrained,
+                                             device, precision)
     results = opened.search(query_matrix, k)
     if contact_sheet is not None:  # first: a refused sheet leaves stdout empty
         sheet = write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened,
@@ -114,6 +93,30 @@ def query(
         typer.echo(json.dumps({"query": query_id,
                                "results": [{"id": i, "score": s} for i, s in zip(result_ids, scores)]},
                               ensure_ascii=False))
+
+
+def _query_vectors(image_emb: Path | None, ids: List[str], vectors: Path | None, text: List[str],
+                   text_file: Path | None, lang: str, model: str | None, pretrained: str | None, device: str,
+                   precision: str):
+    """The query ids and vectors of exactly one kind of query: image embeddings, a .npy file or texts."""
+    from mltk.index import (query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
+                            read_query_lines)
+
+    if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
+        raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "
+                          "--contact-sheet draws are --image-source")
+    texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])
+    if sum((image_emb is not None, vectors is not None, bool(texts))) != 1:
+        raise ConfigError("give exactly one kind of query: --images, --vectors, or --text/--text-file")
+    if texts and model is None:
+        raise ConfigError("text queries need --model (the checkpoint that encodes them)")
+    if model is not None and not texts:
+        raise ConfigError("--model encodes text queries; give --text or --text-file")
+    if texts:
+        return query_vectors_from_texts(texts, lang, model, pretrained=pretrained, device=device, precision=precision)
+    if image_emb is not None:
+        return query_vectors_from_embeddings(image_emb, list(split_list(ids)))
+    return query_vectors_from_npy(vectors)
 
 
 def register(app: typer.Typer) -> None:

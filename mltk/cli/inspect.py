@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import JsonOption, examples, resolve_input
+from mltk.cli.common import examples, resolve_input
+from mltk.cli.options import JsonOpt
 
 EXAMPLE = examples("mltk inspect runs/le", "mltk train-le ... | mltk inspect --json")
 
@@ -15,7 +16,7 @@ EXAMPLE = examples("mltk inspect runs/le", "mltk train-le ... | mltk inspect --j
 def inspect(
     path: Optional[str] = typer.Argument(None, help="Artifact directory, or - / nothing to read its path from stdin."),
     quick: bool = typer.Option(False, "--quick", help="Check sizes and sha256 only; do not decode every file."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check that PATH is a complete, intact mltk artifact: every file it names lies inside it, has the recorded
     size and sha256, and decodes (unless --quick); exit 2 naming the first file that does not. Inputs that changed

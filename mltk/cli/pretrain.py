@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, LogEveryOption, PrecisionOption, SeedOption,
-                              TensorboardOption, emit, examples, out_option, resolve_input)
+from mltk.cli.common import emit, examples, out_option, resolve_input
+from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt,
+                              PrecisionOpt, RecipeOpt, SeedOpt, StepsOpt, TensorboardOpt, WeightDecayOpt, given)
 
 EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 1500")
 
@@ -17,34 +17,25 @@ EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --st
 def pretrain_command(
     images: Optional[str] = typer.Argument(None, help="Images artifact (e.g. WORLD/images, what synth-data "
                                            "prints), or - for stdin."),
-    captions: Optional[Path] = typer.Option(None, "--captions", help="Captions artifact; its English rows are "
-                                            "used (default: the captions the images artifact names, as synth-data "
-                                            "and import-data record)."),
-    out: Path = out_option("Checkpoint artifact to write."),
-    model: str = typer.Option("mltk-tiny", "--model", help="open_clip architecture to train from scratch."),
-    steps: int = typer.Option(1500, "--steps", min=1, help="Optimizer steps."),
-    batch_size: int = typer.Option(128, "--batch-size", min=2),
-    lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (10% warm-up, then cosine)."),
-    weight_decay: float = typer.Option(0.1, "--weight-decay"),
-    eval_every: int = typer.Option(0, "--eval-every", help="Validate every N steps (0: at the end only)."),
-    seed: int = SeedOption,
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
-    log_every: Optional[int] = LogEveryOption,
-    tensorboard: Optional[Path] = TensorboardOption,
-    as_json: bool = JsonOption,
+    captions: CaptionsOpt = None, out: Path = out_option("Checkpoint artifact to write."),
+    model: ModelOpt = "mltk-tiny", recipe: RecipeOpt = None, steps: StepsOpt = None, batch_size: BatchOpt = None,
+    lr: LrOpt = None, weight_decay: WeightDecayOpt = None, eval_every: EvalEveryOpt = None, seed: SeedOpt = 0,
+    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
+    tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
 ) -> None:
-    """Train a CLIP from scratch on English captions with the standard CLIP loss (resumable: rerun to continue).
+    """Train a CLIP from scratch (--model: an open_clip architecture) on English captions with the standard CLIP
+    loss (resumable: rerun to continue). Hyper-parameters: recipe clip-pretrain (10% warm-up, then cosine).
 
     The checkpoint holds the whole model under open_clip key names; pass it as --model to every other stage.
     """
-    from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, paired_captions, pretrain
+    from mltk.train.pretrain import PretrainConfig, paired_captions, pretrain
     from mltk.train.step_log import step_logging
 
     images_path = resolve_input(images, what="images")
-    loop = replace(PRETRAIN_LOOP, steps=steps, lr=lr, weight_decay=weight_decay, eval_every=eval_every, seed=seed)
     config = PretrainConfig(images=images_path, captions=captions or paired_captions(images_path), out=out,
-                            model=model, batch_size=batch_size, device=device, precision=precision, loop=loop)
+                            model=model, device=device, precision=precision, recipe=recipe,
+                            loop=given(steps=steps, lr=lr, weight_decay=weight_decay, eval_every=eval_every,
+                                       seed=seed), **given(batch_size=batch_size))
     with step_logging(log_every, tensorboard):
         emit(pretrain(config), as_json)
 

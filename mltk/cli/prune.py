@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import JsonOption, emit, examples, resolve_input
+from mltk.cli.common import emit, examples, resolve_input
+from mltk.cli.options import JsonOpt
 
 EXAMPLE = examples("mltk prune runs/nlt", "mltk train-nlt ... | mltk prune")
 
@@ -14,7 +15,7 @@ EXAMPLE = examples("mltk prune runs/nlt", "mltk train-nlt ... | mltk prune")
 def prune_command(
     path: Optional[str] = typer.Argument(None, metavar="[CHECKPOINT]", help="A checkpoint artifact, or - / nothing "
                                          "to read its path from stdin."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Drop a finished checkpoint's resume state (state/: optimizer moments and the best-step copy), which a longer
     rerun of the same command would continue from. The weights, config and steps.csv stay; the manifest is

@@ -8,8 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import (DeviceOption, JsonOption, PrecisionOption, SeedOption, emit, examples, lang_option,
-                              out_option, resolve_input, split_list)
+from mltk.cli.common import emit, examples, lang_option, out_option, resolve_input, split_list
+from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, SeedOpt
 
 SYNTH_EXAMPLE = examples("mltk synth-videos -o clips --lang en,de,fr")
 ENCODE_EXAMPLE = examples("mltk encode-videos clips/videos -m runs/native -o emb/clips",
@@ -19,14 +19,14 @@ ENCODE_EXAMPLE = examples("mltk encode-videos clips/videos -m runs/native -o emb
 
 def synth_videos(
     out: Path = out_option("Folder to write (videos/, captions/)."),
-    seed: int = SeedOption,
+    seed: SeedOpt = 0,
     train: int = typer.Option(200, "--train", help="Number of training clips."),
     val: int = typer.Option(40, "--val", help="Number of validation clips."),
     test: int = typer.Option(40, "--test", help="Number of test clips."),
     frames: int = typer.Option(16, "--frames", help="Frames per clip (8 per second)."),
     size: int = typer.Option(64, "--size", help="Frame side in pixels (a multiple of 16)."),
     lang: List[str] = lang_option("Caption languages (default en,de,fr; available en,de,fr,es,it)."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Generate short clips of one shape moving left, right, up or down, with captions that say so in every
     language ("A red circle moves to the left."); prints the videos artifact (OUT/videos), which encode-videos
@@ -51,10 +51,10 @@ def encode_videos_command(
     split: List[str] = typer.Option([], "--split", metavar="A[,B...]", help="Only these splits (default: all)."),
     batch_size: int = typer.Option(8, "--batch-size", help="Videos per forward pass."),
     dtype: str = typer.Option("float16", "--dtype", help="Stored vector type: float16 or float32."),
-    seed: int = SeedOption,
-    device: str = DeviceOption,
-    precision: str = PrecisionOption,
-    as_json: bool = JsonOption,
+    seed: SeedOpt = 0,
+    device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto",
+    as_json: JsonOpt = False,
 ) -> None:
     """Encode videos into one vector each: N frames sampled uniformly, each through the frozen image tower, the
     normalised frame vectors averaged and normalised again (CLIP4Clip's meanP, as MLA evaluates MSR-VTT). The

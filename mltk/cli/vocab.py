@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import JsonOption, emit, examples, out_option, resolve_input
+from mltk.cli.common import emit, examples, out_option, resolve_input
+from mltk.cli.options import JsonOpt
 from mltk.core.errors import ConfigError
 
 DEFAULT_NEW_VOCAB_SIZE = 10000  # mltk.vocab.DEFAULT_NEW_VOCAB_SIZE (importing it would import torch for --help)
@@ -29,7 +30,7 @@ def build_vocab(
     protect_lang: Optional[str] = typer.Option(
         None, "--protect-lang",
         help="Keep the parent's token ids for every word of this language's captions (e.g. en); off as in the paper."),
-    as_json: bool = JsonOption,
+    as_json: JsonOpt = False,
 ) -> None:
     """Train a BPE vocabulary on one language's captions with CLIP's pre-processing and merge it into the parent
     vocabulary (old ids and merges kept, new tokens appended); writes tokenizer files and TEIR's token counts."""

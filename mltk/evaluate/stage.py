@@ -69,7 +69,7 @@ class EvaluateConfig:
 
 @dataclass(frozen=True)
 class ContinualConfig:
-    """``mltk evaluate --continual``: one metrics artifact per trained task, in training order."""
+    """``mltk evaluate-continual``: one metrics artifact per trained task, in training order."""
 
     runs: tuple[Path, ...]
     tasks: tuple[str, ...]

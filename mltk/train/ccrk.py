@@ -79,6 +79,7 @@ from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
+from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
@@ -90,15 +91,12 @@ NEEDS_ENGLISH = ("english-bridge", "mlmme")
 LOSS_PREFIX = "loss."
 
 
-# The CCR_k authors' optimizer settings: decoupled weight decay 0.01, 3% linear warm-up; their learnt temperature is
-# clamped to [0.001, 0.5].
-CCRK_LOOP = LoopConfig(steps=1000, lr=1e-4, weight_decay=0.01, warmup_fraction=0.03)
-CCRK_TEMPERATURE_RANGE = (0.001, 0.5)
+CCRK_LOOP = loop_from_options(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
 
 
 @dataclass(frozen=True)
 class CcrkConfig:
-    """Options of ``mltk train-ccrk`` (built by the CLI, received by ``train_ccrk``)."""
+    """Options of ``mltk train-ccrk``; ``FROM_RECIPE`` fields and ``loop`` come from ``recipe`` (mltk.recipes)."""
 
     images: Path  # image embeddings (encode-images); frozen
     captions: Path
@@ -109,26 +107,28 @@ class CcrkConfig:
     tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
     init_embeddings: bool = False
     languages: tuple[str, ...] = ()  # the K language slots; default: en + every language the captions have
-    loss: str = "one-to-k"
-    weighting: str = "paper"
-    temperature: float = 0.07
-    learn_temperature: bool = True
+    loss: str = FROM_RECIPE  # one-to-k, one-to-one, english-bridge, hinge or mlmme
+    weighting: str = FROM_RECIPE
+    temperature: float = FROM_RECIPE
+    learn_temperature: bool = FROM_RECIPE
     margin: float | None = None  # hinge / mlmme; None: AME's margin of the similarity (0.2 cosine, 0.05 order)
     similarity: str = "cosine"  # --loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation)
     alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
-    beta: float = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S
-    hard_negatives: int = 0
+    beta: float = FROM_RECIPE  # MLMME: beta * S_I + (1 - beta) * S_S
+    hard_negatives: int = FROM_RECIPE
     train_embedding: bool = True
-    batch_size: int = 128
+    batch_size: int = FROM_RECIPE
     split: str = "train"
     val_split: str = "val"
     val_images: int | None = 1000
     device: str = "auto"
     precision: str = "auto"
-    temperature_range: tuple[float, float] | None = CCRK_TEMPERATURE_RANGE  # the learnt T is clamped to it
-    loop: LoopConfig = CCRK_LOOP  # steps, lr, warm-up, decay, clipping, eval_every, seed
+    temperature_range: tuple[float, float] | None = FROM_RECIPE  # the learnt T is clamped to it
+    loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, eval_every, seed
+    recipe: str | None = None  # the recipe's name or file (None: ccrk)
 
     def __post_init__(self) -> None:
+        fill_from_recipe(self, "train-ccrk")
         problems = []
         if self.loss not in LOSSES:
             problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")

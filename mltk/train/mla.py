@@ -40,6 +40,7 @@ from mltk.core.errors import ConfigError
 from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
+from mltk.recipes import FROM_RECIPE, with_recipe
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
@@ -51,12 +52,15 @@ from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_s
 from mltk.train.teacher import teacher_embeddings
 from mltk.train.preflight import check_image_embeddings, require_weights
 
-LE_TEMPERATURE = 0.01
 
 
 @dataclass(frozen=True)
 class MlaConfig:
-    """Options of ``mltk train-nlt`` and ``mltk train-le`` (built by the CLI, received by the library)."""
+    """Options of ``mltk train-nlt``, ``train-le`` and ``train-nlt-le`` (built by the CLI, received by the library).
+
+    The hyper-parameters left at ``FROM_RECIPE`` and ``loop`` (None, or a dict of the LoopConfig fields given)
+    come from ``recipe`` (a name or JSON file; default: the stage's, ``mltk.recipes``), filled in by each
+    ``train_*`` function: ``train_le(MlaConfig(...))`` trains at the LE recipe's lr 3e-6."""
 
     captions: Path
     out: Path
@@ -67,24 +71,25 @@ class MlaConfig:
     tokenizer: str | None = None  # non-native tokenizer: vocab artifact, transformers name, "tower" (None: the
     #                               tower's own on a Hugging Face tower)
     train: str = "acquirers"  # "acquirers" (MLA) or "full" (a student copy of the whole tower: the KD baseline)
-    embedding_lr: float | None = None  # peak lr of the shared non-native embedding (None: the loop's lr)
+    embedding_lr: float | None = FROM_RECIPE  # peak lr of the shared non-native embedding (None: the loop's lr)
     init_embeddings: bool = False  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
-    batch_size: int = 128
+    batch_size: int = FROM_RECIPE
     train_embedding: bool | None = None  # default: yes, unless languages are added to an existing checkpoint
-    temperature: float | None = LE_TEMPERATURE  # None: the frozen base CLIP's own learned temperature
+    temperature: float | None = FROM_RECIPE  # LE's; None: the frozen base CLIP's own learned temperature
     split: str = "train"
     val_split: str = "val"
     val_images: int | None = 1000  # validation gallery size cap (speed)
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
-    acquirer: str = "mlp"  # MLA's acquirer ablations for a fresh encoder: mlp, linear or none (embedding only)
-    mse_form: str = "mean"  # NLT's MSE: mean over elements (the authors' code) or sum over D (the written form)
-    nlt_weight: float = 1.0  # train_nlt_le: weight of the NLT term
-    le_weight: float = 1.0  # train_nlt_le: weight of the LE term
+    acquirer: str = FROM_RECIPE  # MLA's acquirer ablations for a fresh encoder: mlp, linear or none (embedding only)
+    mse_form: str = FROM_RECIPE  # NLT's MSE: mean over elements (the authors' code) or sum over D (the written form)
+    nlt_weight: float = FROM_RECIPE  # train_nlt_le: weight of the NLT term
+    le_weight: float = FROM_RECIPE  # train_nlt_le: weight of the LE term
     alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
-    loop: LoopConfig = LoopConfig(steps=1000, lr=1e-4)  # steps, lr (LE: 3e-6), warm-up, decay, clipping, seed
+    loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, seed (None / dict: the recipe's)
+    recipe: str | None = None  # the recipe's name or file (None: the stage's default)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -230,6 +235,7 @@ def preflight(config: MlaConfig, stage: str) -> None:
 
 def train_nlt(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-nlt``: Native Language Transfer. Returns the checkpoint artifact path."""
+    config = with_recipe(config, "train-nlt")
     preflight(config, "train-nlt")
     inputs = _inputs(config)
     runtime = inputs.runtime
@@ -308,6 +314,7 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
 def train_le(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-le``: Language Exposure, normally starting from an NLT checkpoint (``init``); without one it
     trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
+    config = with_recipe(config, "train-le")
     refuse_text_only_tower("train-le", config.model, config.init)
     if config.init is None and not config.tokenizer and not names_hf_tower(config.model):
         raise ConfigError("train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
@@ -365,6 +372,7 @@ class NltLeTask:
 def train_nlt_le(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-nlt-le``: NLT and LE trained together in one stage (MLA's ablation). Needs image embeddings
     and translation pairs; returns the checkpoint path."""
+    config = with_recipe(config, "train-nlt-le")
     if config.images is None:
         raise ConfigError("train-nlt-le needs image embeddings (positional IMAGES, or piped from encode-images)")
     if config.nlt_weight < 0 or config.le_weight < 0 or config.nlt_weight + config.le_weight == 0:

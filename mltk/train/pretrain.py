@@ -31,11 +31,12 @@ from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log, track
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.distributed import gather_with_grad, shard
+from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import load_inputs, run_stage
 
-# CLIP's recipe: 10% warm-up then cosine, global gradient clipping; the CLI sets steps, lr, decay, eval_every, seed
-PRETRAIN_LOOP = LoopConfig(steps=1500, lr=1e-3, weight_decay=0.1, schedule="cosine", clip_mode="global")
+# CLIP's recipe (10% warm-up then cosine, global gradient clipping): mltk/recipes/clip-pretrain.json
+PRETRAIN_LOOP = loop_from_options(load_recipe("clip-pretrain"))
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,14 @@ class PretrainConfig:
     captions: Path  # captions artifact; only ``lang == "en"`` rows are used
     out: Path
     model: str = "mltk-tiny"
-    batch_size: int = 128
+    batch_size: int = FROM_RECIPE
     device: str = "auto"
     precision: str = "auto"
-    loop: LoopConfig = PRETRAIN_LOOP
+    loop: LoopConfig | dict | None = None  # None, or a dict of the LoopConfig fields given: the recipe's
+    recipe: str | None = None  # the recipe's name or file (None: clip-pretrain)
+
+    def __post_init__(self) -> None:
+        fill_from_recipe(self, "pretrain")
 
 
 def decode_images(table: pa.Table, preprocess, origin="<images>") -> torch.Tensor:

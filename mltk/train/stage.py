@@ -62,7 +62,8 @@ def replace_settings(config: Any, **changes: Any) -> Any:
     if unknown:
         raise TypeError(f"{type(config).__name__} has no setting {', '.join(unknown)}")
     if loop:
-        own["loop"] = dataclasses.replace(own.get("loop", config.loop), **loop)
+        base = own.get("loop", config.loop)  # a LoopConfig, or (not yet resolved) None / a dict over the recipe's
+        own["loop"] = (dataclasses.replace(base, **loop) if isinstance(base, LoopConfig) else {**(base or {}), **loop})
     return dataclasses.replace(config, **own)
 
 

@@ -16,24 +16,26 @@ from mltk.core.errors import ConfigError
 from mltk.core.names import check_names
 from mltk.losses import MSE_FORMS
 from mltk.artifacts.schema import NATIVE_LANG
+from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.loop import LoopConfig
 from mltk.vocab import TOKEN_SETS, vocabulary_size_problem
 
 CONTINUAL_FILE = "continual.json"
-# The paper's optimizer settings (AdamW lr 5e-5, decay 0.05, 10% warm-up then constant). Each task fits with this
-# LoopConfig, its ``steps``, ``eval_every`` and ``seed`` replaced by the task's (``loop_config``): the ``steps``
-# here is a placeholder, the per-task count comes from ``ContinualTrainConfig.steps`` or ``epochs``.
-# Gradients are clipped by their global norm (1.0), as the authors' training loop does.
-CONTINUAL_LOOP = LoopConfig(steps=1, lr=5e-5, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8, clip_mode="global")
+# The paper's optimizer settings (AdamW lr 5e-5, decay 0.05, 10% warm-up then constant, global clipping 1.0): the
+# cll-clip recipe's (mltk/recipes/cll-clip.json). Each task fits with the config's LoopConfig, its ``steps``,
+# ``eval_every`` and ``seed`` replaced by the task's (``loop_config``): the recipe's ``steps`` is a placeholder, the
+# per-task count comes from ``ContinualTrainConfig.steps`` or ``epochs``.
+CONTINUAL_LOOP = loop_from_options(load_recipe("cll-clip"))
 EPOCH_UNITS = ("captions", "images")
 METRIC_PATTERN = re.compile(r"AR|(i2t|t2i|x2en|en2x)\.R@(1|5|10)")
 IMAGE_METRIC, TEXT_ONLY_METRIC = "t2i.R@1", "x2en.R@1"  # the default a_{j,i} with images, and text-only
-PAPER_GAMMA1 = 0.01
 
 
 @dataclass(frozen=True)
 class ContinualTrainConfig:
-    """Options of ``mltk train-continual`` (built by the CLI, received by ``train_continual``)."""
+    """Options of ``mltk train-continual`` (built by the CLI, received by ``train_continual``). The fields left at
+    ``FROM_RECIPE`` and ``loop`` (None, or a dict of the LoopConfig fields given) come from ``recipe`` (default:
+    ``cll-clip``; on a Hugging Face text tower ``teir-minilm``)."""
 
     images: Path | None  # image embeddings (encode-images) of the captions' images; None: text-only (see below)
     captions: Path
@@ -46,23 +48,23 @@ class ContinualTrainConfig:
     teir_reg: bool = False  # TEIR regularisation (per-token lambda in AdamW), with its parts:
     teir_reg_grad: bool = True  # lambda scales each row's gradient (before the moment estimates)
     teir_reg_decay: bool = True  # lambda scales each row's decoupled weight decay
-    token_sets: str = "occurrence"  # TEIR's token sets: occurrence in the task's text (code) or vocabulary (paper)
+    token_sets: str = FROM_RECIPE  # TEIR's token sets: occurrence in the task's text (code) or vocabulary (paper)
     joint: bool = False  # the upper bound: one task over every language at once (with the oracle vocabulary)
     oracle_vocab: bool = False  # one vocabulary built from every task's text up front (implied by joint)
     vocab_dir: Path | None = None  # prebuilt vocab artifacts at vocab_dir/<lang>; built on the fly otherwise
-    vocab_size: int = 10000
-    vocab_min_frequency: int = 2
+    vocab_size: int = FROM_RECIPE
+    vocab_min_frequency: int = FROM_RECIPE
     protect_lang: str | None = None  # keep this language's parent ids when vocabularies are built (off: paper)
-    epochs: int = 3
-    epoch_unit: str = "captions"  # an epoch passes over every caption (the authors') or every image once
+    epochs: int = FROM_RECIPE
+    epoch_unit: str = FROM_RECIPE  # an epoch passes over every caption (the authors') or every image once
     steps: int | None = None  # updates per task (default: epochs x steps per epoch)
     eval_every: int | None = None  # validation interval in steps (default: once per epoch)
-    batch_size: int = 128
-    method_lr: float | None = None  # the method's own tensors; None: the loop's lr (the paper trains all at 5e-5)
-    gamma1: float | None = None  # the InfoNCE weight: 0.01 (the paper) with images, 0 without (resolved here)
-    gamma2: float = 1.0
-    mse_form: str = "mean"  # the MSE term: mean over elements (the authors' code) or "sum" over D (written form)
-    temperature: float = 0.07
+    batch_size: int = FROM_RECIPE
+    method_lr: float | None = FROM_RECIPE  # the method's own tensors; None: the loop's lr (the paper: all at 5e-5)
+    gamma1: float | None = FROM_RECIPE  # the InfoNCE weight: the recipe's (0.01) with images, 0 without
+    gamma2: float = FROM_RECIPE
+    mse_form: str = FROM_RECIPE  # the MSE term: mean over elements (the authors' code) or "sum" over D (written)
+    temperature: float = FROM_RECIPE
     metric: str | None = None  # a_{j,i}: AR or <i2t|t2i>.R@<K>; text-only <x2en|en2x>.R@<K> (None: R@1 t2i / x2en)
     split: str = "train"
     val_split: str = "val"
@@ -74,12 +76,16 @@ class ContinualTrainConfig:
     precision: str = "auto"
     cache_dir: Path | None = None
     alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon, in its language's task
-    loop: LoopConfig = CONTINUAL_LOOP  # lr, warm-up, AdamW settings, clipping, save_every, seed of every task
+    loop: LoopConfig | dict | None = None  # lr, warm-up, AdamW settings, clipping, save_every, seed of every task
+    recipe: str | None = None  # the recipe's name or file (None: cll-clip, or teir-minilm on a text tower)
 
     def __post_init__(self):
         # Resolved here so the manifest records the value used (and runs with images record what they always did).
-        if self.gamma1 is None:
-            object.__setattr__(self, "gamma1", PAPER_GAMMA1 if self.images is not None else 0.0)
+        gamma1_from_recipe = self.gamma1 is FROM_RECIPE or self.gamma1 is None
+        object.__setattr__(self, "gamma1", FROM_RECIPE if gamma1_from_recipe else self.gamma1)
+        fill_from_recipe(self, "train-continual")
+        if gamma1_from_recipe and self.images is None:
+            object.__setattr__(self, "gamma1", 0.0)  # no images: no InfoNCE term
         if self.metric is None:
             object.__setattr__(self, "metric", IMAGE_METRIC if self.images is not None else TEXT_ONLY_METRIC)
         if self.method in METHODS:  # resolved here so the manifest records every value (an unknown method: check)
