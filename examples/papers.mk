@@ -201,7 +201,8 @@ endif
 define ame_rule
 $(RUN)/ame-$(1)$(3)/manifest.json: $(RUN)/nlt/manifest.json $(RUN)/img-train/manifest.json $(RUN)/lexicon-de/manifest.json | $(TOOL)
 	$(MLTK) train-ccrk $(RUN)/img-train --captions $(TRAIN_SET)/captions --init $(RUN)/nlt --lang en,de --loss hinge \
-	  --similarity $(1) $(2) --steps $(CCRK_STEPS) --lr $(CCRK_LR) --batch-size $(BATCH) --out $(RUN)/ame-$(1)$(3)
+	  --similarity $(1) $(2) --recipe ccrk --steps $(CCRK_STEPS) $(call opt,--lr,$(CCRK_LR)) \
+	  $(call opt,--batch-size,$(BATCH)) --out $(RUN)/ame-$(1)$(3)
 $(RUN)/ame-$(1)$(3)-bli/manifest.json: $(RUN)/ame-$(1)$(3)/manifest.json | $(TOOL)
 	$(MLTK) evaluate --model $(RUN)/ame-$(1)$(3) --metric bli --lexicon $(RUN)/lexicon-de --format markdown \
 	  --out $(RUN)/ame-$(1)$(3)-bli

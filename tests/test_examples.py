@@ -156,7 +156,7 @@ def test_paper_recipes_on_real_data_use_openai_vit_b32_and_m_bert(tmp_path):
     complete(data / "train/captions/manifest.json", data / "coco-test/captions/manifest.json")
     commands = plan("papers.mk", f"DATA={data}", f"RUN={tmp_path}/p", "all")
     assert {c.split()[2] for c in commands if c.startswith("mltk import-data")} == {"multi30k", "crossmodal3600",
-                                                                                 "xflickrco"}
+                                                                                 "xflickrco", "lexicon"}
     encodes = [c for c in commands if c.startswith("mltk encode-images")]
     assert len(encodes) == 5 and all("--model ViT-B-32-quickgelu --pretrained openai" in c for c in encodes)
     nlt = next(c for c in commands if c.startswith("mltk train-nlt"))
@@ -168,16 +168,18 @@ def test_paper_recipes_on_real_data_use_openai_vit_b32_and_m_bert(tmp_path):
     recipes = {c.split()[1]: option(c, "--recipe") for c in commands if c.startswith("mltk train-")}
     assert recipes == {"train-nlt": "mla-nlt", "train-le": "mla-le", "train-continual": "cll-clip",
                        "train-ccrk": "ccrk"}
-    assert len([c for c in commands if c.startswith("mltk evaluate")]) == 5
+    # five tables; AME: 2 similarities x (without, with RCSLS) x (recall, BLI) and the NLT start's BLI; fusion
+    assert len([c for c in commands if c.startswith("mltk evaluate")]) == 5 + 2 * 2 * 2 + 1 + 1
 
 
 def test_paper_recipes_run_on_the_embedded_default_through_the_same_variables(tmp_path):
     commands = plan("papers.mk", "EMBEDDED=1", f"RUN={tmp_path}/p", f"BASE={tmp_path}/q", "NLT_STEPS=50", "all")
     order = stages(commands)
-    assert "import-data" not in order and order.count("encode-images") == 1  # one img-train shared by all sets
+    assert [c.split()[2] for c in commands if c.startswith("mltk import-data")] == ["synth-lexicon"]  # AME's
+    assert order.count("encode-images") == 1  # one img-train shared by all sets
     assert option(next(c for c in commands if "train-nlt" in c and "/p/nlt" in c), "--steps") == "50"
     assert all(f"--model {tmp_path}/q/native" in c for c in commands if c.startswith("mltk encode-images"))
-    assert order.count("evaluate") == 5  # one per table; the quickstart's own metrics are not needed
+    assert order.count("evaluate") == 5 + 2 * 2 * 2 + 1 + 1  # the tables, AME, fusion; not the quickstart's own
 
 
 def test_real_text_plan_trains_each_language_twice_at_equal_steps(tmp_path):

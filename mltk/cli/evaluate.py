@@ -44,7 +44,7 @@ TranslationsOpt = Annotated[Optional[Path], typer.Option(
     "--translations", help="Captions artifact whose English rows translate the evaluated captions (same "
     "caption_id), e.g. xFlickr&CO's annotations_machine-translate; with --fusion.")]
 FusionOpt = Annotated[List[str], typer.Option(
-    "--fusion", metavar="ETA[,ETA...]", help="Score fusion weights in [0, 1]: (1 - eta) s(model, foreign) + eta "
+    "--fusion", metavar=LIST_METAVAR, help="Score fusion weights in [0, 1]: (1 - eta) s(model, foreign) + eta "
     "s(English tower, translation); 0 = the model alone, 1 = translate-test. Adds a fusion table and "
     "fusion_curve.png.")]
 ForceOpt = Annotated[bool, typer.Option(
