@@ -18,10 +18,12 @@ METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience re
                "set at evaluation (the task identity), as CLL-CLIP ran them.")
 # Kept in step with each method's Options dataclass by tests/test_continual_fidelity.py (importing them here
 # would load torch for every CLI call).
-OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches; er memory_size, replay_batch; der memory_size, "
-                "replay_batch, alpha; mla reduction, position (mlp|block); lora rank, alpha, dropout; ptuning length, "
-                "bottleneck, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight; "
-                "codaprompt components, length, layers, tasks. Defaults and sources: docs/fidelity.md.")
+OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches, half; er memory_size, replay_batch, replay_loss "
+                "(joint|separate); der memory_size, replay_batch, replay_loss, alpha; mla reduction, position "
+                "(block|mlp), init (bert|zero); lora rank, alpha, dropout, targets; ptuning length, bottleneck, "
+                "separate_kv, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight, "
+                "key_init (uniform|mean), candidates (all|trained); codaprompt components, length, layers, tasks. "
+                "Defaults and sources: docs/fidelity.md.")
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",

@@ -6,6 +6,9 @@ its own mechanism through the hooks of ``ContinualMethod``, which plain CLL-CLIP
 - ``begin_task(run)``: before training task t (add a language's adapter, a task's prompt; build replay data);
 - ``trainable()``: its tensors that train in the current task, besides the table and the temperature;
 - ``encode(encoder, x, lengths, lang)``: the text forward from word embeddings [B, L, W] to features [B, D];
+- ``joint_batch(run, step)``: examples that join the task's batch, as ``(images [b, D], text features [b, D],
+  teachers [b, D])``, so that CLL-CLIP's loss runs over both together (replay, as the CLL-CLIP authors doubled the
+  batch);
 - ``extra_loss(run, step)``: a term added to the task loss (EWC penalty, replay), as a tensor or as
   ``(tensor, {name: unweighted term})`` whose terms become columns of the task's steps CSV
   (``mltk.train.step_log``); ``encode`` may leave one the same way in ``auxiliary_loss`` (prompt-key matching);
@@ -89,6 +92,9 @@ class ContinualMethod(nn.Module):
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         """Word embeddings [B, L, W] -> text features [B, D]."""
         return encoder.tower.forward_embeddings(x, lengths)
+
+    def joint_batch(self, run, step: int) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor] | None:
+        return None
 
     def extra_loss(self, run, step: int) -> Loss | None:
         return None
