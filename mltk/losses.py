@@ -345,6 +345,47 @@ def mlmme_weighted(image_sentence: torch.Tensor, sentence_sentence: torch.Tensor
     return beta * image_sentence + (1.0 - beta) * sentence_sentence
 
 
+def mlmme_multilingual_terms(image_features: torch.Tensor, text_features: torch.Tensor, text_mask: torch.Tensor,
+                             margin: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+    """MLMME's two terms over K languages, summed as the paper writes them (Calixto, Liu and Campbell 2017)::
+
+        S_I = sum_k H(image, text_k)                 S_S = sum_{k < l} H(text_k, text_l)
+
+    each H (``pairwise_ranking_hinge``) over the images with the caption(s) it needs (``text_mask`` [B, K] bool;
+    a term with fewer than two has no negatives and is left out). K = 2: ``mlmme_terms``. image [B, D], text
+    [B, K, D], L2-normalised. Returns ``(S_I, S_S)``."""
+    image_sentence = sentence_sentence = (text_features * 0).sum()
+    slots = text_features.shape[1]
+    for k in range(slots):
+        rows = text_mask[:, k]
+        if int(rows.sum()) >= 2:
+            image_sentence = image_sentence + pairwise_ranking_hinge(image_features[rows], text_features[rows, k],
+                                                                     margin)
+        for other in range(k + 1, slots):
+            both = rows & text_mask[:, other]
+            if int(both.sum()) >= 2:
+                sentence_sentence = sentence_sentence + pairwise_ranking_hinge(
+                    text_features[both, k], text_features[both, other], margin)
+    return image_sentence, sentence_sentence
+
+
+def mlmme_pivot_terms(image_features: torch.Tensor, text_features: torch.Tensor, text_mask: torch.Tensor,
+                      english: int, margin: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+    """MLMME over K languages with English as the pivot (mltk's earlier form, ``--mlmme-form english-pivot``): for
+    each other language k, ``mlmme_terms(image, text_en, text_k)`` over the images with both captions; ``(S_I,
+    S_S)`` are the means of the two terms over those languages. Same shapes as ``mlmme_multilingual_terms``."""
+    parts = []  # per language: (S_I, S_S)
+    for k in range(text_features.shape[1]):
+        both = text_mask[:, k] & text_mask[:, english]
+        if k != english and int(both.sum()) >= 2:
+            parts.append(mlmme_terms(image_features[both], text_features[both, english], text_features[both, k],
+                                     margin))
+    if not parts:
+        zero = (text_features * 0).sum()
+        return zero, zero
+    return tuple(torch.stack(column).mean() for column in zip(*parts))  # the loss is linear in both
+
+
 def mlmme_terms(image_features: torch.Tensor, text_a: torch.Tensor, text_b: torch.Tensor, margin: float = 0.2,
                 max_violation: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """MLMME's two terms before beta weighs them: ``(S_I, S_S)`` as ``mlmme_loss`` defines them (the training

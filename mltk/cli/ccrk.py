@@ -38,11 +38,13 @@ def train_ccrk_command(
         None, "--tokenizer", help="Non-native tokenizer without --init: a vocabulary artifact (mltk build-vocab) "
         "or a transformers name (bert-base-multilingual-cased), or 'tower' (the default on a Hugging Face tower)."),
     init_embeddings: bool = typer.Option(
-        False, "--init-embeddings", help="Copy the transformers model's word embeddings (M-BERT) into the table."),
+        True, "--init-embeddings/--no-init-embeddings", help="Copy the transformers model's word embeddings (M-BERT, "
+        "the paper's initialisation) into the table when --tokenizer is a transformers model; a vocabulary "
+        "artifact has none to copy."),
     loss: str = typer.Option(
         "one-to-k", "--loss", help="one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge "
-        "(MSE to English), hinge (ranking, margin), mlmme (beta x image-sentence + (1 - beta) x English-language "
-        "ranking)."),
+        "(MSE to English), hinge (ranking, margin), mlmme (beta x image-sentence + (1 - beta) x sentence-sentence "
+        "ranking over every language pair)."),
     weighting: str = typer.Option(
         "paper", "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: "
         "divided by K)."),
@@ -61,6 +63,9 @@ def train_ccrk_command(
     margin: float = typer.Option(0.2, "--margin", help="Margin of the hinge and mlmme losses."),
     beta: float = typer.Option(0.5, "--beta", help="mlmme: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017); "
                                "1 = the image-sentence terms alone."),
+    mlmme_form: str = typer.Option(
+        "paper", "--mlmme-form", help="mlmme with K > 2 languages: paper (sum over every language and every "
+        "language pair) or english-pivot (each language paired with English, averaged over the languages)."),
     hard_negatives: int = typer.Option(
         0, "--hard-negatives", help="N > 0: batches of anchors each followed by its N most similar training images "
         "(by image embedding), so in-batch negatives are look-alikes."),
@@ -94,7 +99,8 @@ def train_ccrk_command(
         out=out, init=init,
         model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=split_list(lang), loss=loss, weighting=weighting, temperature=temperature,
-        learn_temperature=not fixed_temperature, margin=margin, beta=beta, hard_negatives=hard_negatives,
+        learn_temperature=not fixed_temperature, margin=margin, beta=beta, mlmme_form=mlmme_form,
+        hard_negatives=hard_negatives,
         train_embedding=train_embedding, batch_size=batch_size, val_split=val_split, val_images=val_images,
         device=device, precision=precision, loop=replace(CCRK_LOOP, steps=steps, lr=lr, warmup_fraction=warmup,
                                                           weight_decay=weight_decay, eval_every=eval_every, seed=seed))

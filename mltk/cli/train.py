@@ -59,8 +59,9 @@ def train_nlt_command(
                               "baseline), same objective, data and steps."),
     embedding_lr: Optional[float] = typer.Option(
         None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (default: --lr)."),
-    init_embeddings: bool = typer.Option(False, "--init-embeddings", help="Initialise the shared embedding from "
-                                         "the transformers model's word embeddings (the paper's M-BERT init)."),
+    init_embeddings: bool = typer.Option(True, "--init-embeddings/--no-init-embeddings", help="Initialise the "
+                                         "shared embedding from the transformers model's word embeddings (the "
+                                         "paper's M-BERT init) when --tokenizer is a transformers model."),
     init: Optional[Path] = typer.Option(None, "--init", help="MLA checkpoint to continue from or add languages to."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image embeddings, to validate by retrieval "
                                           "(otherwise by validation MSE); may also arrive on stdin."),
@@ -162,8 +163,9 @@ def train_nlt_le_command(
     model: str = typer.Option("mltk-tiny", "--model", help="Without --init: frozen base CLIP."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Without --init: pretrained tag or file."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Without --init: non-native tokenizer."),
-    init_embeddings: bool = typer.Option(False, "--init-embeddings", help="Initialise the shared embedding from "
-                                         "the transformers model's word embeddings."),
+    init_embeddings: bool = typer.Option(True, "--init-embeddings/--no-init-embeddings", help="Initialise the "
+                                         "shared embedding from the transformers model's word embeddings (the "
+                                         "paper's M-BERT init) when --tokenizer is a transformers model."),
     lang: List[str] = LangOption,
     steps: int = StepsOption,
     batch_size: int = BatchOption,

@@ -63,7 +63,12 @@ class HFTokenizer:
         """The pretrained word-embedding table of the model that ships with this tokenizer ([V, E])."""
         from transformers import AutoModel
 
-        model = AutoModel.from_pretrained(self.source)
+        try:
+            model = AutoModel.from_pretrained(self.source)
+        except (OSError, ValueError) as error:  # no weights beside the tokenizer, or not downloadable here
+            raise ConfigError(f"cannot load the word embeddings of {self.source} to initialise the non-native table "
+                              f"(the paper's M-BERT initialisation, on by default; {type(error).__name__}); pass "
+                              f"--no-init-embeddings to start from random rows") from None
         return model.get_input_embeddings().weight.detach().clone()
 
 

@@ -34,8 +34,10 @@ Losses (``mltk.losses``; ``--loss``):
   of the languages pulled to it.
 - ``hinge``: bidirectional pairwise ranking loss (margin 0.2, VSE) between the images and their captions, one
   term per language slot, averaged over the slots.
-- ``mlmme``: MLMME (Calixto, Liu and Campbell 2017) per non-English language: beta times the image-English and
-  image-language ranking plus (1 - beta) times the English-language ranking; averaged over the languages.
+- ``mlmme``: MLMME (Calixto, Liu and Campbell 2017) over K languages as the paper sums it: beta times the
+  image-sentence ranking of every language plus (1 - beta) times the sentence-sentence ranking of every language
+  pair (``mltk.losses:mlmme_multilingual_terms``). ``--mlmme-form english-pivot``: per non-English language the
+  two-language loss with English, averaged over the languages (mltk's earlier form; the same for K = 2).
 
 The learnable temperature trains under the key ``loss.logit_scale.log_scale``; it is saved in the training state,
 and its value at the best step is written to the checkpoint config (``train_ccrk.temperature``), not into
@@ -71,8 +73,8 @@ from mltk.train.preflight import check_image_embeddings, require_weights
 from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
 from mltk.encode_texts import ClipTextEncoder, encode_texts
 from mltk.core.errors import ConfigError
-from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse, mlmme_terms,
-                         mlmme_weighted, pairwise_ranking_hinge)
+from mltk.losses import (ONE_TO_K_WEIGHTINGS, OneToKLoss, OneToOneLoss, english_bridge_mse,
+                         mlmme_multilingual_terms, mlmme_pivot_terms, mlmme_weighted, pairwise_ranking_hinge)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
@@ -85,7 +87,8 @@ from mltk.train.stage import (StageInputs, load_inputs, prepare_encoder, refuse_
                               retrieval_validator, run_stage)
 from mltk.train.validate import RetrievalValidator
 
-NEEDS_ENGLISH = ("english-bridge", "mlmme")
+NEEDS_ENGLISH = ("english-bridge", "mlmme")  # mlmme: only its english-pivot form
+MLMME_FORMS = ("paper", "english-pivot")
 LOSS_PREFIX = "loss."
 
 
@@ -106,7 +109,7 @@ class CcrkConfig:
     model: str = "mltk-tiny"  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
     pretrained: str | None = None
     tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
-    init_embeddings: bool = False
+    init_embeddings: bool = True  # copy a transformers tokenizer's model's word embeddings (the paper's M-BERT)
     languages: tuple[str, ...] = ()  # the K language slots; default: en + every language the captions have
     loss: str = "one-to-k"
     weighting: str = "paper"
@@ -114,6 +117,7 @@ class CcrkConfig:
     learn_temperature: bool = True
     margin: float = 0.2
     beta: float = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S
+    mlmme_form: str = "paper"  # MLMME with K > 2: every language and pair (paper) or English-pivot means
     hard_negatives: int = 0
     train_embedding: bool = True
     batch_size: int = 128
@@ -140,6 +144,8 @@ class CcrkConfig:
         elif self.temperature_range and not self.temperature_range[0] <= self.temperature <= self.temperature_range[1]:
             low, high = self.temperature_range
             problems.append(f"--temperature must lie in the clamp range [{low}, {high}], got {self.temperature}")
+        if self.mlmme_form not in MLMME_FORMS:
+            problems.append(f"--mlmme-form must be one of {', '.join(MLMME_FORMS)}, got {self.mlmme_form!r}")
         if self.margin < 0 or not 0 <= self.beta <= 1:
             problems.append(f"--margin must be >= 0 and --beta in [0, 1], got {self.margin} and {self.beta}")
         if self.val_images is not None and self.val_images < 1:
@@ -177,16 +183,10 @@ def _hinge(objective, image, text, mask, teacher):
 
 
 def _mlmme(objective, image, text, mask, teacher):
-    """The image pivots English and each other language; S_I and S_S (means over the languages) are logged."""
-    parts = []  # per language: (S_I, S_S)
-    for k in range(text.shape[1]):
-        both = mask[:, k] & mask[:, objective.english]
-        if k != objective.english and int(both.sum()) >= 2:
-            parts.append(mlmme_terms(image[both], text[both, objective.english], text[both, k], objective.margin))
-    if not parts:
-        zero = (text * 0).sum()
-        return zero, {"mlmme_image_sentence": zero, "mlmme_sentence_sentence": zero}
-    s_i, s_s = (torch.stack(column).mean() for column in zip(*parts))  # the loss is linear in both
+    """MLMME's S_I and S_S (both logged): summed over every language and pair (the paper), or with English
+    pivoting each other language, averaged over the languages (``english-pivot``)."""
+    s_i, s_s = mlmme_multilingual_terms(image, text, mask, objective.margin) if objective.mlmme_form == "paper" \
+        else mlmme_pivot_terms(image, text, mask, objective.english, objective.margin)
     return mlmme_weighted(s_i, s_s, objective.beta), {"mlmme_image_sentence": s_i, "mlmme_sentence_sentence": s_s}
 
 
@@ -207,13 +207,14 @@ class CcrkObjective(nn.Module):
 
     def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
                  learn_temperature: bool = True, margin: float = 0.2, beta: float = 0.5,
-                 temperature_range: tuple[float, float] | None = None):
+                 temperature_range: tuple[float, float] | None = None, mlmme_form: str = "paper"):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-        if loss in NEEDS_ENGLISH and NATIVE_LANG not in languages:
+        needs_english = loss in NEEDS_ENGLISH and not (loss == "mlmme" and mlmme_form == "paper")
+        if needs_english and NATIVE_LANG not in languages:
             raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
-        self.name, self.margin, self.beta = loss, margin, beta
+        self.name, self.margin, self.beta, self.mlmme_form = loss, margin, beta, mlmme_form
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
         self.criterion = CRITERIA[loss](temperature, learn_temperature, weighting, temperature_range) \
             if loss in CRITERIA else None
@@ -391,7 +392,7 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
                               config.learn_temperature, config.margin, config.beta,
-                              config.temperature_range).to(runtime.device)
+                              config.temperature_range, config.mlmme_form).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return task, runtime

@@ -22,7 +22,7 @@
                    [gamma1], ``replay_mse`` [gamma2]; der ``der_mse`` [alpha]; dualprompt ``prompt_pull``
                    [pull_weight]. One file per task; EWC and replay terms appear from the second task on
   train-ccrk       per ``--loss``: ``one_to_k``, ``one_to_one``, ``english_bridge_mse`` or ``hinge`` (= loss); mlmme:
-                   ``mlmme_image_sentence`` [beta], ``mlmme_sentence_sentence`` [1 - beta] (means over the
+                   ``mlmme_image_sentence`` [beta], ``mlmme_sentence_sentence`` [1 - beta] (sums over the
                    languages); ``logit_scale`` (logged) with one-to-k and one-to-one
   ================ =============================================================================================
 
