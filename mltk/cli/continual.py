@@ -75,6 +75,9 @@ def train_continual_command(
     vocab_size: int = typer.Option(10000, "--vocab-size", help="Tokens of each task's new vocabulary V̂."),
     protect_lang: Optional[str] = typer.Option(
         None, "--protect-lang", help="When building vocabularies, keep this language's parent ids (e.g. en)."),
+    wordpiece_growth: str = typer.Option(
+        "keep", "--wordpiece-growth", help="A Hugging Face tower's WordPiece growth: keep (new pieces never "
+        "re-segment a word of an earlier task's text) or resegment (all of each task's new pieces)."),
     epochs: int = typer.Option(3, "--epochs", help="Epochs per task (an epoch = one pass over its captions, or "
                                "over its images with --epoch-unit images)."),
     epoch_unit: str = typer.Option(
@@ -138,7 +141,7 @@ def train_continual_command(
         images=routed["image-embeddings"], captions=require(routed, "captions", "--captions"),
         out=out, model=model, pretrained=pretrained, languages=languages, method=method, **parts,
         token_sets=token_sets, joint=joint, oracle_vocab=oracle_vocab, epoch_unit=epoch_unit, mse_form=mse_form,
-        vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang,
+        vocab_dir=vocab_dir, vocab_size=vocab_size, protect_lang=protect_lang, wordpiece_growth=wordpiece_growth,
         epochs=epochs, steps=steps, eval_every=eval_every, batch_size=batch_size, method_lr=method_lr,
         gamma1=gamma1, gamma2=gamma2, metric=metric, val_images=val_images, options=options,
         keep_task_checkpoints=keep_task_checkpoints, device=device, precision=precision, cache_dir=cache_dir,

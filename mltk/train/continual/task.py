@@ -192,10 +192,12 @@ def task_vocabulary(config: ContinualTrainConfig, index: int, order: list[str], 
         return load_vocabulary(path)
     texts = select_captions(captions, lang, config.split, config.captions)
     protected = select_captions(captions, config.protect_lang, None, config.captions) if config.protect_lang else []
-    vocabulary = train_vocabulary(texts, lang, parent, config.vocab_size, config.vocab_min_frequency, protected)
+    vocabulary = train_vocabulary(texts, lang, parent, config.vocab_size, config.vocab_min_frequency, protected,
+                                  config.wordpiece_growth)
     write_vocabulary(vocabulary, path, config={"lang": lang, "size": config.vocab_size, "split": config.split,
                                                "min_frequency": config.vocab_min_frequency,
-                                               "protect_lang": config.protect_lang, "stage": "train-continual"},
+                                               "protect_lang": config.protect_lang, "stage": "train-continual",
+                                               "wordpiece_growth": config.wordpiece_growth},
                      inputs=[config.captions])
     return load_vocabulary(path)
 
