@@ -25,7 +25,8 @@ def test_mlmme_sums_every_language_and_every_pair_by_default():
     loss, terms = objective(image, text, mask)
     h = pairwise_ranking_hinge
     s_i = sum(h(image[mask[:, k]], text[mask[:, k], k]) for k in range(3))
-    s_s = sum(h(text[mask[:, a] & mask[:, b], a], text[mask[:, a] & mask[:, b], b]) for a, b in ((0, 1), (0, 2), (1, 2)))
+    s_s = sum(h(text[mask[:, a] & mask[:, b], a], text[mask[:, a] & mask[:, b], b])
+              for a, b in ((0, 1), (0, 2), (1, 2)))
     assert torch.allclose(terms["mlmme_image_sentence"], s_i) and torch.allclose(terms["mlmme_sentence_sentence"], s_s)
     assert torch.allclose(loss, 0.5 * s_i + 0.5 * s_s)
     # the de-fr pair counts: with English pivoting, it would not

@@ -225,12 +225,12 @@ LEGACY_KEYS = {("oewc", "ewc_lambda"): "penalty", ("oewc", "ewc_gamma"): "gamma"
                ("der", "memory_size"): "memory_size", ("der", "replay_batch"): "replay_batch",
                ("der", "der_alpha"): "alpha", ("codaprompt", "coda_components"): "components",
                ("codaprompt", "coda_length"): "length", ("codaprompt", "coda_layers"): "layers"}
-LEGACY_UNREADABLE = ("lora", "ptuning", "dualprompt")
+LEGACY_UNREADABLE = ("lora", "ptuning", "dualprompt")  # their tensors changed shape (task-specific, prefix lengths)
 # Options added later (issue 27: the authors' forms became the defaults), with the value that keeps the meaning of a
 # checkpoint recorded before they existed.
 ADDED_OPTIONS = {"oewc": {"half": True}, "er": {"replay_loss": "separate"}, "der": {"replay_loss": "separate"},
                  "mla": {"init": "zero"}, "ptuning": {"separate_kv": False},
-                 "dualprompt": {"key_init": "mean", "candidates": "trained"}}  # their tensors changed shape (task-specific, prefix lengths)
+                 "dualprompt": {"key_init": "mean", "candidates": "trained"}}
 
 
 def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> dict[str, Any]:
