@@ -371,15 +371,20 @@ def align_instance_ranks(
 # ----------------------------------------------------------------------------------------------------------------
 
 
+AVERAGE_RECALL_FORMULA = "AR_j = mean_{i<=j} a[j][i]"
+FORGETTING_FORMULA = "F_j = mean_{i<j} max_{i<=k<j} (a[k][i] - a[j][i]); F_0 undefined (null)"
+
+
 def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> dict:
     """Average recall and forgetting after each task of a continual run (CLL-CLIP, Yang et al. 2024).
 
     ``matrix[j][i]`` = a_{j,i}, the recall on task i after training task j (None/NaN where not evaluated; only
-    i <= j is needed, plus a_{k,i} with k < i where present).
+    i <= j is used: a_{k,i} with k < i is a zero-shot value on a language not yet learnt and is ignored).
 
     - AR_j = mean_{i <= j} a_{j,i}
-    - F_j  = mean_{i < j} max_{k < j} (a_{k,i} - a_{j,i}); the max runs over the evaluated k (NaN entries are
-      skipped) and is not clipped at 0, so improved tasks lower F. F_0 is undefined: None.
+    - F_j  = mean_{i < j} max_{i <= k < j} (a_{k,i} - a_{j,i}); the paper defines a_{k,i} for k >= i only, so the
+      max runs over the evaluated k in [i, j-1] (NaN entries are skipped) and is not clipped at 0, so improved
+      tasks lower F. F_0 is undefined: None.
 
     Returns ``{"matrix": [[...]], "AR": [AR_0, ...], "F": [None, F_1, ...]}`` (None for undefined values, so the
     result is valid JSON).
@@ -397,7 +402,7 @@ def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> 
             continue
         drops = []
         for i in range(j):
-            earlier = a[:j, i] - a[j, i]
+            earlier = a[i:j, i] - a[j, i]  # k in [i, j-1]: after task i was learnt
             if not np.isnan(earlier).all():
                 drops.append(np.nanmax(earlier))
         forgetting.append(_nan_to_none(float(np.mean(drops)) if drops else math.nan))

@@ -41,8 +41,8 @@ SMALL = {"oewc": {"fisher_batches": 2}, "er": {"memory_size": 40}, "der": {"memo
          "mla": {"reduction": 8}, "codaprompt": {"components": 2}, "ptuning": {"bottleneck": 32}}
 TASK_SPECIFIC = {"mla", "lora", "ptuning"}  # one set per language, chosen by the task identity
 # steps.csv: each method's own loss terms, unweighted, and the weight (option) of each in the optimised loss
-METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "er": {"replay_infonce": 0.01, "replay_mse": 1.0},
-                "der": {"der_mse": 1.0}, "dualprompt": {"prompt_pull": 1.0}}
+# (ER's replayed examples join the batch by default, so they add no term of their own)
+METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "der": {"der_mse": 1.0}, "dualprompt": {"prompt_pull": 1.0}}
 
 
 @pytest.fixture(scope="module")
@@ -193,12 +193,12 @@ def test_reservoir_keeps_a_uniform_sample_of_the_stream():
 
 
 def test_er_replays_earlier_tasks_and_der_regresses_stored_features(world):
-    encoder = encoder_for(world, "er", memory_size=50)
+    encoder = encoder_for(world, "er", memory_size=50, replay_loss="separate")
     (en,) = start_tasks(world, encoder, 1)
     encoder.method.end_task(en.context)
     memory = encoder.method.memory
     assert len(memory) == 50 and memory.seen == world["corpus"].size("en") and (memory.items[:, 0] == 0).all()
-    _, de = start_tasks(world, encoder_for(world, "er", memory_size=50), 2)
+    _, de = start_tasks(world, encoder_for(world, "er", memory_size=50, replay_loss="separate"), 2)
     de.method.memory = memory
     de.method.begin_task(de.context)
     assert de.method.replay.tokens.shape[0] == 50
@@ -207,7 +207,7 @@ def test_er_replays_earlier_tasks_and_der_regresses_stored_features(world):
     assert sorted(terms) == ["replay_infonce", "replay_mse"]  # logged unweighted: gamma1, gamma2 weigh them
     assert torch.allclose(loss, 0.01 * terms["replay_infonce"] + terms["replay_mse"])
 
-    encoder = encoder_for(world, "der", memory_size=30)
+    encoder = encoder_for(world, "der", memory_size=30, replay_loss="separate")
     (en,) = start_tasks(world, encoder, 1)
     encoder.method.end_task(en.context)
     encoder.method.begin_task(en.context)  # replay the memory with the weights that recorded it
@@ -225,9 +225,10 @@ def test_ewc_penalty_is_zero_at_the_anchor_and_weighted_by_the_fisher(world):
     table = torch.zeros(4, 2)  # one more row than the anchor: a token added later is free
     assert ewc_penalty(table, fisher, anchor, 1000.0).item() == 0
     table[0, 0], table[1, 1], table[3] = 0.1, 5.0, 9.0  # only (0, 0) carries information
-    assert ewc_penalty(table, fisher, anchor, 1000.0).item() == pytest.approx(0.5 * 1000 * 1.0 * 0.01)
+    assert ewc_penalty(table, fisher, anchor, 1000.0).item() == pytest.approx(1000 * 1.0 * 0.01)
     table[1, 0] = 0.1
-    assert ewc_penalty(table, fisher, anchor, 1000.0).item() == pytest.approx(0.5 * 1000 * 3.0 * 0.01)
+    assert ewc_penalty(table, fisher, anchor, 1000.0).item() == pytest.approx(1000 * 3.0 * 0.01)
+    assert ewc_penalty(table, fisher, anchor, 1000.0, half=True).item() == pytest.approx(0.5 * 1000 * 3.0 * 0.01)
     grown = accumulate_fisher(fisher, torch.ones(4, 2), gamma=0.5)
     assert torch.equal(grown, torch.cat([0.5 * fisher + 1, torch.ones(1, 2)]))
 
@@ -248,7 +249,7 @@ def test_ewc_penalty_is_zero_at_the_anchor_and_weighted_by_the_fisher(world):
 
 
 def test_language_adapters_isolate_languages(world):
-    encoder = encoder_for(world, "mla", reduction=8)
+    encoder = encoder_for(world, "mla", reduction=8, init="zero")
     text = ["a red circle"]
     plain = encoder.encode(text, "en")
     en, de = start_tasks(world, encoder, 2)
@@ -310,7 +311,7 @@ def test_dualprompt_trains_the_current_expert_and_selects_experts_by_key(world):
     encoder = encoder_for(world, "dualprompt")
     en, de = start_tasks(world, encoder, 2)
     method = encoder.method
-    assert len(method.e_prompts) == 2 and method.g_layers == [0, 1] and method.e_layers == [2, 3]
+    assert method.trained == 2 and method.g_layers == [0, 1] and method.e_layers == [2, 3]
     assert set(de.parameters_to_train()) == {"table", "logit_scale", "method.g_prompt", "method.e_prompts.1",
                                              "method.e_keys.1"}
     tokens = encoder.tokenize(["a red circle", "ein roter kreis"])

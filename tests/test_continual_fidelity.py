@@ -25,15 +25,19 @@ from mltk.train import continual as C
 
 
 def test_the_papers_values_are_the_defaults():
-    assert options_dict(method_options("lora")) == {"rank": 8, "alpha": 8.0, "dropout": 0.0}
-    assert options_dict(method_options("ptuning")) == {"length": 30, "bottleneck": 512, "layer_norm": True}
+    assert options_dict(method_options("lora")) == {"rank": 8, "alpha": 8.0, "dropout": 0.0, "targets": "q+v"}
+    assert options_dict(method_options("ptuning")) == {"length": 30, "bottleneck": 512, "separate_kv": True,
+                                                       "layer_norm": False}
     assert options_dict(method_options("dualprompt")) == {"g_length": 2, "e_length": 16, "g_layers": [0, 1],
-                                                          "e_layers": [2, 3, 4], "pool": 36, "pull_weight": 1.0}
+                                                          "e_layers": [2, 3, 4], "pool": 36, "pull_weight": 1.0,
+                                                          "key_init": "uniform", "candidates": "all"}
     assert options_dict(method_options("codaprompt")) == {"components": 5, "length": 2, "layers": [0, 1, 2, 3, 4],
                                                           "tasks": 36}
     assert method_options("der").alpha == 1.0 and method_options("der").memory_size == 8000
-    assert options_dict(method_options("oewc"))["penalty"] == 1000.0
-    assert options_dict(method_options("mla")) == {"reduction": 2, "position": "mlp"}
+    assert method_options("er").replay_loss == "joint" == method_options("der").replay_loss
+    assert options_dict(method_options("oewc")) == {"penalty": 1000.0, "gamma": 1.0, "fisher_batches": None,
+                                                    "half": False}
+    assert options_dict(method_options("mla")) == {"reduction": 2, "position": "block", "init": "bert"}
 
 
 def test_method_options_parse_key_values_and_refuse_what_the_method_lacks():
@@ -45,7 +49,7 @@ def test_method_options_parse_key_values_and_refuse_what_the_method_lacks():
         method_options("ptuning", ["rank=4"])
     with pytest.raises(ConfigError, match="expected int"):
         method_options("lora", ["rank=2.5"])
-    with pytest.raises(ConfigError, match="one of mlp, block"):
+    with pytest.raises(ConfigError, match="one of block, mlp"):
         method_options("mla", ["position=middle"])
     with pytest.raises(ConfigError, match="even"):
         method_options("dualprompt", ["e_length=3"])
@@ -64,7 +68,7 @@ def test_the_stage_config_records_the_resolved_options(world):
     assert cfg.options == method_options("lora", ["alpha=16"])
     from mltk.artifacts import jsonable
 
-    assert jsonable(cfg)["options"] == {"rank": 8, "alpha": 16.0, "dropout": 0.0}
+    assert jsonable(cfg)["options"] == {"rank": 8, "alpha": 16.0, "dropout": 0.0, "targets": "q+v"}
 
 
 def test_method_tensors_train_at_the_tables_lr_by_default(world):
@@ -107,8 +111,8 @@ def test_lora_keeps_one_set_per_task_and_evaluation_uses_the_tasks_own(world, tm
     encoder.method.qv_delta = original
 
 
-def test_ptuning_is_a_prefix_per_block_that_leaves_every_position_to_the_text(world):
-    encoder = encoder_for(world, "ptuning", bottleneck=32)
+def test_shared_kv_ptuning_is_a_prefix_per_block_that_leaves_every_position_to_the_text(world):
+    encoder = encoder_for(world, "ptuning", bottleneck=32, separate_kv=False, layer_norm=True)
     assert encoder.method.reserved_positions == 0
     assert encoder.tokenize(["a small yellow heart"]).shape == (1, 77)  # all 77 context positions for the text
     long = encoder.tokenize([" ".join(["red circle"] * 60)])
@@ -116,8 +120,8 @@ def test_ptuning_is_a_prefix_per_block_that_leaves_every_position_to_the_text(wo
     start_tasks(world, encoder, 2)
     method = encoder.method
     assert list(method.prefixes) == ["en", "de"] and method.needs_task_identity
-    prefixes = method.prefixes["de"]()
-    assert prefixes.shape == (4, 30, 128)  # [blocks, 30, W]: 30 prefix vectors per block
+    prefixes, shared_values = method.prefixes["de"]()
+    assert torch.equal(prefixes, shared_values) and prefixes.shape == (4, 30, 128)  # [blocks, 30, W]: 30 prefix vectors per block
     assert torch.allclose(prefixes.mean(dim=-1), torch.zeros(4, 30), atol=1e-5)  # the LayerNorm's output
     mlp = method.prefixes["de"].mlp
     assert isinstance(mlp[1], torch.nn.Tanh) and mlp[0].out_features == 32 and mlp[2].out_features == 4 * 128
@@ -156,7 +160,7 @@ def test_dualprompt_and_coda_have_the_papers_lengths(world):
     start_tasks(world, encoder, 2)
     method = encoder.method
     assert method.g_prompt.shape == (2, 2, 128)  # blocks 0-1, length 2
-    assert [p.shape for p in method.e_prompts] == [(2, 16, 128)] * 2  # blocks 2-3 of the 4-block tower, length 16
+    assert [p.shape for p in method.e_prompts] == [(2, 16, 128)] * 36  # blocks 2-3 of the 4-block tower, length 16
     expert = torch.stack(list(method.e_prompts))[torch.tensor([1])]
     assert [len(method.prompts(i, 1, expert)) for i in range(4)] == [1, 1, 1, 1]
     key, value = (torch.cat(parts, 1) for parts in zip(*[(p[:, :8], p[:, 8:]) for p in method.prompts(2, 1, expert)]))
@@ -178,8 +182,8 @@ def test_der_weights_the_feature_regression_by_alpha_one(world):
     assert der.method.options.alpha == 1.0
 
 
-def test_mla_adapter_sits_on_the_mlp_output_with_reduction_two(world):
-    encoder = encoder_for(world, "mla")
+def test_mla_adapter_on_the_mlp_output_with_reduction_two(world):
+    encoder = encoder_for(world, "mla", position="mlp")
     start_tasks(world, encoder, 1)
     stack = encoder.method.adapters["en"]
     assert stack[0].c_fc.out_features == 64  # width 128 / reduction 2
@@ -362,8 +366,9 @@ def test_checkpoints_with_the_old_flat_options_keep_their_meaning(tmp_path):
     old = {"ewc_lambda": 1000.0, "ewc_gamma": 1.0, "fisher_batches": 2, "memory_size": 40, "replay_batch": None,
            "der_alpha": 0.5, "adapter_hidden": 16, "lora_rank": 8, "lora_alpha": 16.0, "ptuning_length": 30,
            "coda_components": 2, "coda_length": 8, "coda_layers": [0, 1, 2, 3, 4]}
-    assert legacy_options("der", old, 128, tmp_path) == {"memory_size": 40, "replay_batch": None, "alpha": 0.5}
-    assert legacy_options("mla", old, 128, tmp_path) == {"position": "block", "reduction": 8}
+    assert legacy_options("der", old, 128, tmp_path) == {"memory_size": 40, "replay_batch": None, "alpha": 0.5,
+                                                         "replay_loss": "separate"}
+    assert legacy_options("mla", old, 128, tmp_path) == {"position": "block", "reduction": 8, "init": "zero"}
     assert legacy_options("codaprompt", old, 128, tmp_path) == {"components": 2, "length": 8,
                                                                 "layers": [0, 1, 2, 3, 4]}
     assert legacy_options("cll-clip", old, 128, tmp_path) == {}

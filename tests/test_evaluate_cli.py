@@ -105,6 +105,25 @@ def test_continual_metrics_from_a_sequence_of_metrics_artifacts(tmp_path):
     assert gone.exit_code == 2 and "--continual" in gone.stderr
 
 
+def test_continual_forgetting_of_evaluate_skips_zero_shot_rows(tmp_path):
+    # every run evaluated every language: run 0's de (70) is zero-shot, before de was trained, and does not count
+    rows = [{"fr": 50.0, "de": 70.0, "cs": 10.0}, {"fr": 40.0, "de": 60.0, "cs": 20.0},
+            {"fr": 45.0, "de": 40.0, "cs": 70.0}]
+    runs = []
+    for j, row in enumerate(rows):
+        per_language = {lang: {"i2t": {"R@1": 0.0}, "t2i": {"R@1": value}, "AR": 0.0} for lang, value in row.items()}
+        runs.append(artifacts.write_metrics(tmp_path / f"run{j}", {"per_language": per_language}))
+    out = tmp_path / "continual"
+    args = ["evaluate", "--task", "fr,de,cs", "--out", str(out)]
+    for run in runs:
+        args += ["--continual", str(run)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    continual = artifacts.load_metrics(out)["continual"]
+    assert continual["F"] == [None, 10.0, 12.5]
+    assert "i<=k<j" in artifacts.load_metrics(out)["settings"]["F"]
+
+
 def _one_error_line(result, *fragments):
     assert result.exit_code == 2, result.stderr
     assert result.stdout == ""

@@ -186,6 +186,16 @@ def test_continual_metrics_hand_computed():
     assert result["matrix"][0] == [50, None, None]
 
 
+def test_continual_forgetting_ignores_zero_shot_values_before_a_task_is_learnt():
+    # a[0][1] = 70 is task 1 measured zero-shot before it was trained: not a value it can forget (k in [i, j-1])
+    result = M.continual_metrics([[50, 70, 10],
+                                  [40, 60, 20],
+                                  [45, 40, 70]])
+    # F_2 = mean(max(50-45, 40-45), 60-40) = mean(5, 20) = 12.5 (every k < j would give max(70-40, 20) = 30: 17.5)
+    assert result["F"][1:] == pytest.approx([10, 12.5])
+    assert result["AR"][2] == pytest.approx((45 + 40 + 70) / 3)
+
+
 def test_split_selection_follows_the_table_that_has_splits():
     image_table, image_vectors, text_table, text_vectors = _two_language_world()
     images_without_splits = dict(image_table, split=["", "", ""])      # encoded from a folder: no split known

@@ -44,6 +44,10 @@ SimilarityOpt = Annotated[str, typer.Option(
 BetaOpt = Annotated[Optional[float], typer.Option(
     "--beta", help="mlmme: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017); 1 = the image-sentence terms alone "
     "(default: the recipe's, 0.5).")]
+MlmmeFormOpt = Annotated[Optional[str], typer.Option(
+    "--mlmme-form", help="mlmme with K > 2 languages: paper (sum over every language and every language pair) or "
+    "english-pivot (each language paired with English, averaged over the languages) (default: the recipe's, "
+    "paper).")]
 HardNegativesOpt = Annotated[Optional[int], typer.Option(
     "--hard-negatives", help="N > 0: batches of anchors each followed by its N most similar training images (by "
     "image embedding), so in-batch negatives are look-alikes (default: the recipe's, 0).")]
@@ -56,13 +60,13 @@ ValSplitOpt = Annotated[str, typer.Option("--val-split", help="Split whose capti
 def train_ccrk_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt,
     init: InitOpt = None, model: ModelOpt = "mltk-tiny", pretrained: PretrainedOpt = None,
-    tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = False, loss: LossOpt = None,
+    tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = True, loss: LossOpt = None,
     weighting: WeightingOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, steps: StepsOpt = None,
     batch_size: BatchOpt = None, lr: LrOpt = None, warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None,
     temperature: TemperatureOpt = None, fixed_temperature: FixedTemperatureOpt = False, margin: MarginOpt = None,
     similarity: SimilarityOpt = "cosine", lexicon: Optional[Path] = LexiconOption,
     align_weight: float = AlignWeightOption, align_k: int = AlignKOption, beta: BetaOpt = None,
-    hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
+    mlmme_form: MlmmeFormOpt = None, hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
     eval_every: EvalEveryOpt = None, val_split: ValSplitOpt = "val", val_images: ValImagesOpt = 1000,
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0, log_every: LogEveryOpt = None,
     tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
@@ -85,7 +89,7 @@ def train_ccrk_command(
         alignment=alignment_config(lexicon, align_weight, align_k),
         loop=given(steps=steps, lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, eval_every=eval_every,
                    seed=seed),
-        **given(loss=loss, weighting=weighting, temperature=temperature, beta=beta,
+        **given(loss=loss, weighting=weighting, temperature=temperature, beta=beta, mlmme_form=mlmme_form,
                 hard_negatives=hard_negatives, batch_size=batch_size,
                 learn_temperature=False if fixed_temperature else None))
     with step_logging(log_every, tensorboard):

@@ -20,10 +20,12 @@ METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience re
                "set at evaluation (the task identity), as CLL-CLIP ran them.")
 # Kept in step with each method's Options dataclass by tests/test_continual_fidelity.py (importing them here
 # would load torch for every CLI call).
-OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches; er memory_size, replay_batch; der memory_size, "
-                "replay_batch, alpha; mla reduction, position (mlp|block); lora rank, alpha, dropout; ptuning length, "
-                "bottleneck, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight; "
-                "codaprompt components, length, layers, tasks. Defaults and sources: docs/fidelity.md.")
+OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches, half; er memory_size, replay_batch, replay_loss "
+                "(joint|separate); der memory_size, replay_batch, replay_loss, alpha; mla reduction, position "
+                "(block|mlp), init (bert|zero); lora rank, alpha, dropout, targets; ptuning length, bottleneck, "
+                "separate_kv, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight, "
+                "key_init (uniform|mean), candidates (all|trained); codaprompt components, length, layers, tasks. "
+                "Defaults and sources: docs/fidelity.md.")
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
@@ -87,6 +89,9 @@ MethodOptionOpt = Annotated[List[str], typer.Option(
     "--method-option", metavar=LIST_METAVAR, help="The method's hyper-parameters as key=value (repeat or "
     "comma-separate; block lists as 2+3+4 or 2-4), checked against the method's options; defaults are the "
     "CLL-CLIP authors' values. " + OPTIONS_HELP)]
+WordpieceGrowthOpt = Annotated[str, typer.Option(
+    "--wordpiece-growth", help="A Hugging Face tower's WordPiece growth: keep (new pieces never re-segment a word of "
+    "an earlier task's text) or resegment (all of each task's new pieces).")]
 KeepTaskCheckpointsOpt = Annotated[bool, typer.Option(
     "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact.")]
 
@@ -98,7 +103,8 @@ def train_continual_command(
     method: MethodOpt = "cll-clip", teir: TeirOpt = False, teir_init_only: TeirInitOnlyOpt = False,
     teir_reg_only: TeirRegOnlyOpt = False, teir_part: TeirPartOpt = [], token_sets: TokenSetsOpt = None,
     joint: JointOpt = False, oracle_vocab: OracleVocabOpt = False, vocab_dir: VocabDirOpt = None,
-    vocab_size: VocabSizeOpt = None, protect_lang: ProtectLangOpt = None, recipe: RecipeOpt = None,
+    vocab_size: VocabSizeOpt = None, protect_lang: ProtectLangOpt = None,
+    wordpiece_growth: WordpieceGrowthOpt = "keep", recipe: RecipeOpt = None,
     epochs: EpochsOpt = None, epoch_unit: EpochUnitOpt = None, steps: TaskStepsOpt = None,
     eval_every: EvalEveryOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None, method_lr: MethodLrOpt = None,
     warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None, gamma1: Gamma1Opt = None,
@@ -127,7 +133,8 @@ def train_continual_command(
         images=routed["image-embeddings"], captions=require(routed, "captions", "--captions"), out=out, model=model,
         pretrained=pretrained, method=method, joint=joint, oracle_vocab=oracle_vocab, vocab_dir=vocab_dir,
         languages=split_list(lang) if order is None else ordered_subset(order, split_list(lang)),
-        protect_lang=protect_lang, steps=steps, eval_every=eval_every, val_images=val_images,
+        protect_lang=protect_lang, wordpiece_growth=wordpiece_growth, steps=steps, eval_every=eval_every,
+        val_images=val_images,
         metric=either(continual_metric, metric_alias, "--continual-metric", "--metric"),
         options=method_options(method, method_option), keep_task_checkpoints=keep_task_checkpoints, device=device,
         precision=precision, cache_dir=cache_dir, recipe=recipe,

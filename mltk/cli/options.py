@@ -33,8 +33,9 @@ InitOpt = Annotated[Optional[Path], typer.Option(
     "--init", help="A trained checkpoint to start from: MLA (train-nlt, train-le; languages it lacks get fresh "
     "acquirers) or, for train-ccrk, CLL-CLIP (train-continual).")]
 InitEmbeddingsOpt = Annotated[bool, typer.Option(
-    "--init-embeddings", help="Initialise the shared embedding from the transformers model's word embeddings (the "
-    "paper's M-BERT init).")]
+    "--init-embeddings/--no-init-embeddings", help="Initialise the shared embedding from the transformers model's "
+    "word embeddings (the paper's M-BERT init) when --tokenizer is a transformers model (a vocabulary artifact has "
+    "none to copy).")]
 ImagesOpt = Annotated[Optional[Path], typer.Option(
     "--images", help="Image embeddings (mltk encode-images), instead of the positional input or stdin.")]
 CaptionsOpt = Annotated[Optional[Path], typer.Option(

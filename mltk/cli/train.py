@@ -58,7 +58,7 @@ def train_nlt_command(
     embedding_lr: Optional[float] = typer.Option(
         None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (default: the "
         "recipe's; none there: --lr)."),
-    init_embeddings: InitEmbeddingsOpt = False, lang: List[str] = LangOpt, recipe: RecipeOpt = None,
+    init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt, recipe: RecipeOpt = None,
     steps: StepsOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None, weight_decay: WeightDecayOpt = None,
     grad_clip: GradClipOpt = None, train_embedding: TrainEmbeddingOpt = None, eval_every: EvalEveryOpt = None,
     acquirer: AcquirerOpt = None, mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption,
@@ -100,7 +100,7 @@ def train_le_command(
 def train_nlt_le_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt,
     init: InitOpt = None, model: ModelOpt = "mltk-tiny", pretrained: PretrainedOpt = None,
-    tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = False, lang: List[str] = LangOpt,
+    tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt,
     recipe: RecipeOpt = None, steps: StepsOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None,
     weight_decay: WeightDecayOpt = None, grad_clip: GradClipOpt = None, temperature: TemperatureOpt = None,
     nlt_weight: Optional[float] = typer.Option(None, "--nlt-weight", help="Weight of the NLT (MSE) term "

@@ -1,14 +1,20 @@
 """MLA adapters per language inside CLL-CLIP: each task language gets its own stack of bottleneck adapters.
 
 As the CLL-CLIP authors ran the MLA baseline (their ``adapters/configs/MLA.json``: an output adapter, ReLU,
-reduction factor 2): in every block of the frozen tower the MLP's output m = MLP(LN_2(x)) passes through
+reduction factor 2, under the ``adapters`` 0.1.0 library they pin): in every block of the frozen tower the
+adapter reads the block's output y = x + MLP(LN_2(x)) and adds its bottleneck to it,
 
-    m' = m + W_up(ReLU(W_down(m)))          W_down: width -> width / reduction, W_up: back to width
+    y' = y + W_up(ReLU(W_down(y)))          W_down: width -> width / reduction, W_up: back to width
 
-before the block's residual add (``position=mlp``, the design notes' "after the MLP"). ``position=block`` puts the
-adapter after the block's residual add instead (MLA's own acquirer placement, ``mltk.models.acquirer``; it is also
-what adapter-transformers computes for an output adapter with ``original_ln_before`` and no layer norm to pass).
-W_up starts at zero, so a new adapter is the identity.
+(``position=block``, the default). That is what ``adapters`` computes for an output adapter with
+``original_ln_before`` and ``residual_before_ln`` (their defaults) when the block hands it no layer norm, as CLIP's
+does: the adapter's input is MLP(x) + x, its residual MLP(x), and x is added back after it. ``position=mlp`` puts
+the adapter on the MLP's output m = MLP(LN_2(x)) before the residual add instead, ``m' = m + W_up(ReLU(W_down(m)))``
+(the design notes' "after the MLP", mltk's earlier default).
+
+Initialisation (``init``): ``bert``, AdapterHub's default ``init_weights``: W_down and W_up ~ N(0, 0.02), biases
+zero; ``zero``: W_down as ``nn.Linear``'s default and W_up zero, so a new adapter starts as the identity (mltk's
+earlier default, AdapterHub's ``mam_adapter`` idea).
 
 Task t trains its own stack together with the table; the stacks of earlier languages are frozen, so they never
 change again. At test time a caption goes through the stack of its language: the method needs the task identity
@@ -32,10 +38,21 @@ from mltk.models.acquirer import AcquirerStack
 @dataclass(frozen=True)
 class AdapterOptions:
     reduction: int = 2  # bottleneck = width / reduction (MLA.json: reduction_factor 2)
-    position: Literal["mlp", "block"] = "mlp"  # on the MLP's output, or after the block's residual add
+    position: Literal["block", "mlp"] = "block"  # after the block's residual add (MLA.json), or on the MLP's output
+    init: Literal["bert", "zero"] = "bert"  # AdapterHub's init_weights "bert" (N(0, 0.02)), or W_up zero
 
     def check(self) -> str | None:
         return "reduction must be at least 1" if self.reduction < 1 else None
+
+
+def bert_init(module: nn.Module, generator: torch.Generator, std: float = 0.02) -> None:
+    """AdapterHub's ``init_bert_weights``: every linear weight ~ N(0, std), every bias zero."""
+    with torch.no_grad():
+        for layer in module.modules():
+            if isinstance(layer, nn.Linear):
+                layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator) * std)
+                if layer.bias is not None:
+                    layer.bias.zero_()
 
 
 class LanguageAdapters(PerLanguageMethod):
@@ -49,7 +66,11 @@ class LanguageAdapters(PerLanguageMethod):
         return max(self.width // self.options.reduction, 1)
 
     def new_module(self, lang: str) -> nn.Module:
-        return AcquirerStack(self.width, self.num_blocks, self.hidden)
+        stack = AcquirerStack(self.width, self.num_blocks, self.hidden)
+        if self.options.init == "bert":
+            generator = torch.Generator().manual_seed(self.seed * 7919 + len(self.adapters))
+            bert_init(stack, generator)
+        return stack
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         stack = self.adapters[lang] if lang in self.adapters else None

@@ -6,6 +6,9 @@ its own mechanism through the hooks of ``ContinualMethod``, which plain CLL-CLIP
 - ``begin_task(task)``: before training task t (add a language's adapter, a task's prompt; build replay data);
 - ``trainable()``: its tensors that train in the current task, besides the table and the temperature;
 - ``encode(encoder, x, lengths, lang)``: the text forward from word embeddings [B, L, W] to features [B, D];
+- ``joint_batch(task, step)``: examples that join the task's batch, as ``(images [b, D], text features [b, D],
+  teachers [b, D])``, so that CLL-CLIP's loss runs over both together (replay, as the CLL-CLIP authors doubled the
+  batch);
 - ``extra_loss(task, step)``: a term added to the task loss (EWC penalty, replay), as a tensor or as
   ``(tensor, {name: unweighted term})`` whose terms become columns of the task's steps CSV
   (``mltk.train.step_log``); ``encode`` may leave one the same way in ``auxiliary_loss`` (prompt-key matching);
@@ -73,6 +76,7 @@ class TaskContext:
     index: int
     lang: str
     steps: int       # the task's training steps
+    steps_per_epoch: int
     batch_size: int
     # CLL-CLIP's loss of one batch with its terms: (image [b, D] normalised or None, text [b, D], teacher [b, D])
     pair_terms: Callable[[torch.Tensor | None, torch.Tensor, torch.Tensor],
@@ -133,6 +137,10 @@ class ContinualMethod(nn.Module):
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         """Word embeddings [B, L, W] -> text features [B, D]."""
         return encoder.tower.forward_embeddings(x, lengths)
+
+    def joint_batch(self, task: TaskContext, step: int
+                    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor] | None:
+        return None
 
     def extra_loss(self, task: TaskContext, step: int) -> Loss | None:
         return None

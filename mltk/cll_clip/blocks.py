@@ -3,7 +3,7 @@
 ``OpenClipTextTower.forward_embeddings`` runs open_clip's own blocks (``nn.MultiheadAttention``), which cannot be
 reached inside. Two baselines need that:
 
-- LoRA (Hu et al. 2022) adds a low-rank term to the query and value projections:
+- LoRA (Hu et al. 2022) adds a low-rank term to the query and value projections (or the key's too):
   ``q = W_q h + s B_q A_q h``, ``v = W_v h + s B_v A_v h``;
 - prefix-tuning prompts (DualPrompt, Wang et al. 2022; CODA-Prompt, Smith et al. 2023) prepend learned keys and
   values to every head's attention of a block: ``K = [P_k; W_k h]``, ``V = [P_v; W_v h]``, visible to every
@@ -24,8 +24,8 @@ import torch.nn.functional as F
 
 from mltk.models.text import OpenClipTextTower
 
-# qv_delta(block_index, h [B, L, W]) -> (delta_q, delta_v), each [B, L, W] or None
-QvDelta = Callable[[int, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor | None]]
+# qv_delta(block_index, h [B, L, W]) -> (delta_q, delta_v) or (delta_q, delta_k, delta_v), each [B, L, W] or None
+QvDelta = Callable[[int, torch.Tensor], tuple[torch.Tensor | None, ...]]
 # prefix(block_index) -> (keys [B, P, W], values [B, P, W]) in the projected key/value space, or None
 Prefix = Callable[[int], tuple[torch.Tensor, torch.Tensor] | None]
 # after_mlp(block_index, mlp_output [B, L, W]) -> [B, L, W], applied before the MLP's residual add
@@ -43,8 +43,10 @@ def attention_block(block: nn.Module, x: torch.Tensor, mask: torch.Tensor | None
     h = block.ln_1(x)
     q, k, v = F.linear(h, attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)  # each [B, L, W]
     if qv_delta is not None:
-        delta_q, delta_v = qv_delta(index, h)
+        deltas = qv_delta(index, h)
+        delta_q, delta_k, delta_v = deltas if len(deltas) == 3 else (deltas[0], None, deltas[1])
         q = q + delta_q if delta_q is not None else q
+        k = k + delta_k if delta_k is not None else k
         v = v + delta_v if delta_v is not None else v
     prompt = prefix(index) if prefix is not None else None
     if prompt is not None:

@@ -4,14 +4,17 @@ After task t the diagonal Fisher information F_t of the table is estimated at th
 and folded into a running estimate, earlier tasks decayed by gamma::
 
     F~_t = gamma * F~_{t-1} + F_t
-    penalty(theta) = lambda / 2 * sum_j F~_t[j] * (theta[j] - theta*_t[j])^2       (while training task t + 1)
+    penalty(theta) = lambda * sum_j F~_t[j] * (theta[j] - theta*_t[j])^2           (while training task t + 1)
 
-CLL-CLIP's setting: lambda = 1000, gamma = 1. The table grows with every task; rows that did not exist when the
-Fisher was estimated have no information (their F is 0), so only the first V_t rows are anchored.
+as the CLL-CLIP authors' code computes it (no 1/2; ``half=true`` gives the papers' ``lambda / 2``, mltk's earlier
+form). CLL-CLIP's setting: lambda = 1000, gamma = 1. The table grows with every task; rows that did not exist
+when the Fisher was estimated have no information (their F is 0), so only the first V_t rows are anchored.
 
-Fisher estimate: the empirical Fisher, mean over ``fisher_batches`` training batches of the squared gradient of
-the batch's CLL-CLIP loss. A per-example Fisher is undefined here, because the contrastive term of a single pair
-is constant; batch gradients are the usual approximation and make F smaller than a per-example estimate.
+Fisher estimate: the empirical Fisher, the mean of the squared gradient of the batch's CLL-CLIP loss over every
+training batch of the task (one pass over its data, as the authors' code averages over the whole task;
+``fisher_batches=N`` uses the first N batches, mltk's earlier 32). A per-example Fisher is undefined here, because
+the contrastive term of a single pair is constant; batch gradients are the usual approximation and make F smaller
+than a per-example estimate.
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], t
     return total / max(count, 1)
 
 
-def ewc_penalty(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor, weight: float) -> torch.Tensor:
-    """weight / 2 * sum(fisher * (table[:R] - anchor)^2), R = rows of the anchor (rows added later are free)."""
+def ewc_penalty(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor, weight: float,
+                half: bool = False) -> torch.Tensor:
+    """weight * sum(fisher * (table[:R] - anchor)^2) (times 1/2 when ``half``), R = rows of the anchor (rows added
+    later are free)."""
     rows = anchor.shape[0]
     difference = table[:rows].float() - anchor
-    return 0.5 * weight * (fisher * difference * difference).sum()
+    return (0.5 if half else 1.0) * weight * (fisher * difference * difference).sum()
 
 
 def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -57,10 +62,11 @@ def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamm
 class EwcOptions:
     penalty: float = 1000.0  # lambda (methods.yaml: fisher_penalty_scale 1000)
     gamma: float = 1.0  # decay of earlier tasks' Fisher (fisher_gamma 1)
-    fisher_batches: int = 32  # training batches that estimate the Fisher information after a task
+    fisher_batches: int | None = None  # batches that estimate the Fisher after a task; None: all of one pass
+    half: bool = False  # lambda / 2 (the papers' form) instead of the authors' code's lambda
 
     def check(self) -> str | None:
-        return "fisher_batches must be at least 1" if self.fisher_batches < 1 else None
+        return "fisher_batches must be at least 1" if (self.fisher_batches or 1) < 1 else None
 
 
 class OnlineEWC(ContinualMethod):
@@ -80,11 +86,11 @@ class OnlineEWC(ContinualMethod):
         table = task.encoder.table
         if self.fisher.device != table.device:  # plain tensors (their shape grows), moved on first use
             self.fisher, self.anchor = self.fisher.to(table.device), self.anchor.to(table.device)
-        term = ewc_penalty(task.encoder.table, self.fisher, self.anchor, 1.0)
+        term = ewc_penalty(task.encoder.table, self.fisher, self.anchor, 1.0, self.options.half)
         return self.options.penalty * term, {"ewc_penalty": term}
 
     def end_task(self, task: TaskContext) -> None:
-        steps = min(self.options.fisher_batches, task.steps)
+        steps = min(self.options.fisher_batches or task.steps_per_epoch, task.steps)
         fisher = empirical_fisher(task.encoder.table, task.data_loss, range(steps))
         self.fisher = accumulate_fisher(self.fisher, fisher, self.options.gamma)
         self.anchor = task.encoder.table.detach().float().clone()

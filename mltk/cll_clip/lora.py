@@ -2,7 +2,8 @@
 
 In every block, ``q = W_q h + (alpha / r) B_q A_q drop(h)`` and ``v = W_v h + (alpha / r) B_v A_v drop(h)`` with A
 [r, W] initialised like ``nn.Linear`` (Kaiming uniform) and B [W, r] at zero, so a new set starts from the frozen
-tower exactly. The CLL-CLIP authors' ``adapters/configs/lora.json``: r 8, alpha 8, dropout 0, on q and v.
+tower exactly. The CLL-CLIP authors' ``adapters/configs/lora.json``: r 8, alpha 8, dropout 0, on q and v (the
+default ``targets=q+v``); the paper's appendix says key and value instead (``targets=k+v``; any of q, k, v).
 
 Task-specific, as CLL-CLIP ran it: each task (language) adds its own set, trained with the table in that task and
 frozen afterwards; at evaluation a caption goes through the set of its language (the task identity, recorded as
@@ -27,22 +28,31 @@ class LoraOptions:
     rank: int = 8  # r (lora.json)
     alpha: float = 8.0  # scale alpha / r (lora.json: alpha 8)
     dropout: float = 0.0  # on the input of A (lora.json: 0)
+    targets: str = "q+v"  # projections with LoRA (lora.json: q and v; the paper's appendix: k and v)
+
+    @property
+    def projections(self) -> tuple[str, ...]:
+        """The targets in q, k, v order."""
+        return tuple(p for p in "qkv" if p in self.targets.split("+"))
 
     def check(self) -> str | None:
         if self.rank < 1 or not 0 <= self.dropout < 1:
             return f"rank must be at least 1 and dropout in [0, 1) (got {self.rank}, {self.dropout})"
+        parts = self.targets.split("+")
+        if not parts or len(set(parts)) != len(parts) or not set(parts) <= {"q", "k", "v"}:
+            return f"targets must be q, k and/or v joined by + (e.g. q+v or k+v), got {self.targets!r}"
         return None
 
 
 class LoraSet(nn.Module):
-    """The low-rank weights of one task: ``down`` (A) [blocks, 2, r, W] and ``up`` (B) [blocks, 2, W, r];
-    index 0 of the second axis is the query, 1 the value."""
+    """The low-rank weights of one task: ``down`` (A) [blocks, T, r, W] and ``up`` (B) [blocks, T, W, r], T the
+    targets in q, k, v order (q and v: index 0 the query, 1 the value)."""
 
-    def __init__(self, blocks: int, width: int, rank: int, generator: torch.Generator):
+    def __init__(self, blocks: int, width: int, rank: int, generator: torch.Generator, targets: int = 2):
         super().__init__()
         bound = 1.0 / math.sqrt(width)  # kaiming_uniform_(a=sqrt(5)) of an nn.Linear(width, rank)
-        self.down = nn.Parameter((torch.rand(blocks, 2, rank, width, generator=generator) * 2 - 1) * bound)
-        self.up = nn.Parameter(torch.zeros(blocks, 2, width, rank))
+        self.down = nn.Parameter((torch.rand(blocks, targets, rank, width, generator=generator) * 2 - 1) * bound)
+        self.up = nn.Parameter(torch.zeros(blocks, targets, width, rank))
 
 
 class LoraMethod(PerLanguageMethod):
@@ -57,15 +67,17 @@ class LoraMethod(PerLanguageMethod):
 
     def new_module(self, lang: str) -> nn.Module:
         generator = torch.Generator().manual_seed(self.seed * 7919 + len(self.sets))
-        return LoraSet(self.num_blocks, self.width, self.options.rank, generator)
+        return LoraSet(self.num_blocks, self.width, self.options.rank, generator, len(self.options.projections))
 
-    def qv_delta(self, lora: LoraSet, index: int, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(delta_q, delta_v) [B, L, W] of block ``index`` for its normalised input ``h`` [B, L, W]."""
-        down, up = lora.down[index].to(h.dtype), lora.up[index].to(h.dtype)  # [2, r, W], [2, W, r]
+    def qv_delta(self, lora: LoraSet, index: int, h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        """(delta_q, delta_k, delta_v) [B, L, W] of block ``index`` for its normalised input ``h`` [B, L, W]
+        (None for a projection without LoRA)."""
+        down, up = lora.down[index].to(h.dtype), lora.up[index].to(h.dtype)  # [T, r, W], [T, W, r]
         h = F.dropout(h, self.options.dropout, self.training) if self.options.dropout else h
-        low = torch.einsum("blw,krw->kblr", h, down)  # [2, B, L, r]
-        delta = torch.einsum("kblr,kwr->kblw", low, up) * self.scale  # [2, B, L, W]
-        return delta[0], delta[1]
+        low = torch.einsum("blw,krw->kblr", h, down)  # [T, B, L, r]
+        delta = torch.einsum("kblr,kwr->kblw", low, up) * self.scale  # [T, B, L, W]
+        by_name = dict(zip(self.options.projections, delta))
+        return by_name.get("q"), by_name.get("k"), by_name.get("v")
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         if lang not in self.sets:

@@ -226,12 +226,17 @@ LEGACY_KEYS = {("oewc", "ewc_lambda"): "penalty", ("oewc", "ewc_gamma"): "gamma"
                ("der", "der_alpha"): "alpha", ("codaprompt", "coda_components"): "components",
                ("codaprompt", "coda_length"): "length", ("codaprompt", "coda_layers"): "layers"}
 LEGACY_UNREADABLE = ("lora", "ptuning", "dualprompt")  # their tensors changed shape (task-specific, prefix lengths)
+# Options added later (issue 27: the authors' forms became the defaults), with the value that keeps the meaning of a
+# checkpoint recorded before they existed.
+ADDED_OPTIONS = {"oewc": {"half": True}, "er": {"replay_loss": "separate"}, "der": {"replay_loss": "separate"},
+                 "mla": {"init": "zero"}, "ptuning": {"separate_kv": False},
+                 "dualprompt": {"key_init": "mean", "candidates": "trained"}}
 
 
 def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> dict[str, Any]:
     """The options of a checkpoint in the current form: as recorded, or translated from the old flat set."""
-    if "ewc_lambda" not in raw:  # the current form
-        return raw
+    if "ewc_lambda" not in raw:  # the current form (perhaps from before some options existed)
+        return {**ADDED_OPTIONS.get(name, {}), **raw}
     if name in LEGACY_UNREADABLE:
         raise ConfigError(f"this {name} checkpoint was written by an older mltk whose {name} differs from the "
                           f"paper's (now task-specific or with other prompt shapes); train it again", path)
@@ -242,7 +247,7 @@ def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> di
             raise ConfigError(f"this mla checkpoint's adapters ({hidden} wide) are no width / reduction of the "
                               f"{width}-wide tower; train it again", path)
         options = {"position": "block", "reduction": width // hidden}
-    return options
+    return {**ADDED_OPTIONS.get(name, {}), **options}
 
 
 def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu") -> ContinualTextEncoder:

@@ -1,21 +1,25 @@
 """Prompt baselines: P-Tuning, DualPrompt and CODA-Prompt on the frozen text tower (each beside the table).
 
-- **P-Tuning** as the CLL-CLIP authors ran it (prefix tuning, Li and Liang 2021; their
-  ``adapters/configs/p_tuning.json``: prefix length 30, bottleneck 512, tanh, ``different_kv`` false, ``use_ln``):
-  per task, ``length`` learned vectors [P, W] pass through ``Linear(W, 512) -> tanh -> Linear(512, blocks x W)``
-  and a LayerNorm over W, giving P vectors per block that are prepended to that block's attention keys AND
-  values (one vector serves as both, ``different_kv`` false). The prefixes take no input positions: the text
-  keeps all context positions and is pooled where it would be without them. Task-specific: one prefix encoder
-  per language, chosen by the caption's language at evaluation (task identity).
+- **P-Tuning** as the CLL-CLIP authors ran it: AdapterHub's built-in ``prefix_tuning`` config under the
+  ``adapters`` 0.1.0 they pin (prefix tuning, Li and Liang 2021; prefix length 30, bottleneck 512, tanh): per task,
+  ``length`` learned vectors [P, W] pass through ``Linear(W, 512) -> tanh -> Linear(512, blocks x 2 x W)``, giving
+  each block its own P keys and P values (``separate_kv=true``; AdapterHub's ``PrefixTuning`` views the output as
+  [P, blocks x 2, W] and splits it into (key, value) per block), with no LayerNorm. ``separate_kv=false
+  layer_norm=true`` is the variant of the authors' unused ``p_tuning.json`` (``different_kv`` false, ``use_ln``):
+  one vector per position serves as key and value, after a LayerNorm over W. The prefixes take no input positions:
+  the text keeps all context positions and is pooled where it would be without them. Task-specific: one prefix
+  encoder per language, chosen by the caption's language at evaluation (task identity).
 - **DualPrompt** (Wang et al. 2022), prefix-tuning form as in the CLL-CLIP authors' ``prompt.py``: a general
   prompt of length 2 in blocks 0-1 and one expert prompt of length 16 per task (pool 36) in blocks 2-4; a prompt
   of length L gives L/2 keys and L/2 values to its block's attention. (The authors' loop over blocks stops
   before the last expert block, ``range(max(layers))``; mltk prompts every block listed.) Each expert prompt has a key; the query is the feature of the text through the tower without
   prompts (detached). Training uses the current task's expert prompt and adds the matching loss
   ``pull_weight * (1 - cos(query, key_t))``; at test time each text takes the expert prompt whose key is nearest
-  (no task identity). A new key starts at the normalised mean query of the task's captions (the minimiser of
-  its matching loss) instead of a random point: with a learning rate sized for the table, a random key would
-  not reach its queries within a few epochs.
+  (no task identity). As the authors' code has it (CODA-Prompt's DualPrompt): the whole pool of keys and expert
+  prompts exists from the start, uniform in [-1, 1), task t trains entry t, and at test time all ``pool`` keys
+  are candidates, untrained ones included (``candidates=all``). ``key_init=mean`` starts a task's key at the
+  normalised mean query of its captions instead (the minimiser of its matching loss) and ``candidates=trained``
+  ranks only the keys of trained tasks (mltk's earlier form).
 - **CODA-Prompt** (Smith et al. 2023): per block in ``coda_layers`` a prompt is a weighted sum of components,
   ``P = sum_m alpha_m P_m`` with ``alpha_m = cos(query * A_m, K_m)`` (A_m an attention vector, K_m a key), split
   into key and value halves for prefix-tuning. Each task adds ``coda_components`` components (orthogonal to the
@@ -30,7 +34,7 @@ attention vectors uniform in [-1, 1), CODA's orthonormalised. Prefix prompts add
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn as nn
@@ -70,29 +74,35 @@ def gram_schmidt(existing: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class PTuningOptions:
-    length: int = 30  # prefix vectors per block (p_tuning.json: prefix_length 30)
+    length: int = 30  # prefix vectors per block (prefix_tuning: prefix_length 30)
     bottleneck: int = 512  # hidden width of the tanh MLP (bottleneck_size 512)
-    layer_norm: bool = True  # LayerNorm on the produced prefixes (use_ln)
+    separate_kv: bool = True  # keys and values of their own per block (prefix_tuning); false: one vector for both
+    layer_norm: bool = False  # LayerNorm on the produced prefixes (p_tuning.json's use_ln; prefix_tuning has none)
 
     def check(self) -> str | None:
         return "length and bottleneck must be at least 1" if min(self.length, self.bottleneck) < 1 else None
 
 
 class PrefixEncoder(nn.Module):
-    """One task's prefixes: ``vectors`` [P, W] -> MLP -> [blocks, P, W] (LayerNorm over W)."""
+    """One task's prefixes: ``vectors`` [P, W] -> MLP -> keys and values [blocks, P, W] each (separate: the MLP's
+    output viewed as [P, blocks, 2, W], AdapterHub's order; shared: [P, blocks, W] serves as both)."""
 
-    def __init__(self, length: int, width: int, blocks: int, bottleneck: int, layer_norm: bool, seed: int):
+    def __init__(self, length: int, width: int, blocks: int, bottleneck: int, layer_norm: bool, seed: int,
+                 separate_kv: bool = True):
         super().__init__()
+        self.kinds = 2 if separate_kv else 1
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.vectors = nn.Parameter(torch.randn(length, width))  # nn.Embedding's N(0, 1)
-            self.mlp = nn.Sequential(nn.Linear(width, bottleneck), nn.Tanh(), nn.Linear(bottleneck, blocks * width))
+            self.mlp = nn.Sequential(nn.Linear(width, bottleneck), nn.Tanh(),
+                                     nn.Linear(bottleneck, blocks * self.kinds * width))
         self.norm = nn.LayerNorm(width) if layer_norm else nn.Identity()
         self.blocks, self.width = blocks, width
 
-    def forward(self) -> torch.Tensor:
-        out = self.mlp(self.vectors).reshape(-1, self.blocks, self.width)  # [P, blocks, W]
-        return self.norm(out).transpose(0, 1)  # [blocks, P, W]
+    def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.mlp(self.vectors).reshape(-1, self.blocks, self.kinds, self.width)  # [P, blocks, 1 or 2, W]
+        out = self.norm(out).permute(2, 1, 0, 3)  # [1 or 2, blocks, P, W]
+        return out[0], out[-1]  # keys, values: [blocks, P, W] each (the same tensor when shared)
 
 
 class PTuning(PerLanguageMethod):
@@ -104,17 +114,17 @@ class PTuning(PerLanguageMethod):
     def new_module(self, lang: str) -> nn.Module:
         options = self.options
         return PrefixEncoder(options.length, self.width, self.num_blocks, options.bottleneck, options.layer_norm,
-                             self.seed * 7919 + len(self.prefixes))
+                             self.seed * 7919 + len(self.prefixes), separate_kv=options.separate_kv)
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         if lang not in self.prefixes:
             return encoder.tower.forward_embeddings(x, lengths)
-        prompts = self.prefixes[lang]().to(x.dtype)  # [blocks, P, W]
+        keys, values = (t.to(x.dtype) for t in self.prefixes[lang]())  # [blocks, P, W] each
         batch = x.shape[0]
 
-        def prefix(index: int):
-            shared = prompts[index].unsqueeze(0).expand(batch, -1, -1)  # [B, P, W]: keys and values alike
-            return shared, shared
+        def prefix(index: int):  # [B, P, W] keys and values of block ``index``
+            return (keys[index].unsqueeze(0).expand(batch, -1, -1),
+                    values[index].unsqueeze(0).expand(batch, -1, -1))
 
         return forward_text(encoder.tower, x, lengths, prefix=prefix)
 
@@ -138,6 +148,8 @@ class DualPromptOptions:
     e_layers: tuple[int, ...] = (2, 3, 4)  # blocks with the expert prompt
     pool: int = 36  # expert prompts (one per task; e_pool_size 36)
     pull_weight: float = 1.0  # key-query matching loss weight (pull_constraint_coeff 1.0)
+    key_init: Literal["uniform", "mean"] = "uniform"  # a new key: uniform in [-1, 1) (code), or the mean query
+    candidates: Literal["all", "trained"] = "all"  # keys ranked at test time: the whole pool (code), or trained ones
 
     def check(self) -> str | None:
         if self.g_length < 2 or self.e_length < 2 or self.g_length % 2 or self.e_length % 2:
@@ -156,33 +168,41 @@ class DualPrompt(ContinualMethod):
         self.e_layers = [layer for layer in self.options.e_layers if layer < self.num_blocks]
         shape = (len(self.g_layers), self.options.g_length, self.width)  # [g layers, length, W]
         self.g_prompt = nn.Parameter(_uniform(shape, _generator(self.seed, 2)))
-        self.e_prompts = nn.ParameterList()  # per task [e layers, length, W]
-        self.e_keys = nn.ParameterList()  # per task [D]
+        self.e_prompts = nn.ParameterList()  # per pool entry [e layers, length, W]
+        self.e_keys = nn.ParameterList()  # per pool entry [D]
+        self.trained = 0  # tasks that have begun: entries 0..trained-1 are theirs
         self.current: int | None = None
+        if self.options.candidates == "all":  # the whole pool from the start (the authors' code)
+            self._grow(self.options.pool)
 
     def structure(self) -> dict[str, Any]:
-        return {"tasks": len(self.e_prompts)}
+        return {"tasks": self.trained}
 
     def build(self, structure: dict[str, Any]) -> None:
-        while len(self.e_prompts) < structure.get("tasks", 0):
-            self._add_task(torch.rand(self.output_dim))
+        self.trained = structure.get("tasks", 0)
+        self._grow(self.trained)
 
-    def _add_task(self, key: torch.Tensor) -> None:
-        if len(self.e_prompts) >= self.options.pool:
+    def _grow(self, entries: int) -> None:
+        """Pool entries up to ``entries``: expert prompts and keys uniform in [-1, 1)."""
+        if entries > self.options.pool:
             raise ConfigError(f"DualPrompt's pool holds {self.options.pool} expert prompts, one per task; "
                               f"raise --method-option pool= for more tasks")
         device = self.g_prompt.device
         shape = (len(self.e_layers), self.options.e_length, self.width)
-        generator = _generator(self.seed, 3, len(self.e_prompts))
-        self.e_prompts.append(nn.Parameter(_uniform(shape, generator).to(device)))
-        self.e_keys.append(nn.Parameter(key.to(device)))
+        while len(self.e_prompts) < entries:
+            index = len(self.e_prompts)
+            self.e_prompts.append(nn.Parameter(_uniform(shape, _generator(self.seed, 3, index)).to(device)))
+            self.e_keys.append(nn.Parameter(_uniform((self.output_dim,), _generator(self.seed, 5, index)).to(device)))
 
     def begin_task(self, task: TaskContext) -> None:
-        tokens, lengths = trim_to_lengths(task.sample_tokens(512), task.encoder.tokenizer.eot_token_id)
-        device = task.encoder.table.device
-        query = prompt_query(task.encoder, F.embedding(tokens.to(device), task.encoder.table), lengths.to(device))
-        self._add_task(F.normalize(query.mean(dim=0), dim=0).cpu())
-        self.current = len(self.e_prompts) - 1
+        self._grow(self.trained + 1)
+        self.current, self.trained = self.trained, self.trained + 1
+        if self.options.key_init == "mean":
+            tokens, lengths = trim_to_lengths(task.sample_tokens(512), task.encoder.tokenizer.eot_token_id)
+            device = task.encoder.table.device
+            query = prompt_query(task.encoder, F.embedding(tokens.to(device), task.encoder.table), lengths.to(device))
+            with torch.no_grad():
+                self.e_keys[self.current].copy_(F.normalize(query.mean(dim=0), dim=0))
         for index, (prompt, key) in enumerate(zip(self.e_prompts, self.e_keys)):
             prompt.requires_grad_(index == self.current)
             key.requires_grad_(index == self.current)
@@ -194,8 +214,9 @@ class DualPrompt(ContinualMethod):
                 f"e_keys.{self.current}": self.e_keys[self.current]}
 
     def select(self, query: torch.Tensor) -> torch.Tensor:
-        """Expert index per text [B]: the nearest key (cosine, top-1)."""
-        keys = F.normalize(torch.stack(list(self.e_keys)).float(), dim=-1)  # [T, D]
+        """Expert index per text [B]: the nearest candidate key (cosine, top-1)."""
+        candidates = len(self.e_keys) if self.options.candidates == "all" else self.trained
+        keys = F.normalize(torch.stack(list(self.e_keys)[:candidates]).float(), dim=-1)  # [T, D]
         return (query @ keys.T).argmax(dim=-1)
 
     def prompts(self, index: int, batch: int, expert: torch.Tensor | None) -> list[torch.Tensor]:
@@ -210,7 +231,7 @@ class DualPrompt(ContinualMethod):
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         batch = x.shape[0]
         expert = None
-        if len(self.e_prompts):
+        if self.trained:
             query = prompt_query(encoder, x, lengths)
             if self.training and self.current is not None:
                 chosen = torch.full((batch,), self.current, device=x.device)

@@ -4,19 +4,25 @@
   capacity M with probability M / n, replacing a uniformly chosen slot, so at any time the memory is a uniform
   sample of everything seen. After task t its training pairs (image, caption, language) are streamed into the
   memory in a random order; during task t + 1 the memory holds a uniform sample of tasks 0..t (8K in the paper).
-- ER (Chaudhry et al. 2019): each step adds the CLL-CLIP loss of a batch drawn from the memory (captions in
-  their own languages, re-tokenised with the current vocabulary, their English teachers and images).
+- ER (Chaudhry et al. 2019), as the CLL-CLIP authors ran it (``double_batch_size``): each step draws as many
+  examples from the memory as the batch holds (captions in their own languages, re-tokenised with the current
+  vocabulary, their English teachers and images) and puts them into the batch, so CLL-CLIP's loss runs over both
+  together (InfoNCE over 2 x 128 pairs; ``replay_loss=joint``). ``replay_loss=separate`` adds the CLL-CLIP loss
+  of the replayed batch on its own instead (a second 128-pair InfoNCE and MSE; mltk's earlier form).
 - DER (Buzzega et al. 2020) stores the model's output with each example and regresses to it:
   ``alpha * MSE(f(x_mem), z_mem)`` with alpha 1 (the CLL-CLIP authors' setting). CLL-CLIP has no class logits,
   so z is the text feature [D] of the caption,
   recorded with the final weights of the task that inserted it (DER records the output at insertion time during
-  training; here insertion happens when the task ends, after its best epoch is restored).
+  training; here insertion happens when the task ends, after its best epoch is restored). With
+  ``replay_loss=joint`` the replayed examples also join the batch as in ER (the authors' doubled batch) and the
+  regression reads their features from that same forward pass; ``separate``: the regression alone (mltk's
+  earlier form, the replayed examples take no part in InfoNCE).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -58,6 +64,7 @@ class Reservoir:
 class ReplayOptions:
     memory_size: int = 8000  # reservoir capacity (methods.yaml: memory_size 8000)
     replay_batch: int | None = None  # replayed examples per step; None: the batch size (double_batch_size: True)
+    replay_loss: Literal["joint", "separate"] = "joint"  # replayed examples in the task's batch, or a loss apart
 
     def check(self) -> str | None:
         if self.memory_size < 1 or (self.replay_batch is not None and self.replay_batch < 1):
@@ -79,6 +86,7 @@ class ExperienceReplay(ContinualMethod):
         super().__init__(*args, **kwargs)
         self.memory = Reservoir(self.options.memory_size)
         self.replay = None  # examples of the memory, tokenised with the current vocabulary
+        self.joined: tuple[np.ndarray, torch.Tensor] | None = None  # rows and features that joined this step's batch
 
     def begin_task(self, task: TaskContext) -> None:
         self.replay = task.corpus.examples(self.memory.items, task.encoder) if len(self.memory) else None
@@ -93,14 +101,27 @@ class ExperienceReplay(ContinualMethod):
         device = task.encoder.table.device
         return task.encoder.encode_tokens(self.replay.tokens[rows].to(device), None).float()
 
-    def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
-        """CLL-CLIP's loss of a replayed batch, its terms logged as ``replay_infonce`` and ``replay_mse``."""
-        if self.replay is None:
+    def replayed_batch(self, task: TaskContext, rows: np.ndarray, features: torch.Tensor):
+        """(images, features, teachers) of the memory rows ``rows`` (images None in a text-only task)."""
+        device = task.encoder.table.device
+        images = None if self.replay.images is None else self.replay.images[rows].to(device)
+        return images, features, self.replay.teacher[rows].to(device)
+
+    def joint_batch(self, task: TaskContext, step: int):
+        """The replayed examples that join the task's batch (``replay_loss=joint``)."""
+        if self.replay is None or self.options.replay_loss != "joint":
             return None
         rows = self.replay_indices(task, step)
-        device = task.encoder.table.device
-        loss, terms = task.pair_terms(self.replay.images[rows].to(device), self.replayed_features(task, rows),
-                                     self.replay.teacher[rows].to(device))
+        self.joined = (rows, self.replayed_features(task, rows))
+        return self.replayed_batch(task, rows, self.joined[1])
+
+    def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        """``replay_loss=separate``: CLL-CLIP's loss of a replayed batch on its own, its terms logged as
+        ``replay_infonce`` and ``replay_mse`` (joint: nothing more, the batch already holds them)."""
+        if self.replay is None or self.options.replay_loss != "separate":
+            return None
+        rows = self.replay_indices(task, step)
+        loss, terms = task.pair_terms(*self.replayed_batch(task, rows, self.replayed_features(task, rows)))
         return loss, {"replay_infonce": terms["infonce"], "replay_mse": terms["mse"]}
 
     def end_task(self, task: TaskContext) -> None:
@@ -132,12 +153,18 @@ class DarkExperienceReplay(ExperienceReplay):
         self.features = torch.zeros(0, self.output_dim)  # [len(memory), D], row-aligned with the memory
 
     def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
-        """``alpha * der_mse``, the regression to the stored features (logged unweighted as ``der_mse``)."""
+        """``alpha * der_mse``, the regression to the stored features (logged unweighted as ``der_mse``), of the
+        replayed examples that joined the batch (joint) or of a replayed batch of their own (separate)."""
         if self.replay is None:
             return None
-        rows = self.replay_indices(task, step)
+        if self.options.replay_loss == "joint":
+            rows, features = self.joined
+            self.joined = None
+        else:
+            rows = self.replay_indices(task, step)
+            features = self.replayed_features(task, rows)
         stored = self.features[torch.from_numpy(rows)].to(task.encoder.table.device)
-        mse = F.mse_loss(self.replayed_features(task, rows), stored)
+        mse = F.mse_loss(features, stored)
         return self.options.alpha * mse, {"der_mse": mse}
 
     @torch.no_grad()

@@ -304,8 +304,8 @@ def run_continual(config: ContinualConfig) -> Path:
               for run in config.runs]
     result = {"continual": {"tasks": list(config.tasks), "metric": config.metric, **M.continual_metrics(matrix)},
               "settings": {"matrix": "a[j][i] = metric on task i after training task j (null: not evaluated)",
-                           "AR": "AR_j = mean_{i<=j} a[j][i]",
-                           "F": "F_j = mean_{i<j} max_{k<j} (a[k][i] - a[j][i]); F_0 undefined (null)"}}
+                           "AR": M.AVERAGE_RECALL_FORMULA,
+                           "F": M.FORGETTING_FORMULA}}
     return _write_and_report(config.out, result, config, list(config.runs), config.report_format)
 
 

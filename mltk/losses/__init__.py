@@ -49,10 +49,10 @@ from mltk.losses.contrastive import (ONE_TO_K_WEIGHTINGS, InfoNCELoss, OneToKLos
                                      one_to_k_contrastive, one_to_one_contrastive, sample_one_language)
 from mltk.losses.distill import (MSE_FORMS, CLLCLIPLoss, EnglishBridgeLoss, MSEDistillLoss, english_bridge_mse,
                                  mse_distill)
-from mltk.losses.ranking import (AME_MARGINS, SIMILARITIES, MLMMELoss, PairwiseRankingLoss, order_violation_similarity,
+from mltk.losses.ranking import (AME_MARGINS, MLMME_FORMS, SIMILARITIES, MLMMELoss, PairwiseRankingLoss, order_violation_similarity,
                                  pairwise_ranking_hinge, ranking_scores)
 
-__all__ = ["AME_MARGINS", "SIMILARITIES", "order_violation_similarity", "ranking_scores", "MAX_LOGIT_SCALE", "MSE_FORMS", "ONE_TO_K_WEIGHTINGS", "CLLCLIPLoss", "EnglishBridgeLoss", "InfoNCELoss",
+__all__ = ["AME_MARGINS", "MLMME_FORMS", "SIMILARITIES", "order_violation_similarity", "ranking_scores", "MAX_LOGIT_SCALE", "MSE_FORMS", "ONE_TO_K_WEIGHTINGS", "CLLCLIPLoss", "EnglishBridgeLoss", "InfoNCELoss",
            "LogitScale", "LossOutput", "MLMMELoss", "MSEDistillLoss", "OneToKLoss", "OneToOneLoss",
            "PairwiseRankingLoss", "Scalar", "english_bridge_mse", "info_nce", "mse_distill", "one_to_k_contrastive",
            "one_to_one_contrastive", "pairwise_ranking_hinge", "sample_one_language"]

@@ -88,50 +88,77 @@ class PairwiseRankingLoss(nn.Module):
         return LossOutput(loss, {"hinge": loss})
 
 
+MLMME_FORMS = ("paper", "english-pivot")  # K > 2: every language and pair summed, or English pivoting each
+
+
 class MLMMELoss(nn.Module):
     """Multilingual multimodal embedding loss (MLMME, Calixto, Liu and Campbell 2017; AME uses the same terms):
-    image-sentence ranking for both languages of a parallel pair and sentence-sentence ranking between them,
-    traded off by beta as the paper writes it. The image pivots English (``english_index``) and each other
-    language k, over the images that have both::
+    image-sentence ranking and sentence-sentence ranking, traded off by beta as the paper writes it::
 
-        S_I(k) = H(image, text_en) + H(image, text_k)        S_S(k) = H(text_en, text_k)
-        S_I = mean_k S_I(k)      S_S = mean_k S_S(k)         loss = beta * S_I + (1 - beta) * S_S
+        S_I = sum_k H(image, text_k)        S_S = sum_{k < l} H(text_k, text_l)        (form "paper")
+        loss = beta * S_I + (1 - beta) * S_S
 
-    so beta = 1 is the image-sentence term alone and beta = 0 the sentence-sentence term alone; beta = 0.5 weights
-    them equally. ``H = pairwise_ranking_hinge`` (margin 0.2). A language needs two images with both captions in
-    the batch; the loss is 0 (with a graph) when none has. forward(image [B, D], text [B, K, D] (L2-normalised),
-    text_mask [B, K] bool or None) -> ``LossOutput(loss, {"mlmme_image_sentence": S_I,
-    "mlmme_sentence_sentence": S_S})`` (the terms before beta weighs them).
+    each H over the images that have the caption(s) it needs (a term with fewer than two has no negatives and is
+    left out); for K = 2 this is the paper's pair. ``form="english-pivot"`` is mltk's earlier reading for K > 2:
+    English (``english_index``) pivots each other language k, ``S_I(k) = H(image, en) + H(image, k)``,
+    ``S_S(k) = H(en, k)``, and S_I, S_S are their means over k. beta = 1 is the image-sentence term alone, beta = 0
+    the sentence-sentence term alone. ``H = pairwise_ranking_hinge`` (margin 0.2). The loss is 0 (with a graph)
+    when no term has two images. forward(image [B, D], text [B, K, D] (L2-normalised), text_mask [B, K] bool or
+    None) -> ``LossOutput(loss, {"mlmme_image_sentence": S_I, "mlmme_sentence_sentence": S_S})`` (before beta).
     """
 
-    def __init__(self, margin: float = 0.2, beta: float = 0.5, english_index: int = 0, max_violation: bool = False):
+    def __init__(self, margin: float = 0.2, beta: float = 0.5, english_index: int | None = 0,
+                 max_violation: bool = False, form: str = "paper"):
         super().__init__()
         if not 0.0 <= beta <= 1.0:
             raise ConfigError(f"MLMME's beta weighs beta * S_I + (1 - beta) * S_S and must lie in [0, 1], got {beta}")
+        if form not in MLMME_FORMS:
+            raise ConfigError(f"--mlmme-form must be one of {', '.join(MLMME_FORMS)}, got {form!r}")
+        if form == "english-pivot" and english_index is None:
+            raise ConfigError("--mlmme-form english-pivot pivots on English: include en in --lang")
         self.margin, self.beta, self.english_index, self.max_violation = margin, beta, english_index, max_violation
+        self.form = form
+
+    def hinge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return pairwise_ranking_hinge(a, b, self.margin, self.max_violation)
 
     def pair_terms(self, image: torch.Tensor, english: torch.Tensor, other: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(S_I(k), S_S(k))`` of one language pair: image, english, other [b, D], row i the same image."""
         check_pair(image, english, "image_features", "english")
         check_pair(english, other, "english", "other")
-        margin, hardest = self.margin, self.max_violation
-        image_sentence = (pairwise_ranking_hinge(image, english, margin, hardest)
-                          + pairwise_ranking_hinge(image, other, margin, hardest))
-        return image_sentence, pairwise_ranking_hinge(english, other, margin, hardest)
+        return self.hinge(image, english) + self.hinge(image, other), self.hinge(english, other)
+
+    def all_pairs_terms(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The paper's sums over every language (S_I) and every pair of languages (S_S)."""
+        image_sentence = sentence_sentence = zero_with_graph(text)
+        slots = text.shape[1]
+        for k in range(slots):
+            if int(mask[:, k].sum()) >= 2:
+                image_sentence = image_sentence + self.hinge(image[mask[:, k]], text[mask[:, k], k])
+            for other in range(k + 1, slots):
+                both = mask[:, k] & mask[:, other]
+                if int(both.sum()) >= 2:
+                    sentence_sentence = sentence_sentence + self.hinge(text[both, k], text[both, other])
+        return image_sentence, sentence_sentence
+
+    def pivot_terms(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """English pivoting each other language; the means of S_I(k) and S_S(k) over the languages."""
+        en = self.english_index
+        parts = [self.pair_terms(image[both], text[both, en], text[both, k])
+                 for k in range(text.shape[1]) for both in [mask[:, k] & mask[:, en]]
+                 if k != en and int(both.sum()) >= 2]
+        if not parts:
+            zero = zero_with_graph(text)
+            return zero, zero
+        return tuple(torch.stack(column).mean() for column in zip(*parts))
 
     def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
                 text_mask: torch.Tensor | None = None) -> LossOutput:
         mask = check_multilingual(image_features, text_features, text_mask)
-        en = self.english_index
-        parts = []  # per language: (S_I(k), S_S(k))
-        for k in range(text_features.shape[1]):
-            both = mask[:, k] & mask[:, en]
-            if k != en and int(both.sum()) >= 2:
-                parts.append(self.pair_terms(image_features[both], text_features[both, en], text_features[both, k]))
-        if not parts:
-            zero = zero_with_graph(text_features)
-            return LossOutput(zero, {"mlmme_image_sentence": zero, "mlmme_sentence_sentence": zero})
-        s_i, s_s = (torch.stack(column).mean() for column in zip(*parts))
+        terms = self.all_pairs_terms if self.form == "paper" else self.pivot_terms
+        s_i, s_s = terms(image_features, text_features, mask)
         loss = self.beta * s_i + (1.0 - self.beta) * s_s
         return LossOutput(loss, {"mlmme_image_sentence": s_i, "mlmme_sentence_sentence": s_s})

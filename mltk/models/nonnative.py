@@ -73,7 +73,12 @@ class HFTokenizer:
 
         from mltk.models.no_remote_code import from_pretrained
 
-        model = from_pretrained(AutoModel, self.source)
+        try:
+            model = from_pretrained(AutoModel, self.source)
+        except (OSError, ValueError) as error:  # no weights beside the tokenizer, or not downloadable here
+            raise ConfigError(f"cannot load the word embeddings of {self.source} to initialise the non-native table "
+                              f"(the paper's M-BERT initialisation, on by default; {type(error).__name__}); pass "
+                              f"--no-init-embeddings to start from random rows") from None
         return model.get_input_embeddings().weight.detach().clone()
 
 

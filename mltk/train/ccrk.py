@@ -34,8 +34,10 @@ Losses (``mltk.losses``; ``--loss``):
   of the languages pulled to it.
 - ``hinge``: bidirectional pairwise ranking loss (margin 0.2, VSE) between the images and their captions, one
   term per language slot, averaged over the slots.
-- ``mlmme``: MLMME (Calixto, Liu and Campbell 2017) per non-English language: beta times the image-English and
-  image-language ranking plus (1 - beta) times the English-language ranking; averaged over the languages.
+- ``mlmme``: MLMME (Calixto, Liu and Campbell 2017) over K languages as the paper sums it: beta times the
+  image-sentence ranking of every language plus (1 - beta) times the sentence-sentence ranking of every language
+  pair (``mltk.losses:MLMMELoss``). ``--mlmme-form english-pivot``: per non-English language the
+  two-language loss with English, averaged over the languages (mltk's earlier form; the same for K = 2).
 
 The learnable temperature trains under the key ``loss.logit_scale.log_scale``; it is saved in the training state,
 and its value at the best step is written to the checkpoint config (``train_ccrk.temperature``), not into
@@ -73,7 +75,7 @@ from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEn
 from mltk.encode_texts import encode_texts
 from mltk.text_encoders import ClipTextEncoder
 from mltk.core.errors import ConfigError
-from mltk.losses import (AME_MARGINS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, EnglishBridgeLoss, LossOutput, MLMMELoss,
+from mltk.losses import (AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, EnglishBridgeLoss, LossOutput, MLMMELoss,
                          OneToKLoss, OneToOneLoss, PairwiseRankingLoss)
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
@@ -87,7 +89,7 @@ from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_en
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.validate import RetrievalValidator
 
-NEEDS_ENGLISH = ("english-bridge", "mlmme")
+NEEDS_ENGLISH = ("english-bridge", "mlmme")  # mlmme: only its english-pivot form
 LOSS_PREFIX = "loss."
 
 
@@ -105,7 +107,7 @@ class CcrkConfig:
     model: str = "mltk-tiny"  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
     pretrained: str | None = None
     tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
-    init_embeddings: bool = False
+    init_embeddings: bool = True  # copy a transformers tokenizer's model's word embeddings (the paper's M-BERT)
     languages: tuple[str, ...] = ()  # the K language slots; default: en + every language the captions have
     loss: str = FROM_RECIPE  # one-to-k, one-to-one, english-bridge, hinge or mlmme
     weighting: str = FROM_RECIPE
@@ -115,6 +117,7 @@ class CcrkConfig:
     similarity: str = "cosine"  # --loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation)
     alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
     beta: float = FROM_RECIPE  # MLMME: beta * S_I + (1 - beta) * S_S
+    mlmme_form: str = FROM_RECIPE  # MLMME with K > 2: every language and pair (paper) or English-pivot means
     hard_negatives: int = FROM_RECIPE
     train_embedding: bool = True
     batch_size: int = FROM_RECIPE
@@ -143,6 +146,8 @@ class CcrkConfig:
         elif self.temperature_range and not self.temperature_range[0] <= self.temperature <= self.temperature_range[1]:
             low, high = self.temperature_range
             problems.append(f"--temperature must lie in the clamp range [{low}, {high}], got {self.temperature}")
+        if self.mlmme_form not in MLMME_FORMS:
+            problems.append(f"--mlmme-form must be one of {', '.join(MLMME_FORMS)}, got {self.mlmme_form!r}")
         if self.similarity not in SIMILARITIES:
             problems.append(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {self.similarity!r}")
         elif self.similarity != "cosine" and self.loss != "hinge":
@@ -166,7 +171,7 @@ CONTRASTIVE_LOSSES = ("one-to-k", "one-to-one")  # the losses with a (learnable)
 
 def loss_criterion(loss: str, english: int | None, weighting: str, temperature: float, learn_temperature: bool,
                    margin: float, beta: float, temperature_range: tuple[float, float] | None,
-                   similarity: str = "cosine") -> nn.Module:
+                   similarity: str = "cosine", mlmme_form: str = "paper") -> nn.Module:
     """The ``mltk.losses`` class that ``--loss`` names, with its settings."""
     if loss == "one-to-k":
         return OneToKLoss(temperature, learn_temperature, weighting, temperature_range)
@@ -176,7 +181,7 @@ def loss_criterion(loss: str, english: int | None, weighting: str, temperature: 
         return EnglishBridgeLoss(english)
     if loss == "hinge":
         return PairwiseRankingLoss(margin, similarity=similarity)
-    return MLMMELoss(margin, beta, english)
+    return MLMMELoss(margin, beta, english, form=mlmme_form)
 
 
 class CcrkObjective(nn.Module):
@@ -186,17 +191,19 @@ class CcrkObjective(nn.Module):
 
     def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
                  learn_temperature: bool = True, margin: float | None = None, beta: float = 0.5,
-                 temperature_range: tuple[float, float] | None = None, similarity: str = "cosine"):
+                 temperature_range: tuple[float, float] | None = None, similarity: str = "cosine",
+                 mlmme_form: str = "paper"):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-        if loss in NEEDS_ENGLISH and NATIVE_LANG not in languages:
+        needs_english = loss in NEEDS_ENGLISH and not (loss == "mlmme" and mlmme_form == "paper")
+        if needs_english and NATIVE_LANG not in languages:
             raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
-        self.name, self.beta, self.similarity = loss, beta, similarity
+        self.name, self.beta, self.similarity, self.mlmme_form = loss, beta, similarity, mlmme_form
         self.margin = AME_MARGINS[similarity] if margin is None else margin
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
         self.criterion = loss_criterion(loss, self.english, weighting, temperature, learn_temperature, self.margin,
-                                        beta, temperature_range, similarity)
+                                        beta, temperature_range, similarity, mlmme_form)
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
                 teacher: torch.Tensor | None = None) -> LossOutput:
@@ -376,7 +383,7 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
                               config.learn_temperature, config.margin, config.beta,
-                              config.temperature_range, config.similarity).to(runtime.device)
+                              config.temperature_range, config.similarity, config.mlmme_form).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return with_alignment(task, encoder, config.alignment, config.loop.seed, languages), runtime

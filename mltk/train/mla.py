@@ -72,7 +72,7 @@ class MlaConfig:
     #                               tower's own on a Hugging Face tower)
     train: str = "acquirers"  # "acquirers" (MLA) or "full" (a student copy of the whole tower: the KD baseline)
     embedding_lr: float | None = FROM_RECIPE  # peak lr of the shared non-native embedding (None: the loop's lr)
-    init_embeddings: bool = False  # copy the transformers model's word embeddings (M-BERT in the paper)
+    init_embeddings: bool = True  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
     batch_size: int = FROM_RECIPE
     train_embedding: bool | None = None  # default: yes, unless languages are added to an existing checkpoint

@@ -36,7 +36,8 @@ The package, one seam per module:
 - ``bpe_trainer``: learning V̂_t's merges on one language's text;
 - ``merge``: V_t = V_{t-1} ∪ V̂_t, ``Vocabulary`` with TEIR's per-token task counts, ``train_vocabulary``;
 - ``build``: the vocab artifact (write, load) and ``build_vocab`` (``mltk build-vocab``);
-- ``wordpiece``: the same growth for a Hugging Face tower's WordPiece vocabulary (CLL-CLIP on BERT-style towers).
+- ``wordpiece``: the same growth for a Hugging Face tower's WordPiece vocabulary (CLL-CLIP on BERT-style towers);
+- ``wordpiece_protect``: the rule that keeps earlier tasks' words segmented as they were when WordPiece grows.
 """
 
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies

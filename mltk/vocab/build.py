@@ -27,7 +27,7 @@ from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE
 from mltk.vocab.merge import clip_vocabulary, train_vocabulary
 from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 from mltk.vocab.tokenizer import CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN, SOT_TOKEN, ClipBpeTokenizer
-from mltk.vocab.wordpiece import WORDPIECE, read_wordpiece_tokenizer, write_wordpiece_files
+from mltk.vocab.wordpiece import WORDPIECE, read_protected_words, read_wordpiece_tokenizer, write_wordpiece_files
 
 
 def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, config=None,
@@ -37,7 +37,7 @@ def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, con
     wordpiece = getattr(tokenizer, "kind", None) == WORDPIECE
     with artifacts.ArtifactWriter(out_dir, "vocab", stage="build-vocab", config=config, inputs=inputs) as writer:
         if wordpiece:  # a Hugging Face tower's WordPiece vocabulary: vocab.json, tokenizer.json and the counts
-            write_wordpiece_files(writer.dir, tokenizer)
+            write_wordpiece_files(writer.dir, tokenizer, vocabulary.protected_words)
             artifacts.save_array(writer.dir / schema.VOCAB_PRIOR_COUNTS_FILE, vocabulary.prior_task_counts)
             artifacts.save_array(writer.dir / schema.VOCAB_TASK_FREQ_FILE, vocabulary.task_token_freq)
         else:
@@ -86,7 +86,9 @@ def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
     prior_vocab, member = (artifacts.load_array(f).astype(np.int64) if f.exists() else None for f in member_files)
     if any(a is not None and a.shape != (tokenizer.vocab_size,) for a in (prior_vocab, member)):
         raise ArtifactError(f"the membership counts do not have one entry per token ({tokenizer.vocab_size})", path)
-    return Vocabulary(tokenizer, prior_counts, task_freq, tasks, sizes, path.resolve(), prior_vocab, member)
+    protected = read_protected_words(path) if manifest.get("tokenizer") == WORDPIECE else None
+    return Vocabulary(tokenizer, prior_counts, task_freq, tasks, sizes, path.resolve(), prior_vocab, member,
+                      protected)
 
 
 def load_tokenizer(path: artifacts.PathLike | None):

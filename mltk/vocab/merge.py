@@ -98,7 +98,7 @@ def token_frequencies(tokenizer: ClipBpeTokenizer, texts: Sequence[str] | dict[s
 
 def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None = None,
                      size: int = DEFAULT_NEW_VOCAB_SIZE, min_frequency: int = 2,
-                     protected_texts: Sequence[str] = ()) -> Vocabulary:
+                     protected_texts: Sequence[str] = (), wordpiece_growth: str = "keep") -> Vocabulary:
     """Train V̂_t on ``texts`` (one language's training captions), merge it into ``parent`` (CLIP's vocabulary
     when None), and count the tokens of the texts tokenised with the merged vocabulary. A WordPiece ``parent`` (a
     Hugging Face tower's, ``mltk.vocab.wordpiece``) grows the same way with a WordPiece V̂_t.
@@ -106,14 +106,15 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None 
     ``protected_texts`` (e.g. the English captions): learned merges that would change the parent's ids for any of
     their words are dropped (``drop_merges_changing``), so those texts keep exactly the parent's ids. Off by
     default, as in the paper, where later vocabularies may re-merge rare words of earlier languages.
+    A WordPiece parent keeps every earlier task's word segmentation by default (``wordpiece_growth``, see
+    ``mltk.vocab.wordpiece_protect``) and keeps ``protected_texts``' segmentation the same way.
     """
     if not texts:
         raise ConfigError(f"no captions to train a vocabulary for language {lang!r}")
     parent = parent if parent is not None else clip_vocabulary()
     if getattr(parent.tokenizer, "kind", None) == WORDPIECE:
-        if protected_texts:
-            raise ConfigError("--protect-lang keeps BPE merges out; a WordPiece vocabulary has no merges to keep out")
-        return train_wordpiece_vocabulary(texts, lang, parent, size, min_frequency)
+        return train_wordpiece_vocabulary(texts, lang, parent, size, min_frequency, protected_texts,
+                                          wordpiece_growth)
     if problem := vocabulary_size_problem(size, "--size"):
         raise ConfigError(problem)
     counts = word_frequencies(texts)

@@ -55,6 +55,7 @@ class Vocabulary:
     path: Path | None = None
     prior_vocab_counts: np.ndarray | None = None  # int64 [V]
     task_vocab_member: np.ndarray | None = None  # int64 [V], 0 or 1
+    protected_words: tuple[str, ...] | None = None  # WordPiece: words of the tasks so far (kept segmentation)
 
     @property
     def vocab_size(self) -> int:

@@ -14,9 +14,13 @@ pre-tokenised word. The same rule, V_t = V_{t-1} ∪ V̂_t, applies:
   is the tower's own ``tokenizers`` pipeline (normaliser, pre-tokeniser, ``[CLS] ... [SEP]`` template, special
   tokens) with the merged list as its WordPiece vocabulary, so new tokens are ordinary vocabulary entries that
   greedy longest match produces, not "added tokens"; before any growth it tokenises exactly as the tower does.
+- Greedy longest match would let a new piece re-segment a word of an earlier task (``mltk.vocab.wordpiece_protect``);
+  by default (``growth="keep"``) the new pieces that would do so are left out, so every word of every earlier
+  task's training text keeps its ids. ``growth="resegment"`` appends all of V̂_t (mltk's earlier growth).
 
 A vocab artifact of this kind holds ``vocab.json`` ({token: id}), ``tokenizer.json`` (the whole pipeline, plain
-JSON) and the TEIR count arrays of every vocab artifact; its manifest says ``tokenizer: wordpiece``.
+JSON), ``protected_words.json`` (the words whose segmentation later growth keeps) and the TEIR count arrays of
+every vocab artifact; its manifest says ``tokenizer: wordpiece``.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log
 from mltk.vocab.bpe_trainer import learn_merges
 from mltk.vocab.vocabulary import MergeSizes, Vocabulary
+from mltk.vocab.wordpiece_protect import WORDPIECE_GROWTH, keep_segmentations
 
 WORDPIECE = "wordpiece"
 TOKENIZER_FILE = "tokenizer.json"  # the tokenizers pipeline with the merged vocabulary
+PROTECTED_WORDS_FILE = "protected_words.json"  # words of the tasks so far, whose segmentation growth keeps
 WORD_START = "\x00"  # marks word-initial symbols while learning (BERT's normaliser removes control characters)
 
 
@@ -173,14 +179,26 @@ def train_wordpiece(word_counts: dict[str, int], size: int, min_frequency: int, 
     return list(dict.fromkeys(order))
 
 
-def train_wordpiece_vocabulary(texts: Sequence[str], lang: str, parent, size: int, min_frequency: int = 2):
+def train_wordpiece_vocabulary(texts: Sequence[str], lang: str, parent, size: int, min_frequency: int = 2,
+                               protected_texts: Sequence[str] = (), growth: str = "keep"):
     """V_t = V_{t-1} ∪ V̂_t for a WordPiece ``parent`` vocabulary (``mltk.vocab.vocabulary.Vocabulary``), with the
     TEIR counts of ``train_vocabulary``: occurrences of each token in the texts tokenised with V_t, and
-    membership of V̂_t."""
+    membership of V̂_t. ``growth="keep"`` leaves out the new pieces that would re-segment a word of an earlier
+    task (or of ``protected_texts``); ``"resegment"`` appends them all, protecting ``protected_texts`` only."""
+    if growth not in WORDPIECE_GROWTH:
+        raise ConfigError(f"--wordpiece-growth must be one of {', '.join(WORDPIECE_GROWTH)}, got {growth!r}")
     old = parent.tokenizer
-    learned = train_wordpiece(old.words(texts), size, min_frequency, old.prefix, old.special_tokens)
+    words = old.words(texts)
+    learned = train_wordpiece(words, size, min_frequency, old.prefix, old.special_tokens)
     known = set(old.tokens)
     appended = [token for token in learned if token not in known]
+    earlier = set(parent.protected_words or ()) if growth == "keep" else set()
+    protected = earlier | set(old.words(protected_texts))
+    appended, dropped = keep_segmentations(appended, protected, known, old.prefix)
+    if growth == "keep" and parent.protected_words is None and parent.tasks:
+        log(f"vocab {lang}: the parent vocabulary records no protected words (built by an older mltk): growth "
+            f"cannot keep its tasks' segmentation")
+    learned = [token for token in learned if token not in frozenset(dropped)]
     tokenizer = old.with_tokens(old.tokens + appended)
     sizes = MergeSizes(old=old.vocab_size, new_vocab=len(learned), overlap=len(learned) - len(appended),
                        new=len(appended), total=tokenizer.vocab_size, merges_parent=0, merges_learned=0,
@@ -195,12 +213,13 @@ def train_wordpiece_vocabulary(texts: Sequence[str], lang: str, parent, size: in
     produced = int(np.count_nonzero(freq[sizes.old:]))
     task = {"lang": lang, "captions": len(texts), "new_vocab_size": sizes.new_vocab, "new_tokens": sizes.new,
             "new_tokens_produced": produced, "first_new_id": sizes.old, "min_frequency": min_frequency,
-            "tokenizer": WORDPIECE}
+            "tokenizer": WORDPIECE, "growth": growth, "pieces_protected": len(dropped),
+            "protected_words": len(protected)}
     log(f"vocab {lang}: {len(texts)} captions; WordPiece V̂ {sizes.new_vocab} tokens ({sizes.overlap} already "
-        f"known, {sizes.new} new, {produced} of them produced on the task text); vocabulary {sizes.old} -> "
-        f"{sizes.total}")
+        f"known, {sizes.new} new, {produced} of them produced on the task text; {len(dropped)} left out to keep "
+        f"{len(protected)} earlier words' segmentation); vocabulary {sizes.old} -> {sizes.total}")
     return Vocabulary(tokenizer, prior, freq, list(parent.tasks) + [task], sizes, prior_vocab_counts=prior_vocab,
-                      task_vocab_member=member)
+                      task_vocab_member=member, protected_words=tuple(sorted(earlier | set(words))))
 
 
 def tower_vocabulary(tower, model: str = "the base model"):
@@ -208,13 +227,27 @@ def tower_vocabulary(tower, model: str = "the base model"):
     tokenizer = tower_tokenizer(tower, model)
     size = tokenizer.vocab_size
     return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64),
-                      prior_vocab_counts=np.zeros(size, np.int64), task_vocab_member=np.ones(size, np.int64))
+                      prior_vocab_counts=np.zeros(size, np.int64), task_vocab_member=np.ones(size, np.int64),
+                      protected_words=())
 
 
-def write_wordpiece_files(directory: Path, tokenizer: WordPieceTokenizer) -> None:
+def write_wordpiece_files(directory: Path, tokenizer: WordPieceTokenizer,
+                          protected_words: Sequence[str] | None = None) -> None:
     """The tokenizer files of a WordPiece vocab artifact (the count arrays are written beside them)."""
     artifacts.write_json(directory / schema.VOCAB_TOKENS_FILE, tokenizer.encoder)
     artifacts.write_json(directory / TOKENIZER_FILE, tokenizer.pipeline)
+    if protected_words is not None:
+        artifacts.write_json(directory / PROTECTED_WORDS_FILE, list(protected_words))
+
+
+def read_protected_words(path: Path) -> tuple[str, ...] | None:
+    """The protected words of a WordPiece vocab artifact (None: written before they were recorded)."""
+    if not (path / PROTECTED_WORDS_FILE).exists():
+        return None
+    words = artifacts.read_json(path / PROTECTED_WORDS_FILE)
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise ArtifactError(f"{PROTECTED_WORDS_FILE} must be a list of words", path)
+    return tuple(words)
 
 
 def read_wordpiece_tokenizer(path: Path, manifest: dict) -> WordPieceTokenizer:

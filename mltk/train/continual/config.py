@@ -19,6 +19,7 @@ from mltk.artifacts.schema import NATIVE_LANG
 from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.loop import LoopConfig
 from mltk.vocab import TOKEN_SETS, vocabulary_size_problem
+from mltk.vocab.wordpiece_protect import WORDPIECE_GROWTH
 
 CONTINUAL_FILE = "continual.json"
 # The paper's optimizer settings (AdamW lr 5e-5, decay 0.05, 10% warm-up then constant, global clipping 1.0): the
@@ -55,6 +56,7 @@ class ContinualTrainConfig:
     vocab_size: int = FROM_RECIPE
     vocab_min_frequency: int = FROM_RECIPE
     protect_lang: str | None = None  # keep this language's parent ids when vocabularies are built (off: paper)
+    wordpiece_growth: str = "keep"  # WordPiece: keep earlier tasks' word segmentation, or "resegment"
     epochs: int = FROM_RECIPE
     epoch_unit: str = FROM_RECIPE  # an epoch passes over every caption (the authors') or every image once
     steps: int | None = None  # updates per task (default: epochs x steps per epoch)
@@ -128,6 +130,9 @@ class ContinualTrainConfig:
             problems.append(f"a language appears twice in the task order {','.join(self.languages)}")
         if self.mse_form not in MSE_FORMS:
             problems.append(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {self.mse_form!r}")
+        if self.wordpiece_growth not in WORDPIECE_GROWTH:
+            problems.append(f"--wordpiece-growth must be one of {', '.join(WORDPIECE_GROWTH)}, got "
+                            f"{self.wordpiece_growth!r}")
         if self.epoch_unit not in EPOCH_UNITS:
             problems.append(f"--epoch-unit must be one of {', '.join(EPOCH_UNITS)}, got {self.epoch_unit!r}")
         if self.token_sets not in TOKEN_SETS:
@@ -162,9 +167,9 @@ class ContinualTrainConfig:
             problems.append(f"{NATIVE_LANG} is the teacher of a text-only run (the frozen tower); leave it out of --lang")
         if self.method != "cll-clip":
             problems.append(f"a text-only run trains plain CLL-CLIP's table (--method cll-clip), not {self.method}")
-        if self.uses_oracle_vocab or self.protect_lang:
-            problems.append("a text-only run grows its vocabulary task by task: --joint, --oracle-vocab and "
-                            "--protect-lang need a CLIP with image embeddings")
+        if self.uses_oracle_vocab:
+            problems.append("a text-only run grows its vocabulary task by task: --joint and --oracle-vocab need "
+                            "a CLIP with image embeddings")
         return problems
 
 

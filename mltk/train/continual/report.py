@@ -48,8 +48,8 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
         "protocol": protocol(config),
         "per_task": records,
         "settings": {"matrix": "a[j][i] = metric on task i's language (test split) after training task j",
-                     "AR": "AR_j = mean_{i<=j} a[j][i]",
-                     "F": "F_j = mean_{i<j} max_{k<j} (a[k][i] - a[j][i]); F_0 undefined (null)",
+                     "AR": M.AVERAGE_RECALL_FORMULA,
+                     "F": M.FORGETTING_FORMULA,
                      "task_identity": TASK_IDENTITY_NOTE if method.needs_task_identity else "not used at test time"},
     }
     artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, encoder.state_tensors())

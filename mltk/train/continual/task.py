@@ -55,7 +55,7 @@ class CllClipTask:
         self.batches = LanguageBatches({lang: units}, config.batch_size, steps, self.seed)
         self.caption_image = np.repeat(np.arange(len(data.image_rows)), data.counts)  # [captions] -> image index
         self.context = TaskContext(encoder=encoder, corpus=corpus, index=index, lang=lang, steps=steps,
-                                   batch_size=config.batch_size, pair_terms=self.pair_terms,
+                                   steps_per_epoch=self.steps_per_epoch, batch_size=config.batch_size, pair_terms=self.pair_terms,
                                    data_loss=self.data_loss, sample_tokens=self.sample_tokens)
 
     # --- TrainTask ---------------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ class CllClipTask:
     def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``gamma1 * infonce + gamma2 * mse`` of the batch plus the method's terms, with every term named and
         unweighted (``mltk.train.step_log``)."""
-        loss, terms = self.data_terms(step)
+        loss, terms = self.data_terms(step, self.method.joint_batch(self.context, step))
         for extra in (self.method.pop_auxiliary_loss(), self.method.extra_loss(self.context, step)):
             if extra is not None:
                 extra, extra_terms = split_loss(extra)
@@ -121,9 +121,11 @@ class CllClipTask:
         """The CLL-CLIP loss of the batch of ``step`` (``data_terms`` without the terms)."""
         return self.data_terms(step)[0]
 
-    def data_terms(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def data_terms(self, step: int, joined: tuple[torch.Tensor | None, torch.Tensor, torch.Tensor] | None = None
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The CLL-CLIP loss of the batch of ``step`` and its terms: distinct captions (by caption epochs), or
-        distinct images with one caption each drawn from the seed (by image epochs)."""
+        distinct images with one caption each drawn from the seed (by image epochs). ``joined`` (images, text
+        features, teachers; the method's ``joint_batch``) is appended to the batch: one loss over both."""
         data = self.data
         if self.by_caption:
             _, captions = self.batches.batch(step)
@@ -136,7 +138,11 @@ class CllClipTask:
         text = self.encoder.encode_tokens(data.tokens[captions].to(device), self.lang)
         vectors = self.corpus.image_vectors
         image = None if vectors is None else vectors[torch.from_numpy(data.image_rows[images])].to(device)
-        return self.pair_terms(image, text, data.teacher[captions].to(device))
+        teacher = data.teacher[captions].to(device)
+        if joined is not None:  # [b + r, D] each
+            text, teacher = torch.cat([text, joined[1].to(text.dtype)]), torch.cat([teacher, joined[2]])
+            image = None if image is None else torch.cat([image, joined[0]])
+        return self.pair_terms(image, text, teacher)
 
     def sample_tokens(self, count: int) -> torch.Tensor:
         """Tokens [<= count, L] of the task's training captions (a fixed, spread-out selection)."""
@@ -189,10 +195,12 @@ def task_vocabulary(config: ContinualTrainConfig, index: int, order: list[str], 
         return load_vocabulary(path)
     texts = select_captions(captions, lang, config.split, config.captions)
     protected = select_captions(captions, config.protect_lang, None, config.captions) if config.protect_lang else []
-    vocabulary = train_vocabulary(texts, lang, parent, config.vocab_size, config.vocab_min_frequency, protected)
+    vocabulary = train_vocabulary(texts, lang, parent, config.vocab_size, config.vocab_min_frequency, protected,
+                                  config.wordpiece_growth)
     write_vocabulary(vocabulary, path, config={"lang": lang, "size": config.vocab_size, "split": config.split,
                                                "min_frequency": config.vocab_min_frequency,
-                                               "protect_lang": config.protect_lang, "stage": "train-continual"},
+                                               "protect_lang": config.protect_lang, "stage": "train-continual",
+                                               "wordpiece_growth": config.wordpiece_growth},
                      inputs=[config.captions])
     return load_vocabulary(path)
 

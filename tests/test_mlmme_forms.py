@@ -1,0 +1,68 @@
+"""MLMME over K > 2 languages (issue 27): the paper's sum over every language and pair is the default, the
+English-pivot average an option; the M-BERT initialisation of the non-native table is on by default."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_ccrk import config, world  # noqa: F401 (fixture)
+
+from mltk.core.errors import ConfigError
+from mltk.losses import MLMMELoss, pairwise_ranking_hinge
+from mltk.train import ccrk
+
+
+def _features(seed: int, shape) -> torch.Tensor:
+    return F.normalize(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)), dim=-1)
+
+
+def test_mlmme_sums_every_language_and_every_pair_by_default():
+    image, text = _features(0, (6, 8)), _features(1, (6, 3, 8))
+    mask = torch.ones(6, 3, dtype=torch.bool)
+    mask[0, 2] = False  # image 0 has no caption in the third language
+    objective = ccrk.CcrkObjective("mlmme", ["en", "de", "fr"])
+    loss, terms = objective(image, text, mask)
+    h = pairwise_ranking_hinge
+    s_i = sum(h(image[mask[:, k]], text[mask[:, k], k]) for k in range(3))
+    s_s = sum(h(text[mask[:, a] & mask[:, b], a], text[mask[:, a] & mask[:, b], b])
+              for a, b in ((0, 1), (0, 2), (1, 2)))
+    assert torch.allclose(terms["mlmme_image_sentence"], s_i) and torch.allclose(terms["mlmme_sentence_sentence"], s_s)
+    assert torch.allclose(loss, 0.5 * s_i + 0.5 * s_s)
+    # the de-fr pair counts: with English pivoting, it would not
+    pivot, pivot_terms = ccrk.CcrkObjective("mlmme", ["en", "de", "fr"], mlmme_form="english-pivot")(image, text, mask)
+    pair_terms = MLMMELoss().pair_terms
+    parts = [pair_terms(image[mask[:, k]], text[mask[:, k], 0], text[mask[:, k], k]) for k in (1, 2)]
+    assert torch.allclose(pivot_terms["mlmme_image_sentence"], (parts[0][0] + parts[1][0]) / 2)
+    assert torch.allclose(pivot_terms["mlmme_sentence_sentence"], (parts[0][1] + parts[1][1]) / 2)
+    assert not torch.allclose(pivot, loss)
+    # without English the paper's form still has every pair; the pivot form needs English
+    ccrk.CcrkObjective("mlmme", ["de", "fr"])
+    with pytest.raises(ConfigError, match="include en"):
+        ccrk.CcrkObjective("mlmme", ["de", "fr"], mlmme_form="english-pivot")
+
+
+def test_mlmme_form_reaches_the_stage(world, tmp_path):
+    task, _ = ccrk.build_task(config(world, tmp_path / "unused", loss="mlmme", mlmme_form="english-pivot"))
+    assert task.objective.mlmme_form == "english-pivot"
+    with pytest.raises(ConfigError, match="--mlmme-form"):
+        config(world, tmp_path / "unused", loss="mlmme", mlmme_form="pairs")
+
+
+def test_the_m_bert_initialisation_is_the_default_and_a_missing_model_says_how_to_turn_it_off(tmp_path, monkeypatch):
+    from helpers_tiny import tiny_wordpiece_tokenizer
+    from typer.testing import CliRunner
+
+    from mltk.cli import app
+    from mltk.models.nonnative import load_non_native_tokenizer
+    from mltk.train import mla
+
+    assert ccrk.CcrkConfig.__dataclass_fields__["init_embeddings"].default is True
+    assert mla.MlaConfig.__dataclass_fields__["init_embeddings"].default is True
+    for command in ("train-nlt", "train-nlt-le", "train-ccrk"):
+        help_text = CliRunner().invoke(app, [command, "--help"], terminal_width=200).stdout
+        assert "--no-init-embeddings" in help_text, command
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no test touches the network
+    tokenizer = load_non_native_tokenizer(str(tiny_wordpiece_tokenizer(tmp_path / "wordpiece")))
+    with pytest.raises(ConfigError, match="--no-init-embeddings"):
+        tokenizer.word_embeddings()  # a tokenizer folder without the model's weights
