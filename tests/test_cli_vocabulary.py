@@ -176,7 +176,8 @@ def test_the_option_aliases_are_canonical_written_once_and_used():
     by_name = {}
     for alias_name, alias in options.ALIASES.items():
         info = typing.get_args(alias)[1]
-        names = [n for n in (info.default, *info.param_decls) if n.startswith("--")]  # Annotated: names only
+        names = [n.split("/")[0] for n in (info.default, *info.param_decls) if n.startswith("--")]  # a flag pair
+        # ("--x/--no-x") is named by its first spelling; Annotated holds the names only
         assert len(names) == 1 and names[0] not in NON_CANONICAL, alias_name
         assert names[0] in VOCABULARY or names[0] in ("--grad-clip", "--mse-form", "--val-images",
                                                       "--init-embeddings"), alias_name

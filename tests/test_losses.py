@@ -378,7 +378,7 @@ def test_mlmme_weighs_image_sentence_by_beta_and_sentence_sentence_by_one_minus_
         losses.MLMMELoss(margin, beta=1.5)
 
 
-def test_mlmme_averages_its_terms_over_the_languages_paired_with_english():
+def test_mlmme_english_pivot_form_averages_its_terms_over_the_languages_paired_with_english():
     a = [CAPTIONS[0][0], CAPTIONS[1][0], CAPTIONS[2][0]]
     b = [CAPTIONS[0][1], CAPTIONS[1][1], CAPTIONS[2][1]]
     c = [IMAGES[1], IMAGES[2], IMAGES[0]]
@@ -389,7 +389,7 @@ def test_mlmme_averages_its_terms_over_the_languages_paired_with_english():
            + py_hinge([IMAGES[0], IMAGES[2]], [a[0], a[2]], margin)
            + py_hinge([IMAGES[0], IMAGES[2]], [c[0], c[2]], margin)) / 2
     s_s = (py_hinge(a, b, margin) + py_hinge([a[0], a[2]], [c[0], c[2]], margin)) / 2
-    got, terms = losses.MLMMELoss(margin, beta, english_index=1)(tensor(IMAGES), text, mask)
+    got, terms = losses.MLMMELoss(margin, beta, english_index=1, form="english-pivot")(tensor(IMAGES), text, mask)
     assert terms["mlmme_image_sentence"].item() == pytest.approx(s_i, abs=1e-12)
     assert terms["mlmme_sentence_sentence"].item() == pytest.approx(s_s, abs=1e-12)
     assert got.item() == pytest.approx(beta * s_i + (1 - beta) * s_s, abs=1e-12)
