@@ -21,6 +21,13 @@
 #   fusion-minilm           the same curve on a text-only tower (MINILM: all-MiniLM-L6-v2), Multi30K German against
 #                           task 2's independent English descriptions, the English originals as the translations
 #                           (an oracle upper bound: no MT model is needed); runs offline on MULTI30K
+#   zero-shot               MLA's appendix: zero-shot classification (CLIP's prompt ensemble) by the frozen CLIP, the
+#                           MLA model and a full fine-tune of the text tower (train-nlt --train full, the MKD
+#                           baseline), per language; ZS_TASK (a task JSON: class names per language, templates,
+#                           image labels) over ZS_IMAGES (embedded: the world's 64 colour-shape classes)
+#   video-msrvtt            MLA's video-text retrieval: VIDEO_FRAMES frames per video through the frozen image tower,
+#                           mean-pooled; MSR-VTT with its translations (MSRVTT, MSRVTT_VIDEOS; embedded: synth-videos
+#                           clips of moving shapes with motion captions)
 #
 # Data (import-data reads them as downloaded; see README): MULTI30K (the Multi30K repository), COCO_JSON (Karpathy's
 # dataset_coco.json) with COCO_IMAGES, XM3600 (captions.jsonl) with XM3600_IMAGES, XFLICKRCO (IGLUE's
@@ -48,6 +55,12 @@ FUSION_LANGS ?= de,ja
 AME_SIMILARITIES ?= cosine order
 AME_LANGS := en,de
 AME_ALIGN_WEIGHT ?= 1
+ZS_TASK ?= $(DATA)/cifar100/task.json
+ZS_IMAGES ?= $(DATA)/cifar100/images
+MSRVTT ?= $(DATA)/msrvtt
+MSRVTT_VIDEOS ?= $(MSRVTT)/videos/all
+VIDEO_FRAMES ?= 12
+VIDEO_LANGS ?= en,de,fr
 
 MULTI30K_LANGS ?= en,de,fr,cs
 COCO_LANGS ?= en,ja,zh
@@ -119,7 +132,8 @@ BATCH ?=
 endif
 
 .DEFAULT_GOAL := all
-.PHONY: all mla-multi30k mla-coco cll-xm3600 ccrk-xflickrco ccrk-multi30k ame fusion-xflickrco fusion-minilm
+.PHONY: all mla-multi30k mla-coco cll-xm3600 ccrk-xflickrco ccrk-multi30k ame fusion-xflickrco fusion-minilm \
+  zero-shot video-msrvtt
 .DELETE_ON_ERROR:
 all: mla-multi30k mla-coco cll-xm3600 ccrk-xflickrco ccrk-multi30k ame fusion-xflickrco
 mla-multi30k: $(RUN)/mla-multi30k/manifest.json
@@ -248,3 +262,45 @@ $(RUN)/fusion-minilm/metrics/manifest.json: $(RUN)/fusion-minilm/captions/manife
 	$(MLTK) evaluate --model $(MINILM) --captions $(RUN)/fusion-minilm/captions --metric c2c --c2c-pair de:en \
 	  --translations $(RUN)/fusion-minilm/oracle-en/captions --fusion $(FUSION_ETAS) --format markdown \
 	  --plot $(RUN)/fusion-minilm-plots --out $(RUN)/fusion-minilm/metrics
+
+# --- MLA's zero-shot classification: the frozen CLIP, MLA (acquirers) and a full fine-tune (MKD) -----------------
+ZS_MODELS := native mla nlt-full
+zero-shot: $(foreach m,$(ZS_MODELS),$(RUN)/zero-shot-$(m)/manifest.json)
+$(RUN)/nlt-full/manifest.json: $(TRAIN_SET)/captions/manifest.json $(NEEDS) \
+  $(call settings,$(RUN)/nlt-full,CLIP TOKENIZER_ARGS MLA_LANGS NLT_STEPS BATCH NLT_LR) | $(TOOL)
+	$(MLTK) train-nlt $(TRAIN_SET)/captions $(CLIP) $(TOKENIZER_ARGS) --lang $(MLA_LANGS) --recipe mla-nlt --train full \
+	  --steps $(NLT_STEPS) $(call opt,--batch-size,$(BATCH)) $(call opt,--lr,$(NLT_LR)) --out $(RUN)/nlt-full
+ifeq ($(EMBEDDED),1)
+ZS_IMG := $(RUN)/img-train
+ZS_CLASSES := $(BASE)/world
+else
+ZS_IMG := $(RUN)/img-zero-shot
+ZS_CLASSES := $(ZS_TASK)
+$(RUN)/img-zero-shot/manifest.json: $(call settings,$(RUN)/img-zero-shot,CLIP ZS_IMAGES) | $(TOOL)
+	$(MLTK) encode-images $(ZS_IMAGES) $(CLIP) --out $(RUN)/img-zero-shot
+endif
+$(RUN)/zero-shot-native/manifest.json: $(ZS_IMG)/manifest.json $(call settings,$(RUN)/zero-shot-native,CLIP) | $(TOOL)
+	$(MLTK) classify $(ZS_IMG) --classes $(ZS_CLASSES) $(CLIP) --out $(RUN)/zero-shot-native
+$(RUN)/zero-shot-%/manifest.json: $(RUN)/%/manifest.json $(ZS_IMG)/manifest.json | $(TOOL)
+	$(MLTK) classify $(ZS_IMG) --classes $(ZS_CLASSES) --model $(RUN)/$* --out $(RUN)/zero-shot-$*
+
+# --- MLA's video-text retrieval: frames through the frozen image tower, mean-pooled --------------------------------
+video-msrvtt: $(RUN)/video-msrvtt/manifest.json
+ifeq ($(EMBEDDED),1)
+VIDEO_SET := $(RUN)/clips
+VIDEO_SOURCE := $(RUN)/clips/videos
+$(RUN)/clips/captions/manifest.json: $(call settings,$(RUN)/clips,VIDEO_LANGS) | $(TOOL)
+	$(MLTK) synth-videos --lang $(VIDEO_LANGS) --out $(RUN)/clips
+else
+VIDEO_SET := $(RUN)/data/msrvtt
+VIDEO_SOURCE := $(RUN)/data/msrvtt/images
+$(RUN)/data/msrvtt/captions/manifest.json: $(call settings,$(RUN)/data/msrvtt,MSRVTT MSRVTT_VIDEOS) | $(TOOL)
+	$(MLTK) import-data msrvtt $(MSRVTT) --images-root $(MSRVTT_VIDEOS) --out $(RUN)/data/msrvtt
+endif
+$(RUN)/vid-msrvtt/manifest.json: $(VIDEO_SET)/captions/manifest.json $(NEEDS) \
+  $(call settings,$(RUN)/vid-msrvtt,CLIP VIDEO_FRAMES) | $(TOOL)
+	$(MLTK) encode-videos $(VIDEO_SOURCE) $(CLIP) --frames $(VIDEO_FRAMES) --split test --out $(RUN)/vid-msrvtt
+$(RUN)/video-msrvtt/manifest.json: $(RUN)/mla/manifest.json $(RUN)/vid-msrvtt/manifest.json \
+  $(call settings,$(RUN)/video-msrvtt,VIDEO_LANGS) | $(TOOL)
+	$(MLTK) evaluate --images $(RUN)/vid-msrvtt --model $(RUN)/mla --captions $(VIDEO_SET)/captions --split test \
+	  --lang $(VIDEO_LANGS) --format markdown --out $(RUN)/video-msrvtt

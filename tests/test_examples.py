@@ -303,3 +303,16 @@ def test_every_makefile_stamps_each_stage_with_the_variables_it_uses(tmp_path, m
     after = stamps(run)
     assert {name for name in after if after[name] != before.get(name)} == expected
     assert all(change in after[name][0] for name in expected)
+
+
+def test_papers_zero_shot_and_video_targets_have_embedded_twins(tmp_path):
+    """Issue 28: MLA's zero-shot classification (frozen CLIP, MLA, full fine-tune) and its video retrieval, each a
+    papers.mk target whose EMBEDDED=1 twin runs on the world and the synthetic clips."""
+    commands = plan("papers.mk", "EMBEDDED=1", f"RUN={tmp_path}/p", f"BASE={tmp_path}/q", "zero-shot", "video-msrvtt")
+    classify = [c for c in commands if c.startswith("mltk classify")]
+    assert sorted(option(c, "--out").rsplit("-", 1)[-1] for c in classify) == ["full", "mla", "native"]
+    assert all(option(c, "--classes") == f"{tmp_path}/q/world" for c in classify)
+    assert any(c.startswith("mltk train-nlt") and "--train full" in c for c in commands)
+    assert [c.split()[1] for c in commands if c.split()[1] in ("synth-videos", "encode-videos")] == \
+        ["synth-videos", "encode-videos"]
+    assert option(next(c for c in commands if c.startswith("mltk encode-videos")), "--frames") == "12"
