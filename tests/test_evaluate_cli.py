@@ -114,10 +114,7 @@ def test_continual_forgetting_of_evaluate_skips_zero_shot_rows(tmp_path):
         per_language = {lang: {"i2t": {"R@1": 0.0}, "t2i": {"R@1": value}, "AR": 0.0} for lang, value in row.items()}
         runs.append(artifacts.write_metrics(tmp_path / f"run{j}", {"per_language": per_language}))
     out = tmp_path / "continual"
-    args = ["evaluate", "--task", "fr,de,cs", "--out", str(out)]
-    for run in runs:
-        args += ["--continual", str(run)]
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, ["evaluate-continual", *map(str, runs), "--task", "fr,de,cs", "--out", str(out)])
     assert result.exit_code == 0, result.stderr
     continual = artifacts.load_metrics(out)["continual"]
     assert continual["F"] == [None, 10.0, 12.5]
