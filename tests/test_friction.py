@@ -162,3 +162,27 @@ def test_the_tensorboard_hint_installs_the_right_package(monkeypatch):
     with pytest.raises(ConfigError) as raised, step_log.step_logging(tensorboard="tb"):
         pass
     assert "pip install 'tensorboard>=2.12'" in str(raised.value) and "mltk[" not in str(raised.value)
+
+
+def test_evaluate_split_takes_a_comma_list_like_every_list_option(tmp_path):
+    """`--split test,val` failed ("leaves 0 image(s)") although lists take commas elsewhere."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((6, 8)).astype(np.float32)
+    images /= np.linalg.norm(images, axis=1, keepdims=True)
+    splits = ["test", "test", "val", "val", "train", "train"]
+    image_path = artifacts.write_embeddings(tmp_path / "img", [f"i{n}" for n in range(6)], images, split=splits)
+    texts = images + 0.1 * rng.standard_normal((6, 8)).astype(np.float32)
+    texts /= np.linalg.norm(texts, axis=1, keepdims=True)
+    text_path = artifacts.write_embeddings(tmp_path / "txt", [f"en/{n}" for n in range(6)], texts,
+                                           image_id=[f"i{n}" for n in range(6)], lang=["en"] * 6,
+                                           caption_id=[f"s{n}" for n in range(6)], split=splits)
+    counts = {}
+    for spelling in (["--split", "test,val"], ["--split", "test", "--split", "val"], ["--split", "test"]):
+        out = tmp_path / "-".join(spelling[1::2])
+        result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path), *spelling,
+                                     "-o", str(out)])
+        assert result.exit_code == 0, result.stderr
+        counts[tuple(spelling)] = artifacts.load_metrics(out)["settings"]["counts"]["images"]
+    assert list(counts.values()) == [4, 4, 2]

@@ -63,7 +63,8 @@ ProtocolOpt = Annotated[str, typer.Option(
 FoldsOpt = Annotated[int, typer.Option(
     "--folds", help="Cut the gallery into N consecutive folds, evaluate each alone and average (5 on COCO's 5K test "
     "split = the COCO 1K protocol); per-fold results are kept in metrics.json.")]
-SplitOpt = Annotated[Optional[str], typer.Option("--split", help="Evaluate only rows of this split (e.g. test).")]
+SplitOpt = Annotated[List[str], typer.Option("--split", metavar=LIST_METAVAR, help="Evaluate only rows of these "
+                                              "splits (e.g. test, or test,val); repeat or comma-separate.")]
 LangOpt = lang_option("Languages to evaluate (default: all); repeat or comma-separate.")
 C2cPairOpt = Annotated[List[str], typer.Option(
     "--c2c-pair", help="SRC:TGT language pair for --metric c2c (default: every pair); repeatable.")]
@@ -100,7 +101,7 @@ def evaluate(
     captions: CaptionsOpt = None, metric: MetricOpt = ["recall"], lexicon: LexiconOpt = None, bli_k: BliKOpt = 10,
     translations: TranslationsOpt = None, fusion: FusionOpt = [], mrv_variant: MrvVariantOpt = "paper",
     mrv_instance: MrvInstanceOpt = "auto",
-    protocol: ProtocolOpt = "all-captions", folds: FoldsOpt = 1, split: SplitOpt = None, lang: List[str] = LangOpt,
+    protocol: ProtocolOpt = "all-captions", folds: FoldsOpt = 1, split: SplitOpt = [], lang: List[str] = LangOpt,
     c2c_pair: C2cPairOpt = [], c2c_relevance: C2cRelevanceOpt = "image", report_format: FormatOpt = "table",
     dataset: DatasetOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     batch_size: EncodeBatchOpt = 256, chunk_mb: ChunkOpt = 256, force: ForceOpt = False, plot: PlotOpt = None,
@@ -126,7 +127,7 @@ def evaluate(
         images=routed["image-embeddings"], texts=routed["text-embeddings"], captions=routed["captions"],
         model=str(routed["checkpoint"]) if routed["checkpoint"] is not None else model, pretrained=pretrained,
         out=out, metrics=metrics, mrv_variant=mrv_variant, mrv_instance=mrv_instance, protocol=protocol, folds=folds,
-        c2c_relevance=c2c_relevance, dataset=dataset, split=split, languages=split_list(lang),
+        c2c_relevance=c2c_relevance, dataset=dataset, split=",".join(split_list(split)) or None, languages=split_list(lang),
         c2c_pairs=tuple(parse_pair(pair) for pair in c2c_pair), report_format=report_format, device=device,
         precision=precision, batch_size=batch_size, chunk_mb=chunk_mb, force=force, lexicon=lexicon, bli_k=bli_k,
         translations=translations, fusion=parse_etas(fusion))

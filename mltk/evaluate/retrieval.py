@@ -205,9 +205,14 @@ def _to_numpy(vectors: np.ndarray | torch.Tensor) -> np.ndarray:
     return vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
 
 
+def in_splits(column: np.ndarray, split: str) -> np.ndarray:
+    """Rows of ``column`` in ``split``, one split name or a comma list (``test,val``)."""
+    return np.isin(column, [name.strip() for name in split.split(",") if name.strip()])
+
+
 def _select_split(images: _ImageRows | None, texts: _TextRows,
                   split: str | None) -> tuple[_ImageRows | None, _TextRows]:
-    """Keep rows of ``split``. A table without a ``split`` column (or with only empty values) follows the other
+    """Keep rows of ``split`` (a name or a comma list). A table without a ``split`` column (or with only empty values) follows the other
     one: images are kept when a kept caption refers to them, captions when their image is kept. Neither table
     having the column is an error."""
     if split is None:
@@ -215,16 +220,16 @@ def _select_split(images: _ImageRows | None, texts: _TextRows,
     if images is None:
         if texts.split is None:
             raise ConfigError(f"--split {split}: the text embeddings have no split column")
-        texts = _take_texts(texts, texts.split == split)
+        texts = _take_texts(texts, in_splits(texts.split, split))
         if len(texts.lang) == 0:
             raise ConfigError(f"--split {split} leaves 0 captions")
         return None, texts
     if images.split is None and texts.split is None:
         raise ConfigError(f"--split {split}: neither the image nor the text embeddings have a split column")
     if images.split is not None:
-        images = _take_images(images, images.split == split)
+        images = _take_images(images, in_splits(images.split, split))
     if texts.split is not None:
-        texts = _take_texts(texts, texts.split == split)
+        texts = _take_texts(texts, in_splits(texts.split, split))
     if images.split is None:
         images = _take_images(images, np.isin(images.ids, np.unique(texts.image_ids)))
     if texts.split is None:

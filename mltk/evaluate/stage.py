@@ -26,7 +26,7 @@ from mltk.evaluate.clip_benchmark import clip_benchmark_files
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.guards import Guard, check_same_model, check_vectors
 from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
-from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval
+from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval, in_splits
 from mltk.check_overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
 from mltk.text_encoders import load_model_encoder
@@ -166,9 +166,9 @@ def _captions_to_encode(captions: pa.Table, image_table: pa.Table | None, config
         caption_split = _split_column(captions)
         image_split = _split_column(image_table) if image_table is not None else None
         if caption_split is not None:
-            keep = caption_split == config.split
+            keep = in_splits(caption_split, config.split)
         elif image_split is not None:
-            in_split = set(_column_strings(image_table, "id")[image_split == config.split].tolist())
+            in_split = set(_column_strings(image_table, "id")[in_splits(image_split, config.split)].tolist())
             keep = np.isin(_column_strings(captions, "image_id"), list(in_split))
         else:
             raise ConfigError(f"--split {config.split}: neither the image embeddings nor the captions have a split "
@@ -280,7 +280,7 @@ def evaluated_image_ids(text_table: pa.Table, config: EvaluateConfig) -> set[str
     keep = np.ones(text_table.num_rows, dtype=bool)
     split = _split_column(text_table)
     if config.split is not None and split is not None:
-        keep &= split == config.split
+        keep &= in_splits(split, config.split)
     if config.languages:
         keep &= np.isin(_column_strings(text_table, "lang"), list(config.languages))
     return set(_column_strings(text_table, "image_id")[keep].tolist())
