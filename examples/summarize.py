@@ -36,9 +36,14 @@ def mla(run: Path, langs: str, *seeds: str) -> None:
 CONTINUAL_VARIANTS = ("plain", "teir-init-only", "teir-reg-only", "teir")
 
 
+def present_variants(run: Path, seeds: tuple[str, ...]) -> list[str]:
+    """The variants run for every seed (a Makefile's VARIANTS may name a subset)."""
+    return [v for v in CONTINUAL_VARIANTS if all((run / f"seed{s}" / f"cll-{v}.json").is_file() for s in seeds)]
+
+
 def continual(run: Path, *seeds: str) -> None:
     """Final AR and F of each CLL-CLIP variant, and the seeds that keep the paper's order (examples/continual.mk)."""
-    variants = CONTINUAL_VARIANTS
+    variants = present_variants(run, seeds)
     final = {v: [json.loads((run / f"seed{s}" / f"cll-{v}.json").read_text()) for s in seeds] for v in variants}
     print(f"{len(seeds)} seed(s): {' '.join(seeds)}\n")
     print("| variant | final AR | final F | AR per seed | F per seed |\n|:---|---:|---:|:---|:---|")
@@ -49,6 +54,8 @@ def continual(run: Path, *seeds: str) -> None:
     print("\nseeds where the first beats the second (higher AR / lower F):")
     for a, b in (("teir", "plain"), ("teir", "teir-init-only"), ("teir", "teir-reg-only"),
                  ("teir-init-only", "plain"), ("teir-reg-only", "plain")):
+        if a not in variants or b not in variants:
+            continue
         ar = sum(x["AR"] > y["AR"] for x, y in zip(final[a], final[b]))
         f = sum(x["F"] < y["F"] for x, y in zip(final[a], final[b]))
         print(f"  {a} vs {b}: AR {ar}/{len(seeds)}, F {f}/{len(seeds)}")
@@ -60,12 +67,12 @@ def teir_minilm(run: Path, *seeds: str) -> None:
     each task appended to the table."""
     continual(run, *seeds)
     reports = {v: [json.loads((run / f"seed{s}" / f"cll-{v}" / "continual.json").read_text(encoding="utf-8"))
-                   for s in seeds] for v in CONTINUAL_VARIANTS}
-    first = reports["plain"][0]
+                   for s in seeds] for v in present_variants(run, seeds)}
+    first = next(iter(reports.values()))[0]
     tasks, metric = first["continual"]["tasks"], first["continual"]["metric"]
     print(f"\nafter the last task, {metric} of each language against English (mean ± std over seeds):\n")
     print("| variant | " + " | ".join(tasks) + " |\n|:---|" + "---:|" * len(tasks))
-    for v in CONTINUAL_VARIANTS:
+    for v in reports:
         final = [stat([r["continual"]["matrix"][-1][i] for r in reports[v]]) for i in range(len(tasks))]
         print(f"| {v} | {' | '.join(final)} |")
     grown = ", ".join(f"{t['lang']} +{t['vocabulary']['new_tokens']:,}" for t in first["per_task"])

@@ -12,9 +12,9 @@ import typing
 from pathlib import Path
 
 import pytest
-import typer
 
-from mltk.cli.application import COMMAND_MODULES, full_app
+from helpers_cli import leaf_commands
+from mltk.cli.application import COMMAND_MODULES
 from mltk.cli.common import NON_CANONICAL, VOCABULARY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,19 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NON_WRITERS = {"inspect", "index query", "prune"}  # prune rewrites the checkpoint it is given (no new artifact)
 
 
-def _commands() -> list:
-    """(name, click command) of every leaf command; typer may vendor click, so classes are matched by duck type."""
-    def walk(command, prefix: str):
-        if hasattr(command, "commands"):
-            for name, sub in command.commands.items():
-                yield from walk(sub, f"{prefix} {name}".strip())
-        else:
-            yield prefix, command
-
-    return list(walk(typer.main.get_command(full_app()), ""))
-
-
-COMMANDS = _commands()
+COMMANDS = leaf_commands()
 IDS = [name for name, _ in COMMANDS]
 
 

@@ -316,3 +316,26 @@ def test_papers_zero_shot_and_video_targets_have_embedded_twins(tmp_path):
     assert [c.split()[1] for c in commands if c.split()[1] in ("synth-videos", "encode-videos")] == \
         ["synth-videos", "encode-videos"]
     assert option(next(c for c in commands if c.startswith("mltk encode-videos")), "--frames") == "12"
+
+
+def test_summarize_reports_the_variants_a_subset_run_made(tmp_path):
+    """`make -f examples/teir_minilm.mk VARIANTS="plain teir-init-only"` made only those; the summary used to
+    read every variant's file and stop with FileNotFoundError."""
+    import json
+    import sys
+
+    tasks = ["de", "fr"]
+    for seed, shift in (("0", 0.0), ("1", 1.0)):
+        for variant, ar in (("plain", 50.0), ("teir-init-only", 30.0)):
+            run = tmp_path / f"seed{seed}" / f"cll-{variant}"
+            run.mkdir(parents=True)
+            (run.parent / f"cll-{variant}.json").write_text(json.dumps({"AR": ar + shift, "F": 1.0}))
+            (run / "continual.json").write_text(json.dumps({
+                "continual": {"tasks": tasks, "metric": "R@1", "matrix": [[ar, 0.0], [ar - 1, ar + shift]]},
+                "per_task": [{"lang": t, "vocabulary": {"new_tokens": 10}} for t in tasks],
+                "protocol": {"loss": "MSE"}}))
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "summarize.py"), "teir_minilm", str(tmp_path),
+                             "0", "1"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "| plain | 50.50 ± 0.71 |" in result.stdout and "| teir-init-only | 30.50 ± 0.71 |" in result.stdout
+    assert "teir-init-only vs plain: AR 0/2" in result.stdout and "teir-reg-only" not in result.stdout

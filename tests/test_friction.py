@@ -186,3 +186,24 @@ def test_evaluate_split_takes_a_comma_list_like_every_list_option(tmp_path):
         assert result.exit_code == 0, result.stderr
         counts[tuple(spelling)] = artifacts.load_metrics(out)["settings"]["counts"]["images"]
     assert list(counts.values()) == [4, 4, 2]
+
+
+TRAINING_COMMANDS = ("train-nlt", "train-le", "train-nlt-le", "train-ccrk", "train-continual")
+
+
+@pytest.mark.parametrize("command", TRAINING_COMMANDS)
+def test_training_commands_have_no_default_model_that_they_refuse(world, tmp_path, command):
+    """``--model`` defaulted to ``mltk-tiny``, a random-weight architecture every training stage refuses: the
+    default now is no model, and leaving out both --model and --init says what to give, before any work."""
+    help_text = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
+    assert "mltk-tiny]" not in help_text
+    out = tmp_path / "out"
+    result = runner.invoke(app, [command, str(world["captions"]), "--images", str(world["native"]), "-o", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    if command == "train-le":  # LE starts from NLT, or from fresh acquirers on --model with --tokenizer
+        assert result.stderr.startswith("mltk train-le: error: train-le starts from an NLT checkpoint (--init)")
+    else:
+        assert result.stderr.startswith(f"mltk {command}: error: {command} needs --model BASE")
+        assert ("--init CHECKPOINT" in result.stderr) == (command != "train-continual")
+    assert not out.exists()

@@ -16,7 +16,7 @@ from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, Im
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk train-ccrk --captions world/captions --init runs/nlt \\",
-    "      --lang en,de,zh -o runs/ccrk")
+    "      --lang en,de,zh --steps 200 -o runs/ccrk")
 
 
 ImagesArg = typer.Argument(None, metavar="[IMAGES]", help="Image embeddings artifact (mltk encode-images), or - / "
@@ -59,7 +59,7 @@ ValSplitOpt = Annotated[str, typer.Option("--val-split", help="Split whose capti
 
 def train_ccrk_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt,
-    init: InitOpt = None, model: ModelOpt = "mltk-tiny", pretrained: PretrainedOpt = None,
+    init: InitOpt = None, model: ModelOpt = None, pretrained: PretrainedOpt = None,
     tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = True, loss: LossOpt = None,
     weighting: WeightingOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, steps: StepsOpt = None,
     batch_size: BatchOpt = None, lr: LrOpt = None, warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None,

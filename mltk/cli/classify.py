@@ -10,7 +10,7 @@ import typer
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 
-EXAMPLE = examples("mltk classify emb/img --classes world -m runs/mla -o runs/zero-shot",
+EXAMPLE = examples("mltk classify emb --classes world -m runs/le -o runs/zero-shot",
                    "mltk encode-images world/images -m runs/native -o emb \\",
                    "  | mltk classify --classes world -m runs/native -o zs")
 

@@ -10,7 +10,7 @@ import typer
 from mltk.cli.common import emit, examples, lang_option, out_option, split_list
 from mltk.cli.options import JsonOpt
 
-EXAMPLE = examples("mltk compare runs/mla/metrics runs/ccrk/metrics --name mla,ccrk -o cmp")
+EXAMPLE = examples("mltk compare m-le m-ccrk --name le,ccrk -o cmp")
 
 
 def compare_command(

@@ -32,7 +32,7 @@ EXAMPLE = examples(
     "  | mltk train-continual --captions world/captions -m runs/native \\",
     "      --lang en,de,zh --teir -o runs/cll",
     "mltk train-continual world/captions -m ./all-MiniLM-L6-v2 \\",
-    "      --lang de,fr,cs --teir -o runs/cll-text      # text only: no images")
+    "      --lang de,fr,zh --teir -o runs/cll-text      # text only: no images")
 
 
 ImagesArg = typer.Argument(
@@ -98,7 +98,7 @@ KeepTaskCheckpointsOpt = Annotated[bool, typer.Option(
 
 def train_continual_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None,
-    out: Path = out_option("Directory of the checkpoint artifact to write."), model: ModelOpt = "mltk-tiny",
+    out: Path = out_option("Directory of the checkpoint artifact to write."), model: ModelOpt = None,
     pretrained: PretrainedOpt = None, lang: List[str] = LangOpt, order: OrderOpt = None,
     method: MethodOpt = "cll-clip", teir: TeirOpt = False, teir_init_only: TeirInitOnlyOpt = False,
     teir_reg_only: TeirRegOnlyOpt = False, teir_part: TeirPartOpt = [], token_sets: TokenSetsOpt = None,

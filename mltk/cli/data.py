@@ -11,7 +11,8 @@ import typer
 from mltk.cli.common import either, emit, examples, hidden_alias, lang_option, out_option, split_list
 from mltk.cli.options import JsonOpt, SeedOpt
 
-SYNTH_EXAMPLE = examples("mltk synth-data -o world --lang en,de,zh | mltk pretrain -o runs/native")
+SYNTH_EXAMPLE = examples("mltk synth-data -o world --lang en,de,zh \\",
+                         "  | mltk pretrain -o runs/native --steps 500")
 IMPORT_EXAMPLE = examples("mltk import-data xtd10 XTD10/ --images-root coco/val2014 -o data/xtd10")
 INDUCE_EXAMPLE = examples("mltk induce-lexicon data/m30k/captions --src de --tgt en -o lex-de-en")
 MERGE_EXAMPLE = examples("mltk merge-captions data/a/captions data/b/captions -o data/ab")

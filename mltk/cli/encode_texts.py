@@ -10,7 +10,8 @@ from mltk.cli.common import LIST_METAVAR, BaseOption, emit, examples, lang_optio
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 
 EXAMPLE = examples("mltk encode-texts world/captions -m runs/nlt --split test -o txt",
-                   "mltk encode-texts caps -m path/to/all-MiniLM-L6-v2 --lang en,de -o txt")
+                   "mltk encode-texts world/captions -m path/to/all-MiniLM-L6-v2 \\",
+                   "    --lang en,de -o txt")
 
 
 def encode_texts_command(

@@ -16,7 +16,7 @@ from mltk.core.errors import ConfigError
 
 EXAMPLE = examples(
     "mltk evaluate runs/le --images emb --captions world/captions \\",
-    "    --split test --metric recall,mrv -o m",
+    "    --split test --metric recall,mrv -o m-le",
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk evaluate -m runs/le --captions world/captions -o m")
 CONTINUAL_EXAMPLE = examples("mltk evaluate-continual m-task1 m-task2 m-task3 --task de,fr,zh -o continual")

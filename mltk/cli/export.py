@@ -9,7 +9,7 @@ import typer
 from mltk.cli.common import emit, examples, out_option
 from mltk.cli.options import JsonOpt
 
-EXAMPLE = examples("mltk export runs/quickstart/native --format open_clip -o export/clip",
+EXAMPLE = examples("mltk export runs/native --format open_clip -o export/clip",
                    "mltk export runs/real-text/full-de --format sentence-transformers \\",
                    "  -o export/minilm-de",
                    "mltk export runs/real-text/mla-de --format mla -o export/mla-de")

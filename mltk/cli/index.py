@@ -19,7 +19,7 @@ BUILD_EXAMPLE = examples("mltk encode-images world/images -m runs/native -o emb 
                          "  | mltk index build -o idx")
 QUERY_EXAMPLE = examples(
     "mltk index query idx --text 'ein roter Kreis' --lang de --model runs/le",
-    "mltk index query idx --images emb --ids img003 \\",
+    "mltk index query idx --images emb --ids test-000003 \\",
     "    --contact-sheet sheet.png --image-source world/images")
 
 

@@ -1,5 +1,5 @@
 """Option aliases shared by commands, each written once (huggingface_hub's ``cli/_cli_utils.py`` is the model):
-``name: ModelOpt = "mltk-tiny"`` gives a command ``-m/--model`` with its help. The names follow
+``model: ModelOpt = None`` gives a command ``-m/--model`` with its help. The names follow
 ``mltk.cli.common.VOCABULARY``; ``tests/test_cli_vocabulary.py`` walks these aliases.
 
 The hyper-parameter options of the training commands default to None, "from the recipe" (``--recipe``, default

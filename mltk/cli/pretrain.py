@@ -11,7 +11,7 @@ from mltk.cli.common import emit, examples, out_option, resolve_input
 from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt,
                               PrecisionOpt, RecipeOpt, SeedOpt, StepsOpt, TensorboardOpt, WeightDecayOpt, given)
 
-EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 1500")
+EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 500")
 
 
 def pretrain_command(

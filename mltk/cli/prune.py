@@ -9,7 +9,9 @@ import typer
 from mltk.cli.common import emit, examples, resolve_input
 from mltk.cli.options import JsonOpt
 
-EXAMPLE = examples("mltk prune runs/nlt", "mltk train-nlt ... | mltk prune")
+EXAMPLE = examples("mltk prune runs/nlt", "mltk encode-images world/images -m runs/native -o emb \\",
+                   "  | mltk train-le --captions world/captions --init runs/nlt --steps 200 \\",
+                   "      -o runs/le | mltk prune")
 
 
 def prune_command(

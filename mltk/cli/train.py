@@ -31,18 +31,21 @@ TemperatureOpt = Annotated[Optional[str], typer.Option(
     "--temperature", help="Fixed InfoNCE temperature of LE (the recipe's: 0.01, OpenAI ViT-B/32's own), or "
     "'clip': the frozen base CLIP's own learned one.")]
 NLT_EXAMPLE = examples(
-    "mltk train-nlt world/captions -m runs/native -o runs/nlt --steps 200",
-    "mltk train-nlt captions -m ./all-MiniLM-L6-v2 --lang de -o runs/de",
+    "mltk train-nlt world/captions -m runs/native --tokenizer vocab/zh \\",
+    "    --lang de,zh --steps 200 -o runs/nlt",
+    "mltk train-nlt captions -m ./all-MiniLM-L6-v2 --lang de --steps 200 \\",
+    "    -o runs/de",
     "mltk encode-images world/images -m runs/native -o emb \\",
-    "  | mltk train-nlt --captions world/captions -m runs/native -o runs/nlt")
+    "  | mltk train-nlt --captions world/captions -m runs/native \\",
+    "      --tokenizer vocab/zh --lang de,zh --steps 200 -o runs/nlt")
 NLT_LE_EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk train-nlt-le --captions world/captions -m runs/native \\",
-    "      --tokenizer runs/vocab -o runs/nlt-le")
+    "      --tokenizer vocab/zh --lang de,zh --steps 200 -o runs/nlt-le")
 LE_EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
     "  | mltk train-le --captions world/captions --init runs/nlt \\",
-    "      --recipe mla-le -o runs/le")
+    "      --recipe mla-le --steps 200 -o runs/le")
 
 
 def train_nlt_command(
@@ -51,7 +54,7 @@ def train_nlt_command(
         "English and each language), or -/piped stdin; an embeddings artifact here (or piped) is taken as "
         "--images (then NLT validates by retrieval, else by validation MSE)."),
     captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt, init: InitOpt = None,
-    model: ModelOpt = "mltk-tiny", pretrained: PretrainedOpt = None, tokenizer: TokenizerOpt = None,
+    model: ModelOpt = None, pretrained: PretrainedOpt = None, tokenizer: TokenizerOpt = None,
     train: str = typer.Option("acquirers", "--train", help="acquirers: MLA's acquirers per language; full: a "
                               "student copy of the whole text tower (multilingual knowledge distillation, the "
                               "baseline), same objective, data and steps."),
@@ -80,7 +83,7 @@ def train_nlt_command(
 
 def train_le_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, init: InitOpt = None,
-    out: Path = OutOpt, model: ModelOpt = "mltk-tiny", pretrained: PretrainedOpt = None,
+    out: Path = OutOpt, model: ModelOpt = None, pretrained: PretrainedOpt = None,
     tokenizer: TokenizerOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, steps: StepsOpt = None,
     batch_size: BatchOpt = None, lr: LrOpt = None, weight_decay: WeightDecayOpt = None,
     grad_clip: GradClipOpt = None, temperature: TemperatureOpt = None, train_embedding: TrainEmbeddingOpt = None,
@@ -99,7 +102,7 @@ def train_le_command(
 
 def train_nlt_le_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt,
-    init: InitOpt = None, model: ModelOpt = "mltk-tiny", pretrained: PretrainedOpt = None,
+    init: InitOpt = None, model: ModelOpt = None, pretrained: PretrainedOpt = None,
     tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt,
     recipe: RecipeOpt = None, steps: StepsOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None,
     weight_decay: WeightDecayOpt = None, grad_clip: GradClipOpt = None, temperature: TemperatureOpt = None,

@@ -12,7 +12,7 @@ from mltk.cli.common import emit, examples, lang_option, out_option, resolve_inp
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, SeedOpt
 
 SYNTH_EXAMPLE = examples("mltk synth-videos -o clips --lang en,de,fr")
-ENCODE_EXAMPLE = examples("mltk encode-videos clips/videos -m runs/native -o emb/clips",
+ENCODE_EXAMPLE = examples("mltk encode-videos clips/videos -m runs/native -o clip-emb",
                           "mltk encode-videos MSRVTT/videos/all -m ViT-B-32-quickgelu \\",
                           "  --pretrained openai --frames 12 -o emb/msrvtt")
 

@@ -124,9 +124,11 @@ def check_open_clip_name(model: str, pretrained: str | None = None) -> None:
                       f"checkpoint artifact (see `open_clip.list_models()`)")
 
 
-def is_hf_model_folder(model: str | os.PathLike) -> bool:
+def is_hf_model_folder(model: str | os.PathLike | None) -> bool:
     """A local transformers / sentence-transformers model folder (``config.json`` of a transformers model, or a
     sentence-transformers ``modules.json``), as opposed to an mltk artifact or an open_clip ``local-dir:``."""
+    if model is None:  # no --model (a stage starting from --init)
+        return False
     path = Path(model)
     if not path.is_dir() or artifacts.is_artifact(path):
         return False

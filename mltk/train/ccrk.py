@@ -70,7 +70,7 @@ import torch.nn.functional as F
 
 from mltk import artifacts
 from mltk.ame.rcsls import AlignmentConfig, with_alignment
-from mltk.train.preflight import check_image_embeddings, require_weights
+from mltk.train.preflight import check_image_embeddings, require_model, require_weights
 from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
 from mltk.encode_texts import encode_texts
 from mltk.text_encoders import ClipTextEncoder
@@ -104,7 +104,7 @@ class CcrkConfig:
     captions: Path
     out: Path
     init: Path | None = None  # an MLA checkpoint (e.g. the NLT result) or a CLL-CLIP one (train-continual)
-    model: str = "mltk-tiny"  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
+    model: str | None = None  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
     pretrained: str | None = None
     tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
     init_embeddings: bool = True  # copy a transformers tokenizer's model's word embeddings (the paper's M-BERT)
@@ -360,6 +360,7 @@ def ccrk_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     """Everything ``train_ccrk`` fits: loads the inputs, builds encoder, data, batches, objective, validator."""
+    require_model(config.model, config.init, "train-ccrk", "MLA or CLL-CLIP")
     if config.init is None and config.tokenizer is None and not names_hf_tower(config.model):
         raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF "
                           "(a Hugging Face tower reads with its own tokenizer by default)")

@@ -50,7 +50,7 @@ from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_s
                               prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
-from mltk.train.preflight import check_image_embeddings, require_weights
+from mltk.train.preflight import check_image_embeddings, require_model, require_weights
 
 
 
@@ -66,7 +66,7 @@ class MlaConfig:
     out: Path
     images: Path | None = None  # image embeddings: LE trains on them; NLT validates on them when given
     init: Path | None = None  # an MLA checkpoint to start from (LE: the NLT result)
-    model: str = "mltk-tiny"  # frozen text tower when starting fresh (CLIP name or checkpoint, transformers folder)
+    model: str | None = None  # frozen text tower when starting fresh (CLIP checkpoint or name, transformers folder)
     pretrained: str | None = None
     tokenizer: str | None = None  # non-native tokenizer: vocab artifact, transformers name, "tower" (None: the
     #                               tower's own on a Hugging Face tower)
@@ -227,6 +227,9 @@ def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, langua
     return tokens, teacher
 
 
+MLA_INIT = "an MLA checkpoint to go on from"
+
+
 def preflight(config: MlaConfig, stage: str) -> None:
     """Checks that need no model: weights of the base CLIP, and image embeddings made by that CLIP."""
     require_weights(config.model, config.pretrained, config.init, stage)
@@ -236,6 +239,7 @@ def preflight(config: MlaConfig, stage: str) -> None:
 def train_nlt(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-nlt``: Native Language Transfer. Returns the checkpoint artifact path."""
     config = with_recipe(config, "train-nlt")
+    require_model(config.model, config.init, "train-nlt", MLA_INIT)
     preflight(config, "train-nlt")
     inputs = _inputs(config)
     runtime = inputs.runtime
@@ -315,10 +319,11 @@ def train_le(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-le``: Language Exposure, normally starting from an NLT checkpoint (``init``); without one it
     trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
     config = with_recipe(config, "train-le")
-    refuse_text_only_tower("train-le", config.model, config.init)
-    if config.init is None and not config.tokenizer and not names_hf_tower(config.model):
+    if config.init is None and not config.tokenizer and (config.model is None or not names_hf_tower(config.model)):
         raise ConfigError("train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
                           "--model and --tokenizer (the paper's LE-only ablation)")
+    require_model(config.model, config.init, "train-le", MLA_INIT)
+    refuse_text_only_tower("train-le", config.model, config.init)
     if config.images is None:
         raise ConfigError("train-le needs image embeddings (positional IMAGES, or piped from encode-images)")
     task, encoder, languages, inputs = _le_task(config)
@@ -373,6 +378,7 @@ def train_nlt_le(config: MlaConfig, on_step=None) -> Path:
     """``mltk train-nlt-le``: NLT and LE trained together in one stage (MLA's ablation). Needs image embeddings
     and translation pairs; returns the checkpoint path."""
     config = with_recipe(config, "train-nlt-le")
+    require_model(config.model, config.init, "train-nlt-le", MLA_INIT)
     if config.images is None:
         raise ConfigError("train-nlt-le needs image embeddings (positional IMAGES, or piped from encode-images)")
     if config.nlt_weight < 0 or config.le_weight < 0 or config.nlt_weight + config.le_weight == 0:

@@ -30,12 +30,21 @@ def base_of(model: str | None, pretrained: str | None, init: Path | None) -> tup
     return model, pretrained
 
 
-def require_weights(model: str, pretrained: str | None, init: Path | None, stage: str) -> None:
+def require_model(model: str | None, init: Path | None, stage: str, init_takes: str = "") -> None:
+    """A training stage starts from a base model with weights or from a trained checkpoint: there is no default
+    model (a random-weight architecture would be refused anyway), so leaving both out fails in one line."""
+    if model is None and init is None:
+        start = f" or --init CHECKPOINT ({init_takes})" if init_takes else ""
+        raise ConfigError(f"{stage} needs --model BASE (a checkpoint from `mltk pretrain`, an open_clip name with "
+                          f"--pretrained, or a transformers / sentence-transformers folder){start}")
+
+
+def require_weights(model: str | None, pretrained: str | None, init: Path | None, stage: str) -> None:
     """Refuse a random-weight base CLIP in a training stage before any work (``pretrain`` is the stage for it). A
     transformers / sentence-transformers folder holds its weights."""
     from mltk.models.clip import is_hf_model_folder
 
-    if init is not None or pretrained or artifacts.is_artifact(model) or str(model).startswith(WEIGHTED_SCHEMES) \
+    if model is None or init is not None or pretrained or artifacts.is_artifact(model) or str(model).startswith(WEIGHTED_SCHEMES) \
             or is_hf_model_folder(model):
         return
     raise ConfigError(f"--model {model} without --pretrained is a random-weight architecture; {stage} needs a base "
@@ -46,7 +55,7 @@ def check_image_embeddings(images: Path | None, model: str | None, pretrained: s
                            init: Path | None = None) -> None:
     """Refuse image embeddings that ``encode-images`` made with another CLIP than the stage's base. Embeddings
     from elsewhere (no ``encode-images`` record) are taken as they are."""
-    if images is None or model is None:
+    if images is None or (model is None and init is None):
         return
     manifest = artifacts.read_manifest(images, "embeddings")
     created = manifest.get("created_by") or {}

@@ -41,7 +41,7 @@ class ContinualTrainConfig:
     images: Path | None  # image embeddings (encode-images) of the captions' images; None: text-only (see below)
     captions: Path
     out: Path
-    model: str = "mltk-tiny"  # the frozen base CLIP (open_clip name with ``pretrained``, or a checkpoint)
+    model: str | None = None  # the frozen base (a checkpoint, an open_clip name with ``pretrained``, a HF folder)
     pretrained: str | None = None
     languages: tuple[str, ...] = ()  # task order; default English first, then the captions' other languages
     method: str = "cll-clip"

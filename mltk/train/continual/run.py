@@ -19,7 +19,7 @@ from mltk.cll_clip.model import ContinualTextEncoder, check_growable_name, load_
 from mltk.text_encoders import TowerTextEncoder
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.clip import is_hf_model_folder
-from mltk.train.preflight import check_image_embeddings, require_weights
+from mltk.train.preflight import check_image_embeddings, require_model, require_weights
 from mltk.core.runtime import Runtime, log
 from mltk.cll_clip.teir import init_new_rows
 from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
@@ -94,6 +94,7 @@ def _restore_task(path: Path, encoder: ContinualTextEncoder) -> tuple[Vocabulary
 
 def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None) -> Path:
     """``mltk train-continual``: train the task sequence and write the checkpoint artifact; returns its path."""
+    require_model(config.model, None, "train-continual")
     check_growable_name(config.model)
     check_base(config)
     config.check()
