@@ -7,6 +7,7 @@ skipped with its reason; one that trains for its full step count is marked slow.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -27,7 +28,8 @@ OUTSIDE = {
     "translate-data world/captions -t de,fr": "downloads the M2M-100 translation model",
 }
 # substrings of the examples that train for their full step counts (minutes each on 2 cores)
-SLOW = ("pretrain", "train-nlt", "train-le", "train-ccrk", "all-MiniLM-L6-v2 \\\n      --lang de,fr,zh")
+SLOW = ("mltk pretrain", "mltk train-nlt", "mltk train-le", "mltk train-ccrk",
+        "train-continual world/captions -m ./all-MiniLM-L6-v2")
 # artifacts only some examples need: made on first use
 MINILM_PARTS = ("all-MiniLM-L6-v2", "runs/real-text/")
 
@@ -66,7 +68,7 @@ def _env() -> dict:
 def quickstart(tmp_path_factory) -> Path:
     """The quickstart's artifacts under the examples' names, each stage a few steps on a tiny world."""
     base = tmp_path_factory.mktemp("help-examples")
-    run = lambda *args: _mltk(base, *args)  # noqa: E731
+    run = functools.partial(_mltk, base)
     run("synth-data", "--train", "40", "--val", "12", "--test", "12", "--lang", "en,de,fr,zh", "-o", "world")
     run("synth-data", "--train", "40", "--val", "12", "--test", "12", "--lang", "en", "-o", "english")
     run("pretrain", "world/images", "--captions", "world/captions", "--steps", "3", "-o", "runs/native")
