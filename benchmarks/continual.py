@@ -26,7 +26,7 @@ from mltk import artifacts
 from mltk.cll_clip import make_method
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.data.synth import SynthConfig, synthesize
-from mltk.text_encoders import ClipTextEncoder
+from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.models.clip import load_clip
 from mltk.core.runtime import resolve_runtime
 from mltk.train import continual as C

@@ -35,7 +35,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from mltk import artifacts
-from mltk.encode_images import default_workers, encode_images
+from mltk.encode.images import default_workers, encode_images
 import mltk.models.clip  # noqa: F401  (registers mltk-tiny with open_clip)
 from mltk.core.runtime import resolve_runtime
 
@@ -67,7 +67,7 @@ def plain_open_clip(folder: Path, out: Path, model_name: str, batch_size: int, w
     """What a researcher would write by hand with open_clip."""
     paths = sorted(folder.rglob("*.png"))
     torch.manual_seed(0)
-    with mltk.models.clip._quiet_open_clip():  # the same silence around random init as mltk
+    with mltk.models.clip.quiet_open_clip():  # the same silence around random init as mltk
         model = open_clip.create_model(model_name, pretrained=None).eval()
     preprocess = open_clip.image_transform(model.visual.image_size, is_train=False)
     loader = DataLoader(PlainImages(paths, preprocess), batch_size=batch_size, num_workers=workers)

@@ -1,7 +1,7 @@
 """Benchmark ``mltk index`` query throughput against raw FAISS on the same vectors.
 
 50,000 random L2-normalised 512-d vectors are written as an embeddings artifact and indexed with
-``mltk index build`` (``mltk.index.build_index``); raw FAISS builds its own ``IndexFlatIP`` over the same
+``mltk index build`` (``mltk.index.faiss_index.build_index``); raw FAISS builds its own ``IndexFlatIP`` over the same
 normalised vectors. 1,000 query vectors are searched for their top 10, alternating mltk
 (``OpenIndex.search``: normalise the queries, search, map positions to ids) and raw ``index.search``;
 medians are reported. The exact index must return the same top-K ids as raw FAISS. An HNSW index is timed the
@@ -22,7 +22,7 @@ import faiss
 import numpy as np
 
 from mltk import artifacts
-from mltk.index import IndexConfig, build_index, open_index
+from mltk.index.faiss_index import IndexConfig, build_index, open_index
 
 
 def timed(function, *args):

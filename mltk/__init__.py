@@ -1,3 +1,130 @@
-"""mltk: turn an English CLIP into a multilingual one and measure cross-lingual retrieval."""
+"""mltk: turn an English CLIP into a multilingual one and measure cross-lingual retrieval.
 
-__version__ = "0.1.0"
+The public Python API: the library function behind every command, and the configuration it takes. Each name is
+imported on first use, so ``import mltk`` costs nothing and a script pays only for the stages it runs::
+
+    import mltk
+
+    world = mltk.synthesize(mltk.SynthConfig(out="runs/api/world", train=300, val=50, test=50))
+    images = mltk.encode_images(world / "images", "runs/api/img", model=native)
+
+``docs/api.md`` scripts a whole pipeline. Commands and functions share their names (``train-nlt`` is
+``train_nlt``) except where a package already holds the name: ``evaluate`` is ``run_evaluation``, ``index`` is
+``build_index`` and ``export`` is ``export_checkpoint``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mltk.core.version import __version__
+
+# public name -> the module that defines it (imported on first access)
+_EXPORTS: dict[str, str] = {
+    # data: the embedded world, importers, translation, vocabularies
+    "SynthConfig": "mltk.data.synth",
+    "synthesize": "mltk.data.synth",
+    "VideoWorldConfig": "mltk.data.synth_video",
+    "synthesize_videos": "mltk.data.synth_video",
+    "import_dataset": "mltk.data.importers",
+    "merge_captions": "mltk.data.importers",
+    "check_overlap": "mltk.data.overlap",
+    "TranslateConfig": "mltk.translate",
+    "translate_captions": "mltk.translate",
+    "build_vocab": "mltk.vocab",
+    "load_vocabulary": "mltk.vocab",
+    "import_muse": "mltk.ame.lexicon",
+    "induce_lexicon": "mltk.ame.induce",
+    # encoding with frozen towers
+    "encode_images": "mltk.encode.images",
+    "encode_texts": "mltk.encode.texts",
+    "encode_captions": "mltk.encode.texts",
+    "write_text_embeddings": "mltk.encode.texts",
+    "VideoEncodeConfig": "mltk.encode.videos",
+    "encode_videos": "mltk.encode.videos",
+    "load_model": "mltk.encode.text_encoders",
+    # training
+    "load_recipe": "mltk.recipes",
+    "PretrainConfig": "mltk.train.pretrain",
+    "pretrain": "mltk.train.pretrain",
+    "MlaConfig": "mltk.train.mla",
+    "train_nlt": "mltk.train.mla",
+    "train_le": "mltk.train.mla",
+    "train_nlt_le": "mltk.train.mla",
+    "ContinualTrainConfig": "mltk.train.continual",
+    "train_continual": "mltk.train.continual",
+    "CcrkConfig": "mltk.train.ccrk",
+    "train_ccrk": "mltk.train.ccrk",
+    "import_mla_checkpoint": "mltk.export.import_mla",
+    # evaluation, indexing, export
+    "EvaluateConfig": "mltk.evaluate",
+    "run_evaluation": "mltk.evaluate",
+    "ContinualConfig": "mltk.evaluate",
+    "run_continual": "mltk.evaluate",
+    "evaluate_retrieval": "mltk.metrics.retrieval",
+    "ClassifyConfig": "mltk.evaluate.zero_shot",
+    "classify": "mltk.evaluate.zero_shot",
+    "CompareConfig": "mltk.evaluate.compare",
+    "compare_runs": "mltk.evaluate.compare",
+    "IndexConfig": "mltk.index.faiss_index",
+    "build_index": "mltk.index.faiss_index",
+    "query": "mltk.index.faiss_index",
+    "ExportConfig": "mltk.export",
+    "export_checkpoint": "mltk.export",
+    "prune_state": "mltk.artifacts.prune",
+    # artifacts
+    "read_manifest": "mltk.artifacts",
+    "load_embeddings": "mltk.artifacts",
+    "load_captions": "mltk.artifacts",
+    "load_metrics": "mltk.artifacts",
+    "verify_artifact": "mltk.artifacts",
+    "MltkError": "mltk.core.errors",
+}
+# a public name whose definition is spelled otherwise in its module
+_ALIASES = {"load_model": "load_text_encoder"}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module behind a public name on first access (PEP 562) and keep the name."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'mltk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), _ALIASES.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, imported eagerly
+    from mltk.ame.induce import induce_lexicon
+    from mltk.ame.lexicon import import_muse
+    from mltk.artifacts import load_captions, load_embeddings, load_metrics, read_manifest, verify_artifact
+    from mltk.artifacts.prune import prune_state
+    from mltk.core.errors import MltkError
+    from mltk.data.importers import import_dataset, merge_captions
+    from mltk.data.overlap import check_overlap
+    from mltk.data.synth import SynthConfig, synthesize
+    from mltk.data.synth_video import VideoWorldConfig, synthesize_videos
+    from mltk.encode.images import encode_images
+    from mltk.encode.text_encoders import load_text_encoder as load_model
+    from mltk.encode.texts import encode_captions, encode_texts, write_text_embeddings
+    from mltk.encode.videos import VideoEncodeConfig, encode_videos
+    from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation
+    from mltk.evaluate.compare import CompareConfig, compare_runs
+    from mltk.evaluate.zero_shot import ClassifyConfig, classify
+    from mltk.export import ExportConfig, export_checkpoint
+    from mltk.export.import_mla import import_mla_checkpoint
+    from mltk.index.faiss_index import IndexConfig, build_index, query
+    from mltk.metrics.retrieval import evaluate_retrieval
+    from mltk.recipes import load_recipe
+    from mltk.train.ccrk import CcrkConfig, train_ccrk
+    from mltk.train.continual import ContinualTrainConfig, train_continual
+    from mltk.train.mla import MlaConfig, train_le, train_nlt, train_nlt_le
+    from mltk.train.pretrain import PretrainConfig, pretrain
+    from mltk.translate import TranslateConfig, translate_captions
+    from mltk.vocab import build_vocab, load_vocabulary

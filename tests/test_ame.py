@@ -264,7 +264,7 @@ def test_evaluate_bli_writes_p_at_1(tiny, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_images(tiny):
-    from mltk.encode_images import encode_images
+    from mltk.encode.images import encode_images
 
     return encode_images(tiny["root"] / "world" / "images", tiny["root"] / "img", model=str(tiny["native"]),
                          device="cpu", workers=0)

@@ -32,7 +32,7 @@ def world(tmp_path_factory):
     embeddings, a BPE vocabulary grown over de, fr, zh, and a captions artifact where some train images lack
     French and others lack German."""
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode_images import encode_images
+    from mltk.encode.images import encode_images
     from mltk.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("ccrk")
@@ -152,7 +152,7 @@ def test_one_to_one_batches_keep_one_present_language_per_image():
 
 
 def test_one_to_k_cli_writes_an_mla_checkpoint_that_load_text_encoder_reads(world, tmp_path):
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.text_encoders import load_text_encoder
 
     out = tmp_path / "ccrk"
     result = runner.invoke(app, ["train-ccrk", "--captions", str(world["gappy"]), "--out", str(out), "--model",
@@ -269,7 +269,7 @@ def cll_checkpoint(world):
 
 
 def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoint, tmp_path):
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.text_encoders import load_text_encoder
 
     out = tmp_path / "ccrk-cll"
     result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["gappy"]), "--out",
@@ -299,7 +299,7 @@ def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoin
 
 def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_clip(world, cll_checkpoint,
                                                                                       tmp_path):
-    from mltk.text_encoders import ClipTextEncoder
+    from mltk.encode.text_encoders import ClipTextEncoder
 
     task, _ = ccrk.build_task(config(world, tmp_path / "unused", init=cll_checkpoint, tokenizer=None,
                                      loss="english-bridge"))

@@ -112,7 +112,8 @@ def test_old_spellings_still_work_hidden():
 
 def test_defaults_copied_into_the_cli_match_the_library():
     """Some command modules repeat a library default to keep torch off --help; they must not drift."""
-    from mltk import import_mla, translate, vocab
+    from mltk import translate, vocab
+    from mltk.export import import_mla
     from mltk.cli import import_mla as cli_import_mla, translate as cli_translate, vocab as cli_vocab
 
     assert cli_translate.DEFAULT_MODEL == translate.DEFAULT_MODEL

@@ -20,8 +20,8 @@ from mltk.cll_clip.blocks import attention_block, forward_text
 from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.replay import Reservoir
-from mltk.encode_texts import encode_captions
-from mltk.text_encoders import ClipTextEncoder, load_text_encoder
+from mltk.encode.texts import encode_captions
+from mltk.encode.text_encoders import ClipTextEncoder, load_text_encoder
 from mltk.evaluate import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens
@@ -50,7 +50,7 @@ def world(tmp_path_factory):
     """A tiny synthetic world, a random-weight base CLIP saved as a checkpoint, image embeddings, vocabularies for
     en then de, and the training corpus."""
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode_images import encode_images
+    from mltk.encode.images import encode_images
 
     root = tmp_path_factory.mktemp("continual")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=LANGS))
@@ -71,8 +71,8 @@ def world(tmp_path_factory):
     corpus = C.Corpus(captions, "train", list(LANGS), image_row, torch.from_numpy(vectors),
                       lambda ids, texts: teacher_embeddings(teacher, clip.spec, ids, texts, runtime, root / "cache"),
                       result.captions_path)
-    val = C._split_data(captions, image_table, vectors, "val", list(LANGS), result.captions_path)
-    test = C._split_data(captions, image_table, vectors, "test", list(LANGS), result.captions_path)
+    val = C.split_task_data(captions, image_table, vectors, "val", list(LANGS), result.captions_path)
+    test = C.split_task_data(captions, image_table, vectors, "test", list(LANGS), result.captions_path)
     return {"root": root, "captions": result.captions_path, "native": native, "images": images, "clip": clip,
             "vocab": {"en": load_vocabulary(vocab_en), "de": load_vocabulary(vocab_de)}, "corpus": corpus,
             "val": val, "test": test, "runtime": runtime}
@@ -360,7 +360,7 @@ def test_checkpoints_rebuild_the_method_structure(world, tmp_path, method):
         for p in encoder.method.parameters():
             p.add_(0.01 * torch.randn_like(p))
     encoder.trained_languages = ["en", "de"]
-    path = C._write_task_checkpoint(tmp_path / "ckpt", encoder, world["vocab"]["de"], {"task": 1, "lang": "de"},
+    path = C.write_task_checkpoint(tmp_path / "ckpt", encoder, world["vocab"]["de"], {"task": 1, "lang": "de"},
                                     config(world, method=method))
     loaded = load_text_encoder(path)
     encoder.eval()

@@ -29,7 +29,7 @@ def world(tmp_path_factory):
 
     from mltk.cll_clip.model import load_growable_base, root_vocabulary
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.text_encoders import TowerTextEncoder
+    from mltk.encode.text_encoders import TowerTextEncoder
     from mltk.core.runtime import resolve_runtime
     from mltk.train import continual as C
     from mltk.train.teacher import teacher_embeddings
@@ -196,7 +196,7 @@ def run_cli(world, out, *extra):
 
 
 def test_a_text_only_run_through_the_cli_writes_the_matrix_and_a_checkpoint_evaluate_reads(world, tmp_path):
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.text_encoders import load_text_encoder
 
     out = tmp_path / "cll"
     result = run_cli(world, out, "--teir")
@@ -290,7 +290,7 @@ def test_a_teacher_cache_entry_another_run_is_writing_does_not_fail_this_run(wor
 
     from helpers_locks import hold_lock
     from mltk.artifacts import locks
-    from mltk.text_encoders import TowerTextEncoder
+    from mltk.encode.text_encoders import TowerTextEncoder
     from mltk.train.teacher import teacher_embeddings
 
     texts = texts_of(world, "en", "val")

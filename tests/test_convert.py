@@ -24,7 +24,7 @@ from helpers_tiny import tiny_wordpiece_tokenizer
 from mltk import artifacts
 from mltk.artifacts import dependencies, schema
 from mltk.cli import app
-from mltk.import_mla import import_mla_checkpoint
+from mltk.export.import_mla import import_mla_checkpoint
 from mltk.core.errors import MltkError
 from mltk.models.clip import load_clip
 from mltk.models.multilingual import load_encoder
@@ -371,8 +371,8 @@ def test_missing_local_tokenizer_and_native_acquirers(fake, tmp_path):
 def test_evaluate_and_index_read_the_import_through_the_text_encoder_registry(fake, imported):
     import pyarrow as pa
 
-    from mltk.encode_texts import encode_captions
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_captions
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     encoder = load_text_encoder(imported[0] / "mla")

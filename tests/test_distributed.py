@@ -20,8 +20,8 @@ from mltk.artifacts import load_tensors, save_tensors
 from mltk.core.errors import ConfigError
 from mltk.losses import info_nce
 from mltk.core.runtime import resolve_runtime
-from mltk.train import distributed
-from mltk.train.distributed import gather_with_grad, init_from_env, shard, world
+from mltk.core import distributed
+from mltk.core.distributed import gather_with_grad, init_from_env, shard, world
 from mltk.train.loop import LoopConfig, default_optimizer, fit
 
 GLOBAL_BATCH = 16

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from mltk import artifacts
-from mltk.encode_images import encode_images
+from mltk.encode.images import encode_images
 
 SETTINGS = {"batch_size": 2, "shard_size": 3, "workers": 0, "dtype": "float32", "device": "cpu",
             "precision": "fp32"}
@@ -105,8 +105,8 @@ def test_two_processes_write_the_artifact_of_one(tmp_path, coco_like, tiny_check
 
 
 def _worker(images: str, out: str, checkpoint: str, train: str, val: str) -> None:
-    import mltk.encode_images as module
-    from mltk.train import distributed
+    import mltk.encode.images as module
+    from mltk.core import distributed
 
     write_shard = module._write_shard
 

@@ -216,8 +216,8 @@ def _text_embeddings_by_hand(models, model, languages, out):
     """What a user would write without --model: the test captions of ``languages`` encoded and saved."""
     import pyarrow.compute as pc
 
-    from mltk.encode_texts import encode_captions
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_captions
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     table = artifacts.load_captions(models["captions"])
@@ -254,16 +254,16 @@ def test_model_and_captions_give_the_metrics_of_hand_written_text_embeddings(tmp
 
 
 def test_model_encodes_only_the_asked_languages_of_the_split(tmp_path, models, monkeypatch):
-    import mltk.encode_texts
+    import mltk.encode.texts
 
     seen = []
-    original = mltk.encode_texts.encode_texts
+    original = mltk.encode.texts.encode_texts
 
     def spy(encoder, texts, lang, *args, **kwargs):
         seen.append((lang, list(texts)))
         return original(encoder, texts, lang, *args, **kwargs)
 
-    monkeypatch.setattr(mltk.encode_texts, "encode_texts", spy)
+    monkeypatch.setattr(mltk.encode.texts, "encode_texts", spy)
     result = runner.invoke(app, ["evaluate", "--images", str(models["images"]), "--model", str(models["mla"]),
                                  "--captions", str(models["captions"]), "--split", "test", "--lang", "de",
                                  "--device", "cpu", "--precision", "fp32", "--out", str(tmp_path / "m")])

@@ -143,7 +143,7 @@ def test_a_pretrained_clip_loads_in_plain_open_clip_with_mltks_vectors(world, tm
 def assert_mltks_vectors(checkpoint: Path, lang: str, texts: list[str], read: dict[str, np.ndarray]) -> None:
     """The exported model's features equal mltk's: mean-pooled AutoModel = mltk's unnormalised features,
     SentenceTransformer.encode (Normalize) = mltk's L2-normalised vectors."""
-    from mltk.encode_texts import load_text_encoder
+    from mltk.encode.texts import load_text_encoder
 
     with torch.no_grad():
         features = load_text_encoder(checkpoint).encode(texts, lang)
@@ -212,7 +212,7 @@ np.savez(out, **features)
 
 def assert_mla_round_trip(checkpoint: Path, folder: Path, texts: list[str], languages: list[str],
                           tmp_path: Path) -> None:
-    from mltk.encode_texts import load_text_encoder
+    from mltk.encode.texts import load_text_encoder
 
     read = read_without_mltk(MLA_READER, tmp_path, str(folder), json.dumps(texts), ",".join(languages))
     encoder = load_text_encoder(checkpoint)

@@ -75,7 +75,7 @@ def test_xflickrco_machine_translations_import_as_translations_of_their_captions
 @pytest.mark.slow
 def test_evaluate_fusion_on_a_text_tower_matches_a_hand_computation(tmp_path):
     from mltk.core.runtime import resolve_runtime
-    from mltk.encode_texts import encode_texts, load_text_encoder
+    from mltk.encode.texts import encode_texts, load_text_encoder
 
     tower = tiny_bert_folder(tmp_path / "bert")
     captions = import_dataset("xflickrco", XFLICKRCO / "annotations", tmp_path / "h") / "captions"
@@ -105,7 +105,7 @@ def test_evaluate_fusion_on_a_text_tower_matches_a_hand_computation(tmp_path):
     truth = [[e["image_id"] for e in english].index(row["image_id"]) for row in german]
     for eta in (0.0, 0.5, 1.0):
         fused = np.where(np.array(has)[:, None], (1 - eta) * s_model + eta * s_translation, s_model)
-        # the pessimistic tie rule (mltk.metrics): any other gallery item at or above the truth's score counts
+        # the pessimistic tie rule (mltk.metrics.ranks): any other gallery item at or above the truth's score counts
         others = [np.delete(fused[i], truth[i]) for i in range(len(german))]
         hits = [int((others[i] >= fused[i, truth[i]] - 1e-6).sum()) == 0 for i in range(len(german))]
         got = fusion["per_eta"][f"{eta:g}"]["c2c"]["de-en"]["de->en"]["R@1"]

@@ -139,14 +139,14 @@ def _metrics(directory: Path) -> Path:
 
 
 def _index(directory: Path) -> Path:
-    from mltk.index import IndexConfig, build_index
+    from mltk.index.faiss_index import IndexConfig, build_index
 
     source = _embeddings(directory / "source")
     return build_index(IndexConfig(embeddings=source, out=directory / "art"))
 
 
 def _load_index(path):
-    from mltk.index import open_index
+    from mltk.index.faiss_index import open_index
 
     return open_index(path)
 

@@ -26,7 +26,7 @@ def world(tmp_path_factory):
     from safetensors.torch import save_file
 
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode_images import encode_images
+    from mltk.encode.images import encode_images
 
     root = tmp_path_factory.mktemp("hfworld")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=("en", "de", "ru")))
@@ -49,7 +49,7 @@ def nlt(world, out, *extra):
 
 @pytest.mark.parametrize("train", ["acquirers", "full"])
 def test_train_nlt_on_a_text_only_tower_with_its_own_tokenizer(world, tmp_path, train):
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.models.hf_text import load_hf_text_tower
 
     out = tmp_path / train

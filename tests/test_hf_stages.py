@@ -52,8 +52,8 @@ def test_towers_registry_reads_hf_folders_and_hf_tower_clips(bert_dir, hf_clip):
 
 @pytest.mark.parametrize("which", ["folder", "clip"])
 def test_tower_text_encoder_equals_the_tower_alone(bert_dir, hf_clip, which):
-    from mltk.encode_texts import encode_texts
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_texts
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     model, pretrained = (str(bert_dir), None) if which == "folder" else hf_clip
@@ -102,7 +102,7 @@ def test_mla_encoder_on_an_hf_folder_with_the_tower_tokenizer(bert_dir, train):
 
 def test_full_checkpoint_holds_the_student_and_reloads(bert_dir, tmp_path):
     from mltk import artifacts
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.models.multilingual import build_encoder, save_encoder
 
     encoder = build_encoder(str(bert_dir), None, "tower", ["de"], train="full")
@@ -124,7 +124,7 @@ def test_full_checkpoint_holds_the_student_and_reloads(bert_dir, tmp_path):
 def test_mla_encoder_on_an_hf_tower_clip_with_a_wordpiece_tokenizer(bert_dir, hf_clip, tmp_path):
     """The paper's set-up on an XLM-R-style CLIP: an M-BERT-style tokenizer and table through the HF tower; the
     checkpoint names the base and reloads."""
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.models.multilingual import build_encoder, save_encoder
 
     encoder = build_encoder(*hf_clip, str(bert_dir), ["de", "fr"], init_embeddings=True)
@@ -182,8 +182,8 @@ def test_encode_texts_command_writes_text_embeddings_evaluate_reads(bert_dir, tm
 
     from mltk import artifacts
     from mltk.cli.application import app
-    from mltk.encode_texts import encode_texts
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_texts
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     captions = _captions(tmp_path)

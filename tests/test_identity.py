@@ -309,7 +309,7 @@ def test_an_interrupted_and_resumed_pretrain_is_bit_exact_with_an_uninterrupted_
     _same(a, b)
     assert artifacts.read_manifest(full)["best_step"] == artifacts.read_manifest(resumed)["best_step"]
     # a base is what its model files are: `mltk prune` (dropping state/) does not change its pinned fingerprint
-    from mltk.prune import prune_state
+    from mltk.artifacts.prune import prune_state
 
     pinned = dependencies.content_fingerprint(full)
     prune_state(full)

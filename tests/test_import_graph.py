@@ -2,7 +2,8 @@
 inside functions, and under ``if TYPE_CHECKING``) must be acyclic. A function-level import delays a cycle, it does
 not remove it, and a type-only import is still a dependency; so all three count. Importing ``a.b.c`` is an edge
 to ``a.b.c`` only (not to the packages ``a`` and ``a.b`` that Python also runs): a package ``__init__`` that
-re-exports its modules is not a cycle."""
+re-exports its modules is not a cycle. A string that is exactly a module's dotted name counts as an import of it:
+that is how ``importlib.import_module`` (the command registry, the lazy public API) names what it loads."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ def imported_modules(module: str, path: Path, modules: dict[str, Path]) -> set[s
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 found.add(full if full in modules else _owner(base, modules))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
+                and node.value in modules:
+            found.add(node.value)  # a module named in a string: importlib.import_module("mltk.cli.index")
     found.discard(None)
     found.discard(module)
     return found

@@ -17,7 +17,7 @@ from mltk import artifacts
 
 from mltk.artifacts import schema
 from mltk.cli import app
-from mltk.index import IndexConfig, build_index, open_index, query
+from mltk.index.faiss_index import IndexConfig, build_index, open_index, query
 from mltk.core.errors import ArtifactError
 
 runner = CliRunner()
@@ -99,7 +99,7 @@ def test_cli_build_and_query_print_json_lines_and_a_contact_sheet(tmp_path, imag
     assert old.exit_code == 2 and "--image-source" in old.stderr  # raw images under --images: named, not misread
     assert [len(line["results"]) for line in lines] == [4, 4]
     assert lines[0]["results"][0]["id"] == "img003" and lines[0]["results"][0]["score"] == pytest.approx(1.0)
-    from mltk.index import LABEL_LINES, SHEET_MARGIN, TILE_GAP, SheetFonts
+    from mltk.index.faiss_index import LABEL_LINES, SHEET_MARGIN, TILE_GAP, SheetFonts
 
     label = LABEL_LINES * SheetFonts(12).line_height + 4  # two label lines under each 128 px tile
     with Image.open(sheet) as picture:  # the query image and 4 results per row, 2 rows
@@ -135,7 +135,7 @@ def test_cli_bad_inputs_are_exit_2_naming_the_file(tmp_path, image_embeddings):
 
 
 def test_contact_sheet_of_a_caption_index_shows_the_captions_images(tmp_path):
-    from mltk.index import write_contact_sheet
+    from mltk.index.faiss_index import write_contact_sheet
 
     image_ids = ["a", "b", "c"]
     captions = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float32)
@@ -148,7 +148,7 @@ def test_contact_sheet_of_a_caption_index_shows_the_captions_images(tmp_path):
     assert results[0][0] == ["en:2", "en:3"]
     sheet = write_contact_sheet(tmp_path / "sheet.png", ["q"], results, _images_artifact(tmp_path, image_ids),
                                 index=opened)
-    from mltk.index import CARD_BACKGROUND, SHEET_MARGIN, TILE_GAP
+    from mltk.index.faiss_index import CARD_BACKGROUND, SHEET_MARGIN, TILE_GAP
 
     with Image.open(sheet) as picture:
         # query "q" has no image (a text card two tiles wide); caption en:2 shows image "a" (red 0), en:3 image
@@ -183,8 +183,8 @@ def text_world(tmp_path_factory):
 
 
 def _encoded(model, texts, lang):
-    from mltk.encode_texts import encode_texts
-    from mltk.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_texts
+    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
 
     return encode_texts(load_text_encoder(model), texts, lang, resolve_runtime("cpu", "fp32"))

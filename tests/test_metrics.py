@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mltk import metrics as M
+from mltk.metrics import ranks as M
 from mltk.core.errors import ConfigError
 from mltk.evaluate import evaluate_retrieval
 

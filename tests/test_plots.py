@@ -104,7 +104,7 @@ def test_sheet_fonts_cover_every_character_of_every_language_of_the_embedded_wor
     from fontTools.ttLib import TTFont
 
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.index import SheetFonts
+    from mltk.index.faiss_index import SheetFonts
 
     fonts = SheetFonts(14)
     assert set(fonts.faces) == {"sans", "sc", "jp", "arabic"}, "the font packages are dependencies"
@@ -125,7 +125,7 @@ def test_sheet_fonts_cover_every_character_of_every_language_of_the_embedded_wor
 
 def test_contact_sheet_text_card_scaled_images_and_ids(tmp_path):
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.index import CARD_BACKGROUND, SHEET_MARGIN, TILE_GAP, write_contact_sheet
+    from mltk.index.faiss_index import CARD_BACKGROUND, SHEET_MARGIN, TILE_GAP, write_contact_sheet
 
     world = synthesize(tmp_path / "w", SynthConfig(train=2, val=1, test=1, langs=("en",)))
     table = artifacts.load_images(world.images_path)

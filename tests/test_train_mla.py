@@ -24,7 +24,7 @@ def world(tmp_path_factory):
     """A small synthetic world, a random-weight 'native' CLIP saved as a checkpoint, image embeddings and a BPE
     vocabulary grown over German and Russian."""
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode_images import encode_images
+    from mltk.encode.images import encode_images
     from mltk.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("world")
@@ -109,7 +109,7 @@ def test_teacher_embeddings_are_computed_once(world, tmp_path, monkeypatch):
 
 def test_teacher_cache_follows_the_weights_not_the_path(world, tmp_path):
     """A base CLIP rewritten at the same path (pretrain rerun) gets new teacher embeddings, not the cached ones."""
-    from mltk.text_encoders import ClipTextEncoder
+    from mltk.encode.text_encoders import ClipTextEncoder
     from mltk.core.runtime import resolve_runtime
     from mltk.train.teacher import teacher_embeddings
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.encode_videos import mean_pool, read_frames, uniform_frame_indices
+from mltk.encode.videos import mean_pool, read_frames, uniform_frame_indices
 
 pytest.importorskip("av")
 runner = CliRunner()

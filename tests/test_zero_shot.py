@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from mltk import artifacts
 from mltk.cli import app
 from mltk.core.errors import ConfigError, SchemaError
-from mltk.zero_shot import class_vectors, file_task, top_k_accuracy, true_class_ranks, world_task
+from mltk.evaluate.zero_shot import class_vectors, file_task, top_k_accuracy, true_class_ranks, world_task
 
 runner = CliRunner()
 
@@ -88,7 +88,7 @@ def test_a_task_file_is_checked(tmp_path):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.encode_images import encode_images
+    from mltk.encode.images import encode_images
     from mltk.models.clip import clip_checkpoint_config, load_clip
 
     root = tmp_path_factory.mktemp("zs")

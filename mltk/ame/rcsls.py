@@ -23,7 +23,7 @@ from mltk.ame.words import WordTables
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
-from mltk.train.step_log import split_loss
+from mltk.losses.base import split_loss
 
 AME_K = 5  # AME's neighbourhood size (RCSLS's paper uses 10)
 ALIGN_BATCH = 1024  # lexicon pairs per step

@@ -19,7 +19,7 @@ from mltk.core.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import (PathLike, jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
                                     write_json)
-from mltk.artifacts.tables import (_as_string_columns, load_array, load_embeddings, read_table, require_columns,
+from mltk.artifacts.tables import (as_string_columns, load_array, load_embeddings, read_table, require_columns,
                                   save_array, write_table)
 from mltk.artifacts.writer import ArtifactWriter
 
@@ -47,7 +47,7 @@ def validate_images(table: pa.Table, path: PathLike = "<images>") -> pa.Table:
     sources = [c for c in schema.IMAGE_SOURCE_COLUMNS if c in table.column_names]
     if len(sources) != 1:
         raise SchemaError("an images table needs exactly one of the columns 'image' (bytes) or 'path'", path)
-    return _as_string_columns(table, schema.IMAGE_COLUMNS, path)
+    return as_string_columns(table, schema.IMAGE_COLUMNS, path)
 
 
 def load_images(path: PathLike) -> pa.Table:

@@ -50,7 +50,7 @@ def require_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> 
         raise SchemaError(f"missing column(s) {', '.join(missing)} (has {', '.join(table.column_names)})", path)
 
 
-def _as_string_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> pa.Table:
+def as_string_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> pa.Table:
     """Cast id-like columns to string (ids may arrive as ints) and reject nulls."""
     for name in columns:
         column = table.column(name)
@@ -74,7 +74,7 @@ def validate_captions(table: pa.Table, path: PathLike = "<captions>", *, drop_em
     rules of ``mltk.artifacts.caption_rules`` (control characters replaced with a space, a caption_id on two
     images refused; with ``drop_empty``, empty or whitespace captions dropped with a warning)."""
     require_columns(table, schema.CAPTION_COLUMNS, path)
-    table = _as_string_columns(table, schema.CAPTION_COLUMNS, path)
+    table = as_string_columns(table, schema.CAPTION_COLUMNS, path)
     check_names(pc.unique(table.column("lang")).to_pylist(), "caption lang", path)  # each may name a file
     table = apply_caption_rules(table, path, drop_empty)
     extra = [c for c in table.column_names if c not in schema.CAPTION_COLUMNS]
@@ -246,7 +246,7 @@ def load_embeddings(path: PathLike, *, check_finite: bool = True) -> tuple[pa.Ta
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     except pa.ArrowInvalid as exc:
         raise ArtifactError(f"shards have different columns ({str(exc).splitlines()[0]})", path) from None
-    table = _as_string_columns(table, [schema.EMBEDDING_ID_COLUMN], path)
+    table = as_string_columns(table, [schema.EMBEDDING_ID_COLUMN], path)
     _check_unique_ids(table.column(schema.EMBEDDING_ID_COLUMN), path)
     vectors = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
     if check_finite:

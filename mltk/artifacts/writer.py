@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 
-from mltk import __version__
+from mltk.core.version import __version__
 
 
 from mltk.artifacts import locks

@@ -12,10 +12,10 @@ from typing import Iterable
 import typer
 from typer.core import TyperGroup
 
-from mltk import __version__
+from mltk.core.version import __version__
 
 from mltk.core import policy
-from mltk.cli.common import add_shared_options
+from mltk.cli.common import HELP_SETTINGS, add_shared_options
 from mltk.core.errors import MltkError
 
 # Every command and the module that registers it (``register(app)``), in pipeline order (the order of --help).
@@ -49,9 +49,6 @@ COMMAND_MODULES = {
     "export": "mltk.cli.export",
 }
 
-
-# -h as well as --help; help text wrapped to the terminal (at most 100 columns), option names never cut.
-HELP_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class MltkGroup(TyperGroup):

@@ -24,7 +24,7 @@ def check_overlap(
 ) -> None:
     """Count the test images that appear in the training set (the report goes to stderr). Prints the artifact
     path with --out, one JSON object with --json, nothing otherwise."""
-    from mltk.check_overlap import run_check_overlap
+    from mltk.data.overlap import run_check_overlap
 
     report, path = run_check_overlap(train, test, out)
     if path is not None:

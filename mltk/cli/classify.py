@@ -35,7 +35,7 @@ def classify_command(
     """Zero-shot classification: each class's prompts in a language are encoded by the model and averaged (CLIP's
     prompt ensemble); each image takes the class of highest cosine similarity; top-1 and top-5 accuracy per
     language are written to metrics.json and shown on stderr."""
-    from mltk.zero_shot import ClassifyConfig, classify
+    from mltk.evaluate.zero_shot import ClassifyConfig, classify
 
     routed = route_input(source, {"image-embeddings": None}, default="image-embeddings",
                          options={"image-embeddings": "IMAGE_EMBEDDINGS"})

@@ -28,6 +28,9 @@ from mltk.cli.options import (CacheDirOpt, DeviceOpt, JsonOpt, LogEveryOpt, Prec
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 
+# -h as well as --help; help text wrapped to the terminal (at most 100 columns), option names never cut.
+HELP_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
 # One name per idea across every command. A command that has the idea uses this name (and no other spelling).
 VOCABULARY = {
     "--out": "the artifact (or folder) a command writes; always with the short form -o",

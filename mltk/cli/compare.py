@@ -24,7 +24,7 @@ def compare_command(
 ) -> None:
     """Print mean AR, MRV (both directions) and the per-language recall spread (max - min AR) of several evaluated
     runs side by side on stderr, and write them as a metrics artifact."""
-    from mltk.compare import CompareConfig, compare_runs
+    from mltk.evaluate.compare import CompareConfig, compare_runs
 
     emit(compare_runs(CompareConfig(runs=tuple(runs), out=out, names=split_list(name), languages=split_list(lang),
                                     report_format=report_format)), as_json)

@@ -35,7 +35,7 @@ def encode_texts_command(
     caption_id, split), each language through the model's own path; read by `evaluate --texts` and `index`."""
     from pathlib import Path
 
-    from mltk.encode_texts import write_text_embeddings
+    from mltk.encode.texts import write_text_embeddings
 
     path = write_text_embeddings(resolve_input(captions, what="captions"), model, Path(out), pretrained=pretrained,
                                  languages=list(split_list(lang)) or None, splits=list(split_list(split)) or None,

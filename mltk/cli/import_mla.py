@@ -11,7 +11,7 @@ import typer
 from mltk.cli.common import emit, examples, lang_option, out_option, split_list
 from mltk.cli.options import JsonOpt
 
-# mltk.import_mla's defaults (importing it would import torch for --help)
+# mltk.export.import_mla's defaults (importing it would import torch for --help)
 DEFAULT_ARCHITECTURE, DEFAULT_TOKENIZER = "ViT-B-32-quickgelu", "bert-base-multilingual-cased"
 EXAMPLE = examples("mltk import-mla mla_checkpoint.pt -o runs/mla-authors --lang de,fr,zh")
 
@@ -33,7 +33,7 @@ def import_mla(
     as_json: JsonOpt = False,
 ) -> None:
     """Import an authors' MLA checkpoint; prints OUT/mla, the artifact to pass to evaluate/index."""
-    from mltk.import_mla import import_mla_checkpoint
+    from mltk.export.import_mla import import_mla_checkpoint
 
     result = import_mla_checkpoint(checkpoint, out, model=model, tokenizer=tokenizer,
                                    languages=list(split_list(lang)) or None)

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.application import HELP_SETTINGS
+from mltk.cli.common import HELP_SETTINGS
 from mltk.cli.common import BaseOption, artifact_role, either, emit, examples, hidden_alias, out_option, resolve_input, split_list
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, PretrainedOpt, SeedOpt
 from mltk.core.errors import ConfigError
@@ -36,7 +36,7 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Index the vectors of an embeddings artifact (cosine similarity) and print the index artifact path."""
-    from mltk.index import IndexConfig, build_index  # faiss is imported only by the index commands
+    from mltk.index.faiss_index import IndexConfig, build_index  # faiss is imported only by the index commands
 
     path = resolve_input(embeddings, what="embeddings")
     config = IndexConfig(embeddings=path, out=out, kind=kind, nlist=nlist, nprobe=nprobe, hnsw_m=hnsw_m,
@@ -73,7 +73,7 @@ def query(
     Queries are image vectors (--images or --vectors) or texts (--text / --text-file with --model and --lang;
     the query id is the text)."""
     from mltk.core.runtime import log
-    from mltk.index import check_contact_sheet, open_index, write_contact_sheet
+    from mltk.index.faiss_index import check_contact_sheet, open_index, write_contact_sheet
 
     if contact_sheet is not None and image_source is None:
         raise ConfigError("--contact-sheet needs --image-source (the images artifact to draw from)")
@@ -99,7 +99,7 @@ def _query_vectors(image_emb: Path | None, ids: List[str], vectors: Path | None,
                    text_file: Path | None, lang: str, model: str | None, pretrained: str | None, device: str,
                    precision: str):
     """The query ids and vectors of exactly one kind of query: image embeddings, a .npy file or texts."""
-    from mltk.index import (query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
+    from mltk.index.faiss_index import (query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
                             read_query_lines)
 
     if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18

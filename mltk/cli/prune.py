@@ -22,7 +22,7 @@ def prune_command(
     """Drop a finished checkpoint's resume state (state/: optimizer moments and the best-step copy), which a longer
     rerun of the same command would continue from. The weights, config and steps.csv stay; the manifest is
     rewritten without the state files, so `mltk inspect` still verifies the artifact."""
-    from mltk.prune import prune_state
+    from mltk.artifacts.prune import prune_state
 
     emit(prune_state(resolve_input(path, what="checkpoint")), as_json)
 

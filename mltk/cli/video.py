@@ -59,7 +59,7 @@ def encode_videos_command(
     """Encode videos into one vector each: N frames sampled uniformly, each through the frozen image tower, the
     normalised frame vectors averaged and normalised again (CLIP4Clip's meanP, as MLA evaluates MSR-VTT). The
     result is read by evaluate and index like image embeddings (ids are video ids)."""
-    from mltk.encode_videos import VideoEncodeConfig, encode_videos
+    from mltk.encode.videos import VideoEncodeConfig, encode_videos
 
     config = VideoEncodeConfig(model=model, pretrained=pretrained, frames=frames, batch_size=batch_size,
                                dtype=dtype, splits=split_list(split), keep_frames=keep_frames, device=device,

@@ -63,7 +63,7 @@ RING_INNER = 0.55
 MAX_ROTATION_DEG = 10.0  # small, so a square never turns into a diamond or a plus into an x
 
 
-def _background(rng: np.random.Generator, size: int) -> np.ndarray:
+def paint_background(rng: np.random.Generator, size: int) -> np.ndarray:
     """A low-saturation mid-tone base colour, a gentle gradient and a blotchy texture: float32 (size, size, 3)."""
     hue, saturation, value = rng.random(), rng.uniform(0.0, 0.22), rng.uniform(0.42, 0.70)
     base = np.array(_hsv_to_rgb(hue, saturation, value), dtype=np.float32) * 255
@@ -105,7 +105,7 @@ def _object_mask(shape: str, radius: float, rotation: float, centre: tuple[float
 
 def render_scene(scene: Scene, rng: np.random.Generator, size: int) -> np.ndarray:
     """Draw ``scene`` as a uint8 RGB array (size, size, 3)."""
-    image = _background(rng, size)
+    image = paint_background(rng, size)
     cell = size / GRID
     for obj in scene.objects:
         radius = rng.uniform(*RADIUS_RANGE[obj.size]) * size

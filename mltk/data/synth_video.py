@@ -26,7 +26,7 @@ from mltk.core.errors import ConfigError
 from mltk.core.runtime import log, track
 from mltk.data import lang as world_lang
 from mltk.data.lang.content import COLOURS, SHAPES, CaptionContent, Mention
-from mltk.data.render import PALETTE, RADIUS_RANGE, _background, add_noise, paint_object
+from mltk.data.render import PALETTE, RADIUS_RANGE, paint_background, add_noise, paint_object
 
 DIRECTIONS = ("left", "right", "up", "down")
 STEP = {"left": (-1.0, 0.0), "right": (1.0, 0.0), "up": (0.0, -1.0), "down": (0.0, 1.0)}  # image y points down
@@ -87,7 +87,7 @@ def caption(colour: str, shape: str, direction: str, code: str) -> str:
 def render_clip(colour: str, shape: str, direction: str, rng: np.random.Generator, frames: int,
                 size: int) -> list[np.ndarray]:
     """The frames (uint8 [size, size, 3] each) of one object crossing most of the image in ``direction``."""
-    background = _background(rng, size)
+    background = paint_background(rng, size)
     radius = rng.uniform(*RADIUS_RANGE["large"]) * size
     rotation = math.radians(rng.uniform(-10.0, 10.0))
     tint = np.clip(np.array(PALETTE[colour]) + rng.integers(-15, 16, 3), 0, 255).astype(np.float32)

@@ -1,15 +1,15 @@
 """Cross-lingual, cross-modal retrieval evaluation, in three parts:
 
-- ``mltk.evaluate.retrieval``: ``evaluate_retrieval`` on tables and vectors in memory (per-language recall, MRV,
+- ``mltk.metrics.retrieval``: ``evaluate_retrieval`` on tables and vectors in memory (per-language recall, MRV,
   caption-to-caption retrieval; training stages call it for validation), built on the pure rank functions of
-  ``mltk.metrics``;
+  ``mltk.metrics.ranks``;
 - ``mltk.evaluate.stage``: ``mltk evaluate`` from artifacts to a metrics artifact (``run_evaluation``,
   ``run_continual``), including the encoding of captions through a checkpoint and the overlap warning;
 - ``mltk.present.report``: the tables, Markdown, CSV, tidy long CSV and CLIP_benchmark JSON written from a result.
 """
 
-from mltk.evaluate.options import C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS
-from mltk.evaluate.retrieval import evaluate_retrieval, mrv_instance_mode
+from mltk.metrics.retrieval_options import C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS
+from mltk.metrics.retrieval import evaluate_retrieval, mrv_instance_mode
 from mltk.evaluate.stage import (REPORT_FORMATS, ContinualConfig, EvaluateConfig, TextVectors, check_text_source,
                                  load_normalized_embeddings, run_continual, run_evaluation, text_embeddings_for)
 

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import torch
 
 from mltk.core.errors import ConfigError
-from mltk.evaluate.retrieval import _as_table, evaluate_retrieval
+from mltk.metrics.retrieval import as_table, evaluate_retrieval
 
 
 def fold_image_ids(image_table: pa.Table, text_table: pa.Table, folds: int, split: str | None = None,
@@ -62,7 +62,7 @@ def evaluate_folds(image_table: pa.Table | Mapping, image_vectors: np.ndarray | 
                    text_table: pa.Table | Mapping, text_vectors: np.ndarray | torch.Tensor, folds: int = 5,
                    **kwargs: Any) -> dict:
     """``evaluate_retrieval`` on each of ``folds`` consecutive parts of the gallery, averaged (see module doc)."""
-    image_table, text_table = _as_table(image_table), _as_table(text_table)
+    image_table, text_table = as_table(image_table), as_table(text_table)
     parts = fold_image_ids(image_table, text_table, folds, kwargs.get("split"), kwargs.get("languages"))
     image_ids = np.array(image_table.column("id").to_pylist(), dtype=object)
     text_images = np.array(text_table.column("image_id").to_pylist(), dtype=object)

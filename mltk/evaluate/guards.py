@@ -11,7 +11,7 @@ at a time; the whole array is copied only when ``--force`` must repair non-finit
   true``: the dot product is then not the cosine the metrics claim; with ``--force`` scored as given;
 - **constant embeddings**: every row the same vector (within ``CONSTANT_TOLERANCE``), a collapsed encoder;
 - **a model mismatch**: image and text embeddings made by different models (their manifests name the model;
-  ``mltk.train.preflight.check_image_embeddings`` decides what "the same" is).
+  ``mltk.models.preflight.check_image_embeddings`` decides what "the same" is).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from mltk import artifacts
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log
-from mltk.train.preflight import check_image_embeddings
+from mltk.models.preflight import check_image_embeddings
 
 CHUNK_ROWS = 65536
 UNIT_TOLERANCE = 1e-2      # float16 storage alone moves a unit norm by ~1e-3

@@ -1,9 +1,9 @@
 """``mltk evaluate`` from artifacts to artifact: load embeddings artifacts (or encode captions through a checkpoint),
-call ``mltk.evaluate.retrieval.evaluate_retrieval``, warn when the test images are training images, and write the
+call ``mltk.metrics.retrieval.evaluate_retrieval``, warn when the test images are training images, and write the
 metrics artifact with its report files (``mltk.present.report``).
 
 Text vectors come from ``text_embeddings_for``: a text embeddings artifact, or the captions encoded through a
-checkpoint (``mltk.text_encoders``, ``mltk.encode_texts``), each language through its own path. Image embeddings are optional when only
+checkpoint (``mltk.encode.text_encoders``, ``mltk.encode.texts``), each language through its own path. Image embeddings are optional when only
 caption-to-caption retrieval is asked for.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mltk import artifacts, metrics as M
+from mltk import artifacts
+from mltk.metrics import ranks as M
 
 from mltk.ame.bli import evaluate_bli
 from mltk.present import plots, report
@@ -26,10 +27,10 @@ from mltk.evaluate.clip_benchmark import clip_benchmark_files
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.guards import Guard, check_same_model, check_vectors
 from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
-from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval, in_splits
-from mltk.check_overlap import training_data_of, warn_if_overlap
+from mltk.metrics.retrieval import column_strings, split_column, check_options, evaluate_retrieval, in_splits
+from mltk.data.overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
-from mltk.text_encoders import load_model_encoder
+from mltk.encode.text_encoders import load_model_encoder
 
 REPORT_FORMATS = ("table", "markdown", "csv", "clip-benchmark")
 
@@ -140,8 +141,8 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
     source = str(config.captions)
     captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
     languages = sorted(set(captions.column("lang").to_pylist()))
-    from mltk.encode_texts import encode_captions
-    from mltk.text_encoders import check_model_languages
+    from mltk.encode.texts import encode_captions
+    from mltk.encode.text_encoders import check_model_languages
 
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     check_model_languages(encoder, languages, config.model)
@@ -163,13 +164,13 @@ def _captions_to_encode(captions: pa.Table, image_table: pa.Table | None, config
     """The rows of a captions table that the evaluation will use (see ``text_embeddings_for``), checked before
     any encoding: the asked languages exist and every caption's image has an embedding."""
     if config.split is not None:
-        caption_split = _split_column(captions)
-        image_split = _split_column(image_table) if image_table is not None else None
+        caption_split = split_column(captions)
+        image_split = split_column(image_table) if image_table is not None else None
         if caption_split is not None:
             keep = in_splits(caption_split, config.split)
         elif image_split is not None:
-            in_split = set(_column_strings(image_table, "id")[in_splits(image_split, config.split)].tolist())
-            keep = np.isin(_column_strings(captions, "image_id"), list(in_split))
+            in_split = set(column_strings(image_table, "id")[in_splits(image_split, config.split)].tolist())
+            keep = np.isin(column_strings(captions, "image_id"), list(in_split))
         else:
             raise ConfigError(f"--split {config.split}: neither the image embeddings nor the captions have a split "
                               "value")
@@ -180,13 +181,13 @@ def _captions_to_encode(captions: pa.Table, image_table: pa.Table | None, config
         if unknown:
             raise ConfigError(f"language(s) {', '.join(unknown)} have no captions"
                               + (f" in split {config.split}" if config.split else ""), source)
-        captions = captions.filter(pa.array(np.isin(_column_strings(captions, "lang"), list(config.languages)),
+        captions = captions.filter(pa.array(np.isin(column_strings(captions, "lang"), list(config.languages)),
                                             pa.bool_()))
     if captions.num_rows == 0:
         raise ConfigError("no captions to evaluate" + (f" in split {config.split}" if config.split else ""), source)
     if image_table is None:  # caption-to-caption retrieval from the captions alone
         return captions
-    image_ids = set(_column_strings(image_table, "id").tolist())
+    image_ids = set(column_strings(image_table, "id").tolist())
     orphans = [i for i in dict.fromkeys(captions.column("image_id").to_pylist()) if i not in image_ids]
     if orphans:
         raise SchemaError(f"{len(orphans)} image id(s) of the captions have no image embedding (first: "
@@ -278,12 +279,12 @@ def run_bli(config: EvaluateConfig) -> Path:
 def evaluated_image_ids(text_table: pa.Table, config: EvaluateConfig) -> set[str]:
     """The images of the captions evaluated (their split and languages), for the overlap check."""
     keep = np.ones(text_table.num_rows, dtype=bool)
-    split = _split_column(text_table)
+    split = split_column(text_table)
     if config.split is not None and split is not None:
         keep &= in_splits(split, config.split)
     if config.languages:
-        keep &= np.isin(_column_strings(text_table, "lang"), list(config.languages))
-    return set(_column_strings(text_table, "image_id")[keep].tolist())
+        keep &= np.isin(column_strings(text_table, "lang"), list(config.languages))
+    return set(column_strings(text_table, "image_id")[keep].tolist())
 
 
 def image_table_manifest(images: Path | None) -> dict:

@@ -66,10 +66,10 @@ def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str,
     ``words`` [V, W] as its word embeddings (``config.vocab_size`` = V)."""
     from transformers import AutoModel
 
-    from mltk.models.hf_text import _quiet_transformers
+    from mltk.models.hf_text import quiet_transformers
     from mltk.models.no_remote_code import from_pretrained
 
-    with _quiet_transformers():
+    with quiet_transformers():
         model = from_pretrained(AutoModel, transformer_folder(base)).eval()
     word_key = "embeddings.word_embeddings.weight"
     if encoder_state is not None:
@@ -93,9 +93,9 @@ def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str,
 def write_transformers(model: HFTextModel, out_dir: Path, info: dict) -> None:
     """``config.json``, ``model.safetensors`` and the tokenizer files: ``AutoModel`` / ``AutoTokenizer`` read them;
     pool the last hidden state as ``mltk_export.json`` says to get mltk's features."""
-    from mltk.models.hf_text import _quiet_transformers
+    from mltk.models.hf_text import quiet_transformers
 
-    with _quiet_transformers():  # no progress bar on mltk's stderr
+    with quiet_transformers():  # no progress bar on mltk's stderr
         model.transformer.save_pretrained(out_dir, safe_serialization=True)
     model.write_tokenizer(out_dir)
     artifacts.write_json(out_dir / EXPORT_INFO, {**info, **model.info, "pooling": model.pooling,

@@ -70,10 +70,10 @@ def _write_base(encoder, base_dir: Path, checkpoint: Path) -> dict:
     from transformers import AutoModel
 
     from mltk.export.hf import dense_layers, transformer_folder
-    from mltk.models.hf_text import _quiet_transformers
+    from mltk.models.hf_text import quiet_transformers
     from mltk.models.no_remote_code import from_pretrained
 
-    with _quiet_transformers():
+    with quiet_transformers():
         from_pretrained(AutoModel, transformer_folder(Path(encoder.spec["model"]))).save_pretrained(base_dir)
     tower.tokenizer.tokenizer.save_pretrained(base_dir)
     dense = []

@@ -4,6 +4,7 @@ open_clip stores it) and the shape checks of the [B, D] / [B, K, D] / [B, K] con
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import torch
@@ -96,3 +97,10 @@ def zero_masked(text: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def zero_with_graph(tensor: torch.Tensor) -> torch.Tensor:
     """A 0 that keeps ``tensor``'s graph (a batch with nothing to compare still back-propagates)."""
     return (tensor * 0).sum()
+
+
+def split_loss(result) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """A task's ``loss(step)`` result as ``(loss, terms)``: a bare tensor, or ``(loss, {name: tensor})``."""
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping):
+        return result[0], dict(result[1])
+    return result, {}

@@ -74,7 +74,7 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
         if pretrained and os.path.sep in pretrained and not os.path.isfile(pretrained):
             raise ConfigError("weights file not found", pretrained)
         try:
-            with _quiet_open_clip(), model_download(model):  # random init is intended when no weights are named
+            with quiet_open_clip(), model_download(model):  # random init is intended when no weights are named
                 clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
                                               pretrained_text=False, pretrained_image=False, weights_only=True)
         except ConfigError:  # a download failure, already one line (mltk.models.download)
@@ -149,7 +149,7 @@ def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
     if config.get("format") != "open_clip":
         raise ConfigError(f"checkpoint holds {config.get('format')!r} weights, not a whole CLIP "
                           f"(stage {manifest['created_by'].get('stage')})", path)
-    with _quiet_open_clip():
+    with quiet_open_clip():
         clip = open_clip.create_model(config["model"], pretrained=None, device=device)
     state = artifacts.load_tensors(path / schema.CHECKPOINT_WEIGHTS, device=str(device))
     clip.load_state_dict(state, strict=True)
@@ -158,7 +158,7 @@ def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
 
 
 @contextlib.contextmanager
-def _quiet_open_clip():
+def quiet_open_clip():
     """open_clip warns on the root logger when it builds a model without weights; mltk often means to."""
     root = logging.getLogger()
     level = root.level

@@ -294,7 +294,7 @@ def _load_folder(path: Path) -> HFTextTower:
     if not (model_dir / "config.json").is_file():
         raise ConfigError("no transformers config.json in the model folder", model_dir)
     st_config = _read_json(model_dir / "sentence_bert_config.json") if (model_dir / "sentence_bert_config.json").is_file() else {}
-    with model_download(str(path)), _quiet_transformers():  # a folder naming its base model may reach for the hub
+    with model_download(str(path)), quiet_transformers():  # a folder naming its base model may reach for the hub
         try:
             transformer = from_pretrained(AutoModel, model_dir, add_pooling_layer=False)  # BERT's pooler is unused
         except TypeError:  # encoders without a pooler take no such argument
@@ -343,7 +343,7 @@ def _load_dense(folder: Path) -> nn.Module:
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """transformers reports the unused BERT pooler weights and a progress bar on every load; mltk means to skip
     the pooler, and its stderr is for its own progress."""
     from transformers.utils import logging as hf_logging

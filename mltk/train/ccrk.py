@@ -70,10 +70,10 @@ import torch.nn.functional as F
 
 from mltk import artifacts
 from mltk.ame.rcsls import AlignmentConfig, with_alignment
-from mltk.train.preflight import check_image_embeddings, require_model, require_weights
+from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
-from mltk.encode_texts import encode_texts
-from mltk.text_encoders import ClipTextEncoder
+from mltk.encode.texts import encode_texts
+from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.core.errors import ConfigError
 from mltk.losses import (AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, EnglishBridgeLoss, LossOutput, MLMMELoss,
                          OneToKLoss, OneToOneLoss, PairwiseRankingLoss)
@@ -83,7 +83,7 @@ from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
 from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
-from mltk.train.distributed import gather_with_grad, shard
+from mltk.core.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)

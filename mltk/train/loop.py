@@ -53,7 +53,9 @@ import torch
 
 from mltk.core.errors import ArtifactError, ConfigError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
-from mltk.train import distributed, step_log
+from mltk.core import distributed
+from mltk.losses.base import split_loss
+from mltk.train import step_log
 from mltk.train.loop_state import (LoopState, capture_rng, cpu_copy, load_state, remove_unreferenced, rng_preserved,
                                    save_state, snapshot, state_files, task_buffers)
 from mltk.train.signals import DeferredSignals
@@ -113,7 +115,7 @@ class TrainTask(Protocol):
 
     def loss(self, step: int) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The scalar loss of the batch of global step ``step`` (0-based), built deterministically from
-        ``(seed, step)``; under torchrun only this rank's shard of it (``mltk.train.distributed``). Optionally with
+        ``(seed, step)``; under torchrun only this rank's shard of it (``mltk.core.distributed``). Optionally with
         its named, unweighted terms, ``(loss, {name: tensor})``, for ``steps.csv`` (``mltk.train.step_log``)."""
 
     def validate(self) -> dict[str, float]:
@@ -210,7 +212,7 @@ def loss_and_backward(task: TrainTask, step: int, runtime: Runtime, scaler: torc
     """The loss of ``step`` (under autocast) and its terms, back-propagated (scaled under fp16); the loss is
     returned detached."""
     with runtime.autocast():
-        loss, terms = step_log.split_loss(task.loss(step))
+        loss, terms = split_loss(task.loss(step))
     if not torch.is_tensor(loss) or loss.dim() != 0:
         raise TypeError(f"task.loss({step}) must return a scalar tensor, got {type(loss).__name__}")
     (scaler.scale(loss) if scaler is not None else loss).backward()

@@ -44,13 +44,13 @@ from mltk.recipes import FROM_RECIPE, with_recipe
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.train.distributed import gather_with_grad, shard
+from mltk.core.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig, default_optimizer
 from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, model_inputs,
                               prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.teacher import teacher_embeddings
-from mltk.train.preflight import check_image_embeddings, require_model, require_weights
+from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 
 
 

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 
 from mltk import artifacts
-from mltk.encode_texts import encode_texts
-from mltk.text_encoders import ClipTextEncoder
+from mltk.encode.texts import encode_texts
+from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.losses import InfoNCELoss
 from mltk.models.clip import clip_checkpoint_config, load_clip
@@ -30,7 +30,7 @@ from mltk.models.towers import clip_text_tower
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log, track
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.train.distributed import gather_with_grad, shard
+from mltk.core.distributed import gather_with_grad, shard
 from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import load_inputs, run_stage
@@ -170,8 +170,8 @@ def pretrain(config: PretrainConfig) -> Path:
 
 def _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime: Runtime):
     """English retrieval on the validation split: the score is the mean AR of both directions. The text side goes
-    through the shared text encoder (``mltk.encode_texts``), the image side through the CLIP being trained."""
-    from mltk.evaluate import evaluate_retrieval
+    through the shared text encoder (``mltk.encode.texts``), the image side through the CLIP being trained."""
+    from mltk.metrics.retrieval import evaluate_retrieval
 
     text_encoder = ClipTextEncoder(bundle)
 

@@ -39,7 +39,7 @@ from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log, resolve_runtime, seed_everything
-from mltk.train.distributed import init_from_env
+from mltk.core.distributed import init_from_env
 from mltk.train.loop import FitResult, LoopConfig, TrainTask, fit
 from mltk.train.loop_state import changed_settings, settings_record, task_buffers
 from mltk.train.step_log import STEPS_CSV

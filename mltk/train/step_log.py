@@ -103,13 +103,6 @@ def current_options() -> StepLogOptions:
     return _OPTIONS.get()
 
 
-def split_loss(result) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """A task's ``loss(step)`` result as ``(loss, terms)``: a bare tensor, or ``(loss, {name: tensor})``."""
-    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping):
-        return result[0], dict(result[1])
-    return result, {}
-
-
 def gradient_norm(parameters) -> float:
     """The L2 norm of all gradients together (``clip_grad_norm_``'s total norm, without clipping)."""
     grads = [p.grad for p in parameters if p.grad is not None]

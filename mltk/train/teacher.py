@@ -17,7 +17,7 @@ from mltk import artifacts
 
 from mltk.artifacts import locks
 from mltk.core.cache import cache_root
-from mltk.encode_texts import encode_texts
+from mltk.encode.texts import encode_texts
 from mltk.core.errors import ArtifactError
 from mltk.core.runtime import Runtime, log
 
@@ -26,7 +26,7 @@ def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts:
                        cache_dir: Path | None = None, batch_size: int = 256) -> np.ndarray:
     """Unnormalised English text embeddings [N, D] of ``texts`` (row i belongs to ``caption_ids[i]``).
 
-    ``encoder`` is any ``mltk.encode_texts`` text encoder whose ``en`` path is the frozen CLIP.
+    ``encoder`` is any ``mltk.encode.texts`` text encoder whose ``en`` path is the frozen CLIP.
     """
     identity = [model_spec, _local_weights_fingerprints(model_spec), runtime.precision, caption_ids, texts]
     key = hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode()).hexdigest()[:20]

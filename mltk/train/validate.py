@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mltk.encode_texts import encode_captions
-from mltk.evaluate import evaluate_retrieval
+from mltk.encode.texts import encode_captions
+from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.core.runtime import Runtime
 
 

@@ -25,7 +25,7 @@ Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Conti
    ``teir_reg_grad``, ``teir_reg_decay``). A method's own tensors (adapters, LoRA, prompts) train at the table's
    lr unless ``method_lr``.
 4. **Evaluation** of every language seen so far on the test split: a_{j,i} (``metric``, t2i R@1 by default),
-   AR_j and F_j (``mltk.metrics.continual_metrics``).
+   AR_j and F_j (``mltk.metrics.ranks.continual_metrics``).
 
 Text only. On a text-only tower (a transformers / sentence-transformers folder such as all-MiniLM-L6-v2: no image
 tower, no image embeddings) the vocabulary grown is the tower's WordPiece (``mltk.vocab.wordpiece``), the table
@@ -60,7 +60,7 @@ from mltk.train.continual.config import (CONTINUAL_FILE, CONTINUAL_LOOP, Continu
 from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
 from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
 from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, evaluate_languages
-from mltk.train.continual.run import (_split_data, _write_task_checkpoint, loop_config,  # noqa: F401
+from mltk.train.continual.run import (split_task_data, write_task_checkpoint, loop_config,  # noqa: F401
                                       prepare_task, train_continual)
 from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
                                        vocabulary_summary)

@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk.encode_texts import encode_captions
+from mltk.encode.texts import encode_captions
 from mltk.core.errors import ConfigError
-from mltk.evaluate import evaluate_retrieval
+from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.core.runtime import Runtime
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.train.stage import RetrievalSplit, retrieval_split, retrieval_validator

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import shutil
 
-from mltk import artifacts, metrics as M
+from mltk import artifacts
+from mltk.metrics import ranks as M
 
 from mltk.artifacts import schema
 from mltk.cll_clip.model import ContinualTextEncoder

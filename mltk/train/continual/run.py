@@ -16,10 +16,10 @@ from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.cll_clip import make_method
 from mltk.cll_clip.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
-from mltk.text_encoders import TowerTextEncoder
+from mltk.encode.text_encoders import TowerTextEncoder
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.clip import is_hf_model_folder
-from mltk.train.preflight import check_image_embeddings, require_model, require_weights
+from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.core.runtime import Runtime, log
 from mltk.cll_clip.teir import init_new_rows
 from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
@@ -43,7 +43,7 @@ OnStep = Callable[[int, int, float], None]  # (task index, step, loss)
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _split_data(captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray, split: str,
+def split_task_data(captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray, split: str,
                 languages: list[str], source: Path) -> RetrievalSplit:
     return split_data(captions, image_table, image_vectors, split, languages, source)
 
@@ -60,7 +60,7 @@ def check_base(config: ContinualTrainConfig) -> None:
                           f"images (IMAGES or --images); only a text-only tower trains without them")
 
 
-def _write_task_checkpoint(path: Path, encoder: ContinualTextEncoder, vocabulary: Vocabulary, record: dict,
+def write_task_checkpoint(path: Path, encoder: ContinualTextEncoder, vocabulary: Vocabulary, record: dict,
                            config: ContinualTrainConfig) -> Path:
     inputs = [p for p in (config.captions, config.images) if p is not None]
     inputs += model_inputs(None, config.model, config.pretrained)
@@ -139,7 +139,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
             record["row"] = [metric_value(record["test"], lang_i, config.metric) for lang_i in evaluated] + \
                 [None] * (len(order) - len(evaluated))
             records.append(record)
-            _write_task_checkpoint(task_dir, encoder, vocabulary, record, config)
+            write_task_checkpoint(task_dir, encoder, vocabulary, record, config)
             shutil.rmtree(writer.dir / "train" / f"{index:02d}-{name}", ignore_errors=True)
         summary = finish(writer, config, encoder, vocabulary, order, records)
     if encoder.method.needs_task_identity:

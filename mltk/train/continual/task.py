@@ -20,9 +20,9 @@ from mltk.cll_clip.teir import TeirAdamW, token_lambdas
 from mltk.train.batches import LanguageBatches, draw_captions
 from mltk.train.continual.config import ContinualTrainConfig
 from mltk.train.continual.data import Corpus, TaskData
-from mltk.train.distributed import gather_with_grad, shard
+from mltk.core.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.train.step_log import split_loss
+from mltk.losses.base import split_loss
 from mltk.train.validate import RetrievalValidator
 from mltk.vocab import (Vocabulary, load_vocabulary, select_captions, token_frequencies, train_vocabulary,
                         write_vocabulary)

@@ -183,7 +183,7 @@ def load_task(source: Path, languages: tuple[str, ...], split: str) -> ClassTask
 def classify(config: ClassifyConfig) -> Path:
     """``mltk classify``: top-k zero-shot accuracy per language; writes a metrics artifact and returns its path."""
     from mltk.evaluate.stage import load_normalized_embeddings
-    from mltk.text_encoders import check_model_languages, load_model_encoder
+    from mltk.encode.text_encoders import check_model_languages, load_model_encoder
 
     inputs = [config.images, config.classes, *([Path(config.model)] if Path(config.model).exists() else [])]
     existing = artifacts.reusable(config.out, "metrics", stage="classify", config=config, inputs=inputs)
@@ -232,7 +232,7 @@ def _labelled_rows(image_table, task: ClassTask, config: ClassifyConfig) -> tupl
 
 
 def _encode_classes(encoder, task: ClassTask, code: str, runtime, batch_size: int) -> np.ndarray:
-    from mltk.encode_texts import encode_texts
+    from mltk.encode.texts import encode_texts
 
     per_class = [task.prompts[code][cid] for cid in task.class_ids]
     flat = [prompt for prompts in per_class for prompt in prompts]

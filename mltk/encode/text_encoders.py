@@ -1,5 +1,5 @@
 """Text encoders behind one interface (``TextEncoder``), and loading one from a model name or checkpoint: the home
-that ``mltk.encode_texts`` (batched encoding), ``mltk.evaluate`` and ``mltk.index`` share.
+that ``mltk.encode.texts`` (batched encoding), ``mltk.evaluate`` and ``mltk.index.faiss_index`` share.
 
 ``load_text_encoder(model)`` (and ``load_model_encoder``, which first names a missing path as such) accepts:
 

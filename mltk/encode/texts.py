@@ -1,5 +1,5 @@
 """Batched caption encoding for evaluation, indexing and training (``encode_texts``, ``encode_captions``) and
-``mltk encode-texts`` (``write_text_embeddings``), through any text encoder of ``mltk.text_encoders``."""
+``mltk encode-texts`` (``write_text_embeddings``), through any text encoder of ``mltk.encode.text_encoders``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from mltk import artifacts
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, track
-# the encoders' home is mltk.text_encoders; imported here under their names of before it existed
-from mltk.text_encoders import (ClipTextEncoder, TextEncoder, TowerTextEncoder,  # noqa: F401
+# the encoders' home is mltk.encode.text_encoders; imported here under their names of before it existed
+from mltk.encode.text_encoders import (ClipTextEncoder, TextEncoder, TowerTextEncoder,  # noqa: F401
                                 check_model_languages, load_model_encoder, load_text_encoder)
 
 

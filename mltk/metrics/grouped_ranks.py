@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mltk.metrics import as_float32_tensor
+from mltk.metrics.ranks import as_float32_tensor
 
 
 def grouped_ranks(

@@ -43,7 +43,7 @@ from mltk.core.errors import ConfigError, MltkError
 from mltk.data.image_sources import (IMAGE_EXTENSIONS, NO_SPLIT, ImageRecords, check_unique_ids,  # noqa: F401 (API)
                                 filter_splits, read_image_source, resolve_image_paths)
 from mltk.core.runtime import Runtime, log, progress_bar, resolve_runtime, seed_everything
-from mltk.train.distributed import init_from_env, world
+from mltk.core.distributed import init_from_env, world
 
 RESUME_STATE = "encode-state.json"  # lives in the partial directory only; removed before the manifest is written
 MAX_ERROR_CHARS = 300

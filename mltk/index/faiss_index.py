@@ -11,7 +11,7 @@ index's vector i. Scores are inner products; vectors (and queries) are L2-normal
 
 ``query(index_path, vectors, k)`` is the one search entry point: image queries pass image vectors
 (``query_vectors_from_embeddings``, ``query_vectors_from_npy``); text queries pass texts encoded by a checkpoint
-in their language (``query_vectors_from_texts``, through ``mltk.encode_texts``).
+in their language (``query_vectors_from_texts``, through ``mltk.encode.texts``).
 """
 
 from __future__ import annotations
@@ -165,10 +165,10 @@ def query_vectors_from_texts(texts: Sequence[str], lang: str, model: str, *, pre
                              device: str = "auto", precision: str = "auto", batch_size: int = 256
                              ) -> tuple[list[str], np.ndarray]:
     """Text queries of one language encoded through ``model`` (a checkpoint artifact of any format that
-    ``mltk.encode_texts`` reads, or an open_clip name with ``pretrained``), by that language's own path. The query
+    ``mltk.encode.texts`` reads, or an open_clip name with ``pretrained``), by that language's own path. The query
     ids are the texts; vectors [Q, d] are L2-normalised float32."""
-    from mltk.encode_texts import encode_texts
-    from mltk.text_encoders import check_model_languages, load_model_encoder
+    from mltk.encode.texts import encode_texts
+    from mltk.encode.text_encoders import check_model_languages, load_model_encoder
 
     texts = [text.strip() for text in texts]
     if not texts or not all(texts):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mltk import metrics as M
+from mltk.metrics import ranks as M
 from mltk.core.errors import ConfigError
 
 METRIC_NAMES = ("recall", "mrv", "c2c")

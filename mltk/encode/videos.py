@@ -31,7 +31,7 @@ from mltk import artifacts
 from mltk.core.errors import ConfigError, MltkError
 from mltk.core.runtime import log, resolve_runtime, seed_everything, track
 from mltk.data.image_sources import ImageRecords, filter_splits, read_image_source
-from mltk.encode_images import describe_preprocess, frozen_tower_session
+from mltk.encode.images import describe_preprocess, frozen_tower_session
 
 DEFAULT_FRAMES = 12
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v")

@@ -40,7 +40,7 @@ from mltk import artifacts
 
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError
-from mltk.models.clip import _quiet_open_clip, clip_checkpoint_config
+from mltk.models.clip import quiet_open_clip, clip_checkpoint_config
 from mltk.core.runtime import log
 
 DEFAULT_ARCHITECTURE = "ViT-B-32-quickgelu"  # OpenAI ViT-B/32 weights need QuickGELU
@@ -215,7 +215,7 @@ def architecture_shapes(model: str) -> dict[str, torch.Size]:
 
     if model not in open_clip.list_models():
         raise ConfigError(f"unknown model {model!r}: not an open_clip architecture (see open_clip.list_models())")
-    with torch.device("meta"), _quiet_open_clip():
+    with torch.device("meta"), quiet_open_clip():
         clip = open_clip.create_model(model, pretrained=None, device="meta")
     return {k: v.shape for k, v in clip.state_dict().items()}
 

@@ -5,7 +5,7 @@ through ``mltk.evaluate.stage``).
 Inputs: the image table has ``id`` (the image id); the text table has ``id``, ``image_id`` (the image a caption
 describes), ``lang`` and ``caption_id`` (shared by translations of one sentence). Each language is evaluated
 against the whole image gallery; instances are matched by id, never by position. The rank conventions (base,
-tie rule) are in ``mltk.metrics`` and are copied into ``settings``.
+tie rule) are in ``mltk.metrics.ranks`` and are copied into ``settings``.
 
 Real test sets are not all parallel, so what counts as one instance is decided from the captions and stated in
 the result (see ``mrv_instance_mode`` and ``_caption_to_caption``):
@@ -29,12 +29,13 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from mltk import artifacts, metrics as M
+from mltk import artifacts
+from mltk.metrics import ranks as M
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 
-from mltk.evaluate.grouped_ranks import grouped_ranks
-from mltk.evaluate.options import check_options
+from mltk.metrics.grouped_ranks import grouped_ranks
+from mltk.metrics.retrieval_options import check_options
 
 TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
 
@@ -74,8 +75,8 @@ def evaluate_retrieval(
     with_images = image_table is not None
     metrics = check_options(metrics, with_images, mrv_variant, mrv_instance, c2c_relevance, protocol)
     ks = tuple(int(k) for k in ks)
-    texts = _text_rows(_as_table(text_table), text_vectors, text_source)
-    images = _image_rows(_as_table(image_table), image_vectors, image_source) if with_images else None
+    texts = _text_rows(as_table(text_table), text_vectors, text_source)
+    images = _image_rows(as_table(image_table), image_vectors, image_source) if with_images else None
     _check_same_width(images, texts, image_source, text_source)
     images, texts = _select_split(images, texts, split)
     if protocol == "first-caption":
@@ -160,11 +161,11 @@ class _TextRows:
     source: str = field(default="<texts>")
 
 
-def _as_table(table: pa.Table | Mapping[str, Sequence]) -> pa.Table:
+def as_table(table: pa.Table | Mapping[str, Sequence]) -> pa.Table:
     return table if isinstance(table, pa.Table) else pa.table(dict(table))
 
 
-def _column_strings(table: pa.Table, name: str) -> np.ndarray:
+def column_strings(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).cast(pa.string()).to_pylist(), dtype=object)
 
 
@@ -179,25 +180,25 @@ def _check_rows(table: pa.Table, vectors: np.ndarray | torch.Tensor, columns: Se
 
 def _image_rows(table: pa.Table, vectors, source: str) -> _ImageRows:
     _check_rows(table, vectors, ["id"], source)
-    ids = _column_strings(table, "id")
+    ids = column_strings(table, "id")
     if len(set(ids)) != len(ids):
         raise SchemaError("image ids (column id) are not unique", source)
-    return _ImageRows(ids, _to_numpy(vectors), _split_column(table))
+    return _ImageRows(ids, _to_numpy(vectors), split_column(table))
 
 
 def _text_rows(table: pa.Table, vectors, source: str) -> _TextRows:
     _check_rows(table, vectors, TEXT_COLUMNS, source)
     refuse_caption_ids_on_several_images(table.select(["caption_id", "image_id"]).cast(
         pa.schema([("caption_id", pa.string()), ("image_id", pa.string())])), source)
-    return _TextRows(_column_strings(table, "image_id"), _column_strings(table, "lang"),
-                     _column_strings(table, "caption_id"), _to_numpy(vectors), _split_column(table), source)
+    return _TextRows(column_strings(table, "image_id"), column_strings(table, "lang"),
+                     column_strings(table, "caption_id"), _to_numpy(vectors), split_column(table), source)
 
 
-def _split_column(table: pa.Table) -> np.ndarray | None:
+def split_column(table: pa.Table) -> np.ndarray | None:
     """The ``split`` column, or None when there is none or it is all empty (images encoded from a folder)."""
     if "split" not in table.column_names:
         return None
-    split = _column_strings(table, "split")
+    split = column_strings(table, "split")
     return split if any(split) else None
 
 

@@ -1,0 +1,3 @@
+"""The version of mltk, recorded in every manifest."""
+
+__version__ = "0.1.0"

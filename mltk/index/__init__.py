@@ -1,0 +1,1 @@
+"""A nearest-neighbour index over embeddings (FAISS), its queries and their contact sheets (``faiss_index``)."""
