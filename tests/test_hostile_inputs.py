@@ -18,12 +18,19 @@ import socket
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from helpers_encoders import tiny_clip_and_mla
+from helpers_tiny import tiny_bert_folder
 from mltk import artifacts
 from mltk.artifacts import content_check, integrity, schema
 from test_hostile import assert_refused, crafted, edit_checkpoint_config, invoke
+
+XFLICKRCO = Path(__file__).parent / "fixtures" / "importers" / "xflickrco_fusion"
+
 
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
@@ -185,3 +192,61 @@ class TestACraftedCheckpointConfig:
                        "--base / is not it (not a model or tokenizer folder)")
         result = _encode(models, moved, tmp_path / "out", "--base", "/", "--base", wordpiece)
         assert result.exit_code == 0, result.stderr
+
+
+# -- 3. one schema per kind of user file -----------------------------------------------------------------------------
+
+
+GOOD_TASK = {"classes": {"apple": {"en": "apple"}, "pear": {"en": "pear"}},
+             "templates": {"en": ["a photo of a {}."]}, "labels": {"img1": "pear"}}
+BAD_TASKS = {
+    "template {{}}": (dict(GOOD_TASK, templates={"en": ["{{}}"]}), "templates.en[0]"),
+    "template {} {}": (dict(GOOD_TASK, templates={"en": ["{} and {}"]}), "templates.en[0]"),
+    "template {x}": (dict(GOOD_TASK, templates={"en": ["a {x}"]}), "templates.en[0]"),
+    "no templates": (dict(GOOD_TASK, templates={"en": []}), "templates.en"),
+    "null class name": (dict(GOOD_TASK, classes={"apple": {"en": None}, "pear": {"en": "pear"}}), "classes.apple.en"),
+    "integer class name": (dict(GOOD_TASK, classes={"apple": {"en": 7}, "pear": {"en": "pear"}}), "classes.apple.en"),
+    "empty class name": (dict(GOOD_TASK, classes={"apple": {"en": ""}, "pear": {"en": "pear"}}), "classes.apple.en"),
+    "integer label": (dict(GOOD_TASK, labels={"img1": 1}), "labels.img1"),
+    "deep nesting": ({"classes": json.loads("[" * 40 + "]" * 40)}, "levels deep"),
+}
+
+
+class TestAZeroShotTaskFile:
+    @pytest.mark.parametrize("case", list(BAD_TASKS))
+    def test_a_bad_field_is_exit_2_naming_file_and_key(self, models, tmp_path, case):
+        spec, key = BAD_TASKS[case]
+        task = tmp_path / "task.json"
+        task.write_text(json.dumps(spec))
+        images = artifacts.write_embeddings(tmp_path / "img", ["img1"], np.eye(1, 128, dtype=np.float32))
+        result = invoke("classify", images, "--classes", task, "-m", models["native"], "-o", tmp_path / "out",
+                        "--device", "cpu")
+        assert_refused(result, str(task), key)
+        assert not (tmp_path / "out").exists()
+
+
+class TestALexiconFile:
+    def test_an_empty_muse_file_names_the_input(self, tmp_path):
+        source = tmp_path / "de-en.txt"
+        source.write_text("\n  \n")
+        result = invoke("import-data", "lexicon", source, "--src", "de", "--tgt", "en", "-o", tmp_path / "lex")
+        assert_refused(result, str(source), "no 'src tgt' line")
+        assert str(tmp_path / "lex") not in result.stderr
+
+
+class TestATranslationsFile:
+    def test_two_conflicting_translations_of_one_caption_are_refused(self, tmp_path):
+        from mltk.data.importers import import_dataset
+
+        tower = tiny_bert_folder(tmp_path / "bert")
+        captions = import_dataset("xflickrco", XFLICKRCO / "annotations", tmp_path / "h") / "captions"
+        translations = artifacts.load_captions(
+            import_dataset("xflickrco", XFLICKRCO / "annotations_machine-translate", tmp_path / "mt") / "captions")
+        first = translations.slice(0, 1).to_pylist()[0]
+        conflicting = pa.Table.from_pylist([*translations.to_pylist(), dict(first, caption="Something else.")],
+                                           schema=translations.schema)
+        pq.write_table(conflicting, tmp_path / "translations.parquet")
+        result = invoke("evaluate", "--model", tower, "--captions", captions, "--metric", "c2c", "--c2c-pair",
+                        "de:en", "--translations", tmp_path / "translations.parquet", "--fusion", "0,1", "--device",
+                        "cpu", "-o", tmp_path / "m")
+        assert_refused(result, str(tmp_path / "translations.parquet"), first["caption_id"], "two different")
