@@ -174,6 +174,23 @@ class TestACraftedCheckpointConfig:
         assert_refused(result)
         assert "config.json" in result.stderr or "pickled" in result.stderr
 
+    def test_a_hub_name_in_the_local_cache_loads_from_its_folder_without_network(self, models, tmp_path, monkeypatch,
+                                                                                   no_network):
+        from huggingface_hub import constants
+
+        repository = tmp_path / "hub" / "models--someone--tiny-wordpiece"
+        shutil.copytree(models["root"] / "wordpiece", repository / "snapshots" / "0123abc")
+        (repository / "refs").mkdir()
+        (repository / "refs" / "main").write_text("0123abc")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+        checkpoint = edit_checkpoint_config(models["mla"], tmp_path / "named",
+                                            lambda c: crafted(c, c["non_native"], source="someone/tiny-wordpiece"))
+        result = _encode(models, checkpoint, tmp_path / "out")
+        assert result.exit_code == 0, result.stderr
+        assert no_network == []
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+        assert_refused(_encode(models, checkpoint, tmp_path / "out2"), "not in the local Hugging Face cache")
+
     @pytest.mark.parametrize("architecture", ["ViT-NOPE", "RN50", "hf-hub:attacker/evil-clip"])
     def test_a_whole_clip_naming_a_wrong_architecture_is_exit_2(self, models, tmp_path, architecture):
         checkpoint = edit_checkpoint_config(models["native"], tmp_path / "crafted",

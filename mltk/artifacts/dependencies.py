@@ -116,11 +116,14 @@ def field_value(config: dict, field: str) -> Any:
     return value
 
 
-def _set(config: dict, field: str, value: Any) -> None:
+def set_field(config: dict, field: str, value: Any) -> dict:
+    """``config`` with the dotted ``field`` set to ``value`` (in place)."""
+    node = config
     *parents, last = field.split(".")
     for part in parents:
-        config = config[part]
-    config[last] = value
+        node = node[part]
+    node[last] = value
+    return config
 
 
 def _local_path(location: str) -> tuple[str, Path] | None:
@@ -152,7 +155,7 @@ def pin(config: dict, checkpoint: str | os.PathLike) -> dict:
             records[field] = {"role": ROLES[field], "name": value, "fingerprint": None, "note": NAME_NOTE}
             continue
         scheme, path = local[0], local[1].resolve()
-        _set(config, field, scheme + str(path))
+        set_field(config, field, scheme + str(path))
         records[field] = {"role": ROLES[field], "location": scheme + str(path), "kind": _kind(path),
                           "relative": os.path.relpath(path, checkpoint), "fingerprint": content_fingerprint(path)}
         if scheme:
@@ -216,7 +219,7 @@ def resolve(config: dict, checkpoint: str | os.PathLike) -> dict:
         if found is None:  # a --base that holds another dependency is not "not it"
             pinned = {r.get("fingerprint") for r in records.values() if isinstance(r, dict)}
             raise ConfigError(_missing_message(record, checkpoint, [o for o in other if o[1] not in pinned]))
-        _set(config, field, record.get("scheme", "") + str(found))
+        set_field(config, field, record.get("scheme", "") + str(found))
     return config
 
 
