@@ -109,20 +109,28 @@ def _kind(path: Path) -> str:
     return "artifact" if is_artifact(path) else "file" if path.is_file() else "folder"
 
 
-def field_value(config: dict, field: str) -> Any:
+def _get(config: dict, field: str) -> Any:
     value: Any = config
     for part in field.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return value
 
 
-def set_field(config: dict, field: str, value: Any) -> dict:
-    """``config`` with the dotted ``field`` set to ``value`` (in place)."""
-    node = config
+def _set(config: dict, field: str, value: Any) -> None:
     *parents, last = field.split(".")
     for part in parents:
-        node = node[part]
-    node[last] = value
+        config = config[part]
+    config[last] = value
+
+
+def field_value(config: dict, field: str) -> Any:
+    """The value of the dotted ``field`` of a checkpoint config (``base.model``), None where it is absent."""
+    return _get(config, field)
+
+
+def set_field(config: dict, field: str, value: Any) -> dict:
+    """``config`` with the dotted ``field`` set to ``value`` (in place)."""
+    _set(config, field, value)
     return config
 
 
@@ -138,8 +146,8 @@ def _local_path(location: str) -> tuple[str, Path] | None:
 
 def dependency_fields(config: dict) -> list[str]:
     """The config fields of ``config`` that name something outside the checkpoint."""
-    return [field for field in ROLES if isinstance(field_value(config, field), str) and field_value(config, field)
-            and field_value(config, field) not in NOT_A_DEPENDENCY]
+    return [field for field in ROLES if isinstance(_get(config, field), str) and _get(config, field)
+            and _get(config, field) not in NOT_A_DEPENDENCY]
 
 
 def pin(config: dict, checkpoint: str | os.PathLike) -> dict:
@@ -149,13 +157,13 @@ def pin(config: dict, checkpoint: str | os.PathLike) -> dict:
     checkpoint = Path(checkpoint).resolve()
     records = {}
     for field in dependency_fields(config):
-        value = field_value(config, field)
+        value = _get(config, field)
         local = _local_path(value)
         if local is None:
             records[field] = {"role": ROLES[field], "name": value, "fingerprint": None, "note": NAME_NOTE}
             continue
         scheme, path = local[0], local[1].resolve()
-        set_field(config, field, scheme + str(path))
+        _set(config, field, scheme + str(path))
         records[field] = {"role": ROLES[field], "location": scheme + str(path), "kind": _kind(path),
                           "relative": os.path.relpath(path, checkpoint), "fingerprint": content_fingerprint(path)}
         if scheme:
@@ -219,7 +227,7 @@ def resolve(config: dict, checkpoint: str | os.PathLike) -> dict:
         if found is None:  # a --base that holds another dependency is not "not it"
             pinned = {r.get("fingerprint") for r in records.values() if isinstance(r, dict)}
             raise ConfigError(_missing_message(record, checkpoint, [o for o in other if o[1] not in pinned]))
-        set_field(config, field, record.get("scheme", "") + str(found))
+        _set(config, field, record.get("scheme", "") + str(found))
     return config
 
 
