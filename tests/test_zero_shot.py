@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.core.errors import ConfigError, SchemaError
+from mltk.core.errors import ConfigError, MltkError, SchemaError
 from mltk.evaluate.zero_shot import class_vectors, file_task, top_k_accuracy, true_class_ranks, world_task
 
 runner = CliRunner()
@@ -81,7 +81,7 @@ def test_a_task_file_is_checked(tmp_path):
     with pytest.raises(SchemaError, match="holding"):
         file_task(path)
     path.write_text("{not json")
-    with pytest.raises(SchemaError, match="not a zero-shot task file"):
+    with pytest.raises(MltkError, match="zero-shot task file is not valid JSON"):
         file_task(path)
 
 

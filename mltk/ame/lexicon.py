@@ -36,10 +36,12 @@ def lexicon_table(pairs: Iterable[Pair], src_lang: str, tgt_lang: str) -> pa.Tab
 
 def write_lexicon(out_dir: str | Path, table: pa.Table, *, stage: str, config: Any = None,
                   inputs: Sequence[str | Path] = (), **manifest_fields: Any) -> Path:
-    """Write a lexicon artifact (``lexicon.parquet`` + manifest); refuses an empty table."""
+    """Write a lexicon artifact (``lexicon.parquet`` + manifest); refuses an empty table, naming the input it was
+    made from (the file to fix), not the output that was never written."""
     artifacts.require_columns(table, schema.LEXICON_COLUMNS, out_dir)
     if table.num_rows == 0:
-        raise ArtifactError("the lexicon would be empty (no translation pair)", out_dir)
+        raise ArtifactError(f"yields no translation pair ({stage}): the lexicon would be empty",
+                            inputs[0] if inputs else out_dir)
     with artifacts.ArtifactWriter(out_dir, "lexicon", stage=stage, config=config, inputs=inputs) as writer:
         artifacts.write_table(writer.dir / schema.LEXICON_FILE, table.select(list(schema.LEXICON_COLUMNS)))
         writer.manifest["pairs"] = table.num_rows
@@ -101,5 +103,8 @@ def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_
     reused = artifacts.reusable(out_dir, "lexicon", stage="import-data", config=config, inputs=[src])
     if reused is not None:
         return reused
-    table = lexicon_table(read_muse(src), src_lang, tgt_lang)
+    pairs = read_muse(src)
+    if not pairs:
+        raise SchemaError("holds no 'src tgt' line (MUSE's dictionary format): the lexicon would be empty", src)
+    table = lexicon_table(pairs, src_lang, tgt_lang)
     return write_lexicon(out_dir, table, stage="import-data", config=config, inputs=[src], format="muse")

@@ -28,14 +28,16 @@ import copy
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from mltk.artifacts import schema
+from mltk.artifacts.content_check import check_content
 from mltk.artifacts.integrity import sha256_file
 from mltk.artifacts.manifest import fingerprint, is_artifact
 from mltk.core import policy
-from mltk.core.errors import ConfigError
+from mltk.core.errors import ArtifactError, ConfigError
 
 DEPENDS_ON = "depends_on"
 ROLES = {"base.model": "base model", "base.pretrained": "base weights", "non_native.source": "tokenizer"}
@@ -59,13 +61,7 @@ def content_fingerprint(path: str | os.PathLike) -> str:
         return _artifact_content(path)
     if path.is_file():
         return fingerprint(path)
-    files = []
-    for child in path.rglob("*"):
-        if child.is_file() and not any(part.startswith(".") for part in child.relative_to(path).parts):
-            files.append(child)
-            if len(files) > MAX_FOLDER_FILES:
-                raise ConfigError(f"holds more than {MAX_FOLDER_FILES} files: not a model or tokenizer folder", path)
-    files.sort()
+    files = folder_files(path)
     key = (str(path), tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
     if key not in _memo:
         digest = hashlib.sha256()
@@ -73,6 +69,25 @@ def content_fingerprint(path: str | os.PathLike) -> str:
             digest.update(f"{child.relative_to(path).as_posix()}\0{sha256_file(child)}\n".encode())
         _memo[key] = "sha256:" + digest.hexdigest()
     return _memo[key]
+
+
+def folder_files(path: Path) -> list[Path]:
+    """The regular files of a plain folder (hidden ones left out), sorted; walked without following links and
+    given up past ``MAX_FOLDER_FILES`` files or an unreadable folder, so that ``--base /`` is refused at once."""
+    files: list[Path] = []
+
+    def unreadable(error: OSError) -> None:
+        raise ConfigError(f"cannot read {error.filename} ({error.strerror}): not a model or tokenizer folder", path)
+
+    for directory, subfolders, names in os.walk(path, onerror=unreadable, followlinks=False):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        for name in names:
+            child = Path(directory) / name
+            if not name.startswith(".") and stat.S_ISREG(child.lstat().st_mode):
+                files.append(child)
+        if len(files) > MAX_FOLDER_FILES:
+            raise ConfigError(f"holds more than {MAX_FOLDER_FILES} files: not a model or tokenizer folder", path)
+    return sorted(files)
 
 
 def _artifact_content(path: Path) -> str:
@@ -106,6 +121,17 @@ def _set(config: dict, field: str, value: Any) -> None:
     for part in parents:
         config = config[part]
     config[last] = value
+
+
+def field_value(config: dict, field: str) -> Any:
+    """The value of the dotted ``field`` of a checkpoint config (``base.model``), None where it is absent."""
+    return _get(config, field)
+
+
+def set_field(config: dict, field: str, value: Any) -> dict:
+    """``config`` with the dotted ``field`` set to ``value`` (in place)."""
+    _set(config, field, value)
+    return config
 
 
 def _local_path(location: str) -> tuple[str, Path] | None:
@@ -148,7 +174,8 @@ def pin(config: dict, checkpoint: str | os.PathLike) -> dict:
 
 
 def _short(fingerprint_text: str | None) -> str:
-    return str(fingerprint_text)[:19]  # "sha256:" + 12 hex digits
+    text = str(fingerprint_text)
+    return text[:19] if text.startswith("sha256:") else text  # "sha256:" + 12 hex digits
 
 
 def _candidates(record: dict, checkpoint: Path, given: tuple[str, ...]) -> list[tuple[Path, bool]]:
@@ -172,7 +199,13 @@ def locate(record: dict, checkpoint: Path, given: tuple[str, ...] = ()) -> tuple
             other.append((place.resolve(), f"a {_kind(place)}", named))
             continue
         seen.add(place.resolve())
-        now = content_fingerprint(place)
+        try:
+            now = content_fingerprint(place)
+        except ConfigError:  # a --base such as "/": too large or unreadable to be a model or tokenizer folder
+            if not named:
+                raise
+            other.append((place.resolve(), "not a model or tokenizer folder", named))
+            continue
         if now == record.get("fingerprint"):
             return place.resolve(), other
         other.append((place.resolve(), now, named))
@@ -231,8 +264,21 @@ def report(config: dict, checkpoint: str | os.PathLike) -> list[dict]:
         location = str(record.get("location"))
         if found is not None:
             status = "unchanged" if record.get("scheme", "") + str(found) == location else f"found at {found}"
+            replaced = _replaced_file(found, row["role"]) if record.get("kind") == "artifact" else None
+            if replaced:  # its manifest is the pinned one, one of its files is not what that manifest records
+                status, other = "changed", [(found, replaced, False)]
         else:
             status = "changed" if other else "is gone"
         rows.append({**row, "location": location, "status": status,
-                     **({"now": other[0][1]} if found is None and other else {})})
+                     **({"now": other[0][1]} if status in ("changed", "is gone") and other else {})})
     return rows
+
+
+def _replaced_file(artifact: Path, role: str) -> str | None:
+    """What ``inspect`` says of an artifact dependency whose files are hashed (never the cache): None when each
+    holds the bytes its manifest records, else the file that does not."""
+    try:
+        check_content(artifact, role, use_cache=False)
+    except ArtifactError as error:
+        return f"{error.path} does not hold the bytes its manifest records"
+    return None

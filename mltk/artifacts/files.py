@@ -15,6 +15,7 @@ import pyarrow as pa
 from mltk.artifacts import schema
 from mltk.artifacts import dependencies, integrity
 from mltk.artifacts.checkpoint_fields import check_checkpoint_fields
+from mltk.artifacts.local_names import check_names_stay_local
 from mltk.core.errors import ArtifactError, SchemaError
 
 from mltk.artifacts.manifest import (PathLike, jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
@@ -122,7 +123,7 @@ def read_checkpoint_config(path: PathLike, resolve: bool = True) -> dict:
     if not isinstance(config, dict):
         raise ArtifactError("config.json is not a JSON object", path / schema.CHECKPOINT_CONFIG)
     config = check_checkpoint_fields(config, path)
-    return dependencies.resolve(config, path) if resolve else config
+    return check_names_stay_local(dependencies.resolve(config, path), path) if resolve else config
 
 
 def checkpoint_format(path: PathLike) -> str | None:

@@ -46,7 +46,7 @@ def fusion_section(config: Any, texts: Any, runtime: Runtime, evaluate: Callable
     from mltk.encode.text_encoders import load_model_encoder
 
     translations = artifacts.load_captions(config.translations)
-    text_rows, wanted = translation_rows(texts.table, translations)
+    text_rows, wanted = translation_rows(texts.table, translations, config.translations)
     english = translations.take(wanted)
     english = english.set_column(english.schema.get_field_index("lang"), "lang",
                                  pa.array([NATIVE_LANG] * english.num_rows, pa.string()))

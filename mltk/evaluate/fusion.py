@@ -24,12 +24,13 @@ or CLL-CLIP checkpoint, the tower itself for a text-only model).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from mltk.artifacts.schema import NATIVE_LANG
-from mltk.core.errors import ConfigError
+from mltk.core.errors import ConfigError, SchemaError
 
 FUSION_FORM = "(1 - eta) * s(model, foreign caption) + eta * s(English tower, its English translation)"
 CURVE_KEYS = ("R@1", "R@5", "R@10")
@@ -51,11 +52,23 @@ def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
     return tuple(sorted(set(etas)))
 
 
-def translation_rows(text_table: pa.Table, translation_table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def translation_rows(text_table: pa.Table, translation_table: pa.Table,
+                     source: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows of ``text_table``, rows of ``translation_table``) of every non-English caption with a translation
-    (the English row of the translations with the same caption_id)."""
+    (the English row of the translations with the same caption_id). Two different English rows for one caption_id
+    are refused, naming ``source`` (the translations) and the caption: picking one would change the result
+    silently with the row order."""
     english = np.asarray(translation_table.column("lang").to_pylist()) == NATIVE_LANG
-    row_of = {cid: i for i, cid in enumerate(translation_table.column("caption_id").to_pylist()) if english[i]}
+    sentences = translation_table.column("caption").to_pylist() if "caption" in translation_table.column_names \
+        else [None] * translation_table.num_rows
+    row_of: dict = {}
+    for i, cid in enumerate(translation_table.column("caption_id").to_pylist()):
+        if not english[i]:
+            continue
+        first = row_of.setdefault(cid, i)
+        if sentences[first] != sentences[i]:
+            raise SchemaError(f"caption_id {str(cid)[:60]!r} has two different English translations "
+                              f"({str(sentences[first])[:40]!r} and {str(sentences[i])[:40]!r}); keep one", source)
     langs = text_table.column("lang").to_pylist()
     pairs = [(i, row_of[cid]) for i, (cid, lang) in enumerate(zip(text_table.column("caption_id").to_pylist(), langs))
              if lang != NATIVE_LANG and cid in row_of]

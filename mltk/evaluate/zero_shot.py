@@ -27,6 +27,7 @@ Two sources:
 from __future__ import annotations
 
 import json
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ import torch
 from mltk import artifacts
 from mltk.core.errors import ConfigError, SchemaError
 from mltk.core.runtime import log, resolve_runtime
+from mltk.core.user_files import expect, read_user_json
 from mltk.data import lang as world_lang
 from mltk.data.lang.content import COLOURS, N_FRAMES, SHAPES, CaptionContent, Mention
 
@@ -135,29 +137,76 @@ def _world_prompts(class_id: str, code: str) -> tuple[str, ...]:
     return tuple(world_lang.render(CaptionContent(items=(mention,), frame=frame), code) for frame in range(N_FRAMES))
 
 
+TASK_FILE = "zero-shot task file"
+MAX_TASK_BYTES = 64 * 1024 * 1024  # ImageNet's 50,000 labels and 1,000 classes in 20 languages are a few MB
+MAX_CLASSES = 100_000
+MAX_TEMPLATES = 1_000  # per language; CLIP's ImageNet ensemble has 80
+MAX_TEXT = 1_000  # characters of a class name or template
+
+
 def file_task(path: Path) -> ClassTask:
     """A task from a JSON file (see the module docstring); every class needs a name in every language that has
-    templates, every template a ``{}``, every label a known class."""
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-        names, templates, labels = spec["classes"], spec["templates"], spec["labels"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise SchemaError(f"not a zero-shot task file ({type(exc).__name__}: {exc}); expected JSON with "
-                          f"'classes', 'templates' and 'labels'", path) from None
-    if not (isinstance(names, dict) and isinstance(templates, dict) and isinstance(labels, dict) and names):
-        raise SchemaError("'classes', 'templates' and 'labels' must be non-empty objects", path)
+    templates, every template exactly one ``{}``, every label a known class. A bad field is refused naming the
+    file, the key and what was expected."""
+    spec = read_user_json(path, what=TASK_FILE, max_bytes=MAX_TASK_BYTES)
+    expect(spec, dict, "(top level)", path, what=TASK_FILE)
+    for key in ("classes", "templates", "labels"):
+        if key not in spec:
+            raise SchemaError(f"not a zero-shot task file: it lacks '{key}' (expected 'classes', 'templates' and "
+                              f"'labels')", path)
+        if not expect(spec[key], dict, key, path, what=TASK_FILE):
+            raise SchemaError(f"{TASK_FILE} key {key!r} is empty; it must name at least one entry", path)
+    names, templates, labels = spec["classes"], spec["templates"], spec["labels"]
+    if len(names) > MAX_CLASSES:
+        raise SchemaError(f"{TASK_FILE} names {len(names):,} classes, over the limit of {MAX_CLASSES:,}", path)
     prompts = {}
     for code, forms in templates.items():
-        if not isinstance(forms, list) or not forms or not all(isinstance(f, str) and "{}" in f for f in forms):
-            raise SchemaError(f"templates of {code!r} must be a non-empty list of strings holding '{{}}'", path)
-        missing = [cid for cid, by_lang in names.items() if not isinstance(by_lang, dict) or code not in by_lang]
-        if missing:
-            raise SchemaError(f"class {missing[0]!r} has no {code} name ({len(missing)} classes miss one)", path)
-        prompts[code] = {cid: tuple(form.format(names[cid][code]) for form in forms) for cid in names}
+        forms = _templates(forms, f"templates.{code}", path)
+        by_class = {}
+        for cid, by_lang in names.items():
+            expect(by_lang, dict, f"classes.{cid}", path, what=TASK_FILE)
+            if code not in by_lang:
+                missing = sum(1 for other in names.values() if not isinstance(other, dict) or code not in other)
+                raise SchemaError(f"class {cid!r} has no {code} name ({missing} classes miss one)", path)
+            name = _text(by_lang[code], f"classes.{cid}.{code}", path)
+            by_class[cid] = tuple(form.format(name) for form in forms)
+        prompts[code] = by_class
+    for image_id, cid in labels.items():
+        expect(cid, str, f"labels.{image_id}", path, what=TASK_FILE)
     unknown = sorted({cid for cid in labels.values() if cid not in names})
     if unknown:
         raise SchemaError(f"labels name unknown class(es) {', '.join(map(str, unknown[:3]))}", path)
-    return ClassTask(tuple(names), prompts, {str(k): str(v) for k, v in labels.items()}, str(path))
+    return ClassTask(tuple(names), prompts, dict(labels), str(path))
+
+
+def _text(value, key: str, path: Path) -> str:
+    """A non-empty, bounded string at ``key``."""
+    expect(value, str, key, path, what=TASK_FILE)
+    if not value.strip() or len(value) > MAX_TEXT:
+        raise SchemaError(f"{TASK_FILE} key {key!r} must be a non-empty string of at most {MAX_TEXT} characters, "
+                          f"not {json.dumps(value)[:60]}", path)
+    return value
+
+
+def _templates(forms, key: str, path: Path) -> list[str]:
+    """A non-empty list of templates, each with exactly one ``{}`` and nothing else ``str.format`` would read: a
+    ``{{}}`` (a literal brace pair, no slot), ``{} {}`` or ``{x}`` would format to something else than one name in
+    one place, or fail."""
+    expect(forms, list, key, path, what=TASK_FILE)
+    if not forms or len(forms) > MAX_TEMPLATES:
+        raise SchemaError(f"{TASK_FILE} key {key!r} must list 1 to {MAX_TEMPLATES} templates, not {len(forms)}", path)
+    for number, form in enumerate(forms):
+        _text(form, f"{key}[{number}]", path)
+        try:
+            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(form)
+                      if name is not None]
+        except ValueError as error:
+            fields = [("?", str(error), None)]
+        if fields != [("", "", None)]:
+            raise SchemaError(f"{TASK_FILE} key '{key}[{number}]' must be a template holding exactly one '{{}}' "
+                              f"and no other braces (write '{{{{' for a literal brace), not {json.dumps(form)[:60]}",
+                              path)
+    return forms
 
 
 def load_task(source: Path, languages: tuple[str, ...], split: str) -> ClassTask:

@@ -30,11 +30,10 @@ import open_clip
 import torch
 
 from mltk import artifacts
-
-from mltk.core import policy
-
 from mltk.artifacts import schema
-from mltk.core.errors import ConfigError
+from mltk.artifacts.content_check import check_content
+from mltk.core import policy
+from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.download import model_download, require_existing_if_local
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -80,11 +79,13 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
         except ConfigError:  # a download failure, already one line (mltk.models.download)
             raise
         except Exception as exc:  # noqa: BLE001 - torch's unpickler raises anything on a damaged file
-            if not (pretrained and os.path.isfile(pretrained)):
+            source = pretrained if pretrained and os.path.isfile(pretrained) else \
+                model[len("local-dir:"):] if model.startswith("local-dir:") else None
+            if source is None:
                 raise
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ConfigError(f"cannot load weights from this file ({type(exc).__name__}: {first[:100]})",
-                              pretrained) from None
+            raise ConfigError(f"cannot load weights from this {'file' if pretrained else 'folder'} "
+                              f"({type(exc).__name__}: {first[:100]})", source) from None
     return _bundle(clip, model, {"model": model, "pretrained": pretrained}, freeze)
 
 
@@ -149,10 +150,20 @@ def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
     if config.get("format") != "open_clip":
         raise ConfigError(f"checkpoint holds {config.get('format')!r} weights, not a whole CLIP "
                           f"(stage {manifest['created_by'].get('stage')})", path)
+    where = path / schema.CHECKPOINT_CONFIG
+    if config["model"].startswith(HUB_PREFIXES) or config["model"] not in open_clip.list_models():
+        raise ArtifactError(f"names the architecture {config['model'][:80]!r}, which is no open_clip architecture "
+                            f"(a whole CLIP checkpoint names the one it was trained as)", where)
+    check_content(path, "base model")  # same-size replacement of its weights is caught here, hashed once
     with quiet_open_clip():
         clip = open_clip.create_model(config["model"], pretrained=None, device=device)
     state = artifacts.load_tensors(path / schema.CHECKPOINT_WEIGHTS, device=str(device))
-    clip.load_state_dict(state, strict=True)
+    try:
+        clip.load_state_dict(state, strict=True)
+    except RuntimeError as error:  # the tensors are of another architecture than the config names
+        first = str(error).splitlines()[1:2] or [type(error).__name__]
+        raise ArtifactError(f"the weights do not fit the architecture {config['model']!r} it names "
+                            f"({first[0].strip()[:160]})", where) from None
     return _bundle(clip, config["model"], {"model": str(path.resolve()), "pretrained": None,
                                            "architecture": config["model"]}, freeze)
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from mltk import artifacts
+from mltk.artifacts.content_check import check_content
 from mltk.core.errors import ConfigError
 from mltk.models.download import require_existing_if_local
 
@@ -129,6 +130,7 @@ def load_non_native_tokenizer(source: str, tower=None) -> NonNativeTokenizer:
             raise ConfigError("the 'tower' tokenizer needs the frozen text tower")
         return TowerTokenizer(tower)
     if artifacts.is_artifact(source):
+        check_content(source, "tokenizer")  # hashed once per file version (mltk.artifacts.content_check)
         return VocabTokenizer(source)
     require_existing_if_local(source, "tokenizer")
     return HFTokenizer(source)
