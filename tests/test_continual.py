@@ -22,7 +22,7 @@ from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.replay import Reservoir
 from mltk.encode.texts import encode_captions
 from mltk.encode.text_encoders import ClipTextEncoder, load_text_encoder
-from mltk.evaluate import evaluate_retrieval
+from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens
 from mltk.core.runtime import resolve_runtime

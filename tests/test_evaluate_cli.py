@@ -293,7 +293,7 @@ def test_model_and_captions_bad_combinations_are_exit_2(tmp_path, models, embedd
 
 
 def test_folds_average_the_metrics_of_consecutive_parts_of_the_gallery(tmp_path, embeddings):
-    from mltk.evaluate import evaluate_retrieval
+    from mltk.metrics.retrieval import evaluate_retrieval
 
     image_path, text_path = embeddings
     out = tmp_path / "folds"

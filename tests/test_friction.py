@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mltk import artifacts
 from mltk.cli import app
 from mltk.models.clip import clip_checkpoint_config, load_clip
-from mltk.models.download import looks_local
+from mltk.core.download import looks_local
 from mltk.train import mla
 from mltk.train.loop import LoopConfig
 from mltk.train.stage import hold_out_validation

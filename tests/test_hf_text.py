@@ -312,7 +312,7 @@ def test_missing_hub_model_offline_is_a_download_error(hub_cache):
 
 def test_download_error_without_offline_setting_names_the_connection_failure(monkeypatch):
     from mltk.core.errors import ModelDownloadError
-    from mltk.models.download import model_download
+    from mltk.core.download import model_download
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

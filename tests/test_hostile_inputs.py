@@ -26,6 +26,7 @@ import pytest
 from helpers_encoders import tiny_clip_and_mla
 from helpers_tiny import tiny_bert_folder
 from mltk import artifacts
+from mltk.core.errors import ArtifactError
 from mltk.artifacts import content_check, integrity, schema
 from test_hostile import assert_refused, crafted, edit_checkpoint_config, invoke
 
@@ -122,7 +123,7 @@ class TestABaseReplacedInPlace:
         tokenizer_file = max(files, key=lambda path: path.stat().st_size).name
         load_non_native_tokenizer(str(vocab))
         _replace_same_size(vocab / tokenizer_file)
-        with pytest.raises(artifacts.ArtifactError, match="does not hold the bytes"):
+        with pytest.raises(ArtifactError, match="does not hold the bytes"):
             load_non_native_tokenizer(str(vocab))
 
     def test_the_hash_is_paid_once_per_file_version(self, models, tmp_path, monkeypatch):
@@ -136,7 +137,7 @@ class TestABaseReplacedInPlace:
         content_check.check_content(native, "base model")
         assert hashed == []  # from the cache
         _replace_same_size(native / schema.CHECKPOINT_WEIGHTS)
-        with pytest.raises(artifacts.ArtifactError):
+        with pytest.raises(ArtifactError):
             content_check.check_content(native, "base model")
         assert [p.name for p in hashed] == [schema.CHECKPOINT_WEIGHTS]  # a changed file is hashed again
 

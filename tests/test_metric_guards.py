@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from mltk import artifacts
 from mltk.cli import app
 from mltk.core.errors import ArtifactError, SchemaError
-from mltk.evaluate import evaluate_retrieval
+from mltk.metrics.retrieval import evaluate_retrieval
 
 runner = CliRunner()
 N, D = 12, 8

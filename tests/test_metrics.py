@@ -11,7 +11,7 @@ import torch
 
 from mltk.metrics import ranks as M
 from mltk.core.errors import ConfigError
-from mltk.evaluate import evaluate_retrieval
+from mltk.metrics.retrieval import evaluate_retrieval
 
 # Scores of 3 images (rows) against 5 captions (columns); captions 0, 1 describe image 0, caption 2 image 1,
 # captions 3, 4 image 2. With one-hot image vectors, the caption vectors are the columns: S = eye(3) @ R.T.

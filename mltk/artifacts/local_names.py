@@ -20,7 +20,7 @@ from pathlib import Path
 from mltk.artifacts import schema
 from mltk.artifacts.dependencies import LOCAL_SCHEME, dependency_fields, field_value, set_field
 from mltk.core.errors import ArtifactError
-from mltk.models.download import looks_local
+from mltk.core.download import looks_local
 
 HUB_SCHEME = "hf-hub:"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?$")  # Hugging Face's repo id rules

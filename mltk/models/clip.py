@@ -34,7 +34,7 @@ from mltk.artifacts import schema
 from mltk.artifacts.content_check import check_content
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
-from mltk.models.download import model_download, require_existing_if_local
+from mltk.core.download import model_download, require_existing_if_local
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 open_clip.add_model_config(CONFIG_DIR)
@@ -76,7 +76,7 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
             with quiet_open_clip(), model_download(model):  # random init is intended when no weights are named
                 clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
                                               pretrained_text=False, pretrained_image=False, weights_only=True)
-        except ConfigError:  # a download failure, already one line (mltk.models.download)
+        except ConfigError:  # a download failure, already one line (mltk.core.download)
             raise
         except Exception as exc:  # noqa: BLE001 - torch's unpickler raises anything on a damaged file
             source = pretrained if pretrained and os.path.isfile(pretrained) else \

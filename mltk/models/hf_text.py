@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 
 from mltk.core.errors import ConfigError
-from mltk.models.download import model_download
+from mltk.core.download import model_download
 from mltk.models.text import LENGTH_BUCKETS, AfterBlock
 
 POOLINGS = ("mean", "cls", "end")  # over the real tokens; at position 0; at the last real token

@@ -25,7 +25,7 @@ import torch.nn as nn
 from mltk import artifacts
 from mltk.artifacts.content_check import check_content
 from mltk.core.errors import ConfigError
-from mltk.models.download import require_existing_if_local
+from mltk.core.download import require_existing_if_local
 
 
 class NonNativeTokenizer(Protocol):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mltk.models.download import looks_local
+from mltk.core.download import looks_local
 
 from mltk.core.errors import ConfigError
 
