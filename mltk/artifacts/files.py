@@ -16,6 +16,7 @@ from mltk.artifacts import schema
 from mltk.artifacts import dependencies, integrity
 from mltk.artifacts.checkpoint_fields import check_checkpoint_fields
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.file_modes import give_normal_mode
 
 from mltk.artifacts.manifest import (PathLike, jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
                                     write_json)
@@ -76,6 +77,7 @@ def save_tensors(path: PathLike, tensors: Mapping[str, Any], metadata: Mapping[s
     tmp = path.with_name(path.name + ".tmp")
     save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
               metadata=dict(metadata) if metadata else None)
+    give_normal_mode(tmp)  # safetensors writes 0600; the umask's mode, as every other file of the artifact
     os.replace(tmp, path)
 
 
