@@ -252,3 +252,28 @@ def test_the_mla_loader_normalises_when_its_config_says_so(models, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     norms = json.loads(done.stdout)
     assert all(abs(value - 1) < 1e-5 for values in norms.values() for value in values), norms
+
+
+def test_a_full_disk_while_training_is_exit_2_naming_the_file(models, tmp_path, monkeypatch):
+    """safetensors reports a full disk as its own error (no OSError): train-nlt said "internal error", exit 1."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    from mltk.data.synth import SynthConfig, synthesize
+
+    world = synthesize(tmp_path / "world", SynthConfig(train=8, val=4, test=4, langs=("en", "de")))
+
+    def full(tensors, filename, metadata=None):
+        Path(filename).write_bytes(b"\0" * 8)  # a few bytes made it
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    out = tmp_path / "nlt"
+    result = invoke("train-nlt", world.captions_path, "--model", models["clip"], "--tokenizer", models["tokenizer"],
+                    "--no-init-embeddings", "--lang", "de", "--steps", "1", "--batch-size", "4", "--device", "cpu",
+                    "--cache-dir", tmp_path / "cache", "-o", out)
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mltk")]
+    assert len(errors) == 1 and "no space left on device while writing" in errors[0], result.stderr
+    assert str(out.resolve()) in errors[0] and ".safetensors" in errors[0]
+    assert not out.exists()
