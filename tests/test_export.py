@@ -256,9 +256,12 @@ def assert_mla_round_trip(checkpoint: Path, folder: Path, texts: list[str], lang
 
     read = read_without_mltk(MLA_READER, tmp_path, str(folder), json.dumps(texts), ",".join(languages))
     encoder = load_text_encoder(checkpoint)
+    normalize = json.loads((folder / "mla_config.json").read_text())["normalize"]  # MiniLM's users normalise
     for lang in languages:
         with torch.no_grad():
-            difference = np.abs(read[lang] - encoder.encode(texts, lang).numpy()).max()
+            features = encoder.encode(texts, lang)
+            features = F.normalize(features, dim=-1) if normalize else features
+            difference = np.abs(read[lang] - features.numpy()).max()
         print(f"{checkpoint.name} mla {lang}: max abs difference {difference:.3g}")
         assert difference <= TOLERANCE
 
