@@ -172,11 +172,51 @@ def test_a_full_student_of_minilm_loads_in_transformers_and_sentence_transformer
     plain = export(student, "transformers", tmp_path / "tf")
     sentence = export(student, "sentence-transformers", tmp_path / "st")
     assert not (plain / "modules.json").exists() and (sentence / "modules.json").is_file()
-    texts = world["texts"]["de"]
+    texts = world["texts"]["de"] + [" ".join(world["texts"]["de"] * 3)]  # the last far past MiniLM's 256 tokens
     read = read_without_mltk(HF_READER, tmp_path, str(plain), str(sentence), json.dumps(texts))
     assert_mltks_vectors(student, "de", texts, read)
     # the student moved off MiniLM: the export carries the trained weights, not the base ones
     assert np.abs(read["pooled"] - base_minilm_vectors(minilm, texts).numpy()).max() > 1e-3
+
+
+LONG_READER = """
+from sentence_transformers import SentenceTransformer
+from transformers import AutoModel, AutoTokenizer
+transformers_dir, st_dir, texts, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+tokenizer = AutoTokenizer.from_pretrained(transformers_dir)
+model = AutoModel.from_pretrained(transformers_dir).eval()
+batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")  # as a consumer calls it
+with torch.no_grad():
+    hidden = model(**batch).last_hidden_state
+mask = batch["attention_mask"].unsqueeze(-1).float()
+sentence = SentenceTransformer(st_dir, device="cpu")
+np.savez(out, pooled=((hidden * mask).sum(1) / mask.sum(1)).numpy(), length=np.array(batch["input_ids"].shape[1]),
+         sentence=sentence.encode(texts, convert_to_numpy=True), st_length=np.array(sentence.max_seq_length))
+"""
+
+
+def test_exports_truncate_where_mltk_does_so_long_captions_keep_their_vectors(world, tmp_path):
+    """A tiny BERT (40 positions, a tokenizer with no limit of its own): captions past 40 tokens are cut where
+    mltk cuts them, in transformers and sentence-transformers alike (they crashed the consumer before)."""
+    from helpers_tiny import tiny_bert_folder
+    from mltk.encode.texts import load_text_encoder
+
+    bert = tiny_bert_folder(tmp_path / "bert")
+    student = tmp_path / "student"
+    result = invoke("train-nlt", world["captions"], "--model", bert, "--train", "full", "--lang", "de", "--steps",
+                    "1", "--batch-size", "4", "--device", "cpu", "--cache-dir", world["root"] / "cache", "-o",
+                    student)
+    assert result.exit_code == 0, result.stderr
+    plain = export(student, "transformers", tmp_path / "tf")
+    sentence = export(student, "sentence-transformers", tmp_path / "st")
+    assert json.loads((plain / "mltk_export.json").read_text())["context_length"] == 40
+    texts = [" ".join(world["texts"]["de"][:12]), world["texts"]["de"][0]]  # the first one far past 40 tokens
+    read = read_without_mltk(LONG_READER, tmp_path, str(plain), str(sentence), json.dumps(texts))
+    assert int(read["length"]) == 40 and int(read["st_length"]) == 40
+    with torch.no_grad():
+        features = load_text_encoder(student).encode(texts, "de").numpy()
+    assert np.abs(read["pooled"] - features).max() <= TOLERANCE
+    assert np.abs(read["sentence"] - features).max() <= TOLERANCE  # no Normalize module: the tower has none
 
 
 @pytest.mark.slow
@@ -216,9 +256,12 @@ def assert_mla_round_trip(checkpoint: Path, folder: Path, texts: list[str], lang
 
     read = read_without_mltk(MLA_READER, tmp_path, str(folder), json.dumps(texts), ",".join(languages))
     encoder = load_text_encoder(checkpoint)
+    normalize = json.loads((folder / "mla_config.json").read_text())["normalize"]  # MiniLM's users normalise
     for lang in languages:
         with torch.no_grad():
-            difference = np.abs(read[lang] - encoder.encode(texts, lang).numpy()).max()
+            features = encoder.encode(texts, lang)
+            features = F.normalize(features, dim=-1) if normalize else features
+            difference = np.abs(read[lang] - features.numpy()).max()
         print(f"{checkpoint.name} mla {lang}: max abs difference {difference:.3g}")
         assert difference <= TOLERANCE
 

@@ -220,15 +220,41 @@ def resolve(config: dict, checkpoint: str | os.PathLike) -> dict:
         return config
     checkpoint = Path(checkpoint).resolve()
     config = copy.deepcopy(config)
+    pinned = {r.get("fingerprint") for r in records.values() if isinstance(r, dict)}
+    problems = []  # every dependency that cannot be found, so that one message names them all
     for field, record in records.items():
         if field not in dependency_fields(config) or not isinstance(record, dict) or not record.get("fingerprint"):
             continue
         found, other = locate(record, checkpoint, policy.BASE_PATHS.get())
         if found is None:  # a --base that holds another dependency is not "not it"
-            pinned = {r.get("fingerprint") for r in records.values() if isinstance(r, dict)}
-            raise ConfigError(_missing_message(record, checkpoint, [o for o in other if o[1] not in pinned]))
+            problems.append(_missing_message(record, checkpoint, [o for o in other if o[1] not in pinned]))
+            continue
         _set(config, field, record.get("scheme", "") + str(found))
+    if len(problems) > 1:
+        parts = [problem.removeprefix(f"checkpoint {checkpoint} depends on ").removeprefix(f"{checkpoint}: ")
+                 .removesuffix("; pass --base PATH where it now lies") for problem in problems]
+        raise ConfigError(f"checkpoint {checkpoint} misses {len(problems)} dependencies: " + "; and ".join(parts)
+                          + "; pass --base PATH,PATH where they now lie (repeat or comma-separate)")
+    if problems:
+        raise ConfigError(problems[0])
     return config
+
+
+def local_dependencies(config: dict) -> list[tuple[Path, str]]:
+    """``(path, role)`` of each local file or folder a checkpoint config depends on, where it now lies and where it
+    was recorded: what an output of a command reading the checkpoint must never overwrite."""
+    places = []
+    for field in dependency_fields(config):
+        local = _local_path(_get(config, field))
+        if local is not None:
+            places.append((local[1].resolve(), ROLES[field]))
+    records = config.get(DEPENDS_ON)
+    for record in (records.values() if isinstance(records, dict) else ()):
+        if isinstance(record, dict) and isinstance(record.get("location"), str):
+            local = _local_path(record["location"])
+            if local is not None:
+                places.append((local[1].resolve(), str(record.get("role", "dependency"))))
+    return list(dict.fromkeys(places))
 
 
 def _missing_message(record: dict, checkpoint: Path, other: list[tuple]) -> str:
@@ -260,7 +286,7 @@ def report(config: dict, checkpoint: str | os.PathLike) -> list[dict]:
         if not record.get("fingerprint"):
             rows.append({**row, "name": record.get("name"), "status": "a name", "note": record.get("note")})
             continue
-        found, other = locate(record, checkpoint)
+        found, other = locate(record, checkpoint, policy.BASE_PATHS.get())
         location = str(record.get("location"))
         if found is not None:
             status = "unchanged" if record.get("scheme", "") + str(found) == location else f"found at {found}"

@@ -4,6 +4,7 @@ indexes."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from mltk.artifacts import dependencies, integrity
 from mltk.artifacts.checkpoint_fields import check_checkpoint_fields
 from mltk.artifacts.local_names import check_names_stay_local
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.file_modes import give_normal_mode
 
 from mltk.artifacts.manifest import (PathLike, jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
                                     write_json)
@@ -70,13 +72,22 @@ def load_images(path: PathLike) -> pa.Table:
 
 
 def save_tensors(path: PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> None:
-    """Save a flat dict of tensors as safetensors, atomically (never pickle)."""
+    """Save a flat dict of tensors as safetensors, atomically (never pickle). A failed write is an ``OSError``
+    naming the file (safetensors reports a full disk as its own error, which no caller would take for one)."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
-              metadata=dict(metadata) if metadata else None)
+    try:
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
+                  metadata=dict(metadata) if metadata else None)
+    except SafetensorError as exc:
+        code = re.search(r"\(os error (\d+)\)", str(exc))
+        if code is None:
+            raise
+        raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(tmp)) from exc
+    give_normal_mode(tmp)  # safetensors writes 0600; the umask's mode, as every other file of the artifact
     os.replace(tmp, path)
 
 

@@ -17,6 +17,7 @@ from mltk.artifacts.manifest import is_artifact
 from mltk.artifacts.writer import disk_full
 from mltk.core import policy
 from mltk.core.errors import ArtifactError
+from mltk.core.file_modes import give_normal_mode
 from mltk.core.names import check_output_path
 
 
@@ -67,6 +68,7 @@ def write_file(path: str | Path, data: bytes, inputs: Iterable[str | Path] = (),
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data)
+        give_normal_mode(temporary)  # mkstemp makes it private (0600); the umask's mode, as open() would
         os.replace(temporary, target)
     except OSError as exc:
         Path(temporary).unlink(missing_ok=True)

@@ -69,14 +69,16 @@ def read_manifest(path: PathLike, kind: str | None = None) -> dict:
 
 def fingerprint(path: PathLike) -> str:
     """A content fingerprint of an input: the bytes of a file; for an artifact whose manifest records each file's
-    sha256, the manifest itself (it pins every byte, and a copy of the artifact keeps it); for an older artifact
+    sha256, the manifest itself (it pins every byte, and a copy of the artifact keeps it; a checkpoint ``mltk
+    prune`` rebuilt without its resume state by the manifest it had before, see ``pruned_original``); for an older
+    artifact
     its manifest plus the name, size and modification time of each of its files; the listing of a plain
     directory (names and sizes)."""
     path = Path(path)
     digest = hashlib.sha256()
     if is_artifact(path):
         manifest_bytes = (path / schema.MANIFEST).read_bytes()
-        digest.update(manifest_bytes)
+        digest.update(pruned_original(manifest_bytes) or manifest_bytes)
         if not _records_checksums(manifest_bytes):
             for child in sorted(p for p in path.rglob("*") if p.is_file()):
                 stat = child.stat()
@@ -93,6 +95,28 @@ def fingerprint(path: PathLike) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+
+
+def _without_state(names):
+    return [name for name in names if name.split("/")[0] != schema.CHECKPOINT_STATE_DIR]
+
+
+def pruned_original(manifest_bytes: bytes) -> bytes | None:
+    """The manifest a checkpoint had before ``mltk prune`` dropped its resume state (kept in the pruned manifest
+    as ``pruned.original_manifest``), when it pins exactly the files the pruned one does: the checkpoint is what
+    it was for every artifact built on it. None for any other manifest."""
+    if b'"original_manifest"' not in manifest_bytes:
+        return None
+    try:
+        current = json.loads(manifest_bytes)
+        text = current["pruned"]["original_manifest"]
+        original = json.loads(text)
+        same = (original["kind"] == current["kind"] and _without_state(original["files"]) == current["files"]
+                and {name: original["checksums"][name] for name in _without_state(original["checksums"])}
+                == current["checksums"])
+    except (ValueError, RecursionError, KeyError, TypeError):
+        return None
+    return text.encode("utf-8") if same else None
 
 
 def _records_checksums(manifest_bytes: bytes) -> bool:

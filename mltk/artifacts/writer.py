@@ -29,6 +29,7 @@ from mltk.core.names import check_output_path
 from mltk.artifacts import schema
 from mltk.artifacts import dependencies, integrity
 from mltk.core.errors import ArtifactError, MltkError
+from mltk.core.file_modes import give_normal_modes
 
 from mltk.artifacts.manifest import (PathLike, canonical_settings, describe_input, is_artifact, jsonable,  # noqa
                                     read_manifest, write_json)
@@ -265,6 +266,7 @@ class ArtifactWriter:
             if p.is_file() and p.name != schema.MANIFEST and p != record
         )
         self._pin_dependencies()
+        give_normal_modes(self.dir)  # a file a library wrote private (safetensors: 0600) gets the umask's mode
         self.manifest["files"] = files
         self.manifest["checksums"] = integrity.checksums(self.dir, files)
         self.manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
+from mltk.cli.common import BaseOption, emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 
 EXAMPLE = examples("mltk classify emb --classes world -m runs/le -o runs/zero-shot",
@@ -25,6 +25,7 @@ def classify_command(
     model: str = typer.Option(..., "--model", "-m", help="The text side: a checkpoint (MLA, train-continual, "
                               "train-ccrk, a whole CLIP) or an open_clip name with --pretrained."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag or weights file."),
+    base: Optional[List[str]] = BaseOption,
     out: Path = out_option("Metrics artifact to write."),
     lang: List[str] = lang_option("Languages to classify in (default: every language of the task the model reads)."),
     split: str = typer.Option("test", "--split", help="The split of a synthetic world's images."),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import emit, examples, out_option
+from mltk.cli.common import BaseOption, emit, examples, out_option, resolve_input
 from mltk.cli.options import JsonOpt
 
 EXAMPLE = examples("mltk export runs/native --format open_clip -o export/clip",
@@ -16,12 +17,15 @@ EXAMPLE = examples("mltk export runs/native --format open_clip -o export/clip",
 
 
 def export_command(
-    checkpoint: Path = typer.Argument(..., help="Checkpoint artifact (mltk pretrain, train-nlt/train-le, "
-                                      "train-continual on a text-only Hugging Face tower)."),
+    checkpoint: Optional[str] = typer.Argument(None, metavar="[CHECKPOINT]", help="Checkpoint artifact (mltk "
+                                               "pretrain, train-nlt/train-le, train-continual on a text-only "
+                                               "Hugging Face tower), or - / nothing to read its path from stdin."),
     export_format: str = typer.Option(..., "--format", "-f", metavar="open_clip|transformers|sentence-transformers|mla",
                                       help="What to write (see above); a format that does not apply to the "
                                       "checkpoint is refused (exit 2, one line saying why)."),
-    out: Path = out_option("Folder to write (a plain folder the other tool reads, not an mltk artifact)."),
+    out: Path = out_option("Folder to write (a plain folder the other tool reads, not an mltk artifact); an existing "
+                           "one is replaced (--overwrite) only if it is an earlier export or empty."),
+    base: Optional[List[str]] = BaseOption,
     as_json: JsonOpt = False,
 ) -> None:
     """Export CHECKPOINT as a folder that open_clip, transformers or sentence-transformers load with no mltk code.
@@ -44,7 +48,8 @@ def export_command(
     open_clip/transformers; no mltk)."""
     from mltk.export import ExportConfig, export_checkpoint
 
-    emit(export_checkpoint(ExportConfig(checkpoint=checkpoint, format=export_format, out=out)), as_json,
+    source = resolve_input(checkpoint, what="checkpoint")
+    emit(export_checkpoint(ExportConfig(checkpoint=source, format=export_format, out=out)), as_json,
          format=export_format)
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import examples, resolve_input
+from mltk.cli.common import BaseOption, examples, resolve_input
 from mltk.cli.options import JsonOpt
 
 EXAMPLE = examples("mltk inspect runs/le", "mltk encode-images world/images -m runs/native -o emb | mltk inspect --json")
@@ -16,6 +16,7 @@ EXAMPLE = examples("mltk inspect runs/le", "mltk encode-images world/images -m r
 def inspect(
     path: Optional[str] = typer.Argument(None, help="Artifact directory, or - / nothing to read its path from stdin."),
     quick: bool = typer.Option(False, "--quick", help="Check sizes and sha256 only; do not decode every file."),
+    base: Optional[List[str]] = BaseOption,
     as_json: JsonOpt = False,
 ) -> None:
     """Check that PATH is a complete, intact mltk artifact: every file it names lies inside it, has the recorded

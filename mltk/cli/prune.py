@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -24,7 +25,8 @@ def prune_command(
     rewritten without the state files, so `mltk inspect` still verifies the artifact."""
     from mltk.artifacts.prune import prune_state
 
-    emit(prune_state(resolve_input(path, what="checkpoint")), as_json)
+    given = Path(path) if path not in (None, "-") else None  # may be missing: a killed prune's rerun restores it
+    emit(prune_state(given or resolve_input(path, what="checkpoint")), as_json)
 
 
 def register(app: typer.Typer) -> None:

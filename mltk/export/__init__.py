@@ -11,7 +11,8 @@
 
 A format that does not apply to the checkpoint is refused in one line saying why. The exported folder is not an
 mltk artifact (no manifest: the other tools read it as their own); ``mltk_export.json`` beside the weights records
-the source checkpoint, its fingerprint and what the folder keeps.
+that ``mltk export`` made it, the source checkpoint, its fingerprint and what the folder keeps. Where it is written
+and what it may replace: ``mltk.export.folder``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mltk import artifacts
+from mltk import __version__, artifacts
+from mltk.artifacts.dependencies import local_dependencies
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
-from mltk.export.folder import check_out, staged_folder
+from mltk.export.folder import MADE_BY, check_out, staged_folder, tidy
 
 FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA = "open_clip", "transformers", \
     "sentence-transformers", "mla"
@@ -40,24 +42,29 @@ class ExportConfig:
 
 def export_checkpoint(config: ExportConfig) -> Path:
     """Write the export of ``config.checkpoint`` in ``config.format`` to ``config.out``; returns its absolute path.
-    A format that does not apply to the checkpoint is refused (``ConfigError``) before anything is written."""
+    A format that does not apply to the checkpoint, or an ``out`` that may not be replaced (``check_out``), is
+    refused (``MltkError``) before anything is written."""
     if config.format not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {config.format!r}")
     path = Path(config.checkpoint)
-    check_out(Path(config.out).resolve())
+    tidy(Path(config.out))
+    check_out(Path(config.out), [(path, "input checkpoint")])  # before its dependencies are hashed
     artifacts.read_manifest(path, "checkpoint")
+    recorded = artifacts.read_checkpoint_config(path, resolve=False)
     checkpoint_config = artifacts.read_checkpoint_config(path)
-    info = {"format": config.format, "from": str(path.resolve()), "fingerprint": artifacts.fingerprint(path)}
+    protected = [(path, "input checkpoint"), *local_dependencies(recorded), *local_dependencies(checkpoint_config)]
+    info = {"made_by": MADE_BY, "mltk_version": __version__, "format": config.format, "from": str(path.resolve()),
+            "fingerprint": artifacts.fingerprint(path)}
     if config.format == FORMAT_OPEN_CLIP:
         from mltk.export.open_clip_dir import check_open_clip_source, export_open_clip
 
         check_open_clip_source(path, checkpoint_config)
-        with staged_folder(config.out) as staging:
+        with staged_folder(config.out, protected) as staging:
             export_open_clip(path, staging, info)
     elif config.format == FORMAT_MLA:
         from mltk.export.mla_folder import export_mla
 
-        with staged_folder(config.out) as staging:
+        with staged_folder(config.out, protected) as staging:
             export_mla(path, staging, info)
     else:
         from mltk.export.hf import write_sentence_transformers, write_transformers
@@ -65,7 +72,7 @@ def export_checkpoint(config: ExportConfig) -> Path:
 
         model = hf_text_model(path, checkpoint_config)
         write = write_transformers if config.format == FORMAT_TRANSFORMERS else write_sentence_transformers
-        with staged_folder(config.out) as staging:
+        with staged_folder(config.out, protected) as staging:
             write(model, staging, info)
     out = Path(config.out).resolve()
     log(f"exported {path} as {config.format} to {out}")

@@ -12,7 +12,8 @@ that ``AutoModel`` / ``SentenceTransformer`` load with no mltk code:
 
 The encoder keeps the base folder's pooler weights, position and token-type embeddings; the sentence-transformers
 folder adds the tower's pooling, its ``Dense`` layers (the student's own) and ``Normalize`` when the base has it,
-``max_seq_length`` = mltk's context length and ``do_lower_case`` as mltk's tokenizer applies it.
+``max_seq_length`` = mltk's context length and ``do_lower_case`` as mltk's tokenizer applies it. Both folders'
+tokenizers truncate at that context length too (``model_max_length``), and ``mltk_export.json`` records it.
 """
 
 from __future__ import annotations
@@ -98,8 +99,19 @@ def write_transformers(model: HFTextModel, out_dir: Path, info: dict) -> None:
     with quiet_transformers():  # no progress bar on mltk's stderr
         model.transformer.save_pretrained(out_dir, safe_serialization=True)
     model.write_tokenizer(out_dir)
+    limit_tokenizer(out_dir, model.max_seq_length)
     artifacts.write_json(out_dir / EXPORT_INFO, {**info, **model.info, "pooling": model.pooling,
-                                                 "normalize": model.normalize, "dense_layers": len(model.dense)})
+                                                 "normalize": model.normalize, "dense_layers": len(model.dense),
+                                                 "context_length": model.max_seq_length})
+
+
+def limit_tokenizer(out_dir: Path, context_length: int) -> None:
+    """The exported tokenizer truncates where mltk did: ``model_max_length`` (what ``truncation=True`` cuts at)
+    is mltk's context length, special tokens included, so a caption past it gives the consumer mltk's vector
+    (the base's own tokenizer may say 512 where mltk read 256, or nothing where the position table ends)."""
+    path = out_dir / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    artifacts.write_json(path, {**config, "model_max_length": int(context_length)})
 
 
 def write_sentence_transformers(model: HFTextModel, out_dir: Path, info: dict) -> None:

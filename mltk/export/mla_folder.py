@@ -66,7 +66,7 @@ def _write_base(encoder, base_dir: Path, checkpoint: Path) -> dict:
                               "tower or on text-only transformers towers", checkpoint)
         spec = encoder.clip.spec
         write_open_clip_folder(encoder.clip.model, spec.get("architecture", spec.get("model")), base_dir, checkpoint)
-        return {"base": "open_clip"}
+        return {"base": "open_clip", "normalize": False}  # CLIP's users normalise, as open_clip's encode_text
     from transformers import AutoModel
 
     from mltk.export.hf import dense_layers, transformer_folder

@@ -5,7 +5,7 @@ Needs only torch, safetensors and open_clip (a CLIP base) or transformers (a tex
     import sys; sys.path.insert(0, "FOLDER")
     from mla_loader import load
     encoder = load("FOLDER")
-    features = encoder.encode(["Ein Hund rennt."], "de")  # [B, D] unnormalised; "en" reads the base as it is
+    features = encoder.encode(["Ein Hund rennt."], "de")  # [B, D]; "en" reads the base as it is
 
 MLA (Zhang et al., "Generalizing Multimodal Pre-training into Multilingual via Language Acquisition"): English takes
 the frozen base tower's own path. Every other language is tokenised by the non-native tokenizer (``tokenizer/``,
@@ -169,7 +169,9 @@ class MlaTextEncoder:
 
     @torch.no_grad()
     def encode(self, texts: list[str], lang: str) -> torch.Tensor:
-        """Texts of one language -> unnormalised features [B, D]."""
+        """Texts of one language -> features [B, D], L2-normalised when ``mla_config.json`` says ``normalize``
+        (a base whose users normalise its output, sentence-transformers' ``Normalize``), else as the base gives
+        them (a CLIP's, as open_clip's ``encode_text``)."""
         if lang != self.native_lang and lang not in self.languages:
             raise ValueError(f"no acquirers for {lang!r} (has {self.native_lang}, {', '.join(self.languages)})")
         tokens, lengths = self.tokenize(texts, lang)
@@ -178,7 +180,8 @@ class MlaTextEncoder:
         else:
             t = self.tensors
             x = t["embedding.table.weight"][tokens] @ t["embedding.proj.weight"].T + t["embedding.proj.bias"]
-        return self.base.forward(x, lengths, self.acquirer(lang))
+        features = self.base.forward(x, lengths, self.acquirer(lang))  # [B, D]
+        return nn.functional.normalize(features, dim=-1) if self.config.get("normalize") else features
 
 
 def load(folder: str | Path) -> MlaTextEncoder:
