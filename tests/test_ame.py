@@ -257,6 +257,8 @@ def test_evaluate_bli_writes_p_at_1(tiny, tmp_path):
     assert result.exit_code == 0, result.stderr
     bli = artifacts.load_metrics(tmp_path / "m")["bli"]
     assert 0.0 <= bli["P@1"] <= 100.0 and bli["k"] == 10 and bli["queries"] > 10
+    assert bli["vocabulary"]["source"] == "training captions" and bli["source_words"] >= bli["queries"]
+    assert bli["P@1_csls"] is not None and "P@1_reverse" in bli
     result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "ckpt"), "--metric", "bli",
                                  "-o", str(tmp_path / "m2")])
     assert result.exit_code == 2 and "--lexicon" in result.stderr

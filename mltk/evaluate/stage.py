@@ -63,6 +63,7 @@ class EvaluateConfig:
     force: bool = False                # score degenerate vectors or a model mismatch, with warnings (guards.py)
     lexicon: Path | None = None        # --metric bli: the lexicon artifact (mltk.ame.bli)
     bli_k: int = 10                    # CSLS's k (MUSE: 10)
+    bli_vocab: Path | None = None      # --metric bli: captions whose words are the model's vocabulary
     translations: Path | None = None   # --fusion: English translations sharing the caption_id (mltk.evaluate.fusion)
     fusion: tuple[float, ...] = ()     # the etas of score fusion
 
@@ -217,7 +218,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     planned = [*([config.images] if config.images is not None else []),
                *([config.texts] if config.texts is not None else
                  [config.captions, *([model_path] if model_path.exists() else [])]),
-               *[p for p in (config.lexicon, config.translations) if p is not None]]
+               *[p for p in (config.lexicon, config.bli_vocab, config.translations) if p is not None]]
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
     if existing is not None:
         return existing
@@ -243,9 +244,9 @@ def run_evaluation(config: EvaluateConfig) -> Path:
         extra["fusion_curve.png"] = plots.fusion_curve(result["fusion"])
     if "bli" in config.metrics:
         result["bli"] = evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device),
-                                     config.lexicon, config.bli_k)
+                                     config.lexicon, config.bli_k, config.model, config.bli_vocab)
     inputs = [*([config.images] if config.images is not None else []), *texts.inputs,
-              *[p for p in (config.lexicon, config.translations) if p is not None]]
+              *[p for p in (config.lexicon, config.bli_vocab, config.translations) if p is not None]]
     overlap = warn_if_overlap(training_data_of(texts.inputs), [], test_ids=evaluated_image_ids(texts.table, config),
                               stage="evaluate")
     if overlap is not None:
@@ -264,14 +265,15 @@ def _note_ties(ties: dict) -> None:
 def run_bli(config: EvaluateConfig) -> Path:
     """``--metric bli`` alone: the lexicon alignment of ``--model``'s trainable table (``mltk.ame.bli``)."""
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config,
-                                  inputs=[p for p in (Path(config.model), config.lexicon) if p.exists()])
+                                  inputs=[p for p in (Path(config.model), config.lexicon, config.bli_vocab)
+                                          if p is not None and p.exists()])
     if existing is not None:
         return existing
     runtime = resolve_runtime(config.device, config.precision)
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
-    result = {"bli": evaluate_bli(encoder, config.lexicon, config.bli_k),
+    result = {"bli": evaluate_bli(encoder, config.lexicon, config.bli_k, config.model, config.bli_vocab),
               "settings": {"model": str(Path(config.model).resolve())}}
-    inputs = [p for p in (Path(config.model), config.lexicon) if p.exists()]
+    inputs = [p for p in (Path(config.model), config.lexicon, config.bli_vocab) if p is not None and p.exists()]
     return _write_and_report(config.out, result, config, inputs, config.report_format)
 
 
