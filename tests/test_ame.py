@@ -285,6 +285,11 @@ def test_train_ccrk_hinge_with_order_similarity_and_the_term(tiny, tiny_images, 
     assert {"hinge", "rcsls"} <= set(read_steps_csv(tmp_path / "c" / STEPS_CSV)[0])
     config = artifacts.read_checkpoint_config(tmp_path / "c")
     assert config["train_ccrk"]["similarity"] == "order"
+    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "c"), "--captions", str(tiny["captions"]),
+                                 "--images", str(tiny_images), "--lang", "de", "--split", "val", "--device", "cpu",
+                                 "-o", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.stderr
+    assert artifacts.load_metrics(tmp_path / "m")["settings"]["similarity"] == "order"  # the scorer it trained
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from mltk.evaluate.clip_benchmark import clip_benchmark_files
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.guards import Guard, check_same_model, check_vectors
 from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
+from mltk.evaluate.scorer import evaluation_similarity
 from mltk.evaluate.retrieval import _column_strings, _split_column, check_options, evaluate_retrieval, in_splits
 from mltk.check_overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
@@ -66,6 +67,7 @@ class EvaluateConfig:
     bli_vocab: Path | None = None      # --metric bli: captions whose words are the model's vocabulary
     translations: Path | None = None   # --fusion: English translations sharing the caption_id (mltk.evaluate.fusion)
     fusion: tuple[float, ...] = ()     # the etas of score fusion
+    similarity: str | None = None      # cosine or order; None: what the model trained with (mltk.evaluate.scorer)
 
 
 @dataclass(frozen=True)
@@ -226,13 +228,14 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     image_table, image_vectors = load_normalized_embeddings(config.images, guard) if config.images is not None \
         else (None, None)
     texts = text_embeddings_for(config, image_table, runtime, guard)
+    similarity = evaluation_similarity(config.similarity, config.model, config.texts)
     evaluate = evaluate_retrieval if config.folds <= 1 else partial(evaluate_folds, folds=config.folds)
     evaluate = partial(
         evaluate, image_table, image_vectors, texts.table,
         metrics=metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
         languages=config.languages, c2c_pairs=config.c2c_pairs, c2c_relevance=config.c2c_relevance,
         protocol=config.protocol, split=config.split, device=runtime.device, chunk_mb=config.chunk_mb,
-        image_source=str(config.images), text_source=texts.source,
+        image_source=str(config.images), text_source=texts.source, similarity=similarity,
     )
     result = evaluate(texts.vectors)
     result["settings"]["texts"] = texts.settings

@@ -425,10 +425,10 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
 
 def _validator(config: CcrkConfig, encoder, inputs: StageInputs, image_vectors: np.ndarray,
                trained: list[str]) -> RetrievalValidator:
-    """Mean AR over the trained languages on the validation split, on at most ``val_images`` images: the score
-    that picks the checkpoint's step."""
+    """Mean AR over the trained languages on the validation split, on at most ``val_images`` images, ranked by the
+    similarity the loss trains (AME): the score that picks the checkpoint's step."""
     split = retrieval_split(inputs.captions, inputs.image_table, image_vectors, config.val_split)
     if split is None or not set(trained) & set(split.captions.column("lang").to_pylist()):
         raise ConfigError(f"no {config.val_split!r} captions in {', '.join(trained)} describe an image of the image "
                           f"embeddings: train-ccrk validates on them (--val-split)", config.captions)
-    return retrieval_validator(encoder, split, trained, inputs.runtime, config.val_images)
+    return retrieval_validator(encoder, split, trained, inputs.runtime, config.val_images, config.similarity)
