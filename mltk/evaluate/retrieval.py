@@ -64,12 +64,8 @@ def evaluate_retrieval(
     c2c_pairs: Sequence[tuple[str, str]] | None = None,
     c2c_relevance: str = "image",
     protocol: str = "all-captions",
-    split: str | None = None,
-    device: str | torch.device = "cpu",
-    chunk_mb: float = 256,
-    image_source: str = "<images>",
-    text_source: str = "<texts>",
-    similarity: str = "cosine",
+    split: str | None = None, device: str | torch.device = "cpu", chunk_mb: float = 256,
+    image_source: str = "<images>", text_source: str = "<texts>", similarity: str = "cosine",
 ) -> dict:
     """Evaluate retrieval per language; returns the ``metrics.json`` content.
 
