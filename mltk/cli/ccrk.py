@@ -26,8 +26,12 @@ LangOpt = lang_option("The K languages of a batch (include en: frozen with MLA, 
                       "and every language of --init, or every language of the captions. Repeat or comma-separate.")
 LossOpt = Annotated[Optional[str], typer.Option(
     "--loss", help="one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge (MSE to "
-    "English), hinge (ranking, margin), mlmme (beta x image-sentence + (1 - beta) x English-language ranking; "
-    "--recipe mlmme sets it with its beta). Default: the recipe's (one-to-k).")]
+    "English), hinge (ranking, margin), mlmme (beta x the image-sentence ranking of every language + (1 - beta) x "
+    "the sentence-sentence ranking of every language pair; --recipe mlmme sets it with its beta). Default: the "
+    "recipe's (one-to-k).")]
+MaxViolationOpt = Annotated[Optional[bool], typer.Option(
+    "--max-violation/--sum-violations", help="hinge, mlmme: keep only each anchor's hardest in-batch negative "
+    "(VSE++; AME's option), or sum over every negative (default: the recipe's, sum).")]
 WeightingOpt = Annotated[Optional[str], typer.Option(
     "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: divided by "
     "K); default: the recipe's (paper).")]
@@ -66,7 +70,7 @@ def train_ccrk_command(
     temperature: TemperatureOpt = None, fixed_temperature: FixedTemperatureOpt = False, margin: MarginOpt = None,
     similarity: SimilarityOpt = "cosine", lexicon: Optional[Path] = LexiconOption,
     align_weight: float = AlignWeightOption, align_k: int = AlignKOption, beta: BetaOpt = None,
-    mlmme_form: MlmmeFormOpt = None, hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
+    mlmme_form: MlmmeFormOpt = None, max_violation: MaxViolationOpt = None, hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
     eval_every: EvalEveryOpt = None, val_split: ValSplitOpt = "val", val_images: ValImagesOpt = 1000,
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0, log_every: LogEveryOpt = None,
     tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
@@ -90,6 +94,7 @@ def train_ccrk_command(
         loop=given(steps=steps, lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, eval_every=eval_every,
                    seed=seed),
         **given(loss=loss, weighting=weighting, temperature=temperature, beta=beta, mlmme_form=mlmme_form,
+                max_violation=max_violation,
                 hard_negatives=hard_negatives, batch_size=batch_size,
                 learn_temperature=False if fixed_temperature else None))
     with step_logging(log_every, tensorboard):
