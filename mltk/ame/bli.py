@@ -19,7 +19,7 @@ over the same candidates; like MUSE, it scores only the queries the model knows 
 number. AME defines CSLS in its code but never calls it.
 
 **The model's vocabulary** (``vocabulary``): AME's words are those of its training captions. mltk takes the words
-(lower-cased ``\\w+`` runs, ``mltk.ame.induce.caption_words``) of the ``train`` split of the captions the model was
+(lower-cased ``\\w+`` runs, ``mltk.ame.vocabulary``) of the ``train`` split of the captions the model was
 trained on, found through the checkpoint's manifests, or of ``--bli-vocab CAPTIONS`` when given; a model whose
 training captions cannot be found falls back to the lexicon's own words (said in ``vocabulary.source``; nothing is
 then out of vocabulary). Word vectors: ``mltk.ame.words`` (the trainable table for the source language, the
@@ -35,13 +35,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk import artifacts
-from mltk.ame.induce import caption_words
 from mltk.ame.lexicon import lexicon_languages, lexicon_pairs, load_lexicon
+from mltk.ame.vocabulary import vocabulary_words
 from mltk.ame.words import WordTables
 from mltk.core.errors import ConfigError
 
@@ -161,20 +159,6 @@ def _csls_direction(pairs, src_words: list[str], tgt_words: list[str], src_vec: 
     r_source = mean_top_k(tgt_vec, src_vec, k, chunk)  # [T]
     best = nearest(queries, tgt_vec, chunk, r_target, r_source).tolist()
     return 100.0 * sum(b in gold[w] for w, b in zip(known, best)) / len(known)
-
-
-def vocabulary_words(captions_paths: Sequence[Path], lang: str) -> list[str]:
-    """The distinct words (``caption_words``) of the ``train`` rows (all rows when no row is ``train``) of
-    ``lang``'s captions, sorted."""
-    words: set[str] = set()
-    for path in captions_paths:
-        table = artifacts.load_captions(path)
-        table = table.filter(pc.equal(table.column("lang"), lang))
-        if "split" in table.column_names and "train" in set(table.column("split").to_pylist()):
-            table = table.filter(pc.equal(table.column("split"), "train"))
-        for text in table.column("caption").to_pylist():
-            words.update(caption_words(text or ""))
-    return sorted(words)
 
 
 def word_vectors(words: list[str], ids_of, vectors_of, batch: int = 4096) -> dict[str, torch.Tensor]:
