@@ -297,7 +297,8 @@ def test_train_continual_aligns_only_the_lexicon_languages_task(tiny, tiny_image
     result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
                                  "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
                                  "8", "--vocab-size", "600", "--val-images", "8", "--device", "cpu",
-                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "-o", str(tmp_path / "cll")])
+                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "--align-form", "table",
+                                 "-o", str(tmp_path / "cll")])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("alignment: RCSLS over") == 1  # task de only, not task en
     result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "cll"), "--metric", "bli", "--lexicon",

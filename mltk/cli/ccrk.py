@@ -7,7 +7,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
+from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
+                                     AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, ImagesOpt, InitEmbeddingsOpt, InitOpt,
                               JsonOpt, LogEveryOpt, LrOpt, ModelOpt, PrecisionOpt, PretrainedOpt, RecipeOpt, SeedOpt,
@@ -69,7 +70,9 @@ def train_ccrk_command(
     batch_size: BatchOpt = None, lr: LrOpt = None, warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None,
     temperature: TemperatureOpt = None, fixed_temperature: FixedTemperatureOpt = False, margin: MarginOpt = None,
     similarity: SimilarityOpt = "cosine", lexicon: Optional[Path] = LexiconOption,
-    align_weight: float = AlignWeightOption, align_k: int = AlignKOption, beta: BetaOpt = None,
+    align_weight: float = AlignWeightOption, align_k: int = AlignKOption, align_form: Optional[str] = AlignFormOption,
+    align_every: Optional[int] = AlignEveryOption, align_lr: Optional[float] = AlignLrOption,
+    align_orthogonal: Optional[bool] = AlignOrthogonalOption, beta: BetaOpt = None,
     mlmme_form: MlmmeFormOpt = None, max_violation: MaxViolationOpt = None, hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
     eval_every: EvalEveryOpt = None, val_split: ValSplitOpt = "val", val_images: ValImagesOpt = 1000,
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0, log_every: LogEveryOpt = None,
@@ -90,7 +93,8 @@ def train_ccrk_command(
         out=out, init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=split_list(lang), train_embedding=train_embedding, val_split=val_split, val_images=val_images,
         device=device, precision=precision, recipe=recipe, margin=margin, similarity=similarity,
-        alignment=alignment_config(lexicon, align_weight, align_k),
+        alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
+                                    align_orthogonal),
         loop=given(steps=steps, lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, eval_every=eval_every,
                    seed=seed),
         **given(loss=loss, weighting=weighting, temperature=temperature, beta=beta, mlmme_form=mlmme_form,

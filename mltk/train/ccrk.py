@@ -394,7 +394,8 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                               config.max_violation).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
-    return with_alignment(task, encoder, config.alignment, config.loop.seed, languages), runtime
+    return with_alignment(task, encoder, config.alignment, config.loop.seed, languages,
+                          captions=config.captions), runtime
 
 
 def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
