@@ -22,9 +22,9 @@ from typing import Any
 import pyarrow as pa
 
 from mltk import artifacts
+from mltk.ame.vocabulary import vocabulary_words
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
-from mltk.ame.vocabulary import vocabulary_words
 from mltk.data.importers.common import normalize_lang, read_lines
 
 Pair = tuple[str, str]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mltk import artifacts
-from mltk.losses.ranking import SIMILARITIES
 from mltk.core.errors import ConfigError
+from mltk.losses.ranking import SIMILARITIES
 
 DEFAULT_SIMILARITY = "cosine"
 
