@@ -257,6 +257,8 @@ def test_evaluate_bli_writes_p_at_1(tiny, tmp_path):
     assert result.exit_code == 0, result.stderr
     bli = artifacts.load_metrics(tmp_path / "m")["bli"]
     assert 0.0 <= bli["P@1"] <= 100.0 and bli["k"] == 10 and bli["queries"] > 10
+    assert bli["vocabulary"]["source"] == "training captions" and bli["source_words"] >= bli["queries"]
+    assert bli["P@1_csls"] is not None and "P@1_reverse" in bli
     result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "ckpt"), "--metric", "bli",
                                  "-o", str(tmp_path / "m2")])
     assert result.exit_code == 2 and "--lexicon" in result.stderr
@@ -283,6 +285,11 @@ def test_train_ccrk_hinge_with_order_similarity_and_the_term(tiny, tiny_images, 
     assert {"hinge", "rcsls"} <= set(read_steps_csv(tmp_path / "c" / STEPS_CSV)[0])
     config = artifacts.read_checkpoint_config(tmp_path / "c")
     assert config["train_ccrk"]["similarity"] == "order"
+    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "c"), "--captions", str(tiny["captions"]),
+                                 "--images", str(tiny_images), "--lang", "de", "--split", "val", "--device", "cpu",
+                                 "-o", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.stderr
+    assert artifacts.load_metrics(tmp_path / "m")["settings"]["similarity"] == "order"  # the scorer it trained
 
 
 @pytest.mark.slow
@@ -290,7 +297,8 @@ def test_train_continual_aligns_only_the_lexicon_languages_task(tiny, tiny_image
     result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
                                  "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
                                  "8", "--vocab-size", "600", "--val-images", "8", "--device", "cpu",
-                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "-o", str(tmp_path / "cll")])
+                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "--align-form", "table",
+                                 "-o", str(tmp_path / "cll")])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("alignment: RCSLS over") == 1  # task de only, not task en
     result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "cll"), "--metric", "bli", "--lexicon",

@@ -66,3 +66,31 @@ def test_the_m_bert_initialisation_is_the_default_and_a_missing_model_says_how_t
     tokenizer = load_non_native_tokenizer(str(tiny_wordpiece_tokenizer(tmp_path / "wordpiece")))
     with pytest.raises(ConfigError, match="--no-init-embeddings"):
         tokenizer.word_embeddings()  # a tokenizer folder without the model's weights
+
+
+def test_max_violation_is_reachable_from_the_recipe_the_config_and_the_option(tmp_path):
+    """VSE++'s hardest negative (AME's --max_violation) reaches the hinge of --loss hinge and mlmme."""
+    from typer.testing import CliRunner
+
+    from mltk.cli import app
+    from mltk.recipes import load_recipe
+
+    paths = {"images": tmp_path / "i", "captions": tmp_path / "c", "out": tmp_path / "o"}
+    assert load_recipe("ccrk").config["max_violation"] is False
+    assert ccrk.CcrkConfig(**paths, loss="hinge").max_violation is False
+    image, text = _features(0, (6, 8)), _features(1, (6, 2, 8))
+    mask = torch.ones(6, 2, dtype=torch.bool)
+    for loss in ("hinge", "mlmme"):
+        config = ccrk.CcrkConfig(**paths, loss=loss, max_violation=True)
+        objective = ccrk.CcrkObjective(loss, ["en", "de"], max_violation=config.max_violation)
+        summed = ccrk.CcrkObjective(loss, ["en", "de"])
+        assert objective(image, text, mask).loss < summed(image, text, mask).loss
+    hinge = ccrk.CcrkObjective("hinge", ["en", "de"], max_violation=True)
+    expected = (pairwise_ranking_hinge(image, text[:, 0], max_violation=True)
+                + pairwise_ranking_hinge(image, text[:, 1], max_violation=True)) / 2
+    assert torch.allclose(hinge(image, text, mask).loss, expected)
+    with pytest.raises(ConfigError, match="--max-violation goes with --loss hinge or mlmme"):
+        ccrk.CcrkConfig(**paths, loss="one-to-k", max_violation=True)
+    help_text = CliRunner().invoke(app, ["train-ccrk", "--help"], terminal_width=200).stdout
+    assert "--max-violation" in help_text and "English-language" not in help_text
+    assert "English-language" not in load_recipe("mlmme").description

@@ -17,7 +17,6 @@ over several forms (a German adjective's endings compete for one English word: o
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -25,14 +24,8 @@ import pyarrow as pa
 
 from mltk import artifacts
 from mltk.ame.lexicon import check_pair_languages, lexicon_table, write_lexicon
+from mltk.ame.vocabulary import caption_words
 from mltk.core.errors import ConfigError
-
-WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def caption_words(text: str) -> frozenset[str]:
-    return frozenset(WORD.findall(text.lower()))
-
 
 def parallel_pairs(captions: pa.Table, src_lang: str, tgt_lang: str, split: str | None) -> list[tuple[str, str]]:
     """(source caption, target caption) for every caption_id both languages have (in ``split``)."""

@@ -7,7 +7,10 @@ translations, as in MUSE's dictionaries), and its sources:
 - ``mltk.ame.world``: the embedded world's own dictionary (the generator knows every word's translation).
 - ``mltk.ame.induce``: a dictionary induced from parallel captions (Dice coefficient, mutual best match).
 
-Duplicate pairs are written once, in first-seen order.
+Duplicate pairs are written once, in first-seen order. ``--vocab-from CAPTIONS`` keeps only the pairs whose source
+word occurs in the source language's training captions and whose target word in the target language's (AME
+filters MUSE's dictionaries "to the training words"; ``mltk.ame.vocabulary``): otherwise most pairs an alignment
+step draws are words the captions never use.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from mltk import artifacts
+from mltk.ame.vocabulary import vocabulary_words
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.data.importers.common import normalize_lang, read_lines
@@ -93,18 +97,37 @@ def check_pair_languages(src_lang: str | None, tgt_lang: str | None) -> tuple[st
     return src_lang, tgt_lang
 
 
-def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_lang: str | None) -> Path:
-    """``mltk import-data lexicon FILE --src de --tgt en``: MUSE's dictionary file -> a lexicon artifact."""
+def in_vocabulary(pairs: list[Pair], captions: Path, src_lang: str, tgt_lang: str) -> list[Pair]:
+    """The pairs whose words both occur in the captions' train rows of their language (see the module doc)."""
+    source, target = (set(vocabulary_words([captions], lang)) for lang in (src_lang, tgt_lang))
+    if not source or not target:
+        missing = [lang for lang, words in ((src_lang, source), (tgt_lang, target)) if not words]
+        raise ConfigError(f"--vocab-from has no captions in {', '.join(missing)}", captions)
+    kept = [(s, t) for s, t in pairs if s in source and t in target]
+    if not kept:
+        raise ConfigError(f"no pair of the dictionary has both words in the {src_lang} and {tgt_lang} captions",
+                          captions)
+    return kept
+
+
+def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_lang: str | None,
+                vocab_from: str | Path | None = None) -> Path:
+    """``mltk import-data lexicon FILE --src de --tgt en [--vocab-from CAPTIONS]``: MUSE's dictionary file -> a
+    lexicon artifact (with ``vocab_from``, only the pairs of the captions' words)."""
     src = Path(src)
     src_lang, tgt_lang = check_pair_languages(src_lang, tgt_lang)
     if not src.is_file():
         raise ArtifactError("no such file (expected MUSE's 'src tgt' dictionary)", src)
-    config = {"importer": "muse", "source": str(src.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang}
-    reused = artifacts.reusable(out_dir, "lexicon", stage="import-data", config=config, inputs=[src])
+    config = {"importer": "muse", "source": str(src.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang,
+              "vocab_from": str(Path(vocab_from).resolve()) if vocab_from is not None else None}
+    inputs = [src, *([Path(vocab_from)] if vocab_from is not None else [])]
+    reused = artifacts.reusable(out_dir, "lexicon", stage="import-data", config=config, inputs=inputs)
     if reused is not None:
         return reused
     pairs = read_muse(src)
     if not pairs:
         raise SchemaError("holds no 'src tgt' line (MUSE's dictionary format): the lexicon would be empty", src)
-    table = lexicon_table(pairs, src_lang, tgt_lang)
-    return write_lexicon(out_dir, table, stage="import-data", config=config, inputs=[src], format="muse")
+    kept = in_vocabulary(pairs, Path(vocab_from), src_lang, tgt_lang) if vocab_from is not None else pairs
+    table = lexicon_table(kept, src_lang, tgt_lang)
+    return write_lexicon(out_dir, table, stage="import-data", config=config, inputs=inputs, format="muse",
+                         pairs_in_file=len(dict.fromkeys(pairs)))

@@ -1,15 +1,24 @@
 """RCSLS, the alignment term of AME (Mohammadshahi, Lebret and Aberer 2019), from Joulin et al. 2018, "Loss in
 Translation: Learning Bilingual Word Mapping with a Retrieval Criterion".
 
-``rcsls_loss`` is the formula; ``LexiconAlignment`` is what a training stage adds to its loss
-(``--lexicon L --align-weight W --align-k K``): the lexicon's source words read from the model's trainable token
-table, their English translations from the frozen English table (``mltk.ame.words``), each step on a batch of
-lexicon pairs; ``AlignedTask`` wraps any training task (``mltk.train.loop.TrainTask``) with it.
+``rcsls_loss`` is the formula; ``LexiconAlignment`` is what a training stage adds (``--lexicon L --align-k K``):
+the lexicon's source words read from the model's trainable token table, their English translations from the
+frozen English table (``mltk.ame.words``); ``AlignedTask`` wraps any training task (``mltk.train.loop.TrainTask``)
+with it. Two forms (``--align-form``):
+
+- ``map`` (default, AME's): a linear map of the source words learnt by RCSLS every ``--align-every`` steps at
+  ``--align-lr``, folded into MLA's non-native projection; the gradient never reaches the table and the stage's
+  loss gains no term (``mltk.ame.word_map``).
+- ``table`` (mltk's earlier form; the only one for CLL-CLIP's table): ``weight * RCSLS`` added to the stage's loss
+  every step on a batch of lexicon pairs, its gradient into the token table through the stage's optimizer. RCSLS
+  is a mean over the pairs (about -2 .. 2) while a summed hinge (train-ccrk ``--loss hinge``) adds about
+  2 B (B - 1) terms per language: raise ``--align-weight`` accordingly (a weight of B (B - 1) puts the term on the
+  scale of one hinge term per pair of batch items).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk.ame.lexicon import lexicon_languages, lexicon_pairs, load_lexicon
+from mltk.ame.vocabulary import vocabulary_words
+from mltk.ame.word_map import MappedWords
 from mltk.ame.words import WordTables
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
@@ -27,6 +38,7 @@ from mltk.losses.base import split_loss
 
 AME_K = 5  # AME's neighbourhood size (RCSLS's paper uses 10)
 ALIGN_BATCH = 1024  # lexicon pairs per step
+ALIGN_FORMS = ("map", "table")
 
 
 def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int = AME_K, x_candidates: torch.Tensor | None = None,
@@ -79,7 +91,8 @@ class LexiconAlignment:
     """
 
     def __init__(self, encoder: nn.Module, lexicon: pa.Table, weight: float = 1.0, k: int = AME_K,
-                 batch: int = ALIGN_BATCH, seed: int = 0):
+                 batch: int = ALIGN_BATCH, seed: int = 0, config: AlignmentConfig | None = None,
+                 captions: Path | None = None):
         src_lang, tgt_lang = lexicon_languages(lexicon)
         if tgt_lang != NATIVE_LANG:
             raise ConfigError(f"the alignment pulls words towards the frozen English table: the lexicon must "
@@ -100,9 +113,25 @@ class LexiconAlignment:
         if len(kept) < len(pairs):
             log(f"alignment: {len(pairs) - len(kept)} of {len(pairs)} lexicon pairs dropped (a word with no token)")
         self.pairs = torch.tensor(kept, dtype=torch.long)  # [P, 2]: rows of source_words, target_words
+        self.config = config or AlignmentConfig(form="table")
+        self.mapped = self.word_map(sources, targets, captions) if self.config.form == "map" else None
+        self.last = torch.tensor(float("nan"))
+
+    def word_map(self, sources: list[str], targets: list[str], captions: Path | None) -> MappedWords:
+        """The map form (``mltk.ame.word_map``), started from Procrustes; neighbours over the captions' words
+        and the lexicon's."""
+        vocabulary = {lang: vocabulary_words([captions], lang) if captions is not None else []
+                      for lang in (self.src_lang, NATIVE_LANG)}
+        source_vocabulary = self.tables.source_ids(list(dict.fromkeys(sources + vocabulary[self.src_lang])))
+        target_vocabulary = self.tables.english_ids(list(dict.fromkeys(targets + vocabulary[NATIVE_LANG])))
+        mapped = MappedWords(self.tables, self.pairs, self.source_words, self.target_words, source_vocabulary,
+                             target_vocabulary, self.loss, self.config.lr, self.config.orthogonal)
+        mapped.start()
+        return mapped
 
     def check_trained(self, parameters: dict[str, nn.Parameter]) -> None:
-        """Refuse a run whose trained tensors do not include the table the source words read."""
+        """Refuse a run whose trained tensors do not include the table the source words read (the map form too:
+        AME trains the word embeddings with the ranking loss while the map aligns them)."""
         if not any(p is self.tables.parameter for p in parameters.values()):
             raise ConfigError("--lexicon aligns the trainable token table, but this run does not train it")
 
@@ -113,6 +142,8 @@ class LexiconAlignment:
         return self.pairs[torch.randperm(len(self.pairs), generator=generator)[: self.batch]]
 
     def __call__(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if self.mapped is not None:
+            return self.map_step(step)
         pairs = self.step_pairs(step)
         sources, s_index = pairs[:, 0].unique(return_inverse=True)
         targets, t_index = pairs[:, 1].unique(return_inverse=True)
@@ -121,6 +152,16 @@ class LexiconAlignment:
         s_index, t_index = s_index.to(x_all.device), t_index.to(x_all.device)
         loss = self.loss(x_all[s_index], y_all[t_index], x_all, y_all)
         return self.weight * loss, {"rcsls": loss}
+
+
+    def map_step(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The map form: after every ``every`` optimizer steps (called before steps every, 2 every, ..., so that no
+        graph of the stage's loss holds the projection it changes) one RCSLS step of the map; no term for the
+        stage's loss (0), the last RCSLS value logged."""
+        if step > 0 and step % self.config.every == 0:
+            self.last = torch.tensor(self.mapped.step(self.step_pairs(step)))
+        zero = torch.zeros((), device=self.tables.device)
+        return zero, {"rcsls": self.last}
 
 
 def _rows_of(words: list[str], kept: torch.Tensor) -> dict[str, int]:
@@ -142,8 +183,8 @@ class AlignedTask:
         alignment.check_trained(task.parameters_to_train())
 
     def loss(self, step: int):
+        extra, extra_terms = self.alignment(step)  # first: the map form changes weights the task's graph reads
         loss, terms = split_loss(self.task.loss(step))
-        extra, extra_terms = self.alignment(step)
         return loss + extra, {**terms, **extra_terms}
 
     def __getattr__(self, name):
@@ -155,16 +196,28 @@ class AlignedTask:
 
 @dataclass(frozen=True)
 class AlignmentConfig:
-    """``--lexicon L --align-weight W --align-k K`` of a training stage (no lexicon: no term)."""
+    """``--lexicon L --align-form F --align-every T --align-lr R --align-weight W --align-k K`` of a training
+    stage (no lexicon: no alignment)."""
 
     lexicon: Path | None = None
-    weight: float = 1.0
+    weight: float = field(default=1.0, metadata={"help": "--align-form table: weight of the RCSLS term"})
     k: int = AME_K
     batch: int = ALIGN_BATCH
+    form: str = field(default="map", metadata={
+        "help": "map (AME: a linear map learnt by RCSLS apart from the table) or table (RCSLS into the table)"})
+    every: int = field(default=500, metadata={"help": "--align-form map: steps between map updates (AME: T = 500)"})
+    lr: float = field(default=2.0, metadata={"help": "--align-form map: the map's own rate (AME: 2; 5 on COCO)"})
+    orthogonal: bool = field(default=False, metadata={"help": "--align-form map: keep the map orthogonal"})
+
+    def __post_init__(self) -> None:
+        if self.form not in ALIGN_FORMS:
+            raise ConfigError(f"--align-form must be one of {', '.join(ALIGN_FORMS)}, got {self.form!r}")
+        if self.every < 1 or not self.lr > 0:
+            raise ConfigError(f"--align-every must be >= 1 and --align-lr > 0, got {self.every} and {self.lr}")
 
 
 def with_alignment(task, encoder: nn.Module, config: AlignmentConfig, seed: int, languages: list[str],
-                   other_language_ok: bool = False):
+                   other_language_ok: bool = False, captions: Path | None = None):
     """``task`` itself without a lexicon; with one, ``AlignedTask``. The lexicon's source language must be among
     the ``languages`` trained, unless ``other_language_ok`` (train-continual: only that language's task aligns)."""
     if config.lexicon is None:
@@ -176,7 +229,8 @@ def with_alignment(task, encoder: nn.Module, config: AlignmentConfig, seed: int,
     if src_lang not in languages:
         raise ConfigError(f"the lexicon translates {src_lang}, which this run does not train "
                           f"({', '.join(languages)})", config.lexicon)
-    alignment = LexiconAlignment(encoder, lexicon, config.weight, config.k, config.batch, seed)
-    log(f"alignment: RCSLS over {len(alignment.pairs)} {src_lang}-{NATIVE_LANG} lexicon pairs, k = {config.k}, "
-        f"weight {config.weight}")
+    alignment = LexiconAlignment(encoder, lexicon, config.weight, config.k, config.batch, seed, config, captions)
+    how = (f"a map updated every {config.every} steps at rate {config.lr}" if config.form == "map"
+           else f"in the table, weight {config.weight}")
+    log(f"alignment: RCSLS over {len(alignment.pairs)} {src_lang}-{NATIVE_LANG} lexicon pairs, k = {config.k}, {how}")
     return AlignedTask(task, alignment)

@@ -7,7 +7,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
+from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
+                                     AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, ImagesOpt, InitEmbeddingsOpt, InitOpt,
                               JsonOpt, LogEveryOpt, LrOpt, ModelOpt, PrecisionOpt, PretrainedOpt, RecipeOpt, SeedOpt,
@@ -26,8 +27,12 @@ LangOpt = lang_option("The K languages of a batch (include en: frozen with MLA, 
                       "and every language of --init, or every language of the captions. Repeat or comma-separate.")
 LossOpt = Annotated[Optional[str], typer.Option(
     "--loss", help="one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge (MSE to "
-    "English), hinge (ranking, margin), mlmme (beta x image-sentence + (1 - beta) x English-language ranking; "
-    "--recipe mlmme sets it with its beta). Default: the recipe's (one-to-k).")]
+    "English), hinge (ranking, margin), mlmme (beta x the image-sentence ranking of every language + (1 - beta) x "
+    "the sentence-sentence ranking of every language pair; --recipe mlmme sets it with its beta). Default: the "
+    "recipe's (one-to-k).")]
+MaxViolationOpt = Annotated[Optional[bool], typer.Option(
+    "--max-violation/--sum-violations", help="hinge, mlmme: keep only each anchor's hardest in-batch negative "
+    "(VSE++; AME's option), or sum over every negative (default: the recipe's, sum).")]
 WeightingOpt = Annotated[Optional[str], typer.Option(
     "--weighting", help="1-to-K weighting: paper (both directions equal) or code (the authors' code: divided by "
     "K); default: the recipe's (paper).")]
@@ -65,8 +70,12 @@ def train_ccrk_command(
     batch_size: BatchOpt = None, lr: LrOpt = None, warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None,
     temperature: TemperatureOpt = None, fixed_temperature: FixedTemperatureOpt = False, margin: MarginOpt = None,
     similarity: SimilarityOpt = "cosine", lexicon: Optional[Path] = LexiconOption,
-    align_weight: float = AlignWeightOption, align_k: int = AlignKOption, beta: BetaOpt = None,
-    mlmme_form: MlmmeFormOpt = None, hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
+    align_weight: float = AlignWeightOption, align_k: int = AlignKOption,
+    align_form: Optional[str] = AlignFormOption,
+    align_every: Optional[int] = AlignEveryOption, align_lr: Optional[float] = AlignLrOption,
+    align_orthogonal: Optional[bool] = AlignOrthogonalOption, beta: BetaOpt = None,
+    mlmme_form: MlmmeFormOpt = None, max_violation: MaxViolationOpt = None, hard_negatives: HardNegativesOpt = None,
+    train_embedding: TrainEmbeddingOpt = True,
     eval_every: EvalEveryOpt = None, val_split: ValSplitOpt = "val", val_images: ValImagesOpt = 1000,
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0, log_every: LogEveryOpt = None,
     tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
@@ -86,10 +95,12 @@ def train_ccrk_command(
         out=out, init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=split_list(lang), train_embedding=train_embedding, val_split=val_split, val_images=val_images,
         device=device, precision=precision, recipe=recipe, margin=margin, similarity=similarity,
-        alignment=alignment_config(lexicon, align_weight, align_k),
+        alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
+                                    align_orthogonal),
         loop=given(steps=steps, lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, eval_every=eval_every,
                    seed=seed),
         **given(loss=loss, weighting=weighting, temperature=temperature, beta=beta, mlmme_form=mlmme_form,
+                max_violation=max_violation,
                 hard_negatives=hard_negatives, batch_size=batch_size,
                 learn_temperature=False if fixed_temperature else None))
     with step_logging(log_every, tensorboard):

@@ -7,7 +7,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
+from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
+                                     AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
 from mltk.cli.common import (LIST_METAVAR, either, emit, examples, hidden_alias, lang_option, out_option, require,
                               route_input, split_list)
 from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, ImagesOpt, JsonOpt,
@@ -112,6 +113,9 @@ def train_continual_command(
     metric_alias: Optional[str] = hidden_alias("--metric"), method_option: MethodOptionOpt = [],
     keep_task_checkpoints: KeepTaskCheckpointsOpt = False, val_images: ValImagesOpt = 1000,
     lexicon: Optional[Path] = LexiconOption, align_weight: float = AlignWeightOption, align_k: int = AlignKOption,
+    align_form: Optional[str] = AlignFormOption,
+    align_every: Optional[int] = AlignEveryOption, align_lr: Optional[float] = AlignLrOption,
+    align_orthogonal: Optional[bool] = AlignOrthogonalOption,
     cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0,
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
 ) -> None:
@@ -138,7 +142,8 @@ def train_continual_command(
         metric=either(continual_metric, metric_alias, "--continual-metric", "--metric"),
         options=method_options(method, method_option), keep_task_checkpoints=keep_task_checkpoints, device=device,
         precision=precision, cache_dir=cache_dir, recipe=recipe,
-        alignment=alignment_config(lexicon, align_weight, align_k),
+        alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
+                                    align_orthogonal),
         loop=given(lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, seed=seed),
         **teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part)),
         **given(token_sets=token_sets, vocab_size=vocab_size, epochs=epochs, epoch_unit=epoch_unit,

@@ -83,6 +83,9 @@ def import_data(
                                           "captions the lines translate."),
     src_lang: Optional[str] = typer.Option(None, "--src", help="lexicon, synth-lexicon: the source language."),
     tgt_lang: Optional[str] = typer.Option(None, "--tgt", help="lexicon, synth-lexicon: the target language."),
+    vocab_from: Optional[Path] = typer.Option(
+        None, "--vocab-from", help="lexicon: a captions artifact (the training captions); keep only the pairs whose "
+        "words occur in its train captions of their language (AME filters MUSE to the training words)."),
     as_json: JsonOpt = False,
 ) -> None:
     """Convert a caption dataset on disk into a captions artifact (OUT/captions) and an images artifact of paths
@@ -92,7 +95,7 @@ def import_data(
     from mltk.data.importers import CAPTIONS_DIR, IMAGES_DIR, import_dataset
 
     if fmt in LEXICON_FORMATS:
-        emit(import_lexicon(fmt, src, out, src_lang, tgt_lang), as_json)
+        emit(import_lexicon(fmt, src, out, src_lang, tgt_lang, vocab_from), as_json)
         return
     path = import_dataset(fmt, src, out, splits=list(split_list(split)) or None, images_root=images_root or None,
                           lang=lang,
@@ -106,14 +109,19 @@ def import_data(
 LEXICON_FORMATS = ("lexicon", "synth-lexicon")
 
 
-def import_lexicon(fmt: str, src: List[Path], out: Path, src_lang: Optional[str], tgt_lang: Optional[str]) -> Path:
+def import_lexicon(fmt: str, src: List[Path], out: Path, src_lang: Optional[str], tgt_lang: Optional[str],
+                   vocab_from: Optional[Path] = None) -> Path:
     from mltk.ame.lexicon import import_muse
     from mltk.ame.world import import_world_lexicon
     from mltk.core.errors import ConfigError
 
     if len(src) != 1:
         raise ConfigError(f"import-data {fmt} reads one source, got {len(src)}")
-    return (import_muse if fmt == "lexicon" else import_world_lexicon)(src[0], out, src_lang, tgt_lang)
+    if fmt == "lexicon":
+        return import_muse(src[0], out, src_lang, tgt_lang, vocab_from)
+    if vocab_from is not None:
+        raise ConfigError("--vocab-from goes with import-data lexicon (the world's dictionary holds its own words)")
+    return import_world_lexicon(src[0], out, src_lang, tgt_lang)
 
 
 def induce_lexicon(

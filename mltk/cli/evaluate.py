@@ -40,6 +40,12 @@ MetricOpt = Annotated[List[str], typer.Option(
 LexiconOpt = Annotated[Optional[Path], typer.Option(
     "--lexicon", help="--metric bli: a lexicon artifact (source language -> en).")]
 BliKOpt = Annotated[int, typer.Option("--bli-k", help="--metric bli: CSLS's k nearest neighbours (MUSE: 10).")]
+SimilarityOpt = Annotated[Optional[str], typer.Option(
+    "--similarity", help="Rank image-text pairs by cosine or order (AME's order violation). Default: the similarity "
+    "the model trained with (train-ccrk --similarity), else cosine.")]
+BliVocabOpt = Annotated[Optional[Path], typer.Option(
+    "--bli-vocab", help="--metric bli: a captions artifact whose train words are the model's vocabulary (default: "
+    "the captions the model was trained on, found through its manifests).")]
 TranslationsOpt = Annotated[Optional[Path], typer.Option(
     "--translations", help="Captions artifact whose English rows translate the evaluated captions (same "
     "caption_id), e.g. xFlickr&CO's annotations_machine-translate; with --fusion.")]
@@ -99,6 +105,7 @@ def evaluate(
     source: Optional[str] = SourceArg, out: Path = OutOpt, images: ImagesOpt = None, texts: TextsOpt = None,
     model: EvalModelOpt = None, pretrained: PretrainedOpt = None, base: Optional[List[str]] = BaseOption,
     captions: CaptionsOpt = None, metric: MetricOpt = ["recall"], lexicon: LexiconOpt = None, bli_k: BliKOpt = 10,
+    bli_vocab: BliVocabOpt = None, similarity: SimilarityOpt = None,
     translations: TranslationsOpt = None, fusion: FusionOpt = [], mrv_variant: MrvVariantOpt = "paper",
     mrv_instance: MrvInstanceOpt = "auto",
     protocol: ProtocolOpt = "all-captions", folds: FoldsOpt = 1, split: SplitOpt = [], lang: List[str] = LangOpt,
@@ -130,7 +137,7 @@ def evaluate(
         c2c_relevance=c2c_relevance, dataset=dataset, split=",".join(split_list(split)) or None, languages=split_list(lang),
         c2c_pairs=tuple(parse_pair(pair) for pair in c2c_pair), report_format=report_format, device=device,
         precision=precision, batch_size=batch_size, chunk_mb=chunk_mb, force=force, lexicon=lexicon, bli_k=bli_k,
-        translations=translations, fusion=parse_etas(fusion))
+        bli_vocab=bli_vocab, similarity=similarity, translations=translations, fusion=parse_etas(fusion))
     _emit_with_plots(run_evaluation(config), plot, as_json, inputs)
 
 

@@ -9,7 +9,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import AlignKOption, AlignWeightOption, LexiconOption, alignment_config
+from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
+                                     AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, GradClipOpt, ImagesOpt,
                               InitEmbeddingsOpt, InitOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt, MseFormOpt,
@@ -65,7 +66,10 @@ def train_nlt_command(
     steps: StepsOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None, weight_decay: WeightDecayOpt = None,
     grad_clip: GradClipOpt = None, train_embedding: TrainEmbeddingOpt = None, eval_every: EvalEveryOpt = None,
     acquirer: AcquirerOpt = None, mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption,
-    align_weight: float = AlignWeightOption, align_k: int = AlignKOption, cache_dir: CacheDirOpt = None,
+    align_weight: float = AlignWeightOption, align_k: int = AlignKOption,
+    align_form: Optional[str] = AlignFormOption,
+    align_every: Optional[int] = AlignEveryOption, align_lr: Optional[float] = AlignLrOption,
+    align_orthogonal: Optional[bool] = AlignOrthogonalOption, cache_dir: CacheDirOpt = None,
     seed: SeedOpt = 0, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
     tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
 ) -> None:
@@ -77,7 +81,8 @@ def train_nlt_command(
            (log_every, tensorboard, as_json), init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
            train=train, init_embeddings=init_embeddings, languages=split_list(lang), train_embedding=train_embedding,
            cache_dir=cache_dir, device=device, precision=precision,
-           alignment=alignment_config(lexicon, align_weight, align_k),
+           alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
+                                    align_orthogonal),
            **given(embedding_lr=embedding_lr, batch_size=batch_size, acquirer=acquirer, mse_form=mse_form))
 
 

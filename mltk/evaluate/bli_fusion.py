@@ -28,8 +28,8 @@ def check_seed_options(config: Any) -> None:
     if "bli" in config.metrics and (config.model is None or config.lexicon is None):
         raise ConfigError("--metric bli needs --model (an MLA or CLL-CLIP checkpoint) and --lexicon (a lexicon "
                           "artifact)")
-    if config.lexicon is not None and "bli" not in config.metrics:
-        raise ConfigError("--lexicon goes with --metric bli")
+    if (config.lexicon is not None or config.bli_vocab is not None) and "bli" not in config.metrics:
+        raise ConfigError("--lexicon and --bli-vocab go with --metric bli")
     if config.bli_k < 1:
         raise ConfigError(f"--bli-k must be at least 1, got {config.bli_k}")
     if bool(config.fusion) != (config.translations is not None):

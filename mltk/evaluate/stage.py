@@ -27,6 +27,7 @@ from mltk.evaluate.clip_benchmark import clip_benchmark_files
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.guards import Guard, check_same_model, check_vectors
 from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
+from mltk.evaluate.scorer import evaluation_similarity
 from mltk.metrics.retrieval import column_strings, split_column, check_options, evaluate_retrieval, in_splits
 from mltk.data.overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
@@ -64,8 +65,10 @@ class EvaluateConfig:
     force: bool = False                # score degenerate vectors or a model mismatch, with warnings (guards.py)
     lexicon: Path | None = None        # --metric bli: the lexicon artifact (mltk.ame.bli)
     bli_k: int = 10                    # CSLS's k (MUSE: 10)
+    bli_vocab: Path | None = None      # --metric bli: captions whose words are the model's vocabulary
     translations: Path | None = None   # --fusion: English translations sharing the caption_id (mltk.evaluate.fusion)
     fusion: tuple[float, ...] = ()     # the etas of score fusion
+    similarity: str | None = None      # cosine or order; None: what the model trained with (mltk.evaluate.scorer)
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     planned = [*([config.images] if config.images is not None else []),
                *([config.texts] if config.texts is not None else
                  [config.captions, *([model_path] if model_path.exists() else [])]),
-               *[p for p in (config.lexicon, config.translations) if p is not None]]
+               *[p for p in (config.lexicon, config.bli_vocab, config.translations) if p is not None]]
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
     if existing is not None:
         return existing
@@ -226,13 +229,14 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     image_table, image_vectors = load_normalized_embeddings(config.images, guard) if config.images is not None \
         else (None, None)
     texts = text_embeddings_for(config, image_table, runtime, guard)
+    similarity = evaluation_similarity(config.similarity, config.model, config.texts)
     evaluate = evaluate_retrieval if config.folds <= 1 else partial(evaluate_folds, folds=config.folds)
     evaluate = partial(
         evaluate, image_table, image_vectors, texts.table,
         metrics=metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
         languages=config.languages, c2c_pairs=config.c2c_pairs, c2c_relevance=config.c2c_relevance,
         protocol=config.protocol, split=config.split, device=runtime.device, chunk_mb=config.chunk_mb,
-        image_source=str(config.images), text_source=texts.source,
+        image_source=str(config.images), text_source=texts.source, similarity=similarity,
     )
     result = evaluate(texts.vectors)
     result["settings"]["texts"] = texts.settings
@@ -244,9 +248,9 @@ def run_evaluation(config: EvaluateConfig) -> Path:
         extra["fusion_curve.png"] = plots.fusion_curve(result["fusion"])
     if "bli" in config.metrics:
         result["bli"] = evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device),
-                                     config.lexicon, config.bli_k)
+                                     config.lexicon, config.bli_k, config.model, config.bli_vocab)
     inputs = [*([config.images] if config.images is not None else []), *texts.inputs,
-              *[p for p in (config.lexicon, config.translations) if p is not None]]
+              *[p for p in (config.lexicon, config.bli_vocab, config.translations) if p is not None]]
     overlap = warn_if_overlap(training_data_of(texts.inputs), [], test_ids=evaluated_image_ids(texts.table, config),
                               stage="evaluate")
     if overlap is not None:
@@ -265,14 +269,15 @@ def _note_ties(ties: dict) -> None:
 def run_bli(config: EvaluateConfig) -> Path:
     """``--metric bli`` alone: the lexicon alignment of ``--model``'s trainable table (``mltk.ame.bli``)."""
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config,
-                                  inputs=[p for p in (Path(config.model), config.lexicon) if p.exists()])
+                                  inputs=[p for p in (Path(config.model), config.lexicon, config.bli_vocab)
+                                          if p is not None and p.exists()])
     if existing is not None:
         return existing
     runtime = resolve_runtime(config.device, config.precision)
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
-    result = {"bli": evaluate_bli(encoder, config.lexicon, config.bli_k),
+    result = {"bli": evaluate_bli(encoder, config.lexicon, config.bli_k, config.model, config.bli_vocab),
               "settings": {"model": str(Path(config.model).resolve())}}
-    inputs = [p for p in (Path(config.model), config.lexicon) if p.exists()]
+    inputs = [p for p in (Path(config.model), config.lexicon, config.bli_vocab) if p is not None and p.exists()]
     return _write_and_report(config.out, result, config, inputs, config.report_format)
 
 

@@ -26,6 +26,22 @@ def order_violation_similarity(specific: torch.Tensor, general: torch.Tensor) ->
     return -violation.pow(2).sum(-1)
 
 
+def order_violation_scores(specific: torch.Tensor, general: torch.Tensor, block_mb: float = 64.0) -> torch.Tensor:
+    """``order_violation_similarity`` for galleries of any size: specific [N, D], general [M, D] -> [N, M], computed
+    in blocks of rows and columns so that the [n, m, D] difference of one block stays under ``block_mb`` MiB (the
+    whole [N, M, D] tensor would be N * M * D * 4 bytes). Used to rank by order similarity (``mltk evaluate``)."""
+    dim = max(specific.shape[1], 1)
+    budget = max(1, int(block_mb * 2**20) // (4 * dim))  # entries n * m of one block
+    columns = max(1, min(general.shape[0], budget))
+    rows = max(1, budget // columns)
+    out = torch.empty(specific.shape[0], general.shape[0], dtype=torch.float32, device=specific.device)
+    for start in range(0, specific.shape[0], rows):
+        for c_start in range(0, general.shape[0], columns):
+            out[start:start + rows, c_start:c_start + columns] = order_violation_similarity(
+                specific[start:start + rows], general[c_start:c_start + columns])
+    return out
+
+
 def ranking_scores(image_features: torch.Tensor, text_features: torch.Tensor, similarity: str = "cosine"
                    ) -> torch.Tensor:
     """[B, D] x [B, D] -> [B, B] scores of ``pairwise_ranking_hinge``: dot products (cosine on normalised features)
@@ -34,6 +50,16 @@ def ranking_scores(image_features: torch.Tensor, text_features: torch.Tensor, si
         return image_features @ text_features.T
     if similarity == "order":
         return order_violation_similarity(image_features, text_features)
+    raise ConfigError(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {similarity!r}")
+
+
+def retrieval_scorer(similarity: str):
+    """The scorer ``mltk.metrics.rank_both_directions`` ranks with: None for cosine (its chunked dot product),
+    blocked order violation (images specific, captions general, as AME trains and tests) for ``order``."""
+    if similarity == "cosine":
+        return None
+    if similarity == "order":
+        return order_violation_scores
     raise ConfigError(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {similarity!r}")
 
 

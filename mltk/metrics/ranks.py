@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ import torch
 from mltk.core.runtime import track
 
 DEFAULT_KS = (1, 5, 10)
+Scorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (left [c, d], right [m, d]) -> scores [c, m]
 MRV_VARIANTS = ("paper", "code")
 
 TIE_RULE = ("pessimistic: gallery items (other than the query's own ground truths) whose score ties with the ground "
@@ -72,7 +73,8 @@ def bidirectional_ranks(left: np.ndarray | torch.Tensor, right: np.ndarray | tor
 
 def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | torch.Tensor,
                          right_to_left: Sequence[int] | np.ndarray, *, chunk_mb: float = 256,
-                         device: str | torch.device = "cpu", progress: str | None = None) -> RankResult:
+                         device: str | torch.device = "cpu", progress: str | None = None,
+                         scorer: Scorer | None = None) -> RankResult:
     """0-based ranks of the ground truths in both retrieval directions, from one chunked pass.
 
     ``left`` [N, d] are e.g. images, ``right`` [M, d] e.g. captions; ``right_to_left[j]`` is the index of the one
@@ -86,6 +88,8 @@ def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | to
     - ``*_tied``: some counted candidate scores exactly the ground truth's score.
 
     S is computed ``chunk`` rows at a time (at most ``chunk_mb`` MiB); ``progress`` names a progress bar.
+    ``scorer(left_rows [c, d], right_rows [m, d]) -> [c, m]`` replaces the dot product when given (an asymmetric
+    similarity such as order violation; it must bound its own working memory).
 
     How the right direction stays exact in one pass: a right item's threshold S[owner(j), j] is needed before
     the chunks that precede its owner's chunk are counted. A cheap pre-pass computes those thresholds with small
@@ -105,9 +109,9 @@ def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | to
         return RankResult(empty, np.zeros(n_right, np.int64), np.zeros(n_left, bool), np.zeros(n_right, bool))
     by_owner = torch.argsort(owner, stable=True)                        # right items grouped by owner
     owner_start = torch.searchsorted(owner[by_owner], torch.arange(n_left + 1, device=device))  # [N + 1]
-    thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start)  # [M] S[owner(j), j]
+    thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start, scorer=scorer)  # [M] S[owner(j), j]
     left_ranks, left_above, right_above, right_at_or_above, mismatched = _counting_pass(
-        left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds, chunk_mb, progress)
+        left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds, chunk_mb, progress, scorer)
     right_ranks = right_at_or_above - 1                                 # the owner's own score is not counted
     has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
     left_ranks[~has_own] = -1
@@ -115,12 +119,13 @@ def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | to
         redo = torch.nonzero(mismatched).flatten()
         redo_np = redo.cpu().numpy()
         right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(right_t[redo], left_t, owner[redo],
-                                                                         chunk_mb)
+                                                                         chunk_mb, scorer)
     return RankResult(left_ranks, right_ranks, has_own & (left_ranks > left_above), right_ranks > right_above)
 
 
 def _counting_pass(left_t: torch.Tensor, right_t: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
-                   bounds: list[int], thresholds: torch.Tensor, chunk_mb: float, progress: str | None):
+                   bounds: list[int], thresholds: torch.Tensor, chunk_mb: float, progress: str | None,
+                   scorer: Scorer | None = None):
     """The main pass of ``rank_both_directions``: S = left @ right.T a chunk of rows at a time. Returns the left
     ranks and strict counts [N], the right strict and at-or-above counts [M], and the right items whose threshold
     differs from the big product's [M] bool. ``bounds[i]:bounds[i + 1]`` are left item i's right items in
@@ -136,7 +141,10 @@ def _counting_pass(left_t: torch.Tensor, right_t: torch.Tensor, owner: torch.Ten
     starts = range(0, n_left, rows)
     for start in track(starts, progress) if progress else starts:
         stop = min(start + rows, n_left)
-        scores = torch.mm(left_t[start:stop], right_t_transposed, out=scores_buffer[: stop - start])  # [c, M]
+        if scorer is None:
+            scores = torch.mm(left_t[start:stop], right_t_transposed, out=scores_buffer[: stop - start])  # [c, M]
+        else:
+            scores = scorer(left_t[start:stop], right_t)  # [c, M]
         own = by_owner[bounds[start]:bounds[stop]]                      # right items owned by this chunk
         own_rows = owner[own] - start
         own_scores = scores[own_rows, own]
@@ -205,7 +213,7 @@ def _rows_per_chunk(n_columns: int, chunk_mb: float) -> int:
 
 
 def _owner_scores(left: torch.Tensor, right: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
-                  owner_start: torch.Tensor, block: int = 128) -> torch.Tensor:
+                  owner_start: torch.Tensor, block: int = 128, scorer: Scorer | None = None) -> torch.Tensor:
     """S[owner(j), j] for every right item j, from products of ``block`` left rows with the right items they own
     (about block / N of the full product's work; blocks of >= 8 rows use the same BLAS kernel as the big product).
 
@@ -220,7 +228,8 @@ def _owner_scores(left: torch.Tensor, right: torch.Tensor, owner: torch.Tensor, 
             stop = min(start + block, left.shape[0])
             own = by_owner[bounds[start]:bounds[stop]]
             if len(own):
-                small = torch.mm(left[start:stop], right[own].T)            # [block, own]
+                small = (torch.mm(left[start:stop], right[own].T) if scorer is None
+                         else scorer(left[start:stop], right[own]))             # [block, own]
                 thresholds[own] = small[owner[own] - start, torch.arange(len(own), device=left.device)]
     return thresholds
 
@@ -240,14 +249,15 @@ def _one_cpu_thread(device: torch.device):
 
 
 def _single_owner_ranks(queries: torch.Tensor, gallery: torch.Tensor, targets: torch.Tensor,
-                        chunk_mb: float) -> tuple[np.ndarray, np.ndarray]:
+                        chunk_mb: float, scorer: Scorer | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rank of ``gallery[targets[q]]`` for each query row (pessimistic ties) and the count of items strictly
     above it, each row scored by one product (self-consistent)."""
     ranks, above = np.empty(len(queries), dtype=np.int64), np.empty(len(queries), dtype=np.int64)
     rows = _rows_per_chunk(gallery.shape[0], chunk_mb)
     for start in range(0, len(queries), rows):
         stop = min(start + rows, len(queries))
-        scores = torch.mm(queries[start:stop], gallery.T)                # [c, N]
+        scores = (torch.mm(queries[start:stop], gallery.T) if scorer is None
+                  else scorer(gallery, queries[start:stop]).T)          # [c, N]
         own = scores[torch.arange(stop - start, device=scores.device), targets[start:stop]]
         above[start:stop], at_or_above = _count_above(scores, own[:, None], dim=1)
         ranks[start:stop] = at_or_above - 1                             # the target itself

@@ -33,11 +33,17 @@ from mltk import artifacts
 from mltk.metrics import ranks as M
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.losses.ranking import retrieval_scorer
 
 from mltk.metrics.grouped_ranks import grouped_ranks
 from mltk.metrics.retrieval_options import check_options
 
 TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
+SIMILARITY_DEFINITIONS = {
+    "cosine": "dot product of the float32 vectors (cosine: vectors are L2-normalised)",
+    "order": "image-text: AME's order violation -||max(0, caption - image)||^2 (Vendrov et al. 2016), the "
+             "similarity the model was trained with; caption-to-caption: cosine",
+}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -59,11 +65,8 @@ def evaluate_retrieval(
     c2c_pairs: Sequence[tuple[str, str]] | None = None,
     c2c_relevance: str = "image",
     protocol: str = "all-captions",
-    split: str | None = None,
-    device: str | torch.device = "cpu",
-    chunk_mb: float = 256,
-    image_source: str = "<images>",
-    text_source: str = "<texts>",
+    split: str | None = None, device: str | torch.device = "cpu", chunk_mb: float = 256,
+    image_source: str = "<images>", text_source: str = "<texts>", similarity: str = "cosine",
 ) -> dict:
     """Evaluate retrieval per language; returns the ``metrics.json`` content.
 
@@ -71,6 +74,7 @@ def evaluate_retrieval(
     (always computed when images are given); ``metrics`` adds ``mrv`` (needs >= 2 languages) and ``c2c`` (every
     pair of languages unless ``c2c_pairs`` names them). Without images (``image_table=None``) only ``c2c`` can be
     computed, from the text vectors alone. ``split`` keeps only rows of that split (see ``_select_split``).
+    ``similarity``: image-text pairs ranked by ``cosine`` or AME's ``order`` violation; c2c always by cosine.
     """
     with_images = image_table is not None
     metrics = check_options(metrics, with_images, mrv_variant, mrv_instance, c2c_relevance, protocol)
@@ -92,7 +96,8 @@ def evaluate_retrieval(
     ties: dict[str, Any] = {"rule": M.TIE_RULE, "per_language": {}, "c2c": {}}
     if images is not None:
         per_language, i2t_by_lang, t2i_by_lang = _rank_languages(images, texts, langs, ks, device, chunk_mb, counts,
-                                                                 ties["per_language"])
+                                                                 ties["per_language"],
+                                                                 retrieval_scorer(similarity))
         result["per_language"] = per_language
         result["summary"] = {"languages": langs,
                              "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
@@ -102,7 +107,7 @@ def evaluate_retrieval(
         result["c2c"], ties["c2c"] = _caption_to_caption(texts, pairs, ks, device, chunk_mb, c2c_relevance)
     result["ties"] = _with_total(ties)
     result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
-                                   device, protocol, c2c_relevance, len(texts.lang))
+                                   device, protocol, c2c_relevance, len(texts.lang), similarity)
     return result
 
 
@@ -113,7 +118,8 @@ def _check_same_width(images, texts, image_source: str, text_source: str) -> Non
 
 
 def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: tuple[int, ...],
-                    device: torch.device, chunk_mb: float, counts: dict, ties: dict) -> tuple[dict, dict, dict]:
+                    device: torch.device, chunk_mb: float, counts: dict, ties: dict,
+                    scorer=None) -> tuple[dict, dict, dict]:
     """Each language's captions ranked against the whole gallery: ``(per_language summaries, i2t ranks by
     language, t2i ranks by language)``; fills ``counts`` (queries) and ``ties`` (tied ground truths)."""
     owner = _caption_owners(images, texts)
@@ -122,7 +128,7 @@ def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: 
     for lang in langs:
         rows = np.flatnonzero(texts.lang == lang)
         ranked = M.rank_both_directions(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
-                                        device=device, progress=f"ranking {lang}")
+                                        device=device, progress=f"ranking {lang}", scorer=scorer)
         queried = ranked.left >= 0
         ties[lang] = {"i2t": int(ranked.left_tied[queried].sum()), "t2i": int(ranked.right_tied.sum())}
         per_language[lang] = _direction_summary(ranked.left[queried], ranked.right, ks)
@@ -390,7 +396,7 @@ def _c2c_rows(texts: _TextRows, src: str, tgt: str,
 
 def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split: str | None,
               n_images: int | None, counts: dict, device: torch.device, protocol: str, c2c_relevance: str,
-              n_captions: int) -> dict:
+              n_captions: int, similarity: str = "cosine") -> dict:
     return {
         "metrics": list(metrics),
         "ks": list(ks),
@@ -420,7 +426,8 @@ def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split
                 "caption_id": "a hit is the query's translation (same caption_id); queries and gallery: captions "
                               "whose caption_id exists in both languages"}[c2c_relevance] if "c2c" in metrics
                else None,
-        "similarity": "dot product of the float32 vectors (cosine: vectors are L2-normalised)",
+        "similarity": similarity,
+        "similarity_definition": SIMILARITY_DEFINITIONS[similarity],
         "split": split,
         "device": str(device),
         "counts": {"images": n_images, "captions": n_captions, "per_language": counts},

@@ -58,11 +58,14 @@ def metrics_tables(metrics: Mapping[str, Any]) -> list[ReportTable]:
 
 
 def bli_table(bli: Mapping[str, Any]) -> ReportTable:
-    """Pair | P@1 (CSLS) | P@1 (cosine) | queries | candidates | k."""
-    row = (f"{bli.get('src_lang')}->{bli.get('tgt_lang')}", bli.get("P@1"), bli.get("P@1_cosine"),
-           bli.get("queries"), bli.get("candidates"), bli.get("k"))
-    return ReportTable("Bilingual lexicon induction (MUSE: P@1, CSLS)",
-                       ("pair", "P@1 CSLS", "P@1 cosine", "queries", "candidates", "k"), (row,))
+    """Pair | P@1 (AME: cosine, all words, misses counted) | reverse | P@1 CSLS (MUSE) | source words | OOV |
+    candidates | k."""
+    row = (f"{bli.get('src_lang')}->{bli.get('tgt_lang')}", bli.get("P@1"), bli.get("P@1_reverse"),
+           bli.get("P@1_csls"), bli.get("source_words"), bli.get("out_of_vocabulary"), bli.get("candidates"),
+           bli.get("k"))
+    return ReportTable("Bilingual lexicon induction (AME: cosine P@1 over all words, OOV as misses; CSLS: MUSE's)",
+                       ("pair", "P@1", "P@1 reverse", "P@1 CSLS (MUSE)", "source words", "OOV", "candidates", "k"),
+                       (row,))
 
 
 def fusion_table(fusion: Mapping[str, Any]) -> ReportTable:

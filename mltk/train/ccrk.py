@@ -34,6 +34,7 @@ Losses (``mltk.losses``; ``--loss``):
   of the languages pulled to it.
 - ``hinge``: bidirectional pairwise ranking loss (margin 0.2, VSE) between the images and their captions, one
   term per language slot, averaged over the slots.
+- ``--max-violation`` (hinge, mlmme): each anchor's hardest in-batch negative only (VSE++), not the sum.
 - ``mlmme``: MLMME (Calixto, Liu and Campbell 2017) over K languages as the paper sums it: beta times the
   image-sentence ranking of every language plus (1 - beta) times the sentence-sentence ranking of every language
   pair (``mltk.losses:MLMMELoss``). ``--mlmme-form english-pivot``: per non-English language the
@@ -58,7 +59,7 @@ linearly with K (``benchmarks/ccrk.py``).
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,9 @@ class CcrkConfig:
     alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
     beta: float = FROM_RECIPE  # MLMME: beta * S_I + (1 - beta) * S_S
     mlmme_form: str = FROM_RECIPE  # MLMME with K > 2: every language and pair (paper) or English-pivot means
+    max_violation: bool = field(default=FROM_RECIPE, metadata={
+        "help": "hinge, mlmme: keep only the hardest in-batch negative of each anchor (VSE++; AME's option) instead "
+                "of summing over every negative"})
     hard_negatives: int = FROM_RECIPE
     train_embedding: bool = True
     batch_size: int = FROM_RECIPE
@@ -148,6 +152,8 @@ class CcrkConfig:
             problems.append(f"--temperature must lie in the clamp range [{low}, {high}], got {self.temperature}")
         if self.mlmme_form not in MLMME_FORMS:
             problems.append(f"--mlmme-form must be one of {', '.join(MLMME_FORMS)}, got {self.mlmme_form!r}")
+        if self.max_violation and self.loss not in ("hinge", "mlmme"):
+            problems.append(f"--max-violation goes with --loss hinge or mlmme, not {self.loss}")
         if self.similarity not in SIMILARITIES:
             problems.append(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {self.similarity!r}")
         elif self.similarity != "cosine" and self.loss != "hinge":
@@ -171,7 +177,7 @@ CONTRASTIVE_LOSSES = ("one-to-k", "one-to-one")  # the losses with a (learnable)
 
 def loss_criterion(loss: str, english: int | None, weighting: str, temperature: float, learn_temperature: bool,
                    margin: float, beta: float, temperature_range: tuple[float, float] | None,
-                   similarity: str = "cosine", mlmme_form: str = "paper") -> nn.Module:
+                   similarity: str = "cosine", mlmme_form: str = "paper", max_violation: bool = False) -> nn.Module:
     """The ``mltk.losses`` class that ``--loss`` names, with its settings."""
     if loss == "one-to-k":
         return OneToKLoss(temperature, learn_temperature, weighting, temperature_range)
@@ -180,8 +186,8 @@ def loss_criterion(loss: str, english: int | None, weighting: str, temperature: 
     if loss == "english-bridge":
         return EnglishBridgeLoss(english)
     if loss == "hinge":
-        return PairwiseRankingLoss(margin, similarity=similarity)
-    return MLMMELoss(margin, beta, english, form=mlmme_form)
+        return PairwiseRankingLoss(margin, max_violation, similarity=similarity)
+    return MLMMELoss(margin, beta, english, max_violation, form=mlmme_form)
 
 
 class CcrkObjective(nn.Module):
@@ -192,7 +198,7 @@ class CcrkObjective(nn.Module):
     def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
                  learn_temperature: bool = True, margin: float | None = None, beta: float = 0.5,
                  temperature_range: tuple[float, float] | None = None, similarity: str = "cosine",
-                 mlmme_form: str = "paper"):
+                 mlmme_form: str = "paper", max_violation: bool = False):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
@@ -203,7 +209,7 @@ class CcrkObjective(nn.Module):
         self.margin = AME_MARGINS[similarity] if margin is None else margin
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
         self.criterion = loss_criterion(loss, self.english, weighting, temperature, learn_temperature, self.margin,
-                                        beta, temperature_range, similarity, mlmme_form)
+                                        beta, temperature_range, similarity, mlmme_form, max_violation)
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
                 teacher: torch.Tensor | None = None) -> LossOutput:
@@ -384,10 +390,12 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
                               config.learn_temperature, config.margin, config.beta,
-                              config.temperature_range, config.similarity, config.mlmme_form).to(runtime.device)
+                              config.temperature_range, config.similarity, config.mlmme_form,
+                              config.max_violation).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
-    return with_alignment(task, encoder, config.alignment, config.loop.seed, languages), runtime
+    return with_alignment(task, encoder, config.alignment, config.loop.seed, languages,
+                          captions=config.captions), runtime
 
 
 def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
@@ -425,10 +433,10 @@ def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
 
 def _validator(config: CcrkConfig, encoder, inputs: StageInputs, image_vectors: np.ndarray,
                trained: list[str]) -> RetrievalValidator:
-    """Mean AR over the trained languages on the validation split, on at most ``val_images`` images: the score
-    that picks the checkpoint's step."""
+    """Mean AR over the trained languages on the validation split, on at most ``val_images`` images, ranked by the
+    similarity the loss trains (AME): the score that picks the checkpoint's step."""
     split = retrieval_split(inputs.captions, inputs.image_table, image_vectors, config.val_split)
     if split is None or not set(trained) & set(split.captions.column("lang").to_pylist()):
         raise ConfigError(f"no {config.val_split!r} captions in {', '.join(trained)} describe an image of the image "
                           f"embeddings: train-ccrk validates on them (--val-split)", config.captions)
-    return retrieval_validator(encoder, split, trained, inputs.runtime, config.val_images)
+    return retrieval_validator(encoder, split, trained, inputs.runtime, config.val_images, config.similarity)

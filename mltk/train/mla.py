@@ -419,7 +419,7 @@ def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: 
          languages: list[str], on_step=None) -> Path:
     encoder.train()
     task.embedding_lr = config.embedding_lr
-    task = with_alignment(task, encoder, config.alignment, config.loop.seed, languages)
+    task = with_alignment(task, encoder, config.alignment, config.loop.seed, languages, captions=config.captions)
     inputs = [p for p in (config.captions, config.images, config.init, config.alignment.lexicon) if p is not None]
     inputs += model_inputs(config.init, config.model, config.pretrained, config.tokenizer)
     trained = task.parameters_to_train()

@@ -159,10 +159,11 @@ def retrieval_split(captions: pa.Table, image_table: pa.Table, image_vectors: np
 
 
 def retrieval_validator(encoder, split: RetrievalSplit, languages: list[str], runtime: Runtime,
-                        max_images: int | None) -> RetrievalValidator:
-    """Mean AR over ``languages`` on ``split`` (at most ``max_images`` images): the score that picks the best step."""
+                        max_images: int | None, similarity: str = "cosine") -> RetrievalValidator:
+    """Mean AR over ``languages`` on ``split`` (at most ``max_images`` images), ranked by ``similarity``: the score
+    that picks the best step."""
     return RetrievalValidator(encoder, split.captions, split.image_table, split.image_vectors, languages, runtime,
-                              max_images=max_images)
+                              max_images=max_images, similarity=similarity)
 
 
 # ----------------------------------------------------------------------------------------------------------------

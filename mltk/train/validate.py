@@ -14,11 +14,12 @@ from mltk.core.runtime import Runtime
 class RetrievalValidator:
     """Mean AR (average of R@1/5/10 in both directions) over ``languages`` on the validation captions.
 
-    Image embeddings are computed once (``encode-images``); only the text side is re-encoded at each call.
+    Ranks by ``similarity`` (cosine, or AME's order violation for a model trained with it). Image embeddings are
+    computed once (``encode-images``); only the text side is re-encoded at each call.
     """
 
     def __init__(self, encoder, captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray,
-                 languages: list[str], runtime: Runtime, max_images: int | None = None):
+                 languages: list[str], runtime: Runtime, max_images: int | None = None, similarity: str = "cosine"):
         image_ids = image_table.column("id").to_pylist()
         if max_images is not None:
             image_ids = image_ids[:max_images]
@@ -30,13 +31,14 @@ class RetrievalValidator:
         self.encoder = encoder
         self.languages = [lang for lang in languages if lang in set(self.captions.column("lang").to_pylist())]
         self.runtime = runtime
+        self.similarity = similarity  # the one the model trains with (AME validates with it)
 
     def __call__(self) -> dict[str, float]:
         was_training = self.encoder.training
         self.encoder.eval()
         table, vectors = encode_captions(self.encoder, self.captions, self.runtime, languages=self.languages)
         self.encoder.train(was_training)
-        result = evaluate_retrieval(self.image_table, self.image_vectors, table, vectors)
+        result = evaluate_retrieval(self.image_table, self.image_vectors, table, vectors, similarity=self.similarity)
         scores = {f"AR_{lang}": result["per_language"][lang]["AR"] for lang in self.languages}
         scores["score"] = float(np.mean(list(scores.values())))
         return scores

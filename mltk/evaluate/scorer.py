@@ -1,0 +1,47 @@
+"""The scorer travels with the model: which similarity ``mltk evaluate`` ranks image-text pairs with.
+
+AME validates and tests a model with the similarity it trained (the authors' ``evaluation.py``,
+``measure=opt.measure``); cosine and order violation do not rank alike. A checkpoint written by
+``train-ccrk --similarity order`` records it in its config (``train_ccrk.similarity``); ``evaluate`` then ranks by
+order similarity unless ``--similarity`` says otherwise. The checkpoint is ``--model`` itself, or the one that
+encoded a ``--texts`` artifact (its manifest's checkpoint input). Every other model ranks by cosine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mltk import artifacts
+from mltk.core.errors import ConfigError
+from mltk.losses.ranking import SIMILARITIES
+
+DEFAULT_SIMILARITY = "cosine"
+
+
+def trained_similarity(checkpoint: str | Path | None) -> str | None:
+    """``train_ccrk.similarity`` of a checkpoint artifact's config; None when it records none."""
+    if checkpoint is None or artifacts.checkpoint_format(checkpoint) is None:
+        return None
+    recorded = (artifacts.read_checkpoint_config(checkpoint, resolve=False).get("train_ccrk") or {})
+    return recorded.get("similarity")
+
+
+def encoding_checkpoint(texts: str | Path | None) -> Path | None:
+    """The checkpoint among the inputs of a text embeddings artifact's manifest (None when there is none)."""
+    if texts is None or not artifacts.is_artifact(texts):
+        return None
+    for entry in artifacts.read_manifest(texts).get("inputs", []):
+        source = Path(entry.get("path", ""))
+        if entry.get("kind") == "checkpoint" and source.exists():
+            return source
+    return None
+
+
+def evaluation_similarity(requested: str | None, model: str | Path | None, texts: str | Path | None) -> str:
+    """``requested`` when given, else the similarity the evaluated model trained with, else cosine."""
+    if requested is not None:
+        if requested not in SIMILARITIES:
+            raise ConfigError(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {requested!r}")
+        return requested
+    checkpoint = model if model is not None and Path(model).exists() else encoding_checkpoint(texts)
+    return trained_similarity(checkpoint) or DEFAULT_SIMILARITY
