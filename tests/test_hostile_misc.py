@@ -1,0 +1,182 @@
+"""Hostile input at the edges of the smaller commands: MSR-VTT's files and its 1K-A test list, encode-videos, the
+learning rates, check-overlap's ids, duplicate caption rows, empty indexes and self-hits, and language options.
+
+Each refusal is exit 2 with one line on stderr naming the input file (never the output) and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from mltk import artifacts
+from mltk.cli.application import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_refused(result, *words):
+    """Exit 2, nothing on stdout, one error line on stderr (its last) holding ``words``, no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
+    assert result.stdout == "", result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("mltk")]
+    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# MSR-VTT
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def msrvtt_folder(root: Path, videos: list, sentences: list, translations: dict | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "MSRVTT_data.json").write_text(json.dumps({"videos": videos, "sentences": sentences}))
+    for lang, content in (translations or {}).items():
+        (root / "translations").mkdir(exist_ok=True)
+        (root / "translations" / f"{lang}.json").write_text(json.dumps(content))
+    return root
+
+
+VIDEOS = [{"video_id": "video0", "split": "train"}, {"video_id": "video7010", "split": "test"}]
+SENTENCES = [{"sen_id": 0, "video_id": "video0", "caption": "a man cooks"},
+             {"sen_id": 1, "video_id": "video7010", "caption": "a dog runs"}]
+
+
+@pytest.mark.parametrize("videos, sentences, words", [
+    ([{"video_id": "video0", "split": ["train"]}], SENTENCES, ("videos[0].split", "must be a string")),
+    (VIDEOS, [{"sen_id": 0, "video_id": "video0", "caption": 7}], ("sentences[0].caption", "must be a string")),
+    ({"video0": "train"}, SENTENCES, ("'videos'", "must be a list")),
+    (VIDEOS, [SENTENCES[0], {**SENTENCES[1], "video_id": "video0", "sen_id": 0}], ("sen_id '0' occurs twice",)),
+])
+def test_msrvtt_annotation_schema_names_file_and_key(tmp_path, videos, sentences, words):
+    root = msrvtt_folder(tmp_path / "MSRVTT", videos, sentences)
+    error = assert_refused(invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"), "MSRVTT_data.json", *words)
+    assert str(tmp_path / "out") not in error
+
+
+def test_msrvtt_deeply_nested_annotation_is_refused(tmp_path):
+    root = tmp_path / "MSRVTT"
+    root.mkdir()
+    (root / "MSRVTT_data.json").write_text('{"videos": ' + "[" * 5000 + "]" * 5000 + ', "sentences": []}')
+    assert_refused(invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"), "MSRVTT_data.json", "nests")
+
+
+@pytest.mark.parametrize("video_id", ["../../outside", "/etc/passwd", "a\\b", ".."])
+def test_msrvtt_video_id_cannot_leave_the_images_root(tmp_path, video_id):
+    root = msrvtt_folder(tmp_path / "MSRVTT", [{"video_id": video_id, "split": "test"}],
+                         [{"sen_id": 0, "video_id": video_id, "caption": "x"}])
+    assert_refused(invoke("import-data", "msrvtt", root, "--images-root", tmp_path / "videos", "-o", tmp_path / "out"),
+                   "MSRVTT_data.json", "videos[0].video_id", "cannot name a file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_msrvtt_every_video_missing_warns(tmp_path):
+    root = msrvtt_folder(tmp_path / "MSRVTT", VIDEOS, SENTENCES)
+    result = invoke("import-data", "msrvtt", root, "--images-root", tmp_path / "nowhere", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    assert "warning: none of the 2 videos is under --images-root" in result.stderr
+    (tmp_path / "videos").mkdir()
+    (tmp_path / "videos" / "video0.mp4").write_bytes(b"x")
+    result = invoke("import-data", "msrvtt", root, "--images-root", tmp_path / "videos", "-o", tmp_path / "out2")
+    assert result.exit_code == 0 and "warning: 1 of the 2 videos are not under" in result.stderr
+
+
+@pytest.mark.parametrize("content, words", [
+    ({"sentences": [{"sen_id": 1, "caption": "ein Hund"}, {"sen_id": 1, "caption": "ein Hund rennt"}]},
+     ("sen_id '1' is translated twice",)),
+    ({"sentences": [{"sen_id": 1, "caption": ["ein Hund"]}]}, ("sentences[0].caption", "must be a string")),
+    ({"sentences": {"1": "ein Hund"}}, ("'sentences'", "must be a list")),
+    (["not", "an", "object"], ("must be an object",)),
+])
+def test_msrvtt_translation_errors_name_the_translation_file(tmp_path, content, words):
+    root = msrvtt_folder(tmp_path / "MSRVTT", VIDEOS, SENTENCES, {"de": content})
+    error = assert_refused(invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"),
+                           str(root / "translations" / "de.json"), *words)
+    assert str(tmp_path / "out") not in error
+
+
+def test_msrvtt_sentence_on_two_videos_names_the_input_not_the_output(tmp_path):
+    sentences = [{"sen_id": 1, "video_id": "video0", "caption": "a"}, {"sen_id": "1", "video_id": "video7010",
+                                                                       "caption": "b"}]
+    root = msrvtt_folder(tmp_path / "MSRVTT", VIDEOS, sentences)
+    error = assert_refused(invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"), "MSRVTT_data.json")
+    assert str(tmp_path / "out") not in error
+
+
+def jsfusion_world(root: Path, count: int) -> tuple[Path, Path]:
+    """``count`` official test videos of three captions each (plus train and unlisted test videos), their German
+    translations, and a JSFusion-style test list naming every test video once with its second caption (the last
+    listed video with a sentence of its own)."""
+    videos = [{"video_id": "video0", "split": "train"}, {"video_id": "video99999", "split": "test"}]
+    sentences = [{"sen_id": 0, "video_id": "video0", "caption": "a man cooks"},
+                 {"sen_id": 1, "video_id": "video99999", "caption": "not in the list"}]
+    rows = []
+    for number in range(count):
+        video = f"video{7010 + number}"
+        videos.append({"video_id": video, "split": "test"})
+        for caption in range(3):
+            sentences.append({"sen_id": 10 + 3 * number + caption, "video_id": video,
+                              "caption": f"clip {number} caption {caption}"})
+        sentence = f"clip {number} caption 1" if number < count - 1 else "a sentence of the list only, with a comma"
+        rows.append({"key": f"ret{number}", "vid_key": f"msr{7010 + number}", "video_id": video, "sentence": sentence})
+    german = {"sentences": [{"sen_id": s["sen_id"], "caption": f"de {s['caption']}"} for s in sentences]}
+    msrvtt_folder(root, videos, sentences, {"de": german})
+    test_list = root / "MSRVTT_JSFUSION_test.csv"
+    with test_list.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["key", "vid_key", "video_id", "sentence"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return root, test_list
+
+
+def test_msrvtt_jsfusion_1k_a_list_gives_1000_videos_one_caption_each(tmp_path):
+    root, test_list = jsfusion_world(tmp_path / "MSRVTT", 1000)
+    result = invoke("import-data", "msrvtt", root, "--test-list", test_list, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    captions = artifacts.load_captions(tmp_path / "out" / "captions")
+    test = captions.filter(pa.compute.equal(captions.column("split"), "test"))
+    english = test.filter(pa.compute.equal(test.column("lang"), "en"))
+    assert english.num_rows == 1000 and len(set(english.column("image_id").to_pylist())) == 1000
+    assert "video99999" not in test.column("image_id").to_pylist()
+    by_video = dict(zip(english.column("image_id").to_pylist(), english.column("caption").to_pylist()))
+    assert by_video["video7010"] == "clip 0 caption 1"
+    ids = dict(zip(english.column("image_id").to_pylist(), english.column("caption_id").to_pylist()))
+    assert ids["video7010"] == "msrvtt:11" and ids["video8009"] == "msrvtt-1k-a:ret999"
+    german = test.filter(pa.compute.equal(test.column("lang"), "de"))
+    assert german.num_rows == 999 and "de clip 0 caption 1" in german.column("caption").to_pylist()
+    train = captions.filter(pa.compute.equal(captions.column("split"), "train"))
+    assert train.num_rows == 2  # the train split is untouched: its caption and translation
+    images = artifacts.load_images(tmp_path / "out" / "images")
+    test_images = [i for i, s in zip(images.column("image_id").to_pylist(), images.column("split").to_pylist())
+                   if s == "test"]
+    assert len(test_images) == 1000
+    assert artifacts.read_manifest(tmp_path / "out" / "captions")["test_protocol"] == "1k-a"
+
+
+@pytest.mark.parametrize("rows, words", [
+    ("key,video_id\nret0,video7010\n", ("lacks the column(s) sentence",)),
+    ("key,vid_key,video_id,sentence\nret0,m,video7010,a\nret1,m,video7010,b\n", ("line 3", "listed twice")),
+    ("key,vid_key,video_id,sentence\nret0,m,../x,a\n", ("line 2 video_id", "cannot name a file")),
+    ("key,vid_key,video_id,sentence\nret0,m,video5,a\n", ("video 'video5'", "does not describe")),
+])
+def test_msrvtt_bad_test_list_names_the_list(tmp_path, rows, words):
+    root = msrvtt_folder(tmp_path / "MSRVTT", VIDEOS, SENTENCES)
+    (tmp_path / "list.csv").write_text(rows)
+    assert_refused(invoke("import-data", "msrvtt", root, "--test-list", tmp_path / "list.csv", "-o", tmp_path / "out"),
+                   "list.csv", *words)
