@@ -180,3 +180,29 @@ def test_msrvtt_bad_test_list_names_the_list(tmp_path, rows, words):
     (tmp_path / "list.csv").write_text(rows)
     assert_refused(invoke("import-data", "msrvtt", root, "--test-list", tmp_path / "list.csv", "-o", tmp_path / "out"),
                    "list.csv", *words)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# encode-videos
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_encode_videos_refuses_two_files_of_one_id_before_writing(tmp_path):
+    folder = tmp_path / "videos"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("a.mp4", "a.mov", "b.mp4", "sub/c.mkv"):
+        (folder / name).write_bytes(b"not decoded: refused first")
+    result = invoke("encode-videos", folder, "-m", "mltk-tiny", "--device", "cpu", "-o", tmp_path / "emb")
+    assert_refused(result, str(folder), "a.mov and a.mp4", "video 'a'")
+    assert not (tmp_path / "emb").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["videos"]
+
+
+@pytest.mark.parametrize("frames", ["257", "1000000000"])
+def test_encode_videos_frames_has_an_upper_bound(tmp_path, frames):
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    (folder / "a.mp4").write_bytes(b"x")
+    result = invoke("encode-videos", folder, "-m", "mltk-tiny", "--frames", frames, "--device", "cpu",
+                    "-o", tmp_path / "emb")
+    assert_refused(result, f"--frames {frames}", "limit of 256")
+    assert not (tmp_path / "emb").exists()
