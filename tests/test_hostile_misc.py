@@ -206,3 +206,50 @@ def test_encode_videos_frames_has_an_upper_bound(tmp_path, frames):
                     "-o", tmp_path / "emb")
     assert_refused(result, f"--frames {frames}", "limit of 256")
     assert not (tmp_path / "emb").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Learning rates: one rule for every rate option
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command, option, value", [
+    ("train-nlt", "--embedding-lr", "-1"), ("train-nlt", "--embedding-lr", "0"), ("train-nlt", "--embedding-lr", "nan"),
+    ("train-nlt", "--lr", "-1"), ("train-nlt", "--lr", "inf"), ("train-nlt-le", "--lr", "-0.5"),
+    ("train-continual", "--method-lr", "-1"), ("train-continual", "--method-lr", "inf"),
+    ("train-continual", "--lr", "-1e-4"), ("train-ccrk", "--lr", "inf"), ("pretrain", "--lr", "nan"),
+])
+def test_every_learning_rate_option_is_refused_alike(tmp_path, command, option, value):
+    captions = tmp_path / "captions.parquet"  # never read: the rates are checked first
+    captions.write_bytes(b"")
+    where = {"train-continual": ["--captions", captions], "train-ccrk": [captions, "--captions", captions],
+             "pretrain": [captions, "--captions", captions],
+             "train-nlt-le": [captions, "--captions", captions]}.get(command, [captions])
+    extra = ["--method", "lora"] if command == "train-continual" else []
+    result = invoke(command, *where, "-m", "mltk-tiny", *extra, option, value, "-o", tmp_path / "out")
+    assert_refused(result, option, "must be a finite learning rate above 0")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_recipe_rate_is_checked_like_an_option(tmp_path):
+    recipe = json.loads((Path(artifacts.__file__).parents[1] / "recipes" / "mla-nlt.json").read_text())
+    recipe["config"]["embedding_lr"] = -1e-4
+    (tmp_path / "r.json").write_text(json.dumps(recipe))
+    captions = tmp_path / "captions.parquet"
+    captions.write_bytes(b"")
+    result = invoke("train-nlt", captions, "-m", "mltk-tiny", "--recipe", tmp_path / "r.json", "-o", tmp_path / "out")
+    assert_refused(result, "--embedding-lr must be a finite learning rate above 0, got -0.0001")
+
+
+def test_nested_rates_share_the_rule():
+    from dataclasses import dataclass
+
+    from mltk.core.rates import learning_rate_problems
+
+    @dataclass
+    class Options:
+        align_lr: float = -2.0
+        weight: float = -1.0  # not a rate
+
+    problems = learning_rate_problems({"lr": 1e-4, "method_lr": None, "options": Options()})
+    assert problems == ["--align-lr must be a finite learning rate above 0, got -2.0 (a negative rate climbs the loss)"]
