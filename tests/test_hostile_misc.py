@@ -253,3 +253,81 @@ def test_nested_rates_share_the_rule():
 
     problems = learning_rate_problems({"lr": 1e-4, "method_lr": None, "options": Options()})
     assert problems == ["--align-lr must be a finite learning rate above 0, got -2.0 (a negative rate climbs the loss)"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# check-overlap, duplicate caption rows, indexes, language options
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def captions_file(path: Path, image_ids: list[str], caption_ids: list[str] | None = None, lang: str = "en",
+                  split: str = "train") -> Path:
+    count = len(image_ids)
+    pq.write_table(pa.table({"image_id": image_ids, "lang": [lang] * count, "caption": [f"c{i}" for i in range(count)],
+                             "caption_id": caption_ids or [f"{split}{i}" for i in range(count)],
+                             "split": [split] * count}), path)
+    return path
+
+
+def test_check_overlap_counts_nfc_and_nfd_spellings_as_one_id(tmp_path):
+    composed = unicodedata.normalize("NFC", "café-Ω-가")
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert composed != decomposed
+    train = captions_file(tmp_path / "train.parquet", [composed, "other"])
+    test = captions_file(tmp_path / "test.parquet", [decomposed, "third"], split="test")
+    result = invoke("check-overlap", train, test, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["overlapping"], report["test_images"]) == (1, 2) and report["examples"] == [composed]
+
+
+def test_duplicate_caption_rows_name_the_input_captions_not_the_output(tmp_path):
+    from helpers_encoders import tiny_clip_and_mla
+
+    clip, _ = tiny_clip_and_mla(tmp_path / "models")
+    captions = captions_file(tmp_path / "caps.parquet", ["a", "a", "b"], caption_ids=["1", "1", "2"])
+    error = assert_refused(invoke("encode-texts", captions, "-m", clip, "--device", "cpu", "-o", tmp_path / "emb"),
+                           str(captions), "'1' in en", "more than one row")
+    assert str(tmp_path / "emb") not in error and not (tmp_path / "emb").exists()
+
+
+def test_an_index_of_no_vectors_is_refused_naming_the_embeddings(tmp_path):
+    empty = artifacts.write_embeddings(tmp_path / "empty", [], np.zeros((0, 8), np.float32))
+    assert_refused(invoke("index", "build", empty, "-o", tmp_path / "idx"), str(empty), "holds no vectors")
+    assert not (tmp_path / "idx").exists()
+
+
+def test_index_query_by_images_leaves_the_query_out_of_its_own_results(tmp_path):
+    vectors = np.random.default_rng(0).standard_normal((6, 8)).astype(np.float32)
+    ids = [f"img{i}" for i in range(6)]
+    embeddings = artifacts.write_embeddings(tmp_path / "emb", ids, vectors)
+    index = tmp_path / "idx"
+    assert invoke("index", "build", embeddings, "-o", index).exit_code == 0
+    result = invoke("index", "query", index, "--images", embeddings, "--k", "3")
+    assert result.exit_code == 0, result.stderr
+    for line in map(json.loads, result.stdout.splitlines()):
+        hits = [hit["id"] for hit in line["results"]]
+        assert len(hits) == 3 and line["query"] not in hits
+        normalized = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        scores = normalized @ normalized[ids.index(line["query"])]
+        scores[ids.index(line["query"])] = -np.inf
+        assert hits == [ids[i] for i in np.argsort(-scores)[:3]]  # the next three, in order
+    kept = invoke("index", "query", index, "--images", embeddings, "--ids", "img2", "--k", "2", "--keep-self")
+    first = json.loads(kept.stdout)["results"][0]
+    assert first["id"] == "img2" and first["score"] == pytest.approx(1.0)
+    everything = json.loads(invoke("index", "query", index, "--images", embeddings, "--ids", "img2", "--k",
+                                   "10").stdout)
+    assert len(everything["results"]) == 5  # every other vector; the query itself is the one left out
+
+
+@pytest.mark.parametrize("args", [
+    ["import-data", "lexicon", "{lex}", "--src", "de\nx", "--tgt", "en"],
+    ["import-data", "lexicon", "{lex}", "--src", "de", "--tgt", "e\tn"],
+    ["induce-lexicon", "{lex}", "--src", "de\rx", "--tgt", "en"],
+])
+def test_a_language_option_with_a_control_character_is_refused(tmp_path, args):
+    lexicon = tmp_path / "de-en.txt"
+    lexicon.write_text("hund dog\nkatze cat\n")
+    result = invoke(*[str(lexicon) if a == "{lex}" else a for a in args], "-o", tmp_path / "out")
+    assert_refused(result, "cannot name a file", "control character")
+    assert not (tmp_path / "out").exists()
