@@ -26,8 +26,9 @@
 #                           baseline), per language; ZS_TASK (a task JSON: class names per language, templates,
 #                           image labels) over ZS_IMAGES (embedded: the world's 64 colour-shape classes)
 #   video-msrvtt            MLA's video-text retrieval: VIDEO_FRAMES frames per video through the frozen image tower,
-#                           mean-pooled; MSR-VTT with its translations (MSRVTT, MSRVTT_VIDEOS; embedded: synth-videos
-#                           clips of moving shapes with motion captions)
+#                           mean-pooled; MSR-VTT with its translations (MSRVTT, MSRVTT_VIDEOS), tested on JSFusion's
+#                           1K-A split as MLA is (MSRVTT_TEST_LIST; embedded: synth-videos clips of moving shapes with
+#                           motion captions)
 #
 # Data (import-data reads them as downloaded; see README): MULTI30K (the Multi30K repository), COCO_JSON (Karpathy's
 # dataset_coco.json) with COCO_IMAGES, XM3600 (captions.jsonl) with XM3600_IMAGES, XFLICKRCO (IGLUE's
@@ -59,6 +60,7 @@ ZS_TASK ?= $(DATA)/cifar100/task.json
 ZS_IMAGES ?= $(DATA)/cifar100/images
 MSRVTT ?= $(DATA)/msrvtt
 MSRVTT_VIDEOS ?= $(MSRVTT)/videos/all
+MSRVTT_TEST_LIST ?= $(MSRVTT)/MSRVTT_JSFUSION_test.csv
 VIDEO_FRAMES ?= 12
 VIDEO_LANGS ?= en,de,fr
 
@@ -294,8 +296,10 @@ $(RUN)/clips/captions/manifest.json: $(call settings,$(RUN)/clips,VIDEO_LANGS) |
 else
 VIDEO_SET := $(RUN)/data/msrvtt
 VIDEO_SOURCE := $(RUN)/data/msrvtt/images
-$(RUN)/data/msrvtt/captions/manifest.json: $(call settings,$(RUN)/data/msrvtt,MSRVTT MSRVTT_VIDEOS) | $(TOOL)
-	$(MLTK) import-data msrvtt $(MSRVTT) --images-root $(MSRVTT_VIDEOS) --out $(RUN)/data/msrvtt
+$(RUN)/data/msrvtt/captions/manifest.json: $(call settings,$(RUN)/data/msrvtt,MSRVTT MSRVTT_VIDEOS MSRVTT_TEST_LIST) \
+  | $(TOOL)
+	$(MLTK) import-data msrvtt $(MSRVTT) --images-root $(MSRVTT_VIDEOS) --test-list $(MSRVTT_TEST_LIST) \
+	  --out $(RUN)/data/msrvtt
 endif
 $(RUN)/vid-msrvtt/manifest.json: $(VIDEO_SET)/captions/manifest.json $(NEEDS) \
   $(call settings,$(RUN)/vid-msrvtt,CLIP VIDEO_FRAMES) | $(TOOL)

@@ -469,8 +469,13 @@ def _nested_manifest(world, tmp_path):
 
 
 def _empty_index(world, tmp_path):
+    import faiss
+
     empty = artifacts.write_embeddings(tmp_path / "empty", [], np.zeros((0, 8), np.float32), normalized=False)
-    assert invoke("index", "build", empty, "--out", tmp_path / "idx").exit_code == 0
+    assert invoke("index", "build", empty, "--out", tmp_path / "idx").exit_code == 2  # refused now; an older one:
+    with artifacts.ArtifactWriter(tmp_path / "idx", "index", stage="index build", inputs=[empty]) as writer:
+        artifacts.write_index_files(writer.dir, faiss.IndexFlatIP(8), artifacts.load_embeddings(empty)[0])
+        writer.manifest.update(index_kind="flat", count=0, dim=8, metric="inner_product", normalized=True)
     np.save(tmp_path / "q.npy", np.ones((1, 8), np.float32))
     return ["index", "query", tmp_path / "idx", "--vectors", tmp_path / "q.npy"], "idx"
 

@@ -25,6 +25,7 @@ from mltk import artifacts
 from mltk.ame.vocabulary import vocabulary_words
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.names import check_name
 from mltk.data.importers.common import normalize_lang, read_lines
 
 Pair = tuple[str, str]
@@ -92,6 +93,8 @@ def check_pair_languages(src_lang: str | None, tgt_lang: str | None) -> tuple[st
     if not src_lang or not tgt_lang:
         raise ConfigError("a lexicon needs its languages: give --src LANG and --tgt LANG")
     src_lang, tgt_lang = normalize_lang(src_lang), normalize_lang(tgt_lang)
+    check_name(src_lang, "--src")  # a language is written into the manifest and names files downstream
+    check_name(tgt_lang, "--tgt")
     if src_lang == tgt_lang:
         raise ConfigError(f"--src and --tgt name the same language ({src_lang})")
     return src_lang, tgt_lang

@@ -81,6 +81,10 @@ def import_data(
                                                  "in --parent."),
     parent: Optional[Path] = typer.Option(None, "--parent", help="lines: the captions artifact holding the "
                                           "captions the lines translate."),
+    test_list: Optional[Path] = typer.Option(None, "--test-list", help="msrvtt: the 1K-A test list "
+                                             "(JSFusion's MSRVTT_JSFUSION_test.csv: key,vid_key,video_id,sentence); "
+                                             "the test split becomes its 1,000 videos, one caption each (MLA's "
+                                             "split)."),
     src_lang: Optional[str] = typer.Option(None, "--src", help="lexicon, synth-lexicon: the source language."),
     tgt_lang: Optional[str] = typer.Option(None, "--tgt", help="lexicon, synth-lexicon: the target language."),
     vocab_from: Optional[Path] = typer.Option(
@@ -99,7 +103,7 @@ def import_data(
         return
     path = import_dataset(fmt, src, out, splits=list(split_list(split)) or None, images_root=images_root or None,
                           lang=lang,
-                          image_list=image_list, translation_of=translation_of, parent=parent)
+                          image_list=image_list, translation_of=translation_of, parent=parent, test_list=test_list)
     manifest = artifacts.read_manifest(path / CAPTIONS_DIR, "captions")
     images = path / IMAGES_DIR
     emit(path, as_json, captions=str(path / CAPTIONS_DIR), images=str(images) if images.is_dir() else None,

@@ -66,12 +66,14 @@ def query(
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --contact-sheet file."),
+    keep_self: bool = typer.Option(False, "--keep-self", help="--images queries: keep the query's own id in its "
+                                   "results (left out by default: a query is its own first hit)."),
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
 ) -> None:
     """Print one JSON line per query on stdout: {"query": id, "results": [{"id": ..., "score": ...}, ...]}.
 
     Queries are image vectors (--images or --vectors) or texts (--text / --text-file with --model and --lang;
-    the query id is the text)."""
+    the query id is the text). An --images query's own id is left out of its results unless --keep-self."""
     from mltk.core.runtime import log
     from mltk.index.faiss_index import check_contact_sheet, open_index, write_contact_sheet
 
@@ -84,7 +86,7 @@ def query(
         check_contact_sheet(contact_sheet, [image_source, opened.path, *sheet_inputs], overwrite)
     query_ids, query_matrix = _query_vectors(image_emb, ids, vectors, text, text_file, lang, model, pretrained,
                                              device, precision)
-    results = opened.search(query_matrix, k)
+    results = opened.search(query_matrix, k, exclude=query_ids if image_emb is not None and not keep_self else None)
     if contact_sheet is not None:  # first: a refused sheet leaves stdout empty
         sheet = write_contact_sheet(contact_sheet, query_ids, results, image_source, index=opened,
                                     inputs=sheet_inputs, overwrite=overwrite)

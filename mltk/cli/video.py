@@ -45,7 +45,8 @@ def encode_videos_command(
     model: str = typer.Option(..., "--model", "-m", help="The CLIP whose frozen image tower encodes the frames: an "
                               "mltk checkpoint, or an open_clip name with --pretrained."),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag or weights file."),
-    frames: int = typer.Option(12, "--frames", help="Frames sampled uniformly per video (MLA: 12)."),
+    frames: int = typer.Option(12, "--frames", help="Frames sampled uniformly per video (MLA: 12; at "
+                        "most 256)."),
     keep_frames: bool = typer.Option(False, "--keep-frames", help="Also write the frame vectors (frames.npy, "
                                      "frames.parquet)."),
     split: List[str] = typer.Option([], "--split", metavar="A[,B...]", help="Only these splits (default: all)."),

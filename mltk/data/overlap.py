@@ -4,7 +4,9 @@
 About 800 of XTD10's 1,000 images are COCO train2014 pictures, which COCO Karpathy train and CC-style COCO
 translations contain; a model trained on those and tested on XTD10 has seen the test images. Ids are compared
 in their canonical form (``mltk.data.importers.image_ids``), so artifacts imported before ids were canonical
-(``COCO_train2014_000000000081``) still match ``coco:000000000081``.
+(``COCO_train2014_000000000081``) still match ``coco:000000000081``, and in Unicode normal form C, so an id spelled
+with a precomposed letter (``café``, NFC: macOS keeps names so, most Linux tools do too) and the same id spelled with
+a combining accent (``cafe`` + U+0301, NFD: what HFS+ and some archives write) are one id.
 
 The image ids of an artifact: a captions artifact's ``image_id`` (for a training set only its ``train`` rows when
 it has a ``train`` split, since one import often holds every split), an images artifact's ``image_id``, an
@@ -14,6 +16,7 @@ embeddings artifact's ``image_id`` (text) or ``id`` (images).
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -70,8 +73,13 @@ def image_ids(path: str | os.PathLike, *, training: bool = False) -> set[str]:
         splits = table.column("split").to_pylist()
         if "train" in splits:
             table = table.filter(pa.array([s == "train" for s in splits]))
-    return {canonical_image_id(value) for value in table.column(column).cast(pa.string()).to_pylist()
+    return {overlap_key(value) for value in table.column(column).cast(pa.string()).to_pylist()
             if value is not None}
+
+
+def overlap_key(image_id: str) -> str:
+    """The form in which two ids are compared: canonical (``mltk.data.importers.image_ids``) and NFC."""
+    return unicodedata.normalize("NFC", canonical_image_id(image_id))
 
 
 def check_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
@@ -79,7 +87,7 @@ def check_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence
     """How many of the test images (those of ``test_paths`` plus ``test_ids``) appear in the training artifacts."""
     train = set().union(*(image_ids(p, training=True) for p in train_paths)) if train_paths else set()
     test = set().union(*(image_ids(p) for p in test_paths)) if test_paths else set()
-    test |= {canonical_image_id(i) for i in test_ids}
+    test |= {overlap_key(i) for i in test_ids}
     shared = sorted(train & test)
     return OverlapReport([str(p) for p in train_paths], [str(p) for p in test_paths], len(train), len(test),
                          len(shared), shared[:MAX_EXAMPLES])

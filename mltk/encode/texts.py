@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from mltk import artifacts
-from mltk.core.errors import ConfigError
+from mltk.core.errors import ConfigError, SchemaError
 from mltk.core.runtime import Runtime, track
 # the encoders' home is mltk.encode.text_encoders; imported here under their names of before it existed
 from mltk.encode.text_encoders import (ClipTextEncoder, TextEncoder, TowerTextEncoder,  # noqa: F401
@@ -77,6 +77,18 @@ def encode_captions(encoder: TextEncoder, captions: pa.Table, runtime: Runtime, 
     return pa.concat_tables(tables), np.concatenate(arrays)
 
 
+def refuse_repeated_caption_rows(captions: pa.Table, captions_path: str | Path) -> None:
+    """A text vector's id is ``lang:caption_id``, so two rows of one language with one caption_id would give two
+    vectors one id: refused here, naming the captions the user gave (not the embeddings about to be written)."""
+    keys = pa.table({"lang": captions.column("lang"), "caption_id": captions.column("caption_id")})
+    counts = keys.group_by(["lang", "caption_id"]).aggregate([("lang", "count")])
+    repeated = counts.filter(pc.greater(counts.column("lang_count"), 1))
+    if repeated.num_rows:
+        lang, caption_id = repeated.column("lang")[0].as_py(), repeated.column("caption_id")[0].as_py()
+        raise SchemaError(f"{repeated.num_rows} caption_id(s) occur on more than one row of one language (e.g. "
+                          f"{caption_id!r} in {lang}); a caption_id is one sentence per language", captions_path)
+
+
 def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path, pretrained: str | None = None,
                           languages: list[str] | None = None, splits: list[str] | None = None,
                           device: str = "auto", precision: str = "auto", batch_size: int = 256) -> Path:
@@ -93,6 +105,7 @@ def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path
     if captions.num_rows == 0:
         raise ConfigError(f"no captions in split(s) {', '.join(splits or ['any'])} and language(s) "
                           f"{', '.join(languages or ['any'])}", captions_path)
+    refuse_repeated_caption_rows(captions, captions_path)
     runtime = resolve_runtime(device, precision)
     encoder = load_model_encoder(str(model), pretrained, runtime.device)
     langs = languages or sorted(set(captions.column("lang").to_pylist()))

@@ -34,6 +34,9 @@ from mltk.data.image_sources import ImageRecords, filter_splits, read_image_sour
 from mltk.encode.images import describe_preprocess, frozen_tower_session
 
 DEFAULT_FRAMES = 12
+MAX_FRAMES = 256
+"""Frames per video at most: CLIP4Clip and MLA sample 12, video-text work rarely more than 64; each frame is one
+image through the tower (``--batch-size`` videos x frames per forward pass), so a larger count only exhausts memory."""
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v")
 FRAMES_FILE, FRAME_ROWS_FILE = "frames.npy", "frames.parquet"
 
@@ -98,14 +101,30 @@ def video_records(source: Path, splits: tuple[str, ...]) -> ImageRecords:
         if not paths:
             raise ConfigError(f"no video files ({', '.join(VIDEO_EXTENSIONS)}) in the folder", source)
         ids = [p.relative_to(source).with_suffix("").as_posix() for p in paths]
+        refuse_shared_ids(ids, paths, source)
         return ImageRecords(ids, ["none"] * len(ids), paths=[str(p.resolve()) for p in paths])
     return filter_splits(read_image_source(source), splits, source)
+
+
+def refuse_shared_ids(ids: list[str], paths: list[Path], source: Path) -> None:
+    """A video's id is its path without the extension, so ``a.mp4`` and ``a.mov`` would both be ``a``: refused
+    before anything is written (the embeddings would hold one id twice, which every reader refuses)."""
+    first_path: dict[str, Path] = {}
+    for video_id, path in zip(ids, paths):
+        if video_id in first_path:
+            raise ConfigError(f"{first_path[video_id].relative_to(source)} and {path.relative_to(source)} would both "
+                              f"be video {video_id!r} (the id is the path without its extension); rename or move "
+                              f"one", source)
+        first_path[video_id] = path
 
 
 def encode_videos(source: str | Path, out_dir: str | Path, config: VideoEncodeConfig) -> Path:
     """Encode the videos of ``source`` into an embeddings artifact at ``out_dir``; returns its path."""
     if config.frames < 1 or config.batch_size < 1:
         raise ConfigError(f"--frames and --batch-size must be at least 1, got {config.frames}, {config.batch_size}")
+    if config.frames > MAX_FRAMES:
+        raise ConfigError(f"--frames {config.frames} is over the limit of {MAX_FRAMES} frames per video (MLA "
+                          f"samples {DEFAULT_FRAMES})")
     source = Path(source)
     records = video_records(source, config.splits)
     inputs = [source] + [Path(p) for p in (config.model, config.pretrained) if p and Path(p).exists()]

@@ -64,6 +64,9 @@ def build_index(config: IndexConfig) -> Path:
     if existing is not None:
         return existing
     table, vectors = artifacts.load_embeddings(config.embeddings)
+    if len(vectors) == 0:
+        raise ArtifactError("holds no vectors; an index of nothing would answer every query with nothing",
+                            config.embeddings)
     vectors = normalized_float32(vectors)
     index, settings = _new_index(config, vectors)
     log(f"indexing {len(vectors)} vectors of dim {vectors.shape[1]} ({config.kind})")
@@ -117,8 +120,12 @@ class OpenIndex:
     table: pa.Table          # ids.parquet (id plus the embedding table's other columns)
     manifest: dict
 
-    def search(self, vectors: np.ndarray, k: int = 10) -> list[tuple[list[str], list[float]]]:
-        """Top-``k`` ``(ids, scores)`` per query vector [Q, d], best first (fewer when the index holds fewer)."""
+    def search(self, vectors: np.ndarray, k: int = 10, exclude: Sequence[str] | None = None
+               ) -> list[tuple[list[str], list[float]]]:
+        """Top-``k`` ``(ids, scores)`` per query vector [Q, d], best first (fewer when the index holds fewer).
+
+        ``exclude`` (one id per query) leaves that id out of its query's results: a query taken from the indexed
+        embeddings is its own nearest neighbour (cosine 1), which says nothing; one more is searched instead."""
         if k < 1:
             raise ConfigError(f"--k must be >= 1, got {k}")
         if self.index.ntotal == 0:
@@ -127,8 +134,18 @@ class OpenIndex:
         if queries.ndim != 2 or queries.shape[1] != self.index.d:
             raise ArtifactError(f"query vectors have shape {tuple(queries.shape)}, the index has dim {self.index.d}",
                                 self.path)
-        scores, positions = self.index.search(normalized_float32(queries), min(k, self.index.ntotal))
-        return [(self.ids[row[row >= 0]].tolist(), score[row >= 0].tolist()) for row, score in zip(positions, scores)]
+        if exclude is not None and len(exclude) != len(queries):
+            raise ValueError(f"{len(exclude)} ids to exclude for {len(queries)} queries")
+        wanted = min(k + (exclude is not None), self.index.ntotal)
+        scores, positions = self.index.search(normalized_float32(queries), wanted)  # [Q, wanted] each
+        results = []
+        for number, (row, score) in enumerate(zip(positions, scores)):
+            ids, kept = self.ids[row[row >= 0]].tolist(), score[row >= 0].tolist()
+            if exclude is not None:
+                pairs = [(i, s) for i, s in zip(ids, kept) if i != exclude[number]]
+                ids, kept = [i for i, _ in pairs], [s for _, s in pairs]
+            results.append((ids[:k], kept[:k]))
+        return results
 
 
 def open_index(path: Path) -> OpenIndex:

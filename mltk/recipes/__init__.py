@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mltk.core.errors import ConfigError
+from mltk.core.rates import check_learning_rates
 
 RECIPES_DIR = Path(__file__).resolve().parent
 # The recipe each training stage uses unless --recipe names another.
@@ -163,6 +164,7 @@ def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
             filled[name] = tuple(value) if isinstance(value, list) else value
     if not isinstance(config.loop, LoopConfig):
         filled["loop"] = loop_from_options(recipe, **(config.loop or {}))
+    check_learning_rates({**{name: getattr(config, name) for name in names}, **filled})  # every rate, one rule
     return filled
 
 

@@ -52,6 +52,7 @@ from typing import Protocol
 import torch
 
 from mltk.core.errors import ArtifactError, ConfigError, MltkError
+from mltk.core.rates import learning_rate_problem
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.core import distributed
 from mltk.losses.base import split_loss
@@ -89,8 +90,8 @@ class LoopConfig:
         problems = []
         if self.steps < 1:
             problems.append(f"steps must be at least 1, got {self.steps}")
-        if not self.lr > 0:
-            problems.append(f"lr must be positive, got {self.lr}")
+        if problem := learning_rate_problem(self.lr, "--lr"):
+            problems.append(problem)
         if not 0.0 <= self.warmup_fraction <= 1.0:
             problems.append(f"warmup_fraction must be in [0, 1], got {self.warmup_fraction}")
         if self.schedule not in SCHEDULES:

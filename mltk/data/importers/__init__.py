@@ -29,6 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from mltk import artifacts
+from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.data.importers.cc import import_cc
 from mltk.data.importers.coco import import_coco_karpathy
 from mltk.data.importers.common import (LANGUAGE_ALIASES, ImageRoots, ImportRequest, Imported, normalize_lang,
@@ -69,11 +70,13 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
                    splits: Sequence[str] | None = None,
                    images_root: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
                    lang: str | None = None, image_list: str | os.PathLike | None = None,
-                   translation_of: str | None = None, parent: str | os.PathLike | None = None) -> Path:
+                   translation_of: str | None = None, parent: str | os.PathLike | None = None,
+                   test_list: str | os.PathLike | None = None) -> Path:
     """Import ``src`` in format ``fmt`` into ``out_dir/captions`` (a captions artifact) and ``out_dir/images``
     (an images artifact of absolute paths: the dataset's names resolved against ``images_root``, one folder or
     several tried in order; by default the folder of ``src``). ``lang`` names the language of a single file
-    (xflickrco, lines); ``image_list``, ``translation_of`` and ``parent`` are for ``lines``. Returns ``out_dir``."""
+    (xflickrco, lines); ``image_list``, ``translation_of`` and ``parent`` are for ``lines``; ``test_list`` for
+    ``msrvtt`` (the 1K-A test split, ``mltk.data.importers.msrvtt``). Returns ``out_dir``."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     sources = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
@@ -81,19 +84,20 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
         raise ConfigError(f"import-data {fmt} needs a source")
     if len(sources) > 1 and fmt not in MULTI_FILE_FORMATS:
         raise ConfigError(f"import-data {fmt} reads one source, got {len(sources)}")
-    for source in [*sources, *(Path(p) for p in (image_list, parent) if p is not None)]:
+    _check_format_options(fmt, test_list)
+    for source in [*sources, *(Path(p) for p in (image_list, parent, test_list) if p is not None)]:
         if not source.exists():
             raise ArtifactError("no such file or directory", source)
     first = sources[0]
     roots = _roots(images_root, first if first.is_dir() else first.parent)
-    request = ImportRequest(ImageRoots(roots), tuple(splits or ()), lang,
-                            Path(image_list) if image_list is not None else None, translation_of,
-                            Path(parent) if parent is not None else None)
-    inputs = [*sources, *([request.parent] if request.parent else [])]
+    request = ImportRequest(ImageRoots(roots), tuple(splits or ()), lang, *_optional_paths(image_list),
+                            translation_of, *_optional_paths(parent, test_list))
+    inputs = [*sources, *(path for path in (request.parent, request.test_list) if path is not None)]
     config = {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
               str(first.resolve()), "splits": list(splits or []), "images_root": [str(r) for r in request.images.roots],
               "lang": lang, "image_list": str(image_list) if image_list else None,
-              "translation_of": translation_of, "parent": str(parent) if parent else None}
+              "translation_of": translation_of, "parent": str(parent) if parent else None,
+              **({"test_list": str(Path(test_list).resolve())} if test_list is not None else {})}
     reused = artifacts.reusable(Path(out_dir) / CAPTIONS_DIR, "captions", stage="import-data", config=config,
                                 inputs=inputs)
     if reused is not None:  # the same import, already done: nothing to read again
@@ -106,6 +110,7 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
         raise ArtifactError(f"no captions found for format {fmt}"
                             + (f" in split(s) {', '.join(splits)}" if splits else ""), first)
     _check_unique_caption_ids(table, first)
+    refuse_caption_ids_on_several_images(table, first)  # here, so that the message names the input
     _report(imported, table, fmt, request.images)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -115,11 +120,21 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     artifacts.write_captions(out_dir / CAPTIONS_DIR, table, stage="import-data", config=config, inputs=inputs,
                              format=fmt, dropped_empty=dropped, dropped_empty_by_lang=dict(imported.dropped_empty),
                              splits=dict(Counter(table.column("split").to_pylist())),
-                             skipped_files=imported.skipped)
+                             skipped_files=imported.skipped,
+                             **({"test_protocol": "1k-a"} if request.test_list is not None else {}))
     if imported.images:
         artifacts.write_images(out_dir / IMAGES_DIR, imported.images_table(), stage="import-data", config=config,
                                inputs=inputs, format=fmt, images_root=[str(r) for r in request.images.roots])
     return out_dir.resolve()
+
+
+def _check_format_options(fmt: str, test_list: str | os.PathLike | None) -> None:
+    if test_list is not None and fmt != "msrvtt":
+        raise ConfigError(f"--test-list is for msrvtt (the 1K-A test list), not {fmt}")
+
+
+def _optional_paths(*values: str | os.PathLike | None) -> list[Path | None]:
+    return [Path(value) if value is not None else None for value in values]
 
 
 def _roots(images_root, default: Path) -> list[Path]:

@@ -69,6 +69,7 @@ class ImportRequest:
     image_list: Path | None = None      # import-data lines: the image of each line
     translation_of: str | None = None   # import-data lines: the language the lines translate ...
     parent: Path | None = None          # ... in this captions artifact
+    test_list: Path | None = None       # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
 
     def wants(self, split: str) -> bool:
         return not self.splits or split in self.splits
