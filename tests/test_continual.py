@@ -41,8 +41,9 @@ SMALL = {"oewc": {"fisher_batches": 2}, "er": {"memory_size": 40}, "der": {"memo
          "mla": {"reduction": 8}, "codaprompt": {"components": 2}, "ptuning": {"bottleneck": 32}}
 TASK_SPECIFIC = {"mla", "lora", "ptuning"}  # one set per language, chosen by the task identity
 # steps.csv: each method's own loss terms, unweighted, and the weight (option) of each in the optimised loss
-# (ER's replayed examples join the batch by default, so they add no term of their own)
-METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "der": {"der_mse": 1.0}, "dualprompt": {"prompt_pull": 1.0}}
+# (ER's replayed examples join the batch's InfoNCE; their distillation is a mean of its own, weighted by gamma2)
+METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "er": {"replay_mse": 1.0}, "der": {"der_mse": 1.0},
+                "dualprompt": {"prompt_pull": 1.0}}
 
 
 @pytest.fixture(scope="module")

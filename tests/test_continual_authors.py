@@ -63,7 +63,7 @@ def _er_task_on_de(world, method: str, **options):
 
 
 def test_er_puts_replayed_examples_into_the_batch_for_one_infonce(world):
-    encoder, de = _er_task_on_de(world, "er")
+    encoder, de = _er_task_on_de(world, "er", replay_loss="joint")
     method = encoder.method
     loss, terms = de.loss(0)
     assert sorted(terms) == ["infonce", "logit_scale", "mse"]  # no separate replay loss
@@ -77,7 +77,7 @@ def test_er_puts_replayed_examples_into_the_batch_for_one_infonce(world):
 
 
 def test_der_replayed_examples_join_infonce_and_regress_their_stored_features(world):
-    encoder, de = _er_task_on_de(world, "der")
+    encoder, de = _er_task_on_de(world, "der", replay_loss="joint")
     loss, terms = de.loss(0)
     assert sorted(terms) == ["der_mse", "infonce", "logit_scale", "mse"]
     method = encoder.method

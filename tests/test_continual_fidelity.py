@@ -34,7 +34,7 @@ def test_the_papers_values_are_the_defaults():
     assert options_dict(method_options("codaprompt")) == {"components": 5, "length": 2, "layers": [0, 1, 2, 3, 4],
                                                           "tasks": 36}
     assert method_options("der").alpha == 1.0 and method_options("der").memory_size == 8000
-    assert method_options("er").replay_loss == "joint" == method_options("der").replay_loss
+    assert method_options("er").replay_loss == "clfm" == method_options("der").replay_loss
     assert options_dict(method_options("oewc")) == {"penalty": 1000.0, "gamma": 1.0, "fisher_batches": None,
                                                     "half": False}
     assert options_dict(method_options("mla")) == {"reduction": 2, "position": "block", "init": "bert"}

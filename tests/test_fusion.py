@@ -48,6 +48,29 @@ def test_etas_parse_sort_and_stay_in_range():
             parse_etas(bad)
 
 
+def test_the_authors_grid_is_the_default_and_the_documented_range_form_parses():
+    grid = tuple(i / 10 for i in range(11))
+    assert parse_etas(["default"]) == grid == parse_etas(["0,0.1,...,1"])  # CLL-CLIP's Figure 5: 11 points
+    assert parse_etas(["0,0.25,...,1", "0.3"]) == (0.0, 0.25, 0.3, 0.5, 0.75, 1.0)
+    assert parse_etas(["0.2,0.3,...,0.5"]) == (0.2, 0.3, 0.4, 0.5)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("0,...,1", "a range is two first values, ... and a last value"),
+    ("0,0.1,...", "a range is two first values"),
+    ("0,0.3,...,1", "whole steps of 0.3"),
+    ("1,0.9,...,0", "must climb from 1 to 0"),
+    ("0,0.5,...,2", "must lie in \\[0, 1\\], got 1.5"),
+    ("defaults", "expects numbers in \\[0, 1\\], default, or a range"),
+])
+def test_a_bad_fusion_grid_is_refused_in_one_line(bad, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_etas([bad])
+    result = runner.invoke(app, ["evaluate", "--texts", "missing-texts", "--fusion", bad, "-o", "unused"])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("mltk evaluate: error: --fusion")
+
+
 def test_translations_pair_by_caption_id_and_skip_english():
     texts = pa.table({"lang": ["de", "en", "de", "fr"], "caption_id": ["a", "a", "b", "c"]})
     translations = pa.table({"lang": ["en", "en", "de"], "caption_id": ["b", "a", "c"]})

@@ -22,7 +22,7 @@ METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience re
 # Kept in step with each method's Options dataclass by tests/test_continual_fidelity.py (importing them here
 # would load torch for every CLI call).
 OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches, half; er memory_size, replay_batch, replay_loss "
-                "(joint|separate); der memory_size, replay_batch, replay_loss, alpha; mla reduction, position "
+                "(clfm|joint|separate); der memory_size, replay_batch, replay_loss, alpha; mla reduction, position "
                 "(block|mlp), init (bert|zero); lora rank, alpha, dropout, targets; ptuning length, bottleneck, "
                 "separate_kv, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight, "
                 "key_init (uniform|mean), candidates (all|trained); codaprompt components, length, layers, tasks. "
@@ -93,6 +93,13 @@ MethodOptionOpt = Annotated[List[str], typer.Option(
 WordpieceGrowthOpt = Annotated[str, typer.Option(
     "--wordpiece-growth", help="A Hugging Face tower's WordPiece growth: keep (new pieces never re-segment a word of "
     "an earlier task's text) or resegment (all of each task's new pieces).")]
+TemperatureFormOpt = Annotated[Optional[str], typer.Option(
+    "--temperature-form", help="How the temperature trains: temperature (T itself, clamped to --temperature-range "
+    "each step, reset at each task: the authors' code) or log (log 1/T, T >= 0.01, carried across tasks: mltk's "
+    "earlier form); default: the recipe's (temperature).")]
+TemperatureRangeOpt = Annotated[Optional[str], typer.Option(
+    "--temperature-range", metavar="LOW,HIGH", help="The clamp of T in the temperature form; default: the "
+    "recipe's (0.001,0.5).")]
 KeepTaskCheckpointsOpt = Annotated[bool, typer.Option(
     "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact.")]
 
@@ -109,7 +116,8 @@ def train_continual_command(
     epochs: EpochsOpt = None, epoch_unit: EpochUnitOpt = None, steps: TaskStepsOpt = None,
     eval_every: EvalEveryOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None, method_lr: MethodLrOpt = None,
     warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None, gamma1: Gamma1Opt = None,
-    gamma2: Gamma2Opt = None, mse_form: MseFormOpt = None, continual_metric: ContinualMetricOpt = None,
+    gamma2: Gamma2Opt = None, mse_form: MseFormOpt = None, temperature_form: TemperatureFormOpt = None,
+    temperature_range: TemperatureRangeOpt = None, continual_metric: ContinualMetricOpt = None,
     metric_alias: Optional[str] = hidden_alias("--metric"), method_option: MethodOptionOpt = [],
     keep_task_checkpoints: KeepTaskCheckpointsOpt = False, val_images: ValImagesOpt = 1000,
     lexicon: Optional[Path] = LexiconOption, align_weight: float = AlignWeightOption, align_k: int = AlignKOption,
@@ -129,6 +137,7 @@ def train_continual_command(
     from mltk.data.orders import ordered_subset
     from mltk.present import report
     from mltk.train.continual import ContinualTrainConfig, final_summary, read_summary, teir_parts, train_continual
+    from mltk.train.continual.config import temperature_range_option
     from mltk.train.step_log import step_logging
 
     routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
@@ -147,7 +156,8 @@ def train_continual_command(
         loop=given(lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, seed=seed),
         **teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part)),
         **given(token_sets=token_sets, vocab_size=vocab_size, epochs=epochs, epoch_unit=epoch_unit,
-                batch_size=batch_size, method_lr=method_lr, gamma1=gamma1, gamma2=gamma2, mse_form=mse_form))
+                batch_size=batch_size, method_lr=method_lr, gamma1=gamma1, gamma2=gamma2, mse_form=mse_form,
+                temperature_form=temperature_form, temperature_range=temperature_range_option(temperature_range)))
     with step_logging(log_every, tensorboard):
         path = train_continual(config)
     report.print_metrics({"continual": read_summary(path)})  # the matrix, AR and F on stderr

@@ -50,9 +50,9 @@ TranslationsOpt = Annotated[Optional[Path], typer.Option(
     "--translations", help="Captions artifact whose English rows translate the evaluated captions (same "
     "caption_id), e.g. xFlickr&CO's annotations_machine-translate; with --fusion.")]
 FusionOpt = Annotated[List[str], typer.Option(
-    "--fusion", metavar=LIST_METAVAR, help="Score fusion weights in [0, 1]: (1 - eta) s(model, foreign) + eta "
-    "s(English tower, translation); 0 = the model alone, 1 = translate-test. Adds a fusion table and "
-    "fusion_curve.png.")]
+    "--fusion", metavar=LIST_METAVAR, help="Score fusion weights in [0, 1]: (1 - eta) s(model, native caption) + "
+    "eta s(model's English path, translation); 0 = the model alone, 1 = translate-test. 'default' is the "
+    "authors' grid 0,0.1,...,1 (a range A,B,...,C parses too). Adds a fusion table and fusion_curve.png.")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Score embeddings that are refused otherwise (NaN/inf, all-zero, constant, not unit length "
     "under normalized: true, image and text from different models) and list each problem in metrics.json "
@@ -127,7 +127,7 @@ def evaluate(
     from mltk.evaluate import EvaluateConfig, run_evaluation
     from mltk.evaluate.fusion import parse_etas
 
-    metrics = split_list(metric)
+    metrics, etas = split_list(metric), parse_etas(fusion)  # option values checked before any file
     routed = _route_inputs(source, images, texts, model, captions, metrics)
     inputs = _check_plot(plot, [*(p for p in routed.values() if p is not None), Path(out)])
     config = EvaluateConfig(
@@ -137,7 +137,7 @@ def evaluate(
         c2c_relevance=c2c_relevance, dataset=dataset, split=",".join(split_list(split)) or None, languages=split_list(lang),
         c2c_pairs=tuple(parse_pair(pair) for pair in c2c_pair), report_format=report_format, device=device,
         precision=precision, batch_size=batch_size, chunk_mb=chunk_mb, force=force, lexicon=lexicon, bli_k=bli_k,
-        bli_vocab=bli_vocab, similarity=similarity, translations=translations, fusion=parse_etas(fusion))
+        bli_vocab=bli_vocab, similarity=similarity, translations=translations, fusion=etas)
     _emit_with_plots(run_evaluation(config), plot, as_json, inputs)
 
 

@@ -57,8 +57,10 @@ def train_nlt_command(
     captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt, init: InitOpt = None,
     model: ModelOpt = None, pretrained: PretrainedOpt = None, tokenizer: TokenizerOpt = None,
     train: str = typer.Option("acquirers", "--train", help="acquirers: MLA's acquirers per language; full: a "
-                              "student copy of the whole text tower (multilingual knowledge distillation, the "
-                              "baseline), same objective, data and steps."),
+                              "student copy of the whole text tower for the non-native languages (multilingual "
+                              "knowledge distillation, the baseline), same objective, data and steps; mkd: that "
+                              "student replaces the English text encoder too (M-CLIP, MLA's MKD baseline), English "
+                              "captions distilled to the frozen tower's embedding of themselves."),
     embedding_lr: Optional[float] = typer.Option(
         None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (default: the "
         "recipe's; none there: --lr)."),

@@ -7,8 +7,8 @@ its own mechanism through the hooks of ``ContinualMethod``, which plain CLL-CLIP
 - ``trainable()``: its tensors that train in the current task, besides the table and the temperature;
 - ``encode(encoder, x, lengths, lang)``: the text forward from word embeddings [B, L, W] to features [B, D];
 - ``joint_batch(task, step)``: examples that join the task's batch, as ``(images [b, D], text features [b, D],
-  teachers [b, D])``, so that CLL-CLIP's loss runs over both together (replay, as the CLL-CLIP authors doubled the
-  batch);
+  teachers [b, D] or None)``, so that CLL-CLIP's loss runs over both together (replay, as the CLL-CLIP authors
+  doubled the batch); with teachers None they join InfoNCE only (the method distils them in ``extra_loss``);
 - ``extra_loss(task, step)``: a term added to the task loss (EWC penalty, replay), as a tensor or as
   ``(tensor, {name: unweighted term})`` whose terms become columns of the task's steps CSV
   (``mltk.train.step_log``); ``encode`` may leave one the same way in ``auxiliary_loss`` (prompt-key matching);
@@ -78,9 +78,9 @@ class TaskContext:
     steps: int       # the task's training steps
     steps_per_epoch: int
     batch_size: int
-    # CLL-CLIP's loss of one batch with its terms: (image [b, D] normalised or None, text [b, D], teacher [b, D])
-    pair_terms: Callable[[torch.Tensor | None, torch.Tensor, torch.Tensor],
-                         tuple[torch.Tensor, dict[str, torch.Tensor]]]
+    # CLL-CLIP's loss of one batch with its terms: (image [b, D] normalised or None, text [b, D], teacher [b, D]);
+    # without an image, gamma2 x MSE alone
+    pair_terms: Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
     data_loss: Callable[[int], torch.Tensor]         # CLL-CLIP's loss of the task's batch of a step
     sample_tokens: Callable[[int], torch.Tensor]     # tokens [<= count, L] of the task's training captions
 
@@ -139,7 +139,7 @@ class ContinualMethod(nn.Module):
         return encoder.tower.forward_embeddings(x, lengths)
 
     def joint_batch(self, task: TaskContext, step: int
-                    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor] | None:
+                    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None] | None:
         return None
 
     def extra_loss(self, task: TaskContext, step: int) -> Loss | None:

@@ -19,7 +19,7 @@ Checkpoint format ``cll`` (its checkpoint config): ``base`` (the frozen tower, a
 ``tokenizer`` (``clip-bpe`` or ``wordpiece``), ``vocab``
 (the vocabulary artifact, a path relative to the checkpoint), ``method`` (name, options, structure),
 ``languages`` (tasks trained, in order) and ``needs_task_identity``; ``model.safetensors`` holds ``table``
-[V, W], ``logit_scale`` (log 1/T) and ``method.*``.
+[V, W], ``logit_scale`` (log 1/T, whichever form trained T) and ``method.*``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from mltk import artifacts
 from mltk.cll_clip.base import ContinualMethod
 from mltk.cll_clip.options import options_dict
 from mltk.core.errors import ConfigError
-from mltk.losses import LogitScale
+from mltk.losses import LogitScale, Temperature
 from mltk.models.clip import ClipBundle
 from mltk.models.towers import TextBase, clip_text_tower, load_text_base
 from mltk.vocab import load_tokenizer
@@ -105,7 +105,8 @@ class ContinualTextEncoder(nn.Module):
     native_lang = "en"
 
     def __init__(self, base: TextBase | ClipBundle, tokenizer, method: ContinualMethod,
-                 table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE):
+                 table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE,
+                 temperature: LogitScale | Temperature | None = None):
         super().__init__()
         if isinstance(base, ClipBundle):  # checked before its tower is built: an HF-tower CLIP has no open_clip one
             check_growable(TextBase(None, dict(base.spec), base), base.spec.get("model", "the base model"))
@@ -119,7 +120,8 @@ class ContinualTextEncoder(nn.Module):
         device = self.tower.token_embedding.weight.device
         weight = self.tower.token_embedding.weight if table is None else table
         self.table = nn.Parameter(weight.detach().to(device=device, dtype=torch.float32).clone())
-        self.logit_scale = LogitScale(init_temperature).to(device)
+        # the learnable temperature: given (train-continual's form, ``mltk.losses.make_temperature``), or log(1/T)
+        self.logit_scale = (LogitScale(init_temperature) if temperature is None else temperature).to(device)
         self.method = method.to(device)
         self.tokenizer = tokenizer
         self.trained_languages: list[str] = []
@@ -178,7 +180,7 @@ class ContinualTextEncoder(nn.Module):
     # --- checkpoints ------------------------------------------------------------------------------------------
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
-        return {"table": self.table.detach(), "logit_scale": self.logit_scale.log_scale.detach(),
+        return {"table": self.table.detach(), "logit_scale": self.logit_scale.log_scale_value(),
                 **{f"method.{k}": v for k, v in self.method.state_tensors().items()}}
 
     def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
@@ -187,7 +189,7 @@ class ContinualTextEncoder(nn.Module):
                 raise ConfigError(f"checkpoint table has shape {tuple(tensors['table'].shape)}, the encoder "
                                   f"{tuple(self.table.shape)}")
             self.table.copy_(tensors["table"])
-            self.logit_scale.log_scale.copy_(tensors["logit_scale"])
+            self.logit_scale.load_log_scale(tensors["logit_scale"])
         self.method.load_state_tensors({k[len("method."):]: v for k, v in tensors.items() if k.startswith("method.")})
 
     def checkpoint_config(self) -> dict[str, Any]:

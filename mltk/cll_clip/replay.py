@@ -4,19 +4,22 @@
   capacity M with probability M / n, replacing a uniformly chosen slot, so at any time the memory is a uniform
   sample of everything seen. After task t its training pairs (image, caption, language) are streamed into the
   memory in a random order; during task t + 1 the memory holds a uniform sample of tasks 0..t (8K in the paper).
-- ER (Chaudhry et al. 2019), as the CLL-CLIP authors ran it (``double_batch_size``): each step draws as many
+- ER (Chaudhry et al. 2019), as the CLL-CLIP authors ran it (CLFM, ``double_batch_size``): each step draws as many
   examples from the memory as the batch holds (captions in their own languages, re-tokenised with the current
-  vocabulary, their English teachers and images) and puts them into the batch, so CLL-CLIP's loss runs over both
-  together (InfoNCE over 2 x 128 pairs; ``replay_loss=joint``). ``replay_loss=separate`` adds the CLL-CLIP loss
-  of the replayed batch on its own instead (a second 128-pair InfoNCE and MSE; mltk's earlier form).
+  vocabulary, with their images and stored labels) and puts them into the batch, so InfoNCE runs over both
+  together (2 x 128 pairs). The distillation is two means: the MSE to the English teacher over the current task's
+  rows, and a separate MSE of the memory rows to their stored label, the teacher embedding, weighted like the
+  first (gamma2; ``replay_loss=clfm``, logged as ``replay_mse``). ``replay_loss=joint`` (mltk's previous form)
+  runs one MSE over all 256 rows, so distillation weighs half as much against InfoNCE; ``replay_loss=separate``
+  adds the CLL-CLIP loss of the replayed batch on its own instead (a second 128-pair InfoNCE and MSE).
 - DER (Buzzega et al. 2020) stores the model's output with each example and regresses to it:
   ``alpha * MSE(f(x_mem), z_mem)`` with alpha 1 (the CLL-CLIP authors' setting). CLL-CLIP has no class logits,
-  so z is the text feature [D] of the caption,
-  recorded with the final weights of the task that inserted it (DER records the output at insertion time during
-  training; here insertion happens when the task ends, after its best epoch is restored). With
-  ``replay_loss=joint`` the replayed examples also join the batch as in ER (the authors' doubled batch) and the
-  regression reads their features from that same forward pass; ``separate``: the regression alone (mltk's
-  earlier form, the replayed examples take no part in InfoNCE).
+  so z is the text feature [D] of the caption: the authors replace a memory item's label by the student's own
+  output when they store it (``reservoir_sampling``), here with the final weights of the task that inserted it
+  (insertion happens when the task ends, after its best epoch is restored). With ``replay_loss=clfm`` the replayed
+  examples join the batch's InfoNCE as in ER, never see the teacher, and their one MSE is the regression to z,
+  read from that same forward pass. ``joint`` (mltk's previous form) also pulls them to the English teacher
+  inside the batch's MSE; ``separate``: the regression alone, the replayed examples outside InfoNCE.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ class Reservoir:
 class ReplayOptions:
     memory_size: int = 8000  # reservoir capacity (methods.yaml: memory_size 8000)
     replay_batch: int | None = None  # replayed examples per step; None: the batch size (double_batch_size: True)
-    replay_loss: Literal["joint", "separate"] = "joint"  # replayed examples in the task's batch, or a loss apart
+    # replayed examples in the task's InfoNCE with a distillation mean of their own (clfm, the authors'), in the
+    # task's batch for both terms (joint), or in a loss apart (separate)
+    replay_loss: Literal["clfm", "joint", "separate"] = "clfm"
 
     def check(self) -> str | None:
         if self.memory_size < 1 or (self.replay_batch is not None and self.replay_batch < 1):
@@ -108,17 +113,33 @@ class ExperienceReplay(ContinualMethod):
         return images, features, self.replay.teacher[rows].to(device)
 
     def joint_batch(self, task: TaskContext, step: int):
-        """The replayed examples that join the task's batch (``replay_loss=joint``)."""
-        if self.replay is None or self.options.replay_loss != "joint":
+        """The replayed examples that join the task's batch (``replay_loss`` clfm or joint): (images, features,
+        teachers), the teachers None under clfm (the memory rows join InfoNCE only; ``extra_loss`` distils them)."""
+        if self.replay is None or self.options.replay_loss == "separate":
             return None
         rows = self.replay_indices(task, step)
         self.joined = (rows, self.replayed_features(task, rows))
-        return self.replayed_batch(task, rows, self.joined[1])
+        images, features, teachers = self.replayed_batch(task, rows, self.joined[1])
+        return images, features, None if self.options.replay_loss == "clfm" else teachers
+
+    def take_joined(self) -> tuple[np.ndarray, torch.Tensor]:
+        """The memory rows [r] and their features [r, D] that joined this step's batch (read once)."""
+        joined, self.joined = self.joined, None
+        return joined
 
     def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
-        """``replay_loss=separate``: CLL-CLIP's loss of a replayed batch on its own, its terms logged as
-        ``replay_infonce`` and ``replay_mse`` (joint: nothing more, the batch already holds them)."""
-        if self.replay is None or self.options.replay_loss != "separate":
+        """clfm: ``gamma2 * replay_mse``, the memory rows' own MSE to their stored teacher embeddings; separate:
+        CLL-CLIP's loss of a replayed batch on its own, its terms logged as ``replay_infonce`` and ``replay_mse``
+        (joint: nothing more, the batch already holds them)."""
+        if self.replay is None:
+            return None
+        if self.options.replay_loss == "clfm":
+            rows, features = self.take_joined()
+            teachers = self.replay.teacher[rows].to(features.device)
+            loss, terms = task.pair_terms(None, features, teachers)  # without images: gamma2 x MSE alone
+            return loss, {"replay_mse": terms["mse"]}
+        if self.options.replay_loss != "separate":
+            self.joined = None
             return None
         rows = self.replay_indices(task, step)
         loss, terms = task.pair_terms(*self.replayed_batch(task, rows, self.replayed_features(task, rows)))
@@ -154,12 +175,11 @@ class DarkExperienceReplay(ExperienceReplay):
 
     def extra_loss(self, task: TaskContext, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
         """``alpha * der_mse``, the regression to the stored features (logged unweighted as ``der_mse``), of the
-        replayed examples that joined the batch (joint) or of a replayed batch of their own (separate)."""
+        replayed examples that joined the batch (clfm, joint) or of a replayed batch of their own (separate)."""
         if self.replay is None:
             return None
-        if self.options.replay_loss == "joint":
-            rows, features = self.joined
-            self.joined = None
+        if self.options.replay_loss != "separate":
+            rows, features = self.take_joined()
         else:
             rows = self.replay_indices(task, step)
             features = self.replayed_features(task, rows)

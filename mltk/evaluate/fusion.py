@@ -1,24 +1,28 @@
 """Translate-test and score fusion (``mltk evaluate --translations CAPS --fusion ETA[,ETA...]``), CLL-CLIP's
 Figure 5 (Yang et al. 2024, "Embracing Language Inclusivity and Diversity in CLIP through Continual Language
-Learning"): the foreign caption through the multilingual model, its English translation through the frozen English
-tower, and the two similarity scores fused with a weight eta::
+Learning"; the figure's data is XM3600's Hebrew captions machine-translated into English). The evaluated model
+reads the native caption and, as English, its English translation, and the two similarity scores are fused with
+a weight eta::
 
-    s_eta(q, g) = (1 - eta) * s(model(q), g) + eta * s(english_tower(translation(q)), g)
+    s_eta(q, g) = (1 - eta) * s(model(q), g) + eta * s(model_en(translation(q)), g)
 
-eta = 0 is the model alone, eta = 1 translate-test alone (the English tower reads the translation), values between
-fuse them. ``g`` is a gallery item: an image embedding (image retrieval), or an English caption through the same
-tower (caption-to-caption retrieval on a text-only tower such as all-MiniLM-L6-v2).
+``model_en`` is the model's own English path: for a CLL-CLIP checkpoint the same model (English reads the same
+trained token table as every language, as the authors' code encodes both with one CLL-CLIP model); for an MLA
+checkpoint the frozen CLIP text tower, its English path; for a text-only tower the tower itself. eta = 0 is the
+model on the native caption alone, eta = 1 translate-test alone, values between fuse them (the authors' grid: 0,
+0.1, ..., 1, ``--fusion default``). ``g`` is a gallery item: an image embedding (image retrieval), or an English
+caption through the same tower (caption-to-caption retrieval on a text-only tower such as all-MiniLM-L6-v2).
 
-Both scores are dot products of L2-normalised vectors with the *same* gallery vector, so the fused score is the
-dot product of the gallery vector with the fused query vector ``(1 - eta) * m + eta * t`` (not re-normalised):
-fusing the vectors first gives exactly the fused scores, in both directions, and the existing retrieval code ranks
-them. Captions with no translation keep the model's vector (their count is reported as ``untranslated``). English
-rows are never fused.
+Both scores are cosine similarities: dot products of L2-normalised vectors with the *same* gallery vector, so
+the fused score is the dot product of the gallery vector with the fused query vector ``(1 - eta) * m + eta * t``,
+not re-normalised (the authors fuse the scores of normalised features and do not renormalise either): fusing the
+vectors first gives exactly the fused scores, in both directions, and the existing retrieval code ranks them.
+Captions with no translation keep the model's vector (their count is reported as ``untranslated``). English rows
+are never fused.
 
 Translations: a captions artifact whose English rows (``lang`` = en) share the ``caption_id`` of the caption they
-translate (IGLUE xFlickr&CO's ``annotations_machine-translate`` as ``import-data xflickrco`` labels it; ``import-data
-lines --translation-of``); they are encoded through the model's English path (the frozen CLIP text tower of an MLA
-or CLL-CLIP checkpoint, the tower itself for a text-only model).
+translate (``import-data lines --translation-of``; IGLUE xFlickr&CO's ``annotations_machine-translate`` as
+``import-data xflickrco`` labels it).
 """
 
 from __future__ import annotations
@@ -32,24 +36,50 @@ import pyarrow as pa
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError, SchemaError
 
-FUSION_FORM = "(1 - eta) * s(model, foreign caption) + eta * s(English tower, its English translation)"
+FUSION_FORM = ("(1 - eta) * s(model, native caption) + eta * s(model's English path, its English translation); "
+               "cosine scores, not renormalised")
+AUTHORS_ETAS = tuple(i / 10 for i in range(11))  # CLL-CLIP's Figure 5: eta = 0, 0.1, ..., 1
+DEFAULT_GRID = "default"
 CURVE_KEYS = ("R@1", "R@5", "R@10")
 
 
 def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
-    """``["0,0.25", "1"]`` -> ``(0.0, 0.25, 1.0)``; each in [0, 1], sorted, distinct."""
-    etas = []
+    """``["0,0.25", "1"]`` -> ``(0.0, 0.25, 1.0)``; each in [0, 1], sorted, distinct. ``default`` is the authors'
+    grid (0, 0.1, ..., 1); ``A,B,...,C`` the range from A to C in steps of B - A (``0,0.1,...,1``)."""
+    etas: list[float] = []
     for value in values:
-        for part in str(value).split(","):
-            if part.strip():
-                try:
-                    eta = float(part)
-                except ValueError:
-                    raise ConfigError(f"--fusion expects numbers in [0, 1], got {part!r}") from None
-                if not 0.0 <= eta <= 1.0:
-                    raise ConfigError(f"--fusion weights must lie in [0, 1], got {eta}")
-                etas.append(eta)
+        parts = [part.strip() for part in str(value).split(",") if part.strip()]
+        if parts == [DEFAULT_GRID]:
+            etas.extend(AUTHORS_ETAS)
+            continue
+        numbers = [_eta(part) if part != "..." else None for part in parts]
+        etas.extend(_expand_range(numbers, str(value)) if None in numbers else numbers)
+    for eta in etas:
+        if not 0.0 <= eta <= 1.0:
+            raise ConfigError(f"--fusion weights must lie in [0, 1], got {eta:g}")
     return tuple(sorted(set(etas)))
+
+
+def _eta(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"--fusion expects numbers in [0, 1], default, or a range such as 0,0.1,...,1; got "
+                          f"{text!r}") from None
+
+
+def _expand_range(numbers: list[float | None], text: str) -> list[float]:
+    """``[a, b, None, c]`` (``a,b,...,c``) -> a, b, ..., c in steps of b - a (c included)."""
+    at = numbers.index(None)
+    if numbers.count(None) > 1 or at < 2 or at != len(numbers) - 2:
+        raise ConfigError(f"--fusion {text}: a range is two first values, ... and a last value (0,0.1,...,1)")
+    first, second, last = numbers[at - 2], numbers[at - 1], numbers[at + 1]
+    step = second - first
+    count = (last - first) / step if step > 0 else -1.0
+    if count < 1 or abs(count - round(count)) > 1e-6:
+        raise ConfigError(f"--fusion {text}: the range must climb from {first:g} to {last:g} in whole steps of "
+                          f"{step:g}")
+    return numbers[:at - 2] + [round(first + i * step, 10) for i in range(int(round(count)) + 1)]
 
 
 def translation_rows(text_table: pa.Table, translation_table: pa.Table,
@@ -102,7 +132,8 @@ def fusion_curve(etas: Sequence[float], text_table: pa.Table, vectors: np.ndarra
     return {"form": FUSION_FORM, "etas": list(etas), "languages": langs, "per_eta": per_eta,
             "curves": _curves(per_eta, langs), "translated": int(len(rows)),
             "untranslated": int(foreign.sum()) - int(len(rows)),
-            "pure_systems": {"0": "the model alone", "1": "translate-test alone (English tower on the translation)"}}
+            "pure_systems": {"0": "the model alone on the native caption",
+                             "1": "translate-test alone (the model's English path on the translation)"}}
 
 
 def _curves(per_eta: dict, langs: list[str]) -> dict:

@@ -27,7 +27,8 @@ Conventions shared by all of them:
 - ``text_mask [B, K]`` (bool, True = present) marks which languages an image really has. Masked slots may hold
   anything (even NaN): they are zeroed before any arithmetic, take no part in any softmax, get zero gradient.
 - A temperature ``T`` and a logit scale ``s`` are the same thing: ``s = 1 / T``. Learnable ones are stored as
-  ``log(1/T)`` and clamped at ``s <= 100``, as open_clip does (``LogitScale``).
+  ``log(1/T)`` and clamped at ``s <= 100``, as open_clip does (``LogitScale``), or as T itself clamped to a range,
+  as CLL-CLIP's authors do (``Temperature``; ``make_temperature`` picks the form).
 
 Papers:
 
@@ -44,7 +45,8 @@ Papers:
   AME: Mohammadshahi et al. 2019 "Aligning Multilingual Word Embeddings for Cross-Modal Retrieval Task".
 """
 
-from mltk.losses.base import MAX_LOGIT_SCALE, LogitScale, LossOutput, Scalar
+from mltk.losses.base import MAX_LOGIT_SCALE, TEMPERATURE_FORMS, LogitScale, LossOutput, Scalar, Temperature, \
+    make_temperature
 from mltk.losses.contrastive import (ONE_TO_K_WEIGHTINGS, InfoNCELoss, OneToKLoss, OneToOneLoss, info_nce,
                                      one_to_k_contrastive, one_to_one_contrastive, sample_one_language)
 from mltk.losses.distill import (MSE_FORMS, CLLCLIPLoss, EnglishBridgeLoss, MSEDistillLoss, english_bridge_mse,
@@ -54,5 +56,5 @@ from mltk.losses.ranking import (AME_MARGINS, MLMME_FORMS, SIMILARITIES, MLMMELo
 
 __all__ = ["AME_MARGINS", "MLMME_FORMS", "SIMILARITIES", "order_violation_similarity", "ranking_scores", "MAX_LOGIT_SCALE", "MSE_FORMS", "ONE_TO_K_WEIGHTINGS", "CLLCLIPLoss", "EnglishBridgeLoss", "InfoNCELoss",
            "LogitScale", "LossOutput", "MLMMELoss", "MSEDistillLoss", "OneToKLoss", "OneToOneLoss",
-           "PairwiseRankingLoss", "Scalar", "english_bridge_mse", "info_nce", "mse_distill", "one_to_k_contrastive",
+           "PairwiseRankingLoss", "Scalar", "TEMPERATURE_FORMS", "Temperature", "make_temperature", "english_bridge_mse", "info_nce", "mse_distill", "one_to_k_contrastive",
            "one_to_one_contrastive", "pairwise_ranking_hinge", "sample_one_language"]

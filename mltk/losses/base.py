@@ -1,5 +1,5 @@
 """What every loss shares: ``LossOutput`` (the loss with its named terms), ``LogitScale`` (a temperature stored as
-open_clip stores it) and the shape checks of the [B, D] / [B, K, D] / [B, K] conventions (``mltk.losses``)."""
+open_clip stores it), ``Temperature`` (one trained as T itself, clamped) and the shape checks of the [B, D] / [B, K, D] / [B, K] conventions (``mltk.losses``)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,81 @@ class LogitScale(nn.Module):
     @property
     def temperature(self) -> float:
         return 1.0 / float(self().detach())
+
+    @property
+    def parameter(self) -> torch.Tensor:
+        """The tensor an optimizer trains (log 1/T)."""
+        return self.log_scale
+
+    def log_scale_value(self) -> torch.Tensor:
+        """log(1/T) as a checkpoint stores it (0-dim, detached)."""
+        return self.log_scale.detach()
+
+    @torch.no_grad()
+    def load_log_scale(self, value: torch.Tensor) -> None:
+        self.log_scale.copy_(value)
+
+
+class Temperature(nn.Module):
+    """A learnable temperature trained as T itself (``logits / T``), clamped in place to ``[low, high]`` each time
+    it is read, as CLL-CLIP's and CCR_k's authors write it (``nn.Parameter(0.07)``, ``clamp(0.001, 0.5)``): the
+    clamp moves the parameter back onto the bound, so the optimizer starts the next step from there. Reading it
+    returns the logit scale ``s = 1/T`` (0-dim), the same interface as ``LogitScale``.
+
+    Why not log(1/T): a step of AdamW moves the parameter by about lr whatever its form, so training T directly
+    changes the sharpness by lr/T per step (about 0.07% at lr 5e-5 and T 0.07) where log(1/T) changes it by lr;
+    near the lower bound T moves much faster in relative terms. ``reset()`` returns T to its initial value (the
+    authors rebuild the loss, and with it T, for every task).
+    """
+
+    def __init__(self, init_temperature: float = 0.07, temperature_range: tuple[float, float] = (0.001, 0.5)):
+        super().__init__()
+        low, high = temperature_range
+        if not 0 < low < high:
+            raise ConfigError(f"a temperature range needs 0 < low < high, got {temperature_range}")
+        if not low <= init_temperature <= high:
+            raise ConfigError(f"the initial temperature {init_temperature} lies outside its range [{low}, {high}]")
+        self.init_temperature, self.low, self.high = float(init_temperature), float(low), float(high)
+        self.value = nn.Parameter(torch.tensor(self.init_temperature, dtype=torch.float32))
+
+    def forward(self) -> torch.Tensor:
+        with torch.no_grad():
+            self.value.clamp_(self.low, self.high)
+        return 1.0 / self.value  # 0-dim logit scale
+
+    @property
+    def temperature(self) -> float:
+        return float(self.value.detach().clamp(self.low, self.high))
+
+    @property
+    def parameter(self) -> torch.Tensor:
+        """The tensor an optimizer trains (T)."""
+        return self.value
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        self.value.fill_(self.init_temperature)
+
+    def log_scale_value(self) -> torch.Tensor:
+        """log(1/T) as a checkpoint stores it (0-dim, detached; the same key whatever the form)."""
+        return -self.value.detach().clamp(self.low, self.high).log()
+
+    @torch.no_grad()
+    def load_log_scale(self, value: torch.Tensor) -> None:
+        self.value.copy_((-value.to(self.value)).exp())
+
+
+TEMPERATURE_FORMS = ("temperature", "log")  # T itself, clamped to a range (the authors'); log(1/T), s <= 100
+
+
+def make_temperature(form: str, init_temperature: float, temperature_range: tuple[float, float]
+                     ) -> LogitScale | Temperature:
+    """A learnable temperature in ``form``: ``temperature`` (``Temperature``: T clamped to ``temperature_range``)
+    or ``log`` (``LogitScale``: log(1/T), T >= 0.01; the range is not used)."""
+    if form not in TEMPERATURE_FORMS:
+        raise ConfigError(f"the temperature form must be one of {', '.join(TEMPERATURE_FORMS)}, got {form!r}")
+    return Temperature(init_temperature, temperature_range) if form == "temperature" else \
+        LogitScale(init_temperature)
 
 
 def check_pair(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -> None:

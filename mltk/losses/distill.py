@@ -63,7 +63,11 @@ class CLLCLIPLoss(nn.Module):
 
     A text-only run (``image`` None: no image tower) trains the MSE term alone: ``loss = gamma2 * MSE``.
 
-    forward(image [B, D] or None, text [B, D], teacher [B, D], logit_scale) ->
+    ``teacher`` may hold fewer rows than ``text`` ([B' <= B, D]): the MSE then runs over text's first B' rows and
+    the rows after them take part in InfoNCE only (replayed memory rows, distilled by a term of their own: the
+    CLL-CLIP authors' ER and DER).
+
+    forward(image [B, D] or None, text [B, D], teacher [B, D] or [B', D], logit_scale) ->
     ``LossOutput(loss, {"infonce": InfoNCE, "mse": MSE})`` (terms unweighted; ``{"mse"}`` alone without images).
     """
 
@@ -79,7 +83,10 @@ class CLLCLIPLoss(nn.Module):
             return LossOutput(self.gamma2 * mse, {"mse": mse})
         check_pair(image_features, text_features, "image_features", "text_features")
         contrastive = info_nce(F.normalize(image_features, dim=-1), F.normalize(text_features, dim=-1), logit_scale)
-        mse = mse_distill(text_features, teacher_features, self.form)
+        if teacher_features.shape[0] > text_features.shape[0]:
+            raise ValueError(f"teacher has more rows ({teacher_features.shape[0]}) than text "
+                             f"({text_features.shape[0]})")
+        mse = mse_distill(text_features[:teacher_features.shape[0]], teacher_features, self.form)
         return LossOutput(self.gamma1 * contrastive + self.gamma2 * mse, {"infonce": contrastive, "mse": mse})
 
 

@@ -18,6 +18,9 @@ checkpoint config records it, and checkpoints without the field are ``mlp``.
 ``train="full"`` is the multilingual knowledge-distillation baseline (Reimers and Gurevych 2020; M-CLIP): instead of
 acquirers, a trainable copy of the whole tower (the student, initialised from the frozen teacher) reads every
 non-native language; English stays on the frozen tower. The checkpoint then holds the student's weights.
+``train="mkd"`` is the same student replacing the English text encoder as well, as M-CLIP and MLA's MKD baseline
+do: English is tokenised by the non-native tokenizer and read by the student, and NLT distils English captions to
+the frozen tower's embedding of themselves beside the translations (so English accuracy can drop, MLA's finding).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from mltk.models.towers import TextBase, base_from_clip, load_text_base
 from mltk.artifacts.schema import NATIVE_LANG
 
 CHECKPOINT_FORMAT = "mla"
-TRAIN_MODES = ("acquirers", "full")  # MLA's acquirers per language; a whole student tower (distillation baseline)
+# MLA's acquirers per language; a whole student tower for the non-native languages; the student for English too (MKD)
+TRAIN_MODES = ("acquirers", "full", "mkd")
+STUDENT_MODES = ("full", "mkd")
 
 
 class LanguageAcquisitionEncoder(nn.Module):
@@ -70,7 +75,9 @@ class LanguageAcquisitionEncoder(nn.Module):
         self.acquirers = nn.ModuleDict()
         self.student = None
         self._full_languages: list[str] = []
-        if train == "full":  # the student: a trainable copy of the whole tower (its tokenizer object is shared)
+        self.english_student = train == "mkd"  # English reads the student (the teacher is the frozen tower)
+        self.native_trains = self.english_student
+        if train in STUDENT_MODES:  # the student: a trainable copy of the whole tower (its tokenizer object is shared)
             memo = {id(getattr(self.tower, "tokenizer", None)): getattr(self.tower, "tokenizer", None)}
             self.student = copy.deepcopy(self.tower, memo)
             self.student.requires_grad_(True)
@@ -104,14 +111,14 @@ class LanguageAcquisitionEncoder(nn.Module):
 
     def tokenize(self, texts: list[str], lang: str) -> torch.Tensor:
         """Texts of one language -> token ids [B, L] for that language's path."""
-        if lang == self.native_lang:
+        if lang == self.native_lang and not self.english_student:
             return self.tower.tokenize(list(texts))[0]
         self._check_lang(lang)
         return self.non_native(list(texts), context_length=self.tower.context_length)
 
     def encode_tokens(self, tokens: torch.Tensor, lang: str) -> torch.Tensor:
         """Token ids [B, L] of one language -> unnormalised text features [B, D]."""
-        if lang == self.native_lang:
+        if lang == self.native_lang and not self.english_student:
             lengths = self.tower.lengths(tokens)
             return self.tower.encode(tokens[:, : int(lengths.max())], lengths)
         self._check_lang(lang)
@@ -126,7 +133,7 @@ class LanguageAcquisitionEncoder(nn.Module):
         return self.encode_tokens(self.tokenize(texts, lang).to(device), lang)
 
     def _check_lang(self, lang: str) -> None:
-        if lang not in self.languages:
+        if lang not in self.languages and not (self.english_student and lang == self.native_lang):
             what = "no acquirers" if self.student is None else "no path through the student"
             raise ConfigError(f"language {lang!r} has {what} in this encoder (has: "
                               f"{', '.join([self.native_lang] + self.languages)})")

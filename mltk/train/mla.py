@@ -41,6 +41,7 @@ from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.recipes import FROM_RECIPE, with_recipe
+from mltk.encode.text_encoders import TowerTextEncoder
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
@@ -70,7 +71,8 @@ class MlaConfig:
     pretrained: str | None = None
     tokenizer: str | None = None  # non-native tokenizer: vocab artifact, transformers name, "tower" (None: the
     #                               tower's own on a Hugging Face tower)
-    train: str = "acquirers"  # "acquirers" (MLA) or "full" (a student copy of the whole tower: the KD baseline)
+    train: str = "acquirers"  # "acquirers" (MLA), "full" (a student copy of the whole tower: the KD baseline) or
+    #                           "mkd" (the student reads English too, replacing the English text encoder)
     embedding_lr: float | None = FROM_RECIPE  # peak lr of the shared non-native embedding (None: the loop's lr)
     init_embeddings: bool = True  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
@@ -211,12 +213,17 @@ def translation_pairs(captions: pa.Table, split: str, languages: list[str]
 
 
 def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, languages: list[str], runtime: Runtime):
+    """Tokens [N, L] and teacher embeddings [N, D] per trained language; with English through the student
+    (``train="mkd"``) also English itself, each English caption distilled to the frozen tower's embedding of it."""
     pairs, english = translation_pairs(captions, split, languages)
     needed = sorted({cid for ids, _ in pairs.values() for cid in ids})
     if not needed:
         raise ConfigError(f"no translation pairs (captions sharing caption_id with English) in split {split!r}",
                           config.captions)
-    teacher_all = teacher_embeddings(encoder, encoder.spec, needed, [english[c] for c in needed], runtime,
+    if encoder.english_student:
+        pairs[NATIVE_LANG] = (needed, [english[c] for c in needed])
+    teacher_model = TowerTextEncoder(encoder.base) if encoder.english_student else encoder  # the frozen tower
+    teacher_all = teacher_embeddings(teacher_model, encoder.spec, needed, [english[c] for c in needed], runtime,
                                      config.cache_dir)
     row_of = {cid: i for i, cid in enumerate(needed)}
     teacher_all = torch.from_numpy(np.array(teacher_all, dtype=np.float32))  # a writable copy of the memmap
@@ -250,8 +257,8 @@ def train_nlt(config: MlaConfig, on_step=None) -> Path:
     validator, val_pairs = _validator(config, encoder, inputs, languages), None
     if validator is None:
         val_tokens, val_teacher = _nlt_data(encoder, config, inputs.captions, config.val_split, languages, runtime)
-        val_pairs = {lang: (val_tokens[lang][:512], val_teacher[lang][:512]) for lang in languages}
-    task = NltTask(encoder, tokens, teacher, languages, train_embedding, config.batch_size, config.loop.steps,
+        val_pairs = {lang: (val_tokens[lang][:512], val_teacher[lang][:512]) for lang in val_tokens}
+    task = NltTask(encoder, tokens, teacher, list(tokens), train_embedding, config.batch_size, config.loop.steps,
                    config.loop.seed, runtime, validator, val_pairs, config.mse_form)
     return _run(task, encoder, config, runtime, "train-nlt", languages, on_step)
 

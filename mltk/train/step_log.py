@@ -19,7 +19,8 @@
   train-nlt-le     ``nlt_mse`` [nlt_weight], ``le_infonce`` [le_weight]
   train-continual  ``infonce`` [gamma1], ``mse`` [gamma2], ``logit_scale`` (logged), and the method's own: oewc
                    ``ewc_penalty`` = sum F (theta - theta*)^2 (half of it with ``half``) [penalty, lambda]; er
-                   with ``replay_loss=separate``: ``replay_infonce`` [gamma1], ``replay_mse`` [gamma2]; der
+                   ``replay_mse`` [gamma2] (the memory rows' own MSE; none with ``replay_loss=joint``), with
+                   ``replay_loss=separate`` also ``replay_infonce`` [gamma1]; der
                    ``der_mse`` [alpha]; dualprompt ``prompt_pull`` [pull_weight]. One file per task; EWC and
                    replay terms appear from the second task on
   train-ccrk       per ``--loss``: ``one_to_k``, ``one_to_one``, ``english_bridge_mse`` or ``hinge`` (= loss); mlmme:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from mltk.ame.rcsls import AlignmentConfig
 from mltk.cll_clip import METHODS, method_options
 from mltk.core.errors import ConfigError
 from mltk.core.names import check_names
-from mltk.losses import MSE_FORMS
+from mltk.losses import MSE_FORMS, TEMPERATURE_FORMS
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
 from mltk.train.loop import LoopConfig
@@ -67,6 +67,12 @@ class ContinualTrainConfig:
     gamma2: float = FROM_RECIPE
     mse_form: str = FROM_RECIPE  # the MSE term: mean over elements (the authors' code) or "sum" over D (written)
     temperature: float = FROM_RECIPE
+    temperature_form: str = field(default=FROM_RECIPE, metadata={"help": (
+        "How the learnable temperature trains: temperature (T itself, clamped to --temperature-range every step and "
+        "reset to its initial value at each task, the authors' code) or log (log 1/T with T >= 0.01, carried "
+        "across tasks, mltk's earlier form)")})
+    temperature_range: tuple[float, float] = field(default=FROM_RECIPE, metadata={"help": (
+        "The clamp [low, high] of T in the temperature form (the authors': 0.001, 0.5)")})
     metric: str | None = None  # a_{j,i}: AR or <i2t|t2i>.R@<K>; text-only <x2en|en2x>.R@<K> (None: R@1 t2i / x2en)
     split: str = "train"
     val_split: str = "val"
@@ -128,6 +134,13 @@ class ContinualTrainConfig:
             problems.append(f"--vocab-size must be positive, got {self.vocab_size}")
         if len(set(self.languages)) != len(self.languages):
             problems.append(f"a language appears twice in the task order {','.join(self.languages)}")
+        if self.temperature_form not in TEMPERATURE_FORMS:
+            problems.append(f"--temperature-form must be one of {', '.join(TEMPERATURE_FORMS)}, got "
+                            f"{self.temperature_form!r}")
+        if not (len(self.temperature_range) == 2 and 0 < self.temperature_range[0] <= self.temperature
+                <= self.temperature_range[1]):
+            problems.append(f"--temperature-range must be two numbers low,high with 0 < low <= the initial "
+                            f"temperature ({self.temperature}) <= high, got {list(self.temperature_range)}")
         if self.mse_form not in MSE_FORMS:
             problems.append(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {self.mse_form!r}")
         if self.wordpiece_growth not in WORDPIECE_GROWTH:
@@ -171,6 +184,17 @@ class ContinualTrainConfig:
             problems.append("a text-only run grows its vocabulary task by task: --joint and --oracle-vocab need "
                             "a CLIP with image embeddings")
         return problems
+
+
+def temperature_range_option(text: str | None) -> tuple[float, float] | None:
+    """``--temperature-range LOW,HIGH`` as two floats (None when not given: the recipe's)."""
+    if text is None:
+        return None
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--temperature-range expects two numbers LOW,HIGH (e.g. 0.001,0.5), got {text!r}") from None
+    return low, high
 
 
 TEIR_PARTS = ("init", "grad", "decay")

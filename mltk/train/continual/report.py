@@ -84,7 +84,16 @@ def protocol(config: ContinualTrainConfig) -> dict:
                         f"{config.test_split} split (x2en: the language's captions retrieve English captions; "
                         f"English encoded by the frozen tower, the teacher)"}
     return {"images": True, "loss": f"{config.gamma1} x InfoNCE(image, text) + {config.gamma2} x MSE(English "
-            f"teacher, text)", "a_ji": f"{config.metric} of image-text retrieval on the {config.test_split} split"}
+            f"teacher, text)", "a_ji": f"{config.metric} of image-text retrieval on the {config.test_split} split",
+            "temperature": temperature_protocol(config)}
+
+
+def temperature_protocol(config: ContinualTrainConfig) -> dict:
+    """How T trained (each task's final T is in its ``per_task`` record): T itself clamped to a range and reset
+    at every task (the authors'), or log(1/T) with T >= 0.01 carried across tasks."""
+    clamped = config.temperature_form == "temperature"
+    return {"form": config.temperature_form, "initial": config.temperature,
+            "range": list(config.temperature_range) if clamped else [0.01, None], "reset_each_task": clamped}
 
 
 def fmt(value: float | None) -> str:

@@ -21,6 +21,7 @@ from mltk.core.errors import ArtifactError, ConfigError
 from mltk.models.clip import is_hf_model_folder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.core.runtime import Runtime, log
+from mltk.losses import Temperature, make_temperature
 from mltk.cll_clip.teir import init_new_rows
 from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
 from mltk.train.continual.data import Corpus, caption_image_rows, task_data
@@ -115,7 +116,8 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
             f"(gamma1 0, InfoNCE off); a_{{j,i}} = {config.metric} of caption-to-caption retrieval against English")
 
     method = make_method(config.method, config.options, base.tower, config.loop.seed)
-    encoder = ContinualTextEncoder(base, root.tokenizer, method, init_temperature=config.temperature)
+    encoder = ContinualTextEncoder(base, root.tokenizer, method, temperature=make_temperature(
+        config.temperature_form, config.temperature, config.temperature_range))
     check_image_width(encoder.tower.output_dim, image_vectors, config.images)
     inputs_used = [p for p in (config.captions, config.images, config.alignment.lexicon) if p is not None]
     inputs_used += model_inputs(None, config.model, config.pretrained)
@@ -200,6 +202,8 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
     new_rows = init_new_rows(encoder.table.detach().cpu(), vocabulary.vocab_size - encoder.vocab_size, generator,
                              mode="teir" if config.teir_init else "normal")
     encoder.grow(vocabulary.tokenizer, new_rows)
+    if isinstance(encoder.logit_scale, Temperature):  # the temperature form (log(1/T) is carried across tasks)
+        encoder.logit_scale.reset()  # the authors rebuild the loss, and T with it, for every task
     lambdas = teir_lambdas(vocabulary, config.token_sets) if config.teir_reg else None
     data = task_data(corpus, languages, encoder)
     if val is None or not isinstance(val, RetrievalSplit):

@@ -62,7 +62,7 @@ class CllClipTask:
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         """The table, the temperature (not in a text-only run: it scales only the InfoNCE term) and the method's."""
-        temperature = {} if self.config.text_only else {"logit_scale": self.encoder.logit_scale.log_scale}
+        temperature = {} if self.config.text_only else {"logit_scale": self.encoder.logit_scale.parameter}
         return {"table": self.encoder.table, **temperature,
                 **{f"method.{k}": p for k, p in self.method.trainable().items()}}
 
@@ -105,16 +105,21 @@ class CllClipTask:
         """CLL-CLIP's loss of one batch (image [b, D] normalised, text and teacher [b, D] raw)."""
         return self.pair_terms(image, text, teacher)[0]
 
-    def pair_terms(self, image: torch.Tensor | None, text: torch.Tensor, teacher: torch.Tensor
+    def pair_terms(self, image: torch.Tensor | None, text: torch.Tensor, teacher: torch.Tensor,
+                   memory: tuple[torch.Tensor, torch.Tensor] | None = None
                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``pair_loss`` with its terms: ``{"infonce", "mse"}`` unweighted, and the ``logit_scale`` it used. A
         text-only run (``image`` None: no image tower) trains the MSE-to-English term alone (InfoNCE off, gamma1 =
-        0), and logs ``mse`` only."""
+        0), and logs ``mse`` only. ``memory`` (images [r, D], text [r, D]): replayed rows appended after the batch
+        (after every process's rows) that take part in InfoNCE only; the MSE runs over the batch's rows."""
         if image is None:
             return self.criterion(None, gather_with_grad(text.float()), gather_with_grad(teacher))
+        image, text = gather_with_grad(image), gather_with_grad(text.float())
+        if memory is not None:  # [b + r, D] each; the teachers stay [b, D]
+            image, text = torch.cat([image, gather_with_grad(memory[0])]), \
+                torch.cat([text, gather_with_grad(memory[1].float())])
         scale = self.encoder.logit_scale()
-        loss, terms = self.criterion(gather_with_grad(image), gather_with_grad(text.float()),
-                                     gather_with_grad(teacher), scale)
+        loss, terms = self.criterion(image, text, gather_with_grad(teacher), scale)
         return loss, {**terms, "logit_scale": scale}
 
     def data_loss(self, step: int) -> torch.Tensor:
@@ -125,7 +130,8 @@ class CllClipTask:
                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The CLL-CLIP loss of the batch of ``step`` and its terms: distinct captions (by caption epochs), or
         distinct images with one caption each drawn from the seed (by image epochs). ``joined`` (images, text
-        features, teachers; the method's ``joint_batch``) is appended to the batch: one loss over both."""
+        features, teachers; the method's ``joint_batch``) is appended to the batch: one loss over both, or, when
+        its teachers are None (the authors' replay), one InfoNCE over both and the MSE over the batch's rows."""
         data = self.data
         if self.by_caption:
             _, captions = self.batches.batch(step)
@@ -139,6 +145,8 @@ class CllClipTask:
         vectors = self.corpus.image_vectors
         image = None if vectors is None else vectors[torch.from_numpy(data.image_rows[images])].to(device)
         teacher = data.teacher[captions].to(device)
+        if joined is not None and joined[2] is None:  # InfoNCE over b + r rows, the teacher MSE over b
+            return self.pair_terms(image, text, teacher, memory=(joined[0], joined[1]))
         if joined is not None:  # [b + r, D] each
             text, teacher = torch.cat([text, joined[1].to(text.dtype)]), torch.cat([teacher, joined[2]])
             image = None if image is None else torch.cat([image, joined[0]])
