@@ -75,7 +75,7 @@ def test_prune_takes_the_lock_before_it_reads_the_manifest(tmp_path, monkeypatch
 
 KILLED = """
 import os, signal, sys
-from mltk import prune
+from mltk.artifacts import prune
 from mltk.artifacts import swap
 where = os.environ["KILL_AT"]
 real = prune.replace_directory
