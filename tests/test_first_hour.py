@@ -147,3 +147,73 @@ def test_an_unreachable_hub_fails_at_the_first_try_in_one_line(sentences, tmp_pa
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
     assert "offline" in lines[0] and "HF_HUB_OFFLINE" in lines[0]
+
+
+# --- plain sentences in, and one rule for languages ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mla_de(tmp_path_factory):
+    """A tiny MLA checkpoint that reads English (its CLIP) and German, and captions in en, de and fr."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from helpers_encoders import tiny_clip_and_mla
+
+    from mltk.data.synth import SynthConfig, synthesize
+
+    from mltk.encode_images import encode_images
+
+    root = tmp_path_factory.mktemp("mla-de")
+    clip, mla = tiny_clip_and_mla(root, ("de",))
+    world = synthesize(root / "world", SynthConfig(train=4, val=2, test=4, langs=("en", "de", "fr")))
+    images = encode_images(world.images_path, root / "img", model=str(clip), device="cpu", precision="fp32")
+    return {"mla": mla, "captions": world.captions_path, "images": images}
+
+
+def test_encode_texts_embeds_plain_sentences_from_text_or_lines(mla_de, tmp_path):
+    """`encode-texts --text ... --lang de` and `--lines FILE`: the embeddings artifact, ids LANG:N (N the order
+    given, or the line number), the same vectors as the library's encoder gives those sentences in German."""
+    from mltk.core.runtime import resolve_runtime
+    from mltk.encode_texts import encode_texts
+    from mltk.text_encoders import load_text_encoder
+
+    sentences = ["Ein roter Kreis.", "Drei blaue Quadrate."]
+    by_text = runner.invoke(app, ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "de", "--text", sentences[0],
+                                  "--text", sentences[1], "-o", str(tmp_path / "text")])
+    assert by_text.exit_code == 0, by_text.stderr
+    lines = tmp_path / "sentences.txt"
+    lines.write_text(f"{sentences[0]}\n\n{sentences[1]}\n", encoding="utf-8")
+    by_lines = runner.invoke(app, ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "de", "--lines", str(lines),
+                                   "-o", str(tmp_path / "lines")])
+    assert by_lines.exit_code == 0, by_lines.stderr
+    (table_text, vectors_text), (table_lines, vectors_lines) = (artifacts.load_embeddings(tmp_path / "text"),
+                                                                artifacts.load_embeddings(tmp_path / "lines"))
+    assert table_text.column("id").to_pylist() == ["de:1", "de:2"]
+    assert table_lines.column("id").to_pylist() == ["de:1", "de:3"]  # line numbers of the file
+    assert table_lines.column("text").to_pylist() == sentences and set(table_text.column("lang").to_pylist()) == {
+        "de"}
+    expected = encode_texts(load_text_encoder(mla_de["mla"]), sentences, "de", resolve_runtime("cpu", "fp32"))
+    assert np.allclose(vectors_text, expected, atol=1e-6) and np.array_equal(vectors_text, vectors_lines)
+    both = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "-m", str(mla_de["mla"]), "--text", "x",
+                               "-o", str(tmp_path / "both")])
+    assert both.exit_code == 2 and "not both" in both.stderr
+    unread = runner.invoke(app, ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "fr", "--text", "Un cercle.",
+                                 "-o", str(tmp_path / "fr")])
+    assert unread.exit_code == 2 and "no path for language(s) fr" in unread.stderr
+
+
+def test_encode_texts_defaults_to_the_languages_the_model_reads_and_names_the_others(mla_de, tmp_path):
+    result = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "-m", str(mla_de["mla"]), "-o",
+                                 str(tmp_path / "t")])
+    assert result.exit_code == 0, result.stderr
+    table, _ = artifacts.load_embeddings(tmp_path / "t")
+    assert sorted(set(table.column("lang").to_pylist())) == ["de", "en"]
+    assert "skipped fr" in result.stderr
+
+
+def test_evaluate_defaults_to_the_languages_the_model_reads_and_names_the_others(mla_de, tmp_path):
+    result = runner.invoke(app, ["evaluate", "--images", str(mla_de["images"]), "--model", str(mla_de["mla"]),
+                                 "--captions", str(mla_de["captions"]), "--split", "test", "-o", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.stderr
+    assert "skipped fr" in result.stderr
+    metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert metrics["settings"]["texts"]["languages_encoded"] == ["de", "en"]
