@@ -217,3 +217,18 @@ def test_evaluate_defaults_to_the_languages_the_model_reads_and_names_the_others
     assert "skipped fr" in result.stderr
     metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert metrics["settings"]["texts"]["languages_encoded"] == ["de", "en"]
+
+
+def test_the_metrics_say_where_they_are_and_inspect_prints_their_table(mla_de, tmp_path):
+    """The main job ends on evaluate (the Makefile runs it last): its table, where the pictures went, and the
+    artifact; `mltk inspect` of the metrics artifact prints the same table again."""
+    result = runner.invoke(app, ["evaluate", "--images", str(mla_de["images"]), "--model", str(mla_de["mla"]),
+                                 "--captions", str(mla_de["captions"]), "--split", "test", "--plot",
+                                 str(tmp_path / "plots"), "-o", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.stderr
+    assert f"pictures of the metrics written to {tmp_path / 'plots'}: ranks, recall" in result.stderr
+    inspected = runner.invoke(app, ["inspect", str(tmp_path / "m")])
+    assert inspected.exit_code == 0, inspected.stderr
+    table = inspected.stderr[inspected.stderr.index("verified"):]
+    assert "R@1" in table and all(any(line.strip(" │|").startswith(lang) for line in table.splitlines())
+                                  for lang in ("de", "en"))
