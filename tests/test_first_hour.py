@@ -232,3 +232,30 @@ def test_the_metrics_say_where_they_are_and_inspect_prints_their_table(mla_de, t
     table = inspected.stderr[inspected.stderr.index("verified"):]
     assert "R@1" in table and all(any(line.strip(" │|").startswith(lang) for line in table.splitlines())
                                   for lang in ("de", "en"))
+
+
+def test_a_list_given_with_spaces_gets_the_comma_hint(mla_de, tmp_path):
+    result = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "-m", str(mla_de["mla"]), "--lang", "de",
+                                 "en", "-o", str(tmp_path / "t")])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "lists take commas, not spaces: --lang de,en" in result.stderr
+    other = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "stray", "-m", str(mla_de["mla"]), "-o",
+                                str(tmp_path / "t")])
+    assert other.exit_code == 2 and "commas" not in other.stderr
+
+
+def test_inspect_finds_inputs_that_moved_along_with_the_tree(tmp_path):
+    """A tree moved whole (`mv runs elsewhere`): loading finds what moved with it, and inspect says where each
+    input is now instead of calling it gone; an input that really is gone is still a warning."""
+    ids = [f"img{i}" for i in range(4)]
+    vectors = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    old = tmp_path / "old"
+    embeddings = artifacts.write_embeddings(old / "run" / "img", ids, vectors, normalized=False)
+    assert runner.invoke(app, ["index", "build", str(embeddings), "--out", str(old / "run" / "index")]).exit_code == 0
+    shutil.move(str(old), str(tmp_path / "new"))
+    moved = runner.invoke(app, ["inspect", str(tmp_path / "new" / "run" / "index")])
+    assert moved.exit_code == 0, moved.stderr
+    assert "warning" not in moved.stderr and f"now {tmp_path / 'new' / 'run' / 'img'}" in moved.stderr
+    shutil.rmtree(tmp_path / "new" / "run" / "img")
+    gone = runner.invoke(app, ["inspect", str(tmp_path / "new" / "run" / "index")])
+    assert gone.exit_code == 0 and "warning: input" in gone.stderr and "is gone" in gone.stderr

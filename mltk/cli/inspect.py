@@ -41,7 +41,10 @@ def inspect(
     log(f"  stage: {manifest['created_by'].get('stage')}  inputs: {len(manifest['inputs'])}")
     log(f"  verified: {report['verified']}")
     for entry in report["changed_inputs"]:
-        log(f"  warning: input {entry['path']} {entry['change']} since this artifact was made")
+        if entry.get("now"):  # found where the moved tree put it, with the recorded fingerprint: no warning
+            log(f"  input {entry['path']} {entry['change']}: now {entry['now']}")
+        else:
+            log(f"  warning: input {entry['path']} {entry['change']} since this artifact was made")
     for line in dependency_lines(report["dependencies"]):
         log(line)
     if manifest["kind"] == "metrics":
