@@ -259,3 +259,18 @@ def test_inspect_finds_inputs_that_moved_along_with_the_tree(tmp_path):
     shutil.rmtree(tmp_path / "new" / "run" / "img")
     gone = runner.invoke(app, ["inspect", str(tmp_path / "new" / "run" / "index")])
     assert gone.exit_code == 0 and "warning: input" in gone.stderr and "is gone" in gone.stderr
+
+
+def test_a_changed_setting_refusal_names_the_nested_setting_that_changed(tmp_path):
+    """A training stage's config nests its loop settings: the refusal shows loop.steps 10 -> 12, not the whole
+    loop dict twice."""
+    from mltk.core.errors import ArtifactError
+
+    loop = {"steps": 10, "lr": 1e-3, "batch_size": 64, "warmup": 0.1, "eval_every": 0, "seed": 0}
+    ids, vectors = ["a", "b"], np.eye(2, dtype=np.float32)
+    artifacts.write_embeddings(tmp_path / "e", ids, vectors, stage="test", config={"loop": loop, "lang": "de"})
+    with pytest.raises(ArtifactError) as refused:
+        artifacts.write_embeddings(tmp_path / "e", ids, vectors, stage="test",
+                                   config={"loop": {**loop, "steps": 12}, "lang": "de"})
+    message = str(refused.value)
+    assert "loop.steps 10 -> 12" in message and "batch_size" not in message and message.count("warmup") == 0
