@@ -38,31 +38,59 @@ vocab_chain = $(call vocab_chain_from,$(1),$(2),$(call commas_to_spaces,$(3)),,$
 multi30k_files = $(foreach s,train val test_2016_flickr,$(1)/image_splits/$(s).txt $(foreach l,en $(2),$(1)/raw/$(s).$(l)))
 
 # Stamps: a file rewritten only when its content changes, so what depends on it rebuilds when that content
-# changes, not on every run. The first one is dated 1970, so runs made before it existed are not rebuilt for it.
-# The rule is marked + so that `make -n` and `make -q` run it too (it only writes the stamp). $(update_stamp) is
-# the shell that moves $@.tmp over $@ when they differ.
-update_stamp = if [ ! -e $@ ]; then touch -d @0 $@.tmp && mv $@.tmp $@; \
-  elif cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+# changes, not on every run. Each stamp's wanted content is computed when make reads the Makefile and compared with
+# the file's; only a stamp that differs gets a rule that runs (depends on FORCE), and its recipe is a make function
+# that writes the file on a real build and expands to nothing: `make -n` prints only the mltk commands (and shows
+# the stages a changed stamp would rebuild), and neither `make -n` nor `make -q` writes anything. The first stamp
+# is dated 1970, so runs made before it existed are not rebuilt for it. `make -f examples/NAME.mk settings-stamps`
+# writes the stamps alone (what a real build of every stage would write) and builds nothing.
+dry_run := $(findstring n,$(firstword -$(MAKEFLAGS)))$(findstring q,$(firstword -$(MAKEFLAGS)))
+# $(call stamp_differs,STAMP,CONTENT): non-empty when STAMP is missing or holds other words than CONTENT
+same_text = $(and $(findstring x$(1)x,x$(2)x),$(findstring x$(2)x,x$(1)x))
+stamp_differs = $(if $(wildcard $(1)),$(if $(call same_text,$(strip $(2)),$(strip $(file <$(1)))),,changed),missing)
+# A stamp's rule: a changed stamp depends on FORCE (compared after
+# every Makefile is read, through .SECONDEXPANSION, so a variable set after the rule counts with its final value);
+# a missing one is built like any missing file (dated 1970 by its recipe), except that under -n/-q it is
+# .SECONDARY, so that make, which cannot know the 1970 date, leaves complete artifacts alone rather than planning
+# their rebuild.
+.SECONDEXPANSION:
+stamp_force = $(if $(filter changed,$(call stamp_differs,$(1),$(2))),FORCE)
+dry_run_secondary = $(if $(and $(dry_run),$(if $(wildcard $(1)),,missing)),$(newline).SECONDARY: $(1))
+stamp_dir = $(shell mkdir -p $(dir $(1)))
+define newline
+
+
+endef
+.PHONY: settings-stamps
 
 # $(call content_stamp,STAMP,FILES): STAMP holds the sha256 of FILES, so what depends on it rebuilds when the data
 # changes, not when the same data is copied or provisioned again with new times.
 define content_stamp
-$(1): FORCE
-	+@mkdir -p $$(@D) && sha256sum $(2) > $$@.tmp && $$(update_stamp)
+$(1): $$$$(call stamp_force,$(1),$$$$(shell sha256sum $(2) 2>/dev/null))$(call dry_run_secondary,$(1))
+	$$(if $$(dry_run),,$$(call write_content_stamp,$(1),$(2)))
+settings-stamps: $(1)
 endef
+write_content_stamp = $(foreach f,$(2),$(if $(wildcard $(f)),,$(error $(1): data file $(f) is missing)))$(strip \
+  $(call stamp_dir,$(1))$(shell sha256sum $(2) > $(1).tmp && if [ ! -e $(1) ]; then touch -d @0 $(1).tmp && \
+  mv $(1).tmp $(1); elif cmp -s $(1).tmp $(1); then rm $(1).tmp; else mv $(1).tmp $(1); fi))
 
 # $(call settings,ARTIFACT,VARIABLES): a stage's settings stamp, ARTIFACT's folder/.settings/ARTIFACT's name,
-# holding NAME=value of each make variable the stage's command uses (a word with = in it is written as it is), so a
-# target that lists it among its prerequisites rebuilds, with its dependants, when one of those variables changes:
-# `make NLT_STEPS=12` after a run with 10 trains again. Expands to the stamp's path after defining its rule.
-quote = '$(subst ','\'',$(1))'
-settings_text = $(foreach v,$(1),$(call quote,$(if $(findstring =,$(v)),$(v),$(v)=$($(v)))))
+# holding NAME=value of each make variable the stage's command uses (a word with = in it is written as it is), one
+# a line, so a target that lists it among its prerequisites rebuilds, with its dependants, when one of those
+# variables changes: `make NLT_STEPS=12` after a run with 10 trains again. Expands to the stamp's path after
+# defining its rule.
+settings_lines = $(foreach v,$(1),$(if $(findstring =,$(v)),$(v),$(v)=$($(v))))
 stamp_of = $(dir $(1)).settings/$(notdir $(1))
 define settings_rule
-$(1): FORCE
-	+@mkdir -p $$(@D) && printf '%s\n' $(2) > $$@.tmp && $$(update_stamp)
+$(1): $$$$(call stamp_force,$(1),$$$$(call settings_lines,$(subst $(comma),$$$$(comma),$(2))))$(strip \
+  )$(call dry_run_secondary,$(1))
+	$$(if $$(dry_run),,$$(call write_settings,$(1),$(subst $(comma),$$(comma),$(2))))
+settings-stamps: $(1)
 endef
-settings = $(eval $(call settings_rule,$(call stamp_of,$(1)),$(call settings_text,$(2))))$(call stamp_of,$(1))
+write_settings = $(strip $(call stamp_dir,$(1))$(eval stamp_was_missing := $(if $(wildcard $(1)),,x))$(strip \
+  )$(file >$(1))$(foreach line,$(2),$(file >>$(1),$(call settings_lines,$(line))))$(strip \
+  )$(if $(stamp_was_missing),$(shell touch -d @0 $(1))))
+settings = $(eval $(call settings_rule,$(call stamp_of,$(1)),$(2)))$(call stamp_of,$(1))
 
 # make reruns a stage only when its inputs or settings changed, so the artifact it replaces is out of date: let
 # mltk replace it (mltk refuses an artifact made with other settings or inputs unless --overwrite).

@@ -7,6 +7,7 @@ tests/test_encode_scale.py SOURCE OUT CHECKPOINT`` encodes SOURCE into OUT on bo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -78,9 +79,25 @@ def test_several_image_roots_and_an_image_map_find_every_file(tmp_path, coco_lik
     assert np.array_equal(vectors_a, vectors_b)
 
 
+@contextlib.contextmanager
+def torch_threads(count: int):
+    """Run the block with ``count`` intra-op threads: sums over other thread counts add in another order, so a
+    bit-exact comparison holds only between runs with the same count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_two_processes_write_the_artifact_of_one(tmp_path, coco_like, tiny_checkpoint):
+    """Bit-exact: the single process runs with one thread, as each torchrun worker does (OMP_NUM_THREADS=1), whatever
+    the caller's thread settings and cores."""
     images, train, val = coco_like
-    one = encode_images(images, tmp_path / "one", model=str(tiny_checkpoint), images_roots=[train, val], **SETTINGS)
+    with torch_threads(1):
+        one = encode_images(images, tmp_path / "one", model=str(tiny_checkpoint), images_roots=[train, val],
+                            **SETTINGS)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     env.pop("WORLD_SIZE", None)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",

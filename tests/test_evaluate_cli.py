@@ -281,7 +281,8 @@ def test_model_and_captions_bad_combinations_are_exit_2(tmp_path, models, embedd
         ([], ["--texts", "--model"]),
         (["--model", mla], ["--captions"]),
         (["--captions", captions], ["--model"]),
-        (["--model", mla, "--captions", captions, "--split", "test"], [mla, "fr"]),  # fr has no acquirers
+        (["--model", mla, "--captions", captions, "--split", "test", "--lang", "de,fr"], [mla, "fr"]),  # asked: fr
+        # has no acquirers (by default the languages the model reads are evaluated, and fr is named as skipped)
         (["--model", mla, "--captions", captions, "--lang", "ja"], [captions, "ja"]),
         (["--model", str(tmp_path / "nope"), "--captions", captions], [str(tmp_path / "nope"), "no such file"]),
         (["--model", captions, "--captions", captions], [captions, "expected checkpoint"]),

@@ -24,6 +24,15 @@ def plan(makefile: str, *args: str) -> list[str]:
     return [" ".join(line.split()) for line in joined.splitlines() if line.startswith("mltk ")]
 
 
+def record(makefile: str, *args: str) -> None:
+    """Write the settings and data stamps as a real build of every stage would, building nothing (goals in
+    ``args`` are left out: only the variables count)."""
+    variables = [arg for arg in args if "=" in arg]
+    result = subprocess.run(["make", "--no-print-directory", "-f", f"examples/{makefile}", "MLTK=mltk",
+                             "PYTHON=python3", *variables, "settings-stamps"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 def stages(commands: list[str]) -> list[str]:
     return [" ".join(c.split()[1:3]) if c.split()[1] == "index" else c.split()[1] for c in commands]
 
@@ -82,19 +91,52 @@ def test_a_changed_variable_rebuilds_its_stage_and_dependants_and_an_unchanged_r
             base / "nlt/manifest.json", base / "mla/manifest.json", base / "index/manifest.json",
             base / "query-de.png", base / "query-zh.png", base / "metrics/manifest.json"]
     complete(*done)
+    assert plan("quickstart.mk", f"BASE={base}") == []  # a tree made before its stamps: nothing to rebuild
+    record("quickstart.mk", f"BASE={base}")
     assert plan("quickstart.mk", f"BASE={base}") == []  # the first stamps rebuild nothing that exists
     assert (base / ".settings/nlt").read_text() == "LANGS=de,fr,ru,zh,ar\nNLT_STEPS=500\nNLT_LR=1e-3\n"
     changed = plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12")
     assert sorted(stages(changed)) == ["evaluate", "index query", "index query", "train-le", "train-nlt"]
     assert option(next(c for c in changed if "train-nlt" in c), "--steps") == "12"
+    record("quickstart.mk", f"BASE={base}", "NLT_STEPS=12")  # the real run's stamp, then its artifacts
     stamped = (base / ".settings/nlt").stat().st_mtime
     for n, manifest in enumerate(done[8:], 1):  # as if that run finished: an unchanged second run does nothing
         os.utime(manifest, (stamped + n / 1000, stamped + n / 1000))
     assert plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12") == []
     assert stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12", "LE_LR=3e-4")) == [
-        "train-le", "evaluate", "index query", "index query"]
+        "train-le", "index query", "index query", "evaluate"]  # the metrics last: the job ends on its numbers
     assert stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12", "LE_LR=3e-4", "VOCAB_SIZE=900"))[:5] == [
         "build-vocab"] * 5
+
+
+def files_and_times(tree: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(tree)): (p.read_bytes(), p.stat().st_mtime_ns) for p in tree.rglob("*") if p.is_file()}
+
+
+def test_make_n_and_make_q_only_look(tmp_path):
+    """`make -q`, then `make -n` with a changed variable, then `make -q` again: rc 0, 0 and nothing written (the
+    settings stamps used to be rewritten by -n, and the next real make replaced every artifact); `make -n` prints
+    the mltk commands and nothing else; a real build with the changed variable still reruns the stage."""
+    base = tmp_path / "q"
+    done = [base / "world/captions/manifest.json", base / "native/manifest.json", base / "img/manifest.json",
+            *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
+            base / "nlt/manifest.json", base / "mla/manifest.json", base / "index/manifest.json",
+            base / "query-de.png", base / "query-zh.png", base / "metrics/manifest.json"]
+    record("quickstart.mk", f"BASE={base}")
+    complete(*done)
+    make = ["make", "--no-print-directory", "-f", "examples/quickstart.mk", "MLTK=mltk", f"BASE={base}"]
+    finished = files_and_times(base)
+    assert subprocess.run([*make, "-q"], cwd=ROOT).returncode == 0
+    looked = subprocess.run([*make, "-n", "NLT_STEPS=50"], cwd=ROOT, capture_output=True, text=True)
+    assert looked.returncode == 0 and "--steps 50" in looked.stdout
+    lines = looked.stdout.replace("\\\n", " ").splitlines()
+    assert lines and all(line.startswith("mltk ") for line in lines), lines
+    assert subprocess.run([*make, "-q", "NLT_STEPS=50"], cwd=ROOT).returncode == 1
+    assert subprocess.run([*make, "-q"], cwd=ROOT).returncode == 0
+    assert files_and_times(base) == finished
+    record("quickstart.mk", f"BASE={base}", "NLT_STEPS=50")  # what the real build writes before it runs
+    assert sorted(stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=50"))) == [
+        "evaluate", "index query", "index query", "train-le", "train-nlt"]
 
 
 def test_make_lets_mltk_replace_the_artifact_of_a_stage_it_reruns(tmp_path):
@@ -264,7 +306,7 @@ def test_real_text_runs_survive_the_same_data_provisioned_again(tmp_path, makefi
     data, run = tmp_path / "task1", tmp_path / "rt"
     files = write_task1(data)
     args = (f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "LANGUAGES=de", "data")
-    plan(makefile, *args)  # the stamp, as the first run leaves it
+    record(makefile, *args)  # the stamp, as the first run leaves it
     complete(run / lines, *(run / path for path in IMPORTED), run / "captions/manifest.json")
     for file in files:
         os.utime(file, (2_000_000, 2_000_000))  # provisioned again, after the run
@@ -283,9 +325,11 @@ def stamps(run: Path) -> dict[str, tuple[str, int]]:
 @pytest.mark.parametrize("makefile, args, change, expected", [
     ("mla_ablation.mk", ["SEEDS=0 1"], "LE_ONLY_STEPS=9", {"seed0/.settings/le-only", "seed1/.settings/le-only"}),
     ("continual.mk", ["SEEDS=0"], "EPOCHS=2", {f"seed0/.settings/cll-{v}" for v in
-                                                ("plain", "teir-init-only", "teir-reg-only", "teir")}),
+                                                ("plain", "teir-init-only", "teir-reg-only", "teir")} | {
+        "baselines/.settings/joint", *(f"baselines/.settings/{m}-{v}" for v in ("plain", "teir") for m in (
+            "cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt", "codaprompt"))}),
     ("ccrk.mk", ["PARTS=3"], "MT_ERRORS=de=0.5", {".settings/world-mt"}),
-    ("papers.mk", ["all"], "LE_LR=1e-5", {".settings/mla"}),
+    ("papers.mk", ["all"], "LE_LR=1e-5", {".settings/mla", "base/.settings/mla"}),
     ("teir_minilm.mk", ["SEEDS=0", "VARIANTS=plain teir"], "VOCAB_SIZE=99",
      {"seed0/.settings/cll-plain", "seed0/.settings/cll-teir"}),
     ("real_text.mk", ["LANGUAGES=de"], "FULL_LR=1e-6", {".settings/full-de"}),
@@ -295,11 +339,18 @@ def test_every_makefile_stamps_each_stage_with_the_variables_it_uses(tmp_path, m
     data, run = tmp_path / "task1", tmp_path / "run"
     write_task1(data, ("en", "de", "fr", "cs"))
     complete(data / "train/captions/manifest.json", data / "coco-test/captions/manifest.json")
-    common = [f"RUN={run}", f"BASE={run}", f"DATA={data}", "TOWER=/minilm", *args]
+    # papers.mk includes the quickstart for BASE, whose stamps of the same names must live elsewhere
+    base = run / "base" if makefile == "papers.mk" else run
+    common = [f"RUN={run}", f"BASE={base}", f"DATA={data}", "TOWER=/minilm", *args]
     first = plan(makefile, *common)
+    record(makefile, *common)
     before = stamps(run)
     assert before and plan(makefile, *common) == first and stamps(run) == before  # unchanged: nothing rewritten
+    record(makefile, *common)
+    assert stamps(run) == before
     plan(makefile, *common, change)
+    assert stamps(run) == before  # make -n only looks
+    record(makefile, *common, change)
     after = stamps(run)
     assert {name for name in after if after[name] != before.get(name)} == expected
     assert all(change in after[name][0] for name in expected)

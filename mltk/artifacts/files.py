@@ -267,6 +267,22 @@ def read_index(path: PathLike) -> tuple[dict, Any, pa.Table]:
     return manifest, index, table
 
 
+def moved_with_tree(recorded: Path, artifact: Path, wanted: str | None) -> Path | None:
+    """Where an input recorded at ``recorded`` (no longer there) lies now when the tree moved with the artifact, as
+    loading finds a checkpoint's base: the same trailing path under one of the artifact's folders, with the
+    recorded fingerprint (so a guess is never reported as the input). None when there is no such file."""
+    if not wanted:
+        return None
+    ancestors = list(artifact.resolve().parents)[:12]
+    for start in range(1, len(recorded.parts)):  # the longest trailing path first: the most specific match
+        tail = Path(*recorded.parts[start:])
+        for folder in ancestors:
+            candidate = folder / tail
+            if candidate.exists() and candidate != recorded and fingerprint(candidate) == wanted:
+                return candidate
+    return None
+
+
 def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
     """What ``mltk inspect`` checks: the manifest, containment and sizes (``read_manifest``), every file's sha256,
     and (``decode``) that every file decodes, including an embeddings artifact's shards as its reader sees them.
@@ -288,7 +304,9 @@ def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
     for entry in manifest["inputs"]:
         source = Path(str(entry.get("path")))
         if not source.exists():
-            changed.append({"path": str(source), "change": "is gone"})
+            moved = moved_with_tree(source, path, entry.get("fingerprint"))
+            changed.append({"path": str(source), "change": "moved with the tree", "now": str(moved)} if moved else
+                           {"path": str(source), "change": "is gone"})
         elif fingerprint(source) != entry.get("fingerprint"):
             changed.append({"path": str(source), "change": "changed"})
     depends = []

@@ -308,14 +308,29 @@ def _difference(made: dict, now: dict) -> str | None:
     old, new = made["created_by"].get("config"), now["created_by"]["config"]
     if old != new:
         if isinstance(old, dict) and isinstance(new, dict):
-            keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-            shown = ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys[:3])
-            more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+            changes = _changed_values(old, new)
+            shown = ", ".join(f"{key} {was!r} -> {now!r}" for key, was, now in changes[:3])
+            more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
             return f"with other settings ({shown}{more})"
         return "with other settings"
     if made["inputs"] != now["inputs"]:
         return "from other inputs (or inputs that changed since)"
     return None
+
+
+def _changed_values(old: dict, new: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """``(dotted.key, old, new)`` for each setting that differs, nested settings by their own keys (``loop.steps``),
+    so a refusal shows the one number that changed rather than the whole nested dict twice."""
+    changes = []
+    for key in sorted(set(old) | set(new), key=str):
+        was, now = old.get(key), new.get(key)
+        if was == now:
+            continue
+        if isinstance(was, dict) and isinstance(now, dict):
+            changes += _changed_values(was, now, f"{prefix}{key}.")
+        else:
+            changes.append((f"{prefix}{key}", was, now))
+    return changes
 
 
 def _reason(exc: BaseException) -> str:

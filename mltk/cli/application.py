@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 import sys
 import traceback
 from typing import Iterable
@@ -68,6 +69,7 @@ class MltkGroup(TyperGroup):
             policy.BASE_PATHS.reset(base_token)
 
     def _invoke(self, ctx):
+        words = list(ctx.args)  # the command's own words, for a hint on a usage error
         try:
             return super().invoke(ctx)
         except MltkError as exc:
@@ -79,12 +81,27 @@ class MltkGroup(TyperGroup):
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             if _from_cli_framework(exc):
                 if _is_usage_error(exc):  # one line, like every other bad input (not click's usage box)
-                    _report(exc, f"{_speaker(ctx)}: error: {exc.format_message()} (see --help)")
+                    _report(exc, f"{_speaker(ctx)}: error: {exc.format_message()}{list_hint(exc, words)} (see --help)")
                     ctx.exit(2)
                 raise  # --help, exits
             _report(exc, f"{_speaker(ctx)}: internal error: {type(exc).__name__}: {exc} "
                          "(set MLTK_DEBUG=1 for a traceback)")
             ctx.exit(1)
+
+
+def list_hint(exc: BaseException, words: list[str]) -> str:
+    """For ``--lang de zh``: the extra word follows an option's value, so the user meant a list, which takes
+    commas (``--lang de,zh``); empty for any other usage error."""
+    extra = re.match(r"Got unexpected extra argument(?:s|\(s\))? \((.+)\)", exc.format_message())
+    if not extra:
+        return ""
+    first = extra.group(1).split()[0]
+    spot = next((i for i in range(2, len(words)) if words[i] == first and words[i - 2].startswith("--")
+                 and not words[i - 1].startswith("-")), None)
+    if spot is None:
+        return ""
+    items = [words[spot - 1], *extra.group(1).split()]
+    return f"; lists take commas, not spaces: {words[spot - 2]} {','.join(items)}"
 
 
 def _speaker(ctx) -> str:

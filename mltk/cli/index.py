@@ -65,7 +65,8 @@ def query(
     contact_sheet: Optional[Path] = typer.Option(None, "--contact-sheet", help="Also write a PNG grid of results."),
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --contact-sheet file."),
+    overwrite: bool = typer.Option(False, "--overwrite", envvar="MLTK_OVERWRITE",
+                                   help="Replace an existing --contact-sheet file."),
     keep_self: bool = typer.Option(False, "--keep-self", help="--images queries: keep the query's own id in its "
                                    "results (left out by default: a query is its own first hit)."),
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",

@@ -22,7 +22,8 @@ def inspect(
     """Check that PATH is a complete, intact mltk artifact: every file it names lies inside it, has the recorded
     size and sha256, and decodes (unless --quick); exit 2 naming the first file that does not. Inputs that changed
     since the artifact was made are reported (it was made from something that is no longer there), and so are a
-    checkpoint's base model and tokenizer: pinned by fingerprint, with a warning when one changed or is gone."""
+    checkpoint's base model and tokenizer: pinned by fingerprint, with a warning when one changed or is gone. A
+    metrics artifact's tables are printed as evaluate printed them."""
     from mltk import artifacts
     from mltk.core.runtime import log
 
@@ -41,9 +42,16 @@ def inspect(
     log(f"  stage: {manifest['created_by'].get('stage')}  inputs: {len(manifest['inputs'])}")
     log(f"  verified: {report['verified']}")
     for entry in report["changed_inputs"]:
-        log(f"  warning: input {entry['path']} {entry['change']} since this artifact was made")
+        if entry.get("now"):  # found where the moved tree put it, with the recorded fingerprint: no warning
+            log(f"  input {entry['path']} {entry['change']}: now {entry['now']}")
+        else:
+            log(f"  warning: input {entry['path']} {entry['change']} since this artifact was made")
     for line in dependency_lines(report["dependencies"]):
         log(line)
+    if manifest["kind"] == "metrics":
+        from mltk.present.report import print_metrics_artifact
+
+        print_metrics_artifact(resolved)
     typer.echo(str(resolved))
 
 

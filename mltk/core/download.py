@@ -9,7 +9,9 @@ fetched and whether the machine is offline, not a traceback reported as an inter
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import warnings
 from typing import Iterator
 
 from mltk.core.errors import ModelDownloadError
@@ -54,7 +56,8 @@ def model_download(model: str) -> Iterator[None]:
 
     forbid_prompt()  # open_clip's Hugging Face towers load without trust_remote_code: never ask on stdin
     try:
-        yield
+        with quiet_hub():
+            yield
     except ModelDownloadError:
         raise
     except Exception as exc:  # noqa: BLE001 - filtered below, re-raised when not a download failure
@@ -67,6 +70,78 @@ def model_download(model: str) -> Iterator[None]:
         raise ModelDownloadError(download_message(model, chain)) from exc
 
 
+class NoHubConnection(ConnectionError):
+    """The hub could not be reached at all (refused, no name resolution): raised at the first try instead of the
+    hub client's five retries with back-off (about 25 s a file, with two warnings a try)."""
+
+
+_CONNECTION_WORDS = ("connection refused", "name or service not known", "name resolution", "nodename nor servname",
+                     "network is unreachable", "no route to host", "connecterror", "[errno 111]", "[errno -2]",
+                     "[errno -3]", "[errno 101]")
+
+
+HUB_HTTP_LOGGERS = ("huggingface_hub.utils._http", "huggingface_hub.file_download")  # the retries' warnings
+
+
+class _HubNoise(logging.Filter):
+    """Holds the hub client's and open_clip's download log lines back while a model loads; stops the first retry
+    of a request that could not connect at all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.name.startswith("huggingface_hub") and "thrown while requesting" in message and any(
+                word in message.lower() for word in _CONNECTION_WORDS):
+            raise NoHubConnection(message.split(" thrown while")[0].strip("'\""))
+        self.held.append(record)
+        return False
+
+
+@contextlib.contextmanager
+def quiet_hub() -> Iterator[None]:
+    """While a model loads: the hub client's warnings and open_clip's "Failed to download" line are held back (a
+    failed load says it all in one line, ``download_message``; a load that succeeds replays them), and a request
+    that cannot connect fails at once rather than after a minute of retries."""
+    noise = _HubNoise()
+    # a logger's filters see only the records made on it, not its children's: every hub logger gets one
+    hub = [logging.getLogger(name) for name in ("huggingface_hub", *HUB_HTTP_LOGGERS, *[
+        name for name in list(logging.root.manager.loggerDict) if name.startswith("huggingface_hub.")])]
+    root = logging.getLogger()
+    open_clip_noise = _OpenClipNoise(noise)
+    for logger in hub:
+        logger.addFilter(noise)
+    root.addFilter(open_clip_noise)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        try:
+            yield
+        finally:
+            for logger in hub:
+                logger.removeFilter(noise)
+            root.removeFilter(open_clip_noise)
+    for warning in caught:  # reached only on success
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    for record in noise.held:
+        logging.getLogger(record.name).handle(record)
+
+
+class _OpenClipNoise(logging.Filter):
+    """open_clip logs a failed download on the root logger before raising it: held back with the hub's lines."""
+
+    def __init__(self, held: _HubNoise) -> None:
+        super().__init__()
+        self.held = held
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if f"{os.sep}open_clip{os.sep}" in record.pathname:
+            self.held.held.append(record)
+            return False
+        return True
+
+
 def download_message(model: str, chain: list[BaseException]) -> str:
     first_line = (str(chain[-1]).strip().splitlines() or [type(chain[-1]).__name__])[0][:200]
     if offline_by_setting():
@@ -74,8 +149,10 @@ def download_message(model: str, chain: list[BaseException]) -> str:
         return (f"could not load model {model!r}: this machine is offline ({variables} is set) and the model is not "
                 f"in the local cache; download it once online, or pass a local folder")
     if any(_is_connection_failure(e) for e in chain):
+        reason = next((str(e) for e in chain if isinstance(e, NoHubConnection)), first_line)
         return (f"could not load model {model!r}: this machine is offline (no connection to the model hub: "
-                f"{first_line}); download it once online, or pass a local folder")
+                f"{reason}); download it once online, or pass a local folder (HF_HUB_OFFLINE=1 uses only the "
+                f"local Hugging Face cache, without trying the network)")
     return f"could not load model {model!r}: {first_line}"
 
 

@@ -120,3 +120,27 @@ def check_model_languages(encoder: TextEncoder, languages: Sequence[str], model:
     if unknown:
         raise ConfigError(f"the model has no path for language(s) {', '.join(unknown)} (it reads "
                           f"{', '.join(known)}); pick languages with --lang", model)
+
+
+def readable_languages(encoder: TextEncoder, requested: Sequence[str], available: Sequence[str],
+                       model: str) -> list[str]:
+    """The one rule of every command that reads text through a model: the ``requested`` languages (each must
+    have a path through the model), or by default the ``available`` ones the model reads, saying on stderr which
+    it skipped; a model that reads none of them is refused in one line."""
+    if requested:
+        check_model_languages(encoder, requested, model)
+        return list(requested)
+    if encoder.languages is None:
+        return list(available)
+    known = [getattr(encoder, "native_lang", "en"), *encoder.languages]
+    kept = [lang for lang in available if lang in known]
+    skipped = [lang for lang in available if lang not in known]
+    if not kept:
+        raise ConfigError(f"the model reads none of the languages here ({', '.join(available)}; it reads "
+                          f"{', '.join(known)})", model)
+    if skipped:
+        from mltk.core.runtime import log
+
+        log(f"languages: {', '.join(kept)} (skipped {', '.join(skipped)}: {model} has no path for them; pick "
+            f"languages with --lang)")
+    return kept

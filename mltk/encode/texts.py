@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -89,14 +90,24 @@ def refuse_repeated_caption_rows(captions: pa.Table, captions_path: str | Path) 
                           f"{caption_id!r} in {lang}); a caption_id is one sentence per language", captions_path)
 
 
-def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path, pretrained: str | None = None,
-                          languages: list[str] | None = None, splits: list[str] | None = None,
-                          device: str = "auto", precision: str = "auto", batch_size: int = 256) -> Path:
-    """``mltk encode-texts``: the captions of ``captions_path`` (optionally only ``languages`` / ``splits``) encoded
-    by ``model`` (any text encoder ``load_text_encoder`` reads) into an L2-normalised embeddings artifact whose rows
-    carry ``lang``, ``image_id``, ``caption_id`` and ``split`` beside the id, for ``evaluate --texts`` and ``index``."""
+def write_text_embeddings(captions_path: str | Path | None, model: str, out: str | Path,
+                          pretrained: str | None = None, languages: list[str] | None = None,
+                          splits: list[str] | None = None, device: str = "auto", precision: str = "auto",
+                          batch_size: int = 256, texts: list[str] | None = None,
+                          lines: str | Path | None = None) -> Path:
+    """``mltk encode-texts``: the captions of ``captions_path`` (optionally only ``languages`` / ``splits``; by
+    default every language the model reads) encoded by ``model`` (any text encoder ``load_text_encoder`` reads)
+    into an L2-normalised embeddings artifact whose rows carry ``lang``, ``image_id``, ``caption_id`` and ``split``
+    beside the id, for ``evaluate --texts`` and ``index``. With ``texts`` or ``lines`` (a file, one sentence a
+    line) instead of captions: plain sentences (``write_sentence_embeddings``)."""
     from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import readable_languages
 
+    if texts or lines is not None:
+        if captions_path is not None or splits:
+            raise ConfigError("give a captions artifact (with --split) or sentences (--text / --lines), not both")
+        return write_sentence_embeddings(sentences_of(texts or [], lines), model, out, pretrained, languages,
+                                         device, precision, batch_size, source=lines)
     captions = artifacts.load_captions(captions_path, drop_empty=True)
     if splits:
         captions = captions.filter(pc.is_in(captions.column("split"), pa.array(list(splits), pa.string())))
@@ -108,8 +119,8 @@ def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path
     refuse_repeated_caption_rows(captions, captions_path)
     runtime = resolve_runtime(device, precision)
     encoder = load_model_encoder(str(model), pretrained, runtime.device)
-    langs = languages or sorted(set(captions.column("lang").to_pylist()))
-    check_model_languages(encoder, langs, str(model))
+    langs = readable_languages(encoder, languages or [], sorted(set(captions.column("lang").to_pylist())),
+                               str(model))
     table, vectors = encode_captions(encoder, captions, runtime, batch_size, languages=langs)
     spec = {"model": str(model), "pretrained": pretrained, "languages": langs, "splits": list(splits or [])}
     inputs = [captions_path] + ([model] if Path(model).exists() else [])
@@ -117,3 +128,48 @@ def write_text_embeddings(captions_path: str | Path, model: str, out: str | Path
                                       stage="encode-texts", config=spec, inputs=inputs,
                                       **{name: table.column(name).to_pylist()
                                          for name in ("lang", "image_id", "caption_id", "split")})
+
+
+def sentences_of(texts: list[str], lines: str | Path | None) -> list[tuple[str, str]]:
+    """``(caption_id, sentence)`` pairs: each ``--text`` numbered from 1 in the order given, or each non-blank
+    line of the ``lines`` file numbered by its line number (so ``sed -n Np FILE`` shows sentence N)."""
+    if texts and lines is not None:
+        raise ConfigError("give --text or --lines, not both")
+    if lines is None:
+        pairs = [(str(n), text) for n, text in enumerate(texts, 1)]
+    else:
+        try:
+            content = Path(lines).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"not UTF-8 text (byte {exc.start})", lines) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read the sentences: {exc.strerror or exc}", lines) from None
+        pairs = [(str(n), line.strip()) for n, line in enumerate(content.splitlines(), 1) if line.strip()]
+    if not pairs or not all(text.strip() for _, text in pairs):
+        raise ConfigError("no sentences to encode (an empty --text, or no non-blank line)", lines or "--text")
+    return pairs
+
+
+def write_sentence_embeddings(sentences: list[tuple[str, str]], model: str, out: str | Path,
+                              pretrained: str | None, languages: list[str] | None, device: str = "auto",
+                              precision: str = "auto", batch_size: int = 256,
+                              source: str | Path | None = None) -> Path:
+    """Plain sentences of one language (``languages``: one code, default English) encoded by ``model`` into the
+    embeddings artifact ``encode-texts`` writes: ids ``LANG:N`` with ``lang``, ``caption_id`` (N) and ``text``."""
+    from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import readable_languages
+
+    if languages and len(languages) > 1:
+        raise ConfigError(f"sentences are in one language: give one --lang, not {', '.join(languages)}")
+    lang = languages[0] if languages else "en"
+    runtime = resolve_runtime(device, precision)
+    encoder = load_model_encoder(str(model), pretrained, runtime.device)
+    readable_languages(encoder, [lang], [lang], str(model))
+    vectors = encode_texts(encoder, [text for _, text in sentences], lang, runtime, batch_size)  # [N, D]
+    digest = hashlib.sha256("\n".join(f"{n}\t{t}" for n, t in sentences).encode("utf-8")).hexdigest()
+    spec = {"model": str(model), "pretrained": pretrained, "languages": [lang], "sentences": len(sentences),
+            "sentences_sha256": digest}  # other sentences are another artifact
+    inputs = [p for p in (model, source) if p is not None and Path(p).exists()]
+    return artifacts.write_embeddings(out, [f"{lang}:{n}" for n, _ in sentences], vectors, normalized=True,
+                                      stage="encode-texts", config=spec, inputs=inputs, lang=[lang] * len(sentences),
+                                      caption_id=[n for n, _ in sentences], text=[t for _, t in sentences])

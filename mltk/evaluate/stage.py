@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mltk import artifacts
 from mltk.metrics import ranks as M
@@ -143,12 +144,13 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
                            {"from": "embeddings", "texts": str(Path(config.texts).resolve())})
     source = str(config.captions)
     captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
-    languages = sorted(set(captions.column("lang").to_pylist()))
     from mltk.encode.texts import encode_captions
-    from mltk.encode.text_encoders import check_model_languages
+    from mltk.encode.text_encoders import readable_languages
 
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
-    check_model_languages(encoder, languages, config.model)
+    languages = readable_languages(encoder, sorted(config.languages or ()),
+                                   sorted(set(captions.column("lang").to_pylist())), config.model)
+    captions = captions.filter(pc.is_in(captions.column("lang"), pa.array(languages, pa.string())))
     log(f"encoding {captions.num_rows} caption(s) in {', '.join(languages)} with {config.model} "
         f"({runtime.device}, {runtime.precision})")
     table, vectors = encode_captions(encoder, captions, runtime, batch_size=config.batch_size, languages=languages)

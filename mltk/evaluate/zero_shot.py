@@ -232,7 +232,7 @@ def load_task(source: Path, languages: tuple[str, ...], split: str) -> ClassTask
 def classify(config: ClassifyConfig) -> Path:
     """``mltk classify``: top-k zero-shot accuracy per language; writes a metrics artifact and returns its path."""
     from mltk.evaluate.stage import load_normalized_embeddings
-    from mltk.encode.text_encoders import check_model_languages, load_model_encoder
+    from mltk.encode.text_encoders import load_model_encoder, readable_languages
 
     inputs = [config.images, config.classes, *([Path(config.model)] if Path(config.model).exists() else [])]
     existing = artifacts.reusable(config.out, "metrics", stage="classify", config=config, inputs=inputs)
@@ -246,8 +246,7 @@ def classify(config: ClassifyConfig) -> Path:
     rows, labels = _labelled_rows(image_table, task, config)
     runtime = resolve_runtime(config.device, config.precision)
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
-    languages = config.languages or _readable(encoder, task.languages)
-    check_model_languages(encoder, languages, config.model)
+    languages = readable_languages(encoder, config.languages, task.languages, config.model)
     results = {}
     for code in languages:
         classes = _encode_classes(encoder, task, code, runtime, config.batch_size)
@@ -259,14 +258,6 @@ def classify(config: ClassifyConfig) -> Path:
                                                   "ensemble": "mean of normalised prompt vectors",
                                                   "ties": "counted against the image (pessimistic rank)"}}
     return artifacts.write_metrics(config.out, metrics, stage="classify", config=config, inputs=inputs)
-
-
-def _readable(encoder, languages: tuple[str, ...]) -> tuple[str, ...]:
-    """The task's languages the model has a path for (all of them for a model that reads any language)."""
-    if encoder.languages is None:
-        return languages
-    known = {getattr(encoder, "native_lang", "en"), *encoder.languages}
-    return tuple(code for code in languages if code in known)
 
 
 def _labelled_rows(image_table, task: ClassTask, config: ClassifyConfig) -> tuple[np.ndarray, np.ndarray]:

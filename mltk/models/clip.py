@@ -127,10 +127,15 @@ def check_open_clip_name(model: str, pretrained: str | None = None) -> None:
 
 def is_hf_model_folder(model: str | os.PathLike | None) -> bool:
     """A local transformers / sentence-transformers model folder (``config.json`` of a transformers model, or a
-    sentence-transformers ``modules.json``), as opposed to an mltk artifact or an open_clip ``local-dir:``."""
+    sentence-transformers ``modules.json``), as opposed to an mltk artifact or an open_clip ``local-dir:``; or a
+    hub id of one (``mltk.models.hub``: its snapshot in the local cache, downloaded when online)."""
     if model is None:  # no --model (a stage starting from --init)
         return False
     path = Path(model)
+    if not path.exists():  # a hub id (sentence-transformers/all-MiniLM-L6-v2) stands for its local snapshot
+        from mltk.models.hub import hub_text_folder
+
+        path = hub_text_folder(model) or path
     if not path.is_dir() or artifacts.is_artifact(path):
         return False
     return (path / "modules.json").is_file() or (path / "config.json").is_file()

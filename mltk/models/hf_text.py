@@ -251,7 +251,9 @@ def load_hf_text_tower(name_or_path: str, device: str | torch.device = "cpu", pr
     from mltk.models.clip import has_hf_text_tower, is_hf_model_folder, load_clip
 
     if is_hf_model_folder(name_or_path):
-        tower = _load_folder(Path(name_or_path))
+        from mltk.models.hub import hub_text_folder
+
+        tower = _load_folder(hub_text_folder(name_or_path) or Path(name_or_path))
     else:
         bundle = load_clip(name_or_path, pretrained, device=device, freeze=freeze)
         if not has_hf_text_tower(bundle.model):

@@ -80,7 +80,10 @@ def _hf_folder(model: str, pretrained: str | None, device: torch.device) -> Text
     if pretrained:
         raise ConfigError(f"--pretrained {pretrained!r} does not apply to a model folder (it holds its weights)",
                           model)
-    return TextBase(load_hf_text_tower(model, device), {"model": str(Path(model).resolve()), "pretrained": None})
+    from mltk.models.hub import repo_id_of
+
+    name = model if repo_id_of(model) else str(Path(model).resolve())  # a hub id is kept as the user gave it
+    return TextBase(load_hf_text_tower(model, device), {"model": name, "pretrained": None})
 
 
 def _open_clip(model: str, pretrained: str | None, device: torch.device) -> TextBase | None:

@@ -298,4 +298,10 @@ def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = 
     if metrics.get("fusion"):
         figures["fusion_curve"] = fusion_curve(metrics["fusion"], title=title, fmt=None)
     files = {f"{name}.{fmt}": render(figure, fmt) for name, figure in figures.items() for fmt in FORMATS}
-    return loose.write_files(out_dir, files, sources, what="--plot")
+    written = loose.write_files(out_dir, files, sources, what="--plot")
+    if written:
+        from mltk.core.runtime import log
+
+        log(f"pictures of the metrics written to {out_dir}: {', '.join(sorted({p.stem for p in written}))} "
+            f"({', '.join(FORMATS)})")
+    return written

@@ -18,6 +18,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -265,3 +266,13 @@ def print_tables(tables: Sequence[ReportTable], report_format: str = "table") ->
 def print_metrics(metrics: Mapping[str, Any], report_format: str = "table") -> None:
     """Print every table of a metrics document on stderr."""
     print_tables(metrics_tables(metrics), report_format)
+
+
+def print_metrics_artifact(path: Path) -> bool:
+    """``mltk inspect`` of a metrics artifact: its tables on stderr, as ``evaluate`` printed them (the headline
+    numbers without opening metrics.json). False when it holds no table (a classify or BLI-only document)."""
+    from mltk import artifacts
+
+    tables = metrics_tables(artifacts.load_metrics(path))
+    print_tables(tables)
+    return bool(tables)
