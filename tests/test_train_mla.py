@@ -12,7 +12,6 @@ from mltk import artifacts
 from mltk.cli import app
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import mla
-from mltk.train.loop import LoopConfig
 from mltk.train.stage import replace_settings
 from mltk.train.step_log import STEPS_CSV, read_steps_csv, step_logging
 
@@ -47,7 +46,7 @@ def term_columns(out) -> list[str]:
 def nlt_config(world, out, **changes) -> mla.MlaConfig:
     base = mla.MlaConfig(captions=world["captions"], out=out, model=str(world["native"]), tokenizer=str(world["vocab"]),
                          languages=("de", "ru"), batch_size=8, device="cpu", cache_dir=world["root"] / "cache",
-                         loop=LoopConfig(steps=6, lr=1e-3))
+                         loop={"steps": 6, "lr": 1e-3})
     return replace_settings(base, **changes)
 
 
@@ -220,7 +219,7 @@ def test_le_temperature_is_fixed_at_a_number_or_at_the_base_clips_own(world, tmp
 
 def test_nlt_and_le_in_one_stage_add_both_losses(world, tmp_path):
     """MLA's ablation of its two-stage recipe: one stage whose loss is nlt_weight * NLT + le_weight * LE."""
-    config = nlt_config(world, tmp_path / "joint", images=world["images"], loop=LoopConfig(steps=2, lr=1e-3))
+    config = nlt_config(world, tmp_path / "joint", images=world["images"], loop={"steps": 2, "lr": 1e-3})
     captured = {}
     original = mla._run
 
@@ -262,7 +261,7 @@ def test_nlt_and_le_in_one_stage_add_both_losses(world, tmp_path):
 
 def test_nlt_acquirer_ablation_and_mse_form_reach_the_encoder_and_the_loss(world, tmp_path):
     out = mla.train_nlt(nlt_config(world, tmp_path / "none", acquirer="none", languages=("de",),
-                                   loop=LoopConfig(steps=2, lr=1e-3)))
+                                   loop={"steps": 2, "lr": 1e-3}))
     tensors, checkpoint = artifacts.load_checkpoint(out)
     assert checkpoint["acquirer"] == "none" and all(k.startswith("embedding.") for k in tensors)
     captured = {}

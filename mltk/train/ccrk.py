@@ -81,10 +81,11 @@ from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
-from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
+from mltk.recipes import FROM_RECIPE, load_recipe
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
 from mltk.train.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
+from mltk.train.settings import fill_from_recipe, recipe_loop
 from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.validate import RetrievalValidator
@@ -93,7 +94,7 @@ NEEDS_ENGLISH = ("english-bridge", "mlmme")  # mlmme: only its english-pivot for
 LOSS_PREFIX = "loss."
 
 
-CCRK_LOOP = loop_from_options(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
+CCRK_LOOP = recipe_loop(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ class CcrkConfig:
     batch_size: int = FROM_RECIPE
     split: str = "train"
     val_split: str = "val"
-    val_images: int | None = 1000
+    val_images: int | None = FROM_RECIPE
     device: str = "auto"
     precision: str = "auto"
     temperature_range: tuple[float, float] | None = FROM_RECIPE  # the learnt T is clamped to it

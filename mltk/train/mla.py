@@ -40,7 +40,7 @@ from mltk.core.errors import ConfigError
 from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
-from mltk.recipes import FROM_RECIPE, with_recipe
+from mltk.recipes import FROM_RECIPE
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
@@ -49,6 +49,7 @@ from mltk.train.loop import LoopConfig, default_optimizer
 from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, model_inputs,
                               prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
+from mltk.train.settings import with_recipe
 from mltk.train.teacher import teacher_embeddings
 from mltk.train.preflight import check_image_embeddings, require_model, require_weights
 
@@ -79,7 +80,7 @@ class MlaConfig:
     temperature: float | None = FROM_RECIPE  # LE's; None: the frozen base CLIP's own learned temperature
     split: str = "train"
     val_split: str = "val"
-    val_images: int | None = 1000  # validation gallery size cap (speed)
+    val_images: int | None = FROM_RECIPE  # validation gallery size cap (speed)
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
