@@ -58,7 +58,7 @@ linearly with K (``benchmarks/ccrk.py``).
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +121,7 @@ class CcrkConfig:
     mlmme_form: str = FROM_RECIPE  # MLMME with K > 2: every language and pair (paper) or English-pivot means
     hard_negatives: int = FROM_RECIPE
     train_embedding: bool = True
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     split: str = "train"
     val_split: str = "val"
     val_images: int | None = FROM_RECIPE

@@ -26,7 +26,7 @@ existing checkpoint only their acquirers train, so the other languages stay bit-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -75,7 +75,7 @@ class MlaConfig:
     embedding_lr: float | None = FROM_RECIPE  # peak lr of the shared non-native embedding (None: the loop's lr)
     init_embeddings: bool = True  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     train_embedding: bool | None = None  # default: yes, unless languages are added to an existing checkpoint
     temperature: float | None = FROM_RECIPE  # LE's; None: the frozen base CLIP's own learned temperature
     split: str = "train"

@@ -10,7 +10,7 @@ model under open_clip key names, which every other stage loads exactly like Open
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +46,7 @@ class PretrainConfig:
     captions: Path  # captions artifact; only ``lang == "en"`` rows are used
     out: Path
     model: str = "mltk-tiny"
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     device: str = "auto"
     precision: str = "auto"
     loop: LoopConfig | dict | None = None  # None, or a dict of the LoopConfig fields given: the recipe's

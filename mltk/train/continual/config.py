@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class ContinualTrainConfig:
     epoch_unit: str = FROM_RECIPE  # an epoch passes over every caption (the authors') or every image once
     steps: int | None = None  # updates per task (default: epochs x steps per epoch)
     eval_every: int | None = None  # validation interval in steps (default: once per epoch)
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     method_lr: float | None = FROM_RECIPE  # the method's own tensors; None: the loop's lr (the paper: all at 5e-5)
     gamma1: float | None = FROM_RECIPE  # the InfoNCE weight: the recipe's (0.01) with images, 0 without
     gamma2: float = FROM_RECIPE
