@@ -88,9 +88,12 @@ def test_order_violation_similarity_and_the_hinge_that_uses_it():
 def test_ccrk_objective_takes_ames_margin_of_its_similarity():
     from mltk.train.ccrk import CcrkConfig, CcrkObjective
 
-    assert CcrkObjective("hinge", ["en", "de"]).margin == 0.2
-    assert CcrkObjective("hinge", ["en", "de"], similarity="order").margin == 0.05
-    assert CcrkObjective("hinge", ["en", "de"], margin=0.3, similarity="order").margin == 0.3
+    def objective(**fields):
+        return CcrkObjective.of(CcrkConfig(images="i", captions="c", out="o", loss="hinge", **fields), ["en", "de"])
+
+    assert objective().margin == 0.2
+    assert objective(similarity="order").margin == 0.05
+    assert objective(margin=0.3, similarity="order").margin == 0.3
     with pytest.raises(ConfigError, match="--loss hinge"):
         CcrkConfig(images="i", captions="c", out="o", loss="one-to-k", similarity="order")
 

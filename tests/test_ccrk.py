@@ -376,7 +376,7 @@ def test_ccrk_defaults_are_the_authors():
     assert (CCRK_LOOP.weight_decay, CCRK_LOOP.warmup_fraction) == (0.01, 0.03)
     config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
     assert config.loop == CCRK_LOOP and config.temperature_range == (0.001, 0.5)
-    objective = CcrkObjective("one-to-k", ["en", "de"], temperature_range=config.temperature_range)
+    objective = CcrkObjective.of(config, ["en", "de"])
     with torch.no_grad():
         objective.criterion.logit_scale.log_scale.fill_(0.0)  # T = 1
     assert objective.temperature() == pytest.approx(0.5)

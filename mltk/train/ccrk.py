@@ -75,8 +75,9 @@ from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEn
 from mltk.encode_texts import encode_texts
 from mltk.text_encoders import ClipTextEncoder
 from mltk.core.errors import ConfigError
-from mltk.losses import (AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, EnglishBridgeLoss, LossOutput, MLMMELoss,
-                         OneToKLoss, OneToOneLoss, PairwiseRankingLoss)
+from mltk.losses import AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, LossOutput
+from mltk.losses.registry import LOSSES as LOSS_REGISTRY
+from mltk.losses.registry import build_loss
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
@@ -90,7 +91,6 @@ from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_en
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.validate import RetrievalValidator
 
-NEEDS_ENGLISH = ("english-bridge", "mlmme")  # mlmme: only its english-pivot form
 LOSS_PREFIX = "loss."
 
 
@@ -166,23 +166,8 @@ class CcrkConfig:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-LOSSES = ("one-to-k", "one-to-one", "english-bridge", "hinge", "mlmme")  # --loss, each a class of mltk.losses
-CONTRASTIVE_LOSSES = ("one-to-k", "one-to-one")  # the losses with a (learnable) temperature
-
-
-def loss_criterion(loss: str, english: int | None, weighting: str, temperature: float, learn_temperature: bool,
-                   margin: float, beta: float, temperature_range: tuple[float, float] | None,
-                   similarity: str = "cosine", mlmme_form: str = "paper") -> nn.Module:
-    """The ``mltk.losses`` class that ``--loss`` names, with its settings."""
-    if loss == "one-to-k":
-        return OneToKLoss(temperature, learn_temperature, weighting, temperature_range)
-    if loss == "one-to-one":
-        return OneToOneLoss(temperature, learn_temperature, temperature_range)
-    if loss == "english-bridge":
-        return EnglishBridgeLoss(english)
-    if loss == "hinge":
-        return PairwiseRankingLoss(margin, similarity=similarity)
-    return MLMMELoss(margin, beta, english, form=mlmme_form)
+LOSSES = tuple(LOSS_REGISTRY)  # --loss: mltk.losses.registry
+CONTRASTIVE_LOSSES = tuple(name for name, entry in LOSS_REGISTRY.items() if entry.contrastive)
 
 
 class CcrkObjective(nn.Module):
@@ -190,21 +175,30 @@ class CcrkObjective(nn.Module):
     ``text_mask [B, K]``. Holds the learnable temperature of the contrastive losses (``criterion.logit_scale``).
     """
 
-    def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
-                 learn_temperature: bool = True, margin: float | None = None, beta: float = 0.5,
-                 temperature_range: tuple[float, float] | None = None, similarity: str = "cosine",
+    def __init__(self, loss: str, languages: list[str], weighting: str, temperature: float,
+                 learn_temperature: bool, margin: float | None, beta: float,
+                 temperature_range: tuple[float, float] | None, similarity: str = "cosine",
                  mlmme_form: str = "paper"):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-        needs_english = loss in NEEDS_ENGLISH and not (loss == "mlmme" and mlmme_form == "paper")
+        # mlmme needs English only in its english-pivot form
+        needs_english = LOSS_REGISTRY[loss].needs_english and not (loss == "mlmme" and mlmme_form == "paper")
         if needs_english and NATIVE_LANG not in languages:
             raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
         self.name, self.beta, self.similarity, self.mlmme_form = loss, beta, similarity, mlmme_form
         self.margin = AME_MARGINS[similarity] if margin is None else margin
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
-        self.criterion = loss_criterion(loss, self.english, weighting, temperature, learn_temperature, self.margin,
-                                        beta, temperature_range, similarity, mlmme_form)
+        self.criterion = build_loss(loss, {
+            "temperature": temperature, "learn_temperature": learn_temperature, "weighting": weighting,
+            "temperature_range": temperature_range, "english_index": self.english, "margin": self.margin,
+            "similarity": similarity, "beta": beta, "mlmme_form": mlmme_form})
+
+    @classmethod
+    def of(cls, config: CcrkConfig, languages: list[str]) -> CcrkObjective:
+        """The objective ``config`` (its recipe's values filled in) names."""
+        return cls(config.loss, languages, config.weighting, config.temperature, config.learn_temperature,
+                   config.margin, config.beta, config.temperature_range, config.similarity, config.mlmme_form)
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
                 teacher: torch.Tensor | None = None) -> LossOutput:
@@ -383,9 +377,7 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
         neighbours = nearest_images(image_vectors[data.image_rows], config.hard_negatives)
     batches = MultilingualBatches(data, config.batch_size, config.loop.steps, config.loop.seed, neighbours,
                                   one_language=config.loss == "one-to-one")
-    objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
-                              config.learn_temperature, config.margin, config.beta,
-                              config.temperature_range, config.similarity, config.mlmme_form).to(runtime.device)
+    objective = CcrkObjective.of(config, languages).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return with_alignment(task, encoder, config.alignment, config.loop.seed, languages), runtime
