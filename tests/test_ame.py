@@ -234,7 +234,7 @@ def test_alignment_term_is_added_and_aligns_the_table(tiny, tmp_path):
     # the term alone, optimised, raises the BLI of the table it reads
     encoder = load_encoder(tmp_path / "plain")
     before = evaluate_bli(encoder, tiny["lexicon"], k=5)["P@1"]
-    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), k=3)
+    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), weight=1.0, k=3)
     optimizer = torch.optim.Adam(encoder.embedding.parameters(), lr=1e-2)
     for step in range(60):
         optimizer.zero_grad()

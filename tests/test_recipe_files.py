@@ -148,6 +148,7 @@ def test_set_wins_over_the_recipe_and_is_recorded_like_a_named_option(world, tmp
 @pytest.mark.parametrize("args,words", [
     (("--set", "lrr=1e-3"), "--set: unknown key 'lrr' (did you mean lr?)"),
     (("--set", "lr"), "--set takes KEY=VALUE, got 'lr'"),
+    (("--set", "device=cpu"), "--set: unknown key 'device'"),  # a run option, not a recipe key
     (("--set", "steps=two"), "--set key 'steps' must be an integer, not \"two\""),
     (("--set", "batch_size=1"), "--set key 'batch_size' must be at least 2, not 1"),
     (("--set", "lr=1e-3", "--lr", "2e-3"), "lr given twice, as an option and as --set lr=..."),

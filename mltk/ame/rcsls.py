@@ -9,7 +9,7 @@ lexicon pairs; ``AlignedTask`` wraps any training task (``mltk.train.loop.TrainT
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +23,13 @@ from mltk.ame.words import WordTables
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
+from mltk.recipes import FROM_RECIPE
 from mltk.train.step_log import split_loss
 
-AME_K = 5  # AME's neighbourhood size (RCSLS's paper uses 10)
 ALIGN_BATCH = 1024  # lexicon pairs per step
 
 
-def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int = AME_K, x_candidates: torch.Tensor | None = None,
+def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int, x_candidates: torch.Tensor | None = None,
                y_candidates: torch.Tensor | None = None) -> torch.Tensor:
     """RCSLS (Joulin et al. 2018, eq. 5) on pairs (x_i, y_i), x [n, D] the mapped source words, y [n, D] their
     translations; every vector is L2-normalised first, so the dot products are cosines::
@@ -58,9 +58,9 @@ def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int = AME_K, x_candidates: t
 
 
 class RcslsLoss(nn.Module):
-    """``rcsls_loss`` with its k fixed (default AME's 5)."""
+    """``rcsls_loss`` with its k fixed (AME's value is the recipes' ``alignment.k``)."""
 
-    def __init__(self, k: int = AME_K):
+    def __init__(self, k: int):
         super().__init__()
         if k < 1:
             raise ConfigError(f"--align-k must be at least 1, got {k}")
@@ -78,8 +78,8 @@ class LexiconAlignment:
     no token (see ``mltk.ame.words``) are dropped, and their number logged.
     """
 
-    def __init__(self, encoder: nn.Module, lexicon: pa.Table, weight: float = 1.0, k: int = AME_K,
-                 batch: int = ALIGN_BATCH, seed: int = 0):
+    def __init__(self, encoder: nn.Module, lexicon: pa.Table, weight: float, k: int, batch: int = ALIGN_BATCH,
+                 seed: int = 0):
         src_lang, tgt_lang = lexicon_languages(lexicon)
         if tgt_lang != NATIVE_LANG:
             raise ConfigError(f"the alignment pulls words towards the frozen English table: the lexicon must "
@@ -155,11 +155,13 @@ class AlignedTask:
 
 @dataclass(frozen=True)
 class AlignmentConfig:
-    """``--lexicon L --align-weight W --align-k K`` of a training stage (no lexicon: no term)."""
+    """``--lexicon L --align-weight W --align-k K`` of a training stage (no lexicon: no term). ``weight`` and ``k``
+    come from the stage's recipe (its ``alignment`` section: AME's k) unless given."""
 
     lexicon: Path | None = None
-    weight: float = 1.0
-    k: int = AME_K
+    weight: float = field(default=FROM_RECIPE, metadata={"help": "Weight of the RCSLS term (with --lexicon).",
+                                                         "min": 0.0})
+    k: int = field(default=FROM_RECIPE, metadata={"help": "RCSLS's k nearest neighbours.", "min": 1})
     batch: int = ALIGN_BATCH
 
 

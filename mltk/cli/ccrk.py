@@ -65,7 +65,7 @@ def train_ccrk_command(
     weighting: WeightingOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, batch_size: BatchOpt = None,
     temperature: TemperatureOpt = None, fixed_temperature: FixedTemperatureOpt = False, margin: MarginOpt = None,
     similarity: SimilarityOpt = "cosine", lexicon: Optional[Path] = LexiconOption,
-    align_weight: float = AlignWeightOption, align_k: int = AlignKOption, beta: BetaOpt = None,
+    align_weight: Optional[float] = AlignWeightOption, align_k: Optional[int] = AlignKOption, beta: BetaOpt = None,
     mlmme_form: MlmmeFormOpt = None, hard_negatives: HardNegativesOpt = None, train_embedding: TrainEmbeddingOpt = True,
     val_split: ValSplitOpt = "val", val_images: ValImagesOpt = None, device: DeviceOpt = "auto",
     precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,

@@ -116,7 +116,7 @@ def train_continual_command(
     continual_metric: ContinualMetricOpt = None,
     metric_alias: Optional[str] = hidden_alias("--metric"), method_option: MethodOptionOpt = [],
     keep_task_checkpoints: KeepTaskCheckpointsOpt = False, val_images: ValImagesOpt = None,
-    lexicon: Optional[Path] = LexiconOption, align_weight: float = AlignWeightOption, align_k: int = AlignKOption,
+    lexicon: Optional[Path] = LexiconOption, align_weight: Optional[float] = AlignWeightOption, align_k: Optional[int] = AlignKOption,
     cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
     settings: GivenSettings = None,

@@ -64,8 +64,8 @@ def train_nlt_command(
         None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (none: --lr)."),
     init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt, recipe: RecipeOpt = None,
     batch_size: BatchOpt = None, train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None,
-    mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption, align_weight: float = AlignWeightOption,
-    align_k: int = AlignKOption, cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto",
+    mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption, align_weight: Optional[float] = AlignWeightOption,
+    align_k: Optional[int] = AlignKOption, cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto",
     precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,
     as_json: JsonOpt = False, settings: GivenSettings = None,
 ) -> None:

@@ -69,7 +69,10 @@ def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
                               recipe.source_of("config", key))
     filled: dict[str, Any] = {"recipe": recipe.name}
     for name, (hint, metadata) in hints.items():
-        if getattr(config, name) is not FROM_RECIPE:
+        value = getattr(config, name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            filled.update(_nested_fields(value, name, recipe, stage))
+        if value is not FROM_RECIPE:
             continue
         if name not in recipe.config:
             raise ConfigError(f"the recipe sets no 'config.{name}' (a {stage} recipe must, or extend one that does)",
@@ -79,6 +82,27 @@ def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
     if not isinstance(config.loop, LoopConfig):
         filled["loop"] = recipe_loop(recipe, **(config.loop or {}))
     return filled
+
+
+def _nested_fields(value: Any, name: str, recipe: Recipe, stage: str) -> dict[str, Any]:
+    """A nested settings dataclass (``alignment``) with its ``FROM_RECIPE`` fields filled from the recipe's section
+    of that name (``"alignment": {"weight": 1.0, "k": 5}``); nothing when none is left to the recipe."""
+    path = recipe.source_of("config", name)
+    section = recipe.config.get(name, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"recipe key 'config.{name}' must be an object", path)
+    hints = field_hints(type(value))
+    for key in section:
+        if key not in hints:
+            raise ConfigError(f"unknown recipe key 'config.{name}.{key}'{did_you_mean(key, hints)}", path)
+    values = {key: check_value(section[key], hints[key][0], f"config.{name}.{key}", path, metadata=hints[key][1])
+              for key in section}
+    missing = [key for key in hints if getattr(value, key) is FROM_RECIPE and key not in values]
+    if missing:
+        raise ConfigError(f"the recipe sets no 'config.{name}.{missing[0]}' (a {stage} recipe must, or extend one "
+                          f"that does)", recipe.path)
+    left = {key: values[key] for key in hints if getattr(value, key) is FROM_RECIPE}
+    return {name: dataclasses.replace(value, **left)} if left else {}
 
 
 def with_recipe(config: Any, stage: str) -> Any:
@@ -93,11 +117,13 @@ def fill_from_recipe(config: Any, stage: str) -> None:
 
 
 def settable_keys(config_class: type) -> dict[str, tuple[str, Any, typing.Mapping]]:
-    """What ``--set`` may name for a stage: ``key -> (section, type, metadata)``, section ``loop`` or ``config``.
-    A key of both (train-continual's ``steps``) is the stage's own."""
+    """What ``--set`` may name for a stage: ``key -> (section, type, metadata)``, section ``loop`` or ``config``:
+    every loop field and every config field a recipe sets. A key of both (train-continual's ``steps``, counted per
+    task) is the stage's own."""
     keys = {key: ("loop", hint, metadata) for key, (hint, metadata) in field_hints(LoopConfig).items()}
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
     for key, (hint, metadata) in field_hints(config_class).items():
-        if key not in ("loop", "recipe") and not dataclasses.is_dataclass(typing.get_origin(hint) or hint):
+        if defaults[key] is FROM_RECIPE or key in keys and key not in ("loop", "recipe"):
             keys[key] = ("config", hint, metadata)
     return keys
 
