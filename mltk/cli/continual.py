@@ -116,13 +116,15 @@ def train_continual_command(
     continual_metric: ContinualMetricOpt = None,
     metric_alias: Optional[str] = hidden_alias("--metric"), method_option: MethodOptionOpt = [],
     keep_task_checkpoints: KeepTaskCheckpointsOpt = False, val_images: ValImagesOpt = None,
-    lexicon: Optional[Path] = LexiconOption, align_weight: Optional[float] = AlignWeightOption, align_k: Optional[int] = AlignKOption,
+    lexicon: Optional[Path] = LexiconOption, align_weight: Optional[float] = AlignWeightOption,
+    align_k: Optional[int] = AlignKOption,
     cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
     settings: GivenSettings = None,
 ) -> None:
     """Learn languages one after another with CLL-CLIP: each task grows CLIP's vocabulary and trains the token
-    table of the frozen text tower (gamma1 x InfoNCE + gamma2 x MSE to the English teacher). After each task every language
+    table of the frozen text tower (gamma1 x InfoNCE + gamma2 x MSE to the English teacher). After each task every
+    language
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume. On a text-only tower (no images) the tower's WordPiece vocabulary grows, the loss is the MSE
     term alone and each language is scored by caption-to-caption retrieval against the frozen tower's English.

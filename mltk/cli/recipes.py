@@ -49,7 +49,8 @@ def show_command(name: str = RecipeArg, as_json: JsonOpt = False) -> None:
         typer.echo(f"  {row.key:<28} {json.dumps(row.value):<16} {row.source}")
 
 
-@recipes_app.command("cp", epilog=examples("mltk recipes cp mla-nlt my-nlt.json", "mltk train-nlt ... --recipe my-nlt.json"))
+@recipes_app.command("cp", epilog=examples("mltk recipes cp mla-nlt my-nlt.json",
+                                           "mltk recipes cp mla-nlt my-nlt.json --overwrite"))
 def cp_command(
     name: str = RecipeArg,
     out: Path = typer.Argument(..., metavar="FILE", help="The JSON file to write (refused if it exists, unless "

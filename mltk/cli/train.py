@@ -64,10 +64,11 @@ def train_nlt_command(
         None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (none: --lr)."),
     init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt, recipe: RecipeOpt = None,
     batch_size: BatchOpt = None, train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None,
-    mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption, align_weight: Optional[float] = AlignWeightOption,
-    align_k: Optional[int] = AlignKOption, cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,
-    as_json: JsonOpt = False, settings: GivenSettings = None,
+    mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption,
+    align_weight: Optional[float] = AlignWeightOption, align_k: Optional[int] = AlignKOption,
+    cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
+    log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
+    settings: GivenSettings = None,
 ) -> None:
     """MLA Native Language Transfer: MSE from each language to the frozen English text embedding (of a CLIP, or of a
     text-only tower such as all-MiniLM-L6-v2); --train full trains a whole student tower instead (the baseline).

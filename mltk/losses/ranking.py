@@ -102,9 +102,10 @@ class MLMMELoss(nn.Module):
     left out); for K = 2 this is the paper's pair. ``form="english-pivot"`` is mltk's earlier reading for K > 2:
     English (``english_index``) pivots each other language k, ``S_I(k) = H(image, en) + H(image, k)``,
     ``S_S(k) = H(en, k)``, and S_I, S_S are their means over k. beta = 1 is the image-sentence term alone, beta = 0
-    the sentence-sentence term alone. ``H = pairwise_ranking_hinge`` (``margin`` None: AME's cosine margin). The loss is 0 (with a graph)
-    when no term has two images. forward(image [B, D], text [B, K, D] (L2-normalised), text_mask [B, K] bool or
-    None) -> ``LossOutput(loss, {"mlmme_image_sentence": S_I, "mlmme_sentence_sentence": S_S})`` (before beta).
+    the sentence-sentence term alone. ``H = pairwise_ranking_hinge`` (``margin`` None: AME's cosine margin). The
+    loss is 0 (with a graph) when no term has two images. forward(image [B, D], text [B, K, D] (L2-normalised),
+    text_mask [B, K] bool or None) -> ``LossOutput(loss, {"mlmme_image_sentence": S_I,
+    "mlmme_sentence_sentence": S_S})`` (before beta).
     """
 
     def __init__(self, margin: float | None, beta: float, english_index: int | None = 0,

@@ -92,7 +92,8 @@ def step_logging(log_every: int | None = None, tensorboard: Path | None = None) 
         # not 'mltk[tensorboard]': the name mltk on the public package index is another project
         raise ConfigError("--tensorboard needs the tensorboard package (pip install 'tensorboard>=2.12', or "
                           "pip install -e '.[tensorboard]' in the mltk checkout)")
-    options = StepLogOptions(LOG_EVERY if log_every is None else log_every, Path(tensorboard) if tensorboard is not None else None)
+    options = StepLogOptions(LOG_EVERY if log_every is None else log_every,
+                             Path(tensorboard) if tensorboard is not None else None)
     token = _OPTIONS.set(options)
     try:
         yield options
