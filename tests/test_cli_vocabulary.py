@@ -19,7 +19,8 @@ from mltk.cli.common import NON_CANONICAL, VOCABULARY
 
 ROOT = Path(__file__).resolve().parents[1]
 # Commands that write nothing (they print to stdout or only check).
-NON_WRITERS = {"inspect", "index query", "prune"}  # prune rewrites the checkpoint it is given (no new artifact)
+# prune rewrites the checkpoint it is given (no new artifact); recipes list and show print what is packaged
+NON_WRITERS = {"inspect", "index query", "prune", "recipes list", "recipes show"}
 
 
 COMMANDS = leaf_commands()

@@ -193,8 +193,9 @@ def test_recipes_cp_writes_a_recipe_that_loads_and_never_replaces_a_file_without
     out.write_text("my edits")
     again = invoke("recipes", "cp", "mla-nlt", out)
     assert again.exit_code == 2 and "pass --overwrite" in again.stderr and out.read_text() == "my edits"
-    assert invoke("recipes", "cp", "mla-nlt", out, "--overwrite").exit_code == 0
+    assert invoke("recipes", "cp", "mla-nlt", "-o", out, "--overwrite").exit_code == 0
     assert load_recipe(out).loop["lr"] == 1e-4
+    assert invoke("recipes", "cp", "mla-nlt").exit_code == 2  # no file to write
     unknown = invoke("recipes", "show", "mla-lee")
     assert unknown.exit_code == 2 and "did you mean mla-le?" in unknown.stderr
 

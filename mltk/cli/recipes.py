@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from mltk.cli.application import HELP_SETTINGS
-from mltk.cli.common import emit, examples
+from mltk.cli.common import emit, examples, out_option
 from mltk.cli.options import JsonOpt
 
 recipes_app = typer.Typer(help="The recipes: the published hyper-parameters of each training command, as data.",
@@ -32,7 +33,7 @@ def list_command(as_json: JsonOpt = False) -> None:
         typer.echo(f"{row['name']:<18} {row['stage'] + ('*' if row['default'] else ''):<17}{extends}")
 
 
-@recipes_app.command("show", epilog=examples("mltk recipes show mla-le", "mltk recipes show my-recipe.json --json"))
+@recipes_app.command("show", epilog=examples("mltk recipes show mla-le", "mltk recipes show mla-le --json"))
 def show_command(name: str = RecipeArg, as_json: JsonOpt = False) -> None:
     """Every value of a recipe and where it comes from: its own file, or the recipe it extends. Each key can be
     given to a training command as --set KEY=VALUE."""
@@ -53,14 +54,18 @@ def show_command(name: str = RecipeArg, as_json: JsonOpt = False) -> None:
                                            "mltk recipes cp mla-nlt my-nlt.json --overwrite"))
 def cp_command(
     name: str = RecipeArg,
-    out: Path = typer.Argument(..., metavar="FILE", help="The JSON file to write (refused if it exists, unless "
-                               "--overwrite)."),
+    file: Optional[Path] = typer.Argument(None, metavar="[FILE]", help="The JSON file to write (or -o/--out)."),
+    out: Optional[Path] = out_option("The JSON file to write (refused if it exists, unless --overwrite).",
+                                     required=False),
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a recipe to a file, to edit and give as --recipe FILE (it keeps the 'extends' of the packaged one)."""
+    from mltk.core.errors import ConfigError
     from mltk.recipes.catalog import copy_recipe
 
-    emit(copy_recipe(name, out), as_json)
+    if (file is None) == (out is None):
+        raise ConfigError("give the file to write once: as FILE or as -o/--out")
+    emit(copy_recipe(name, file or out), as_json)
 
 
 def register(app: typer.Typer) -> None:
