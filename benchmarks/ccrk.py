@@ -49,7 +49,6 @@ from mltk.data.synth import SynthConfig, synthesize
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.multilingual import trim_tokens
 from mltk.train import ccrk
-from mltk.train.loop import LoopConfig
 from mltk.vocab import build_vocab
 
 LANGS = ("de", "fr", "es", "it", "ru", "el", "zh", "ja")
@@ -94,7 +93,7 @@ def build(root: Path, k: int, batch_size: int, device: str, tower: str = "mla") 
                                                            "tokenizer": str(root / f"vocab-{LANGS[-1]}")}
     config = ccrk.CcrkConfig(images=root / "img", captions=root / "captions", out=root / "unused", **start,
                              languages=LANGS[:k], batch_size=batch_size, device=device, precision="fp32",
-                             val_images=8, loop=LoopConfig(steps=1000, lr=1e-4))
+                             val_images=8, loop={"steps": 1000, "lr": 1e-4})
     task, _ = ccrk.build_task(config)
     task.encoder.train()
     return task

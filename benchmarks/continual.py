@@ -59,7 +59,8 @@ def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.Cll
     config = C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"), languages=("en", "de"),
                                teir_init=teir, teir_reg=teir, steps=10_000, batch_size=args.batch_size,
                                device=args.device, loop=C.CONTINUAL_LOOP)
-    encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", None, clip))
+    encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", None, clip),
+                                   init_temperature=config.temperature)
     for index, (lang, vocabulary) in enumerate((("en", english), ("de", german))):
         task = C.prepare_task(config, encoder, corpus, vocabulary, index, lang, None, runtime)
     return task

@@ -56,7 +56,8 @@ from mltk.models.text import end_positions
 from mltk.core.runtime import Runtime, resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
-from mltk.train.loop import LoopConfig, clip_gradients, default_optimizer, lr_factor
+from mltk.train.settings import with_recipe
+from mltk.train.loop import clip_gradients, default_optimizer, lr_factor
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import build_vocab
 
@@ -228,10 +229,10 @@ def main() -> None:
         captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
         base = save_random_base(root, args.model)
         vocab = german_tokenizer(root, args.tokenizer, args.vocab_size)
-        config = mla.MlaConfig(captions=captions, out=root / "nlt", model=str(base), tokenizer=str(vocab),
-                               languages=(LANG,), batch_size=args.batch_size, device=args.device,
-                               precision=args.precision, cache_dir=root / "cache",
-                               loop=LoopConfig(steps=args.steps, lr=args.lr))
+        config = with_recipe(mla.MlaConfig(
+            captions=captions, out=root / "nlt", model=str(base), tokenizer=str(vocab), languages=(LANG,),
+            batch_size=args.batch_size, device=args.device, precision=args.precision, cache_dir=root / "cache",
+            loop={"steps": args.steps, "lr": args.lr}), "train-nlt")
 
         # The straightforward side's encoder: built exactly as train_nlt builds its own (same seed, same calls),
         # so both start from the same weights (the step-0 losses show it).

@@ -46,7 +46,8 @@ from mltk.models.multilingual import build_encoder
 from mltk.core.runtime import resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
-from mltk.train.loop import LoopConfig, clip_gradients, lr_factor
+from mltk.train.settings import with_recipe
+from mltk.train.loop import clip_gradients, lr_factor
 from mltk.train.teacher import teacher_embeddings
 
 LANG = "de"
@@ -134,10 +135,10 @@ def setup(args, root: Path):
         train_nlt.MULTI30K = args.data
     table = train_nlt.multi30k_captions(args.pairs, args.val_pairs)
     captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
-    config = mla.MlaConfig(captions=captions, out=root / "nlt", model=minilm_folder(), languages=(LANG,),
-                           batch_size=args.batch_size, embedding_lr=args.table_lr, device=args.device,
-                           precision="fp32", cache_dir=root / "cache",
-                           loop=LoopConfig(steps=args.steps, lr=args.lr))
+    config = with_recipe(mla.MlaConfig(
+        captions=captions, out=root / "nlt", model=minilm_folder(), languages=(LANG,), batch_size=args.batch_size,
+        embedding_lr=args.table_lr, device=args.device, precision="fp32", cache_dir=root / "cache",
+        recipe="mla-nlt", loop={"steps": args.steps, "lr": args.lr}), "train-nlt")
     pairs, english = mla.translation_pairs(table, config.split, [LANG])
     ids, german = pairs[LANG]
     return table, config, [english[c] for c in ids], german

@@ -88,9 +88,12 @@ def test_order_violation_similarity_and_the_hinge_that_uses_it():
 def test_ccrk_objective_takes_ames_margin_of_its_similarity():
     from mltk.train.ccrk import CcrkConfig, CcrkObjective
 
-    assert CcrkObjective("hinge", ["en", "de"]).margin == 0.2
-    assert CcrkObjective("hinge", ["en", "de"], similarity="order").margin == 0.05
-    assert CcrkObjective("hinge", ["en", "de"], margin=0.3, similarity="order").margin == 0.3
+    def objective(**fields):
+        return CcrkObjective.of(CcrkConfig(images="i", captions="c", out="o", loss="hinge", **fields), ["en", "de"])
+
+    assert objective().margin == 0.2
+    assert objective(similarity="order").margin == 0.05
+    assert objective(margin=0.3, similarity="order").margin == 0.3
     with pytest.raises(ConfigError, match="--loss hinge"):
         CcrkConfig(images="i", captions="c", out="o", loss="one-to-k", similarity="order")
 
@@ -231,7 +234,7 @@ def test_alignment_term_is_added_and_aligns_the_table(tiny, tmp_path):
     # the term alone, optimised, raises the BLI of the table it reads
     encoder = load_encoder(tmp_path / "plain")
     before = evaluate_bli(encoder, tiny["lexicon"], k=5)["P@1"]
-    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), k=3)
+    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), weight=1.0, k=3)
     optimizer = torch.optim.Adam(encoder.embedding.parameters(), lr=1e-2)
     for step in range(60):
         optimizer.zero_grad()

@@ -18,7 +18,6 @@ from mltk.core.errors import ConfigError
 from mltk.losses import english_bridge_mse, one_to_k_contrastive, one_to_one_contrastive, pairwise_ranking_hinge
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import ccrk, ccrk_batches
-from mltk.train.loop import LoopConfig
 from mltk.train.stage import replace_settings
 from mltk.train.step_log import STEPS_CSV, read_steps_csv
 
@@ -62,7 +61,7 @@ def _drop_languages(captions: pa.Table) -> pa.Table:
 def config(world, out, **changes) -> ccrk.CcrkConfig:
     base = ccrk.CcrkConfig(images=world["images"], captions=world["captions"], out=out, model=str(world["native"]),
                            tokenizer=str(world["vocab"]), batch_size=8, device="cpu", val_images=8,
-                           loop=LoopConfig(steps=3, lr=1e-3))
+                           loop={"steps": 3, "lr": 1e-3})
     return replace_settings(base, **changes)
 
 
@@ -377,7 +376,7 @@ def test_ccrk_defaults_are_the_authors():
     assert (CCRK_LOOP.weight_decay, CCRK_LOOP.warmup_fraction) == (0.01, 0.03)
     config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
     assert config.loop == CCRK_LOOP and config.temperature_range == (0.001, 0.5)
-    objective = CcrkObjective("one-to-k", ["en", "de"], temperature_range=config.temperature_range)
+    objective = CcrkObjective.of(config, ["en", "de"])
     with torch.no_grad():
         objective.criterion.logit_scale.log_scale.fill_(0.0)  # T = 1
     assert objective.temperature() == pytest.approx(0.5)

@@ -21,6 +21,7 @@ from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.replay import Reservoir
 from mltk.encode.texts import encode_captions
+from mltk.recipes import load_recipe
 from mltk.encode.text_encoders import ClipTextEncoder, load_text_encoder
 from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
@@ -44,6 +45,8 @@ TASK_SPECIFIC = {"mla", "lora", "ptuning"}  # one set per language, chosen by th
 # (ER's replayed examples join the batch's InfoNCE; their distillation is a mean of its own, weighted by gamma2)
 METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "er": {"replay_mse": 1.0}, "der": {"der_mse": 1.0},
                 "dualprompt": {"prompt_pull": 1.0}}
+
+CLL_TEMPERATURE = load_recipe("cll-clip").config["temperature"]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +93,7 @@ def config(world, out="unused", **changes) -> C.ContinualTrainConfig:
 
 def encoder_for(world, method: str = "cll-clip", **options) -> ContinualTextEncoder:
     return ContinualTextEncoder(world["clip"], clip_vocabulary().tokenizer,
-                                make_method(method, options, world["clip"]))
+                                make_method(method, options, world["clip"]), init_temperature=CLL_TEMPERATURE)
 
 
 def start_tasks(world, encoder, count: int, **changes) -> list[C.CllClipTask]:

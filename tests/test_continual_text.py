@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from helpers_tiny import tiny_bert_folder
 from mltk import artifacts
+from mltk.recipes import load_recipe
 from mltk.cli import app
 
 runner = CliRunner()
@@ -123,7 +124,8 @@ def encoder_for(world, vocabulary=None):
 
     base = world["base"]
     return ContinualTextEncoder(base, (vocabulary or world["vocab"]).tokenizer,
-                                make_method("cll-clip", None, base.tower))
+                                make_method("cll-clip", None, base.tower),
+                                init_temperature=load_recipe("cll-clip").config["temperature"])
 
 
 def test_the_table_replaces_the_word_embeddings_only_and_english_equals_the_tower_before_growth(world):

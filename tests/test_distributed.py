@@ -22,11 +22,13 @@ from mltk.losses import info_nce
 from mltk.core.runtime import resolve_runtime
 from mltk.core import distributed
 from mltk.core.distributed import gather_with_grad, init_from_env, shard, world
-from mltk.train.loop import LoopConfig, default_optimizer, fit
+from helpers_loop import loop_config
+
+from mltk.train.loop import default_optimizer, fit
 
 GLOBAL_BATCH = 16
 OPTIMIZERS = ("adamw", "sgd")
-CONFIG = LoopConfig(steps=10, lr=0.05, warmup_fraction=0.2, eval_every=5, save_every=4, log_every=5)
+CONFIG = loop_config(steps=10, lr=0.05, warmup_fraction=0.2, eval_every=5, save_every=4)
 
 
 class ContrastiveTask:

@@ -17,7 +17,6 @@ from mltk.cli import app
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.core.download import looks_local
 from mltk.train import mla
-from mltk.train.loop import LoopConfig
 from mltk.train.stage import hold_out_validation
 
 runner = CliRunner()
@@ -126,7 +125,7 @@ def test_train_nlt_without_a_val_split_trains_and_says_so(world, tmp_path):
 def test_prune_drops_the_resume_state_and_the_artifact_still_verifies(world, tmp_path):
     config = mla.MlaConfig(captions=world["captions"], out=tmp_path / "nlt", model=str(world["native"]),
                            tokenizer=str(world["vocab"]), languages=("de",), batch_size=4, device="cpu",
-                           cache_dir=world["root"] / "cache", loop=LoopConfig(steps=2, lr=1e-3))
+                           cache_dir=world["root"] / "cache", loop={"steps": 2, "lr": 1e-3})
     out = mla.train_nlt(config)
     assert (out / "state").is_dir()
     weights_before = artifacts.load_checkpoint(out)[0]

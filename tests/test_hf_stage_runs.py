@@ -80,13 +80,13 @@ def test_train_nlt_on_a_text_only_tower_with_its_own_tokenizer(world, tmp_path, 
 
 
 def test_embedding_lr_is_its_own_param_group():
-    from mltk.train.loop import LoopConfig
+    from helpers_loop import loop_config
     from mltk.train.mla import nlt_optimizer
 
     params = {"embedding.table.weight": torch.nn.Parameter(torch.zeros(5, 4)),
               "embedding.proj.bias": torch.nn.Parameter(torch.zeros(4)),
               "acquirers.de.0.c_fc.weight": torch.nn.Parameter(torch.zeros(3, 4))}
-    optimizer = nlt_optimizer(params, LoopConfig(steps=10, lr=1e-3, weight_decay=0.1), 2e-4)
+    optimizer = nlt_optimizer(params, loop_config(steps=10, lr=1e-3, weight_decay=0.1), 2e-4)
     lr_of = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
     assert [lr_of[id(params[k])] for k in params] == [2e-4, 2e-4, 1e-3]
     decay_of = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}

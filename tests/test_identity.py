@@ -242,10 +242,14 @@ class BatchNormTask:
 
 def _fit(task, state_dir, on_step=None):
     from mltk.core.runtime import Runtime
-    from mltk.train.loop import LoopConfig, fit
+    from helpers_loop import loop_config
 
-    config = LoopConfig(steps=6, lr=0.05, eval_every=2, save_every=0, log_every=2)
-    return fit(task, config, Runtime(torch.device("cpu"), None), state_dir, on_step=on_step)
+    from mltk.train.loop import fit
+    from mltk.train.step_log import step_logging
+
+    config = loop_config(steps=6, lr=0.05, eval_every=2, save_every=0)
+    with step_logging(log_every=2):
+        return fit(task, config, Runtime(torch.device("cpu"), None), state_dir, on_step=on_step)
 
 
 def _same(a: dict, b: dict) -> None:
@@ -282,7 +286,7 @@ def test_an_interrupted_and_resumed_pretrain_is_bit_exact_with_an_uninterrupted_
     import dataclasses
 
     images = world["root"] / "world" / "images"
-    loop = dataclasses.replace(PRETRAIN_LOOP, steps=6, eval_every=2, save_every=0, log_every=2)
+    loop = dataclasses.replace(PRETRAIN_LOOP, steps=6, eval_every=2, save_every=0)
     assert isinstance(loop, LoopConfig)
 
     def config(out):

@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers_loop import loop_config
 
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime
 from mltk.core.runtime import seed_everything
+from mltk.train.step_log import step_logging
 from mltk.train.loop import (LoopConfig, TrainingDiverged, build_optimizer, clip_gradients, default_optimizer, fit,
                              lr_factor, training_step, warmup_steps)
 
@@ -62,11 +64,17 @@ class ToyTask:
         return {"score": -float(val_loss), "val_loss": float(val_loss)}
 
 
+@pytest.fixture(autouse=True)
+def logging_every_5():
+    """Every run here logs every 5 steps (--log-every 5)."""
+    with step_logging(log_every=5):
+        yield
+
+
 def config(**overrides) -> LoopConfig:
-    settings = dict(steps=20, lr=0.05, warmup_fraction=0.2, eval_every=5, save_every=0, log_every=5,
-                    weight_decay=0.1)
+    settings = dict(steps=20, lr=0.05, warmup_fraction=0.2, eval_every=5, save_every=0, weight_decay=0.1)
     settings.update(overrides)
-    return LoopConfig(**settings)
+    return loop_config(**settings)
 
 
 def run(tmp_path, cfg: LoopConfig, task=None, name="state", runtime=CPU, **kwargs):
@@ -88,13 +96,13 @@ def assert_same_tensors(a: dict, b: dict) -> None:
 
 
 def test_warmup_then_constant():
-    cfg = LoopConfig(steps=10, lr=1.0, warmup_fraction=0.3)
+    cfg = loop_config(steps=10, lr=1.0, warmup_fraction=0.3)
     assert warmup_steps(cfg) == 3
     assert [lr_factor(s, cfg) for s in range(10)] == pytest.approx([1 / 3, 2 / 3, 1, 1, 1, 1, 1, 1, 1, 1])
 
 
 def test_warmup_then_cosine_to_zero():
-    cfg = LoopConfig(steps=12, lr=1.0, warmup_fraction=0.25, schedule="cosine")
+    cfg = loop_config(steps=12, lr=1.0, warmup_fraction=0.25, schedule="cosine")
     factors = [lr_factor(s, cfg) for s in range(12)]
     assert factors[:4] == pytest.approx([1 / 3, 2 / 3, 1.0, 1.0])
     assert factors[3 + 4] == pytest.approx(0.5 * (1 + math.cos(math.pi * 4 / 9)))
@@ -103,7 +111,7 @@ def test_warmup_then_cosine_to_zero():
 
 
 def test_no_warmup_starts_at_full_lr():
-    assert lr_factor(0, LoopConfig(steps=5, lr=1.0, warmup_fraction=0.0)) == 1.0
+    assert lr_factor(0, loop_config(steps=5, lr=1.0, warmup_fraction=0.0)) == 1.0
 
 
 def test_loop_applies_the_schedule_like_lambda_lr(tmp_path):
@@ -134,7 +142,7 @@ def test_loop_applies_the_schedule_like_lambda_lr(tmp_path):
 
 
 @pytest.mark.parametrize("bad", [dict(schedule="linear"), dict(clip_mode="norm"), dict(steps=0),
-                                 dict(warmup_fraction=1.5), dict(grad_clip=0.0), dict(log_every=0)])
+                                 dict(warmup_fraction=1.5), dict(grad_clip=-1.0)])
 def test_bad_config_is_a_config_error(bad):
     with pytest.raises(ConfigError):
         config(**bad)
@@ -372,14 +380,15 @@ def test_resume_with_other_settings_is_refused(tmp_path):
         run(tmp_path, config(), on_step=_interrupt_at(3))
     with pytest.raises(ConfigError, match="lr=0.05"):
         run(tmp_path, config(lr=0.01))
-    run(tmp_path, config(eval_every=2, log_every=3))  # reporting settings may change
+    with step_logging(log_every=3):
+        run(tmp_path, config(eval_every=2))  # reporting settings may change
 
 
 # ------------------------------------------------------------------------------------------ logs, AMP
 
 
 def test_logs_go_to_stderr_as_plain_lines(tmp_path, capsys):
-    run(tmp_path, config(steps=10, log_every=5, eval_every=0), description="train-nlt")
+    run(tmp_path, config(steps=10, eval_every=0), description="train-nlt")
     out, err = capsys.readouterr()
     assert out == ""
     lines = [line for line in err.splitlines() if re.search(r"step \d+/10 loss", line)]

@@ -221,13 +221,13 @@ def test_one_to_k_memory_is_linear_in_k():
         return saved
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved):
-        losses.OneToKLoss()(image, text).loss.backward()
+        losses.OneToKLoss(0.07)(image, text).loss.backward()
     assert largest == batch * batch * slots  # 128; a K x K blow-up would save (B*K)^2 = 1024
 
 
 def test_one_to_k_rejects_an_unknown_weighting_and_bad_shapes():
     with pytest.raises(ConfigError, match="weighting"):
-        losses.OneToKLoss(weighting="average")
+        losses.OneToKLoss(0.07, weighting="average")
     with pytest.raises(ValueError, match="\\[B, K, D\\]"):
         losses.one_to_k_contrastive(tensor(IMAGES), tensor(IMAGES), 0.07)
     with pytest.raises(ValueError, match="text_mask"):
@@ -240,12 +240,12 @@ def test_gradient_reaches_every_learnable_temperature():
     text = F.normalize(torch.randn(4, 3, 5, generator=generator), dim=-1)
     own_scale, given_scale = losses.LogitScale(0.07), losses.LogitScale(0.07)
     scales_and_calls = [  # the contrastive losses of CCR_k own their scale; InfoNCE and CLL-CLIP are given one
-        (lambda m: m.logit_scale, losses.OneToKLoss(), lambda m: m(image, text)),
-        (lambda m: m.logit_scale, losses.OneToKLoss(weighting="code"), lambda m: m(image, text)),
-        (lambda m: m.logit_scale, losses.OneToOneLoss(),
+        (lambda m: m.logit_scale, losses.OneToKLoss(0.07), lambda m: m(image, text)),
+        (lambda m: m.logit_scale, losses.OneToKLoss(0.07, weighting="code"), lambda m: m(image, text)),
+        (lambda m: m.logit_scale, losses.OneToOneLoss(0.07),
          lambda m: m(image, text, generator=torch.Generator().manual_seed(0))),
         (lambda m: own_scale, losses.InfoNCELoss(), lambda m: m(image, text[:, 0], own_scale())),
-        (lambda m: given_scale, losses.CLLCLIPLoss(), lambda m: m(image * 3, text[:, 0] * 2, text[:, 1],
+        (lambda m: given_scale, losses.CLLCLIPLoss(0.01, 1.0), lambda m: m(image * 3, text[:, 0] * 2, text[:, 1],
                                                                     given_scale())),
     ]
     for scale_of, module, call in scales_and_calls:
@@ -459,6 +459,6 @@ def test_logit_scale_clamps_the_temperature_to_a_range():
         scale.log_scale.fill_(math.log(1 / 0.0001))  # T = 1e-4 < 0.001: s would be 10,000
     assert float(scale().detach()) == pytest.approx(1000.0)
     assert float(losses.LogitScale(0.0001)().detach()) == pytest.approx(100.0)  # open_clip's bound without a range
-    assert losses.OneToKLoss(temperature_range=(0.001, 0.5)).logit_scale.max_scale == pytest.approx(1000.0)
+    assert losses.OneToKLoss(0.07, temperature_range=(0.001, 0.5)).logit_scale.max_scale == pytest.approx(1000.0)
     with pytest.raises(ConfigError, match="temperature range"):
         losses.LogitScale(0.07, temperature_range=(0.5, 0.1))

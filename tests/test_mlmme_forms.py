@@ -3,6 +3,8 @@ English-pivot average an option; the M-BERT initialisation of the non-native tab
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,6 +15,12 @@ from mltk.losses import MLMMELoss, pairwise_ranking_hinge
 from mltk.train import ccrk
 
 
+def mlmme(languages: list[str], **fields) -> ccrk.CcrkObjective:
+    """The mlmme objective with the ccrk recipe's values (beta 0.5) and ``fields``."""
+    config = ccrk.CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), loss="mlmme", **fields)
+    return ccrk.CcrkObjective.of(config, languages)
+
+
 def _features(seed: int, shape) -> torch.Tensor:
     return F.normalize(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)), dim=-1)
 
@@ -21,7 +29,7 @@ def test_mlmme_sums_every_language_and_every_pair_by_default():
     image, text = _features(0, (6, 8)), _features(1, (6, 3, 8))
     mask = torch.ones(6, 3, dtype=torch.bool)
     mask[0, 2] = False  # image 0 has no caption in the third language
-    objective = ccrk.CcrkObjective("mlmme", ["en", "de", "fr"])
+    objective = mlmme(["en", "de", "fr"])
     loss, terms = objective(image, text, mask)
     h = pairwise_ranking_hinge
     s_i = sum(h(image[mask[:, k]], text[mask[:, k], k]) for k in range(3))
@@ -30,16 +38,16 @@ def test_mlmme_sums_every_language_and_every_pair_by_default():
     assert torch.allclose(terms["mlmme_image_sentence"], s_i) and torch.allclose(terms["mlmme_sentence_sentence"], s_s)
     assert torch.allclose(loss, 0.5 * s_i + 0.5 * s_s)
     # the de-fr pair counts: with English pivoting, it would not
-    pivot, pivot_terms = ccrk.CcrkObjective("mlmme", ["en", "de", "fr"], mlmme_form="english-pivot")(image, text, mask)
-    pair_terms = MLMMELoss().pair_terms
+    pivot, pivot_terms = mlmme(["en", "de", "fr"], mlmme_form="english-pivot")(image, text, mask)
+    pair_terms = MLMMELoss(None, 0.5).pair_terms
     parts = [pair_terms(image[mask[:, k]], text[mask[:, k], 0], text[mask[:, k], k]) for k in (1, 2)]
     assert torch.allclose(pivot_terms["mlmme_image_sentence"], (parts[0][0] + parts[1][0]) / 2)
     assert torch.allclose(pivot_terms["mlmme_sentence_sentence"], (parts[0][1] + parts[1][1]) / 2)
     assert not torch.allclose(pivot, loss)
     # without English the paper's form still has every pair; the pivot form needs English
-    ccrk.CcrkObjective("mlmme", ["de", "fr"])
+    mlmme(["de", "fr"])
     with pytest.raises(ConfigError, match="include en"):
-        ccrk.CcrkObjective("mlmme", ["de", "fr"], mlmme_form="english-pivot")
+        mlmme(["de", "fr"], mlmme_form="english-pivot")
 
 
 def test_mlmme_form_reaches_the_stage(world, tmp_path):

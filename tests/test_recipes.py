@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from mltk.core.errors import ConfigError
-from mltk.recipes import STAGE_RECIPES, load_recipe, loop_from_options, recipe_names, stage_recipe, with_recipe
+from mltk.recipes import STAGE_RECIPES, load_recipe, recipe_names, stage_recipe
 from mltk.train.ccrk import CcrkConfig
 from mltk.train.continual import ContinualTrainConfig
 from mltk.train.loop import LoopConfig
 from mltk.train.mla import MlaConfig
 from mltk.train.pretrain import PretrainConfig
+from mltk.train.settings import recipe_loop, with_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"train-nlt": MlaConfig, "train-le": MlaConfig, "train-nlt-le": MlaConfig, "train-ccrk": CcrkConfig,
@@ -36,13 +37,22 @@ def test_every_recipe_sets_only_fields_of_its_stage_and_a_valid_loop(name):
     assert recipe.name == name and recipe.description and recipe.source
     fields = {field.name for field in dataclasses.fields(CONFIGS[recipe.stage])}
     assert set(recipe.config) <= fields, set(recipe.config) - fields
-    assert isinstance(loop_from_options(recipe), LoopConfig)
+    assert isinstance(recipe_loop(recipe), LoopConfig)
 
 
-def test_a_bare_loop_config_has_the_mla_nlt_recipe_values():
-    """LoopConfig(steps, lr)'s optimizer defaults are the MLA authors' settings: the same as the mla-nlt recipe."""
-    recipe = load_recipe("mla-nlt")
-    assert loop_from_options(recipe, steps=7, lr=0.5) == LoopConfig(steps=7, lr=0.5)
+def test_a_loop_config_has_no_hyper_parameter_defaults():
+    """The recipe is the only home of a value: LoopConfig(steps, lr) alone is incomplete."""
+    with pytest.raises(TypeError, match="weight_decay"):
+        LoopConfig(steps=7, lr=0.5)
+
+
+def test_a_recipe_without_extends_missing_a_loop_key_is_refused_naming_the_key_and_the_file(tmp_path):
+    recipe = json.loads((ROOT / "mltk/recipes/mla-nlt.json").read_text())
+    del recipe["loop"]["weight_decay"]
+    path = tmp_path / "no-decay.json"
+    path.write_text(json.dumps(recipe))
+    with pytest.raises(ConfigError, match=r"no-decay\.json: the recipe sets no 'loop.weight_decay'"):
+        with_recipe(MlaConfig(**_paths(), recipe=str(path)), "train-nlt")
 
 
 def _paths():
@@ -125,7 +135,7 @@ def test_a_recipe_of_another_stage_is_refused_naming_its_file():
 def test_a_recipe_file_missing_a_value_its_stage_needs_is_refused(tmp_path):
     path = tmp_path / "thin.json"
     path.write_text(json.dumps({"stage": "pretrain", "loop": {"steps": 5, "lr": 0.1}}))
-    with pytest.raises(ConfigError, match="sets no 'batch_size'") as raised:
+    with pytest.raises(ConfigError, match="sets no 'config.batch_size'") as raised:
         PretrainConfig(images=Path("i"), **_paths(), recipe=str(path))
     assert str(path) in str(raised.value)
 

@@ -11,10 +11,10 @@ import pytest
 from mltk.core.errors import ConfigError
 from mltk.train.batches import draw_captions, group_by_image
 from mltk.train.ccrk import CcrkConfig
-from mltk.train.loop import LoopConfig
 from mltk.train.loop_state import changed_settings, settings_record
-from mltk.recipes import with_recipe
+from mltk.recipes import load_recipe
 from mltk.train.mla import MlaConfig as UnresolvedMlaConfig
+from mltk.train.settings import recipe_loop, with_recipe
 from mltk.train.stage import open_run, replace_settings, stage_writer
 
 
@@ -24,19 +24,19 @@ def MlaConfig(**fields) -> UnresolvedMlaConfig:
 
 
 def test_one_rule_lets_only_listed_settings_change_at_any_depth():
-    saved = settings_record(MlaConfig(captions=Path("c"), out=Path("a"), loop=LoopConfig(steps=5, lr=1e-3)))
+    saved = settings_record(MlaConfig(captions=Path("c"), out=Path("a"), loop={"steps": 5, "lr": 1e-3}))
     allowed = settings_record(MlaConfig(captions=Path("c"), out=Path("b"), device="cpu", val_images=3,
-                                        loop=LoopConfig(steps=5, lr=1e-3, eval_every=2, save_every=1, log_every=1)))
+                                        loop={"steps": 5, "lr": 1e-3, "eval_every": 2, "save_every": 1}))
     assert changed_settings(saved, allowed) == []
     other = settings_record(MlaConfig(captions=Path("c"), out=Path("a"), batch_size=4,
-                                      loop=LoopConfig(steps=5, lr=1e-2, seed=1)))
+                                      loop={"steps": 5, "lr": 1e-2, "seed": 1}))
     assert changed_settings(saved, other) == ["batch_size=128 (now 4)", "loop.lr=0.001 (now 0.01)",
                                               "loop.seed=0 (now 1)"]
     assert changed_settings({"a": 1}, {"a": 1, "new_setting": 2}) == ["new_setting=None (now 2)"]
 
 
 def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
-    config = MlaConfig(captions=Path("c"), out=tmp_path / "out", loop=LoopConfig(steps=5, lr=1e-3))
+    config = MlaConfig(captions=Path("c"), out=tmp_path / "out", loop={"steps": 5, "lr": 1e-3})
     with pytest.raises(KeyboardInterrupt):
         with open_run(stage_writer(config.out, "train-nlt", config, []), config):
             raise KeyboardInterrupt
@@ -53,7 +53,7 @@ def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
 def test_replace_settings_routes_loop_fields_into_the_one_loop_config():
     config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
     changed = replace_settings(config, steps=3, lr=1e-3, batch_size=8)
-    defaults = LoopConfig(steps=1000, lr=1e-4, weight_decay=0.01, warmup_fraction=0.03)  # the CCR_k authors'
+    defaults = recipe_loop(load_recipe("ccrk"))  # the CCR_k authors'
     assert changed.loop == dataclasses.replace(defaults, steps=3, lr=1e-3) and changed.batch_size == 8
     assert config.loop == defaults
     with pytest.raises(TypeError, match="no setting"):

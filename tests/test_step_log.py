@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_loop import CPU, ToyTask, assert_same_tensors, config
+from test_loop import CPU, ToyTask, assert_same_tensors, config, logging_every_5  # noqa: F401 (a fixture)
 from typer.testing import CliRunner
 
 from mltk import artifacts
@@ -39,7 +39,7 @@ class TermsTask(ToyTask):
 
 
 def test_csv_rows_every_log_interval_with_named_terms(tmp_path):
-    result = fit(TermsTask(), config(log_every=5), CPU, tmp_path / "state", steps_csv=tmp_path / "steps.csv")
+    result = fit(TermsTask(), config(), CPU, tmp_path / "state", steps_csv=tmp_path / "steps.csv")
     rows = read_steps_csv(tmp_path / "steps.csv")
     header = list(rows[0])
     assert header == ["step", "loss", "mse", "penalty", "lr", "grad_norm", "steps_per_s", "samples_per_s"]
@@ -65,8 +65,8 @@ def test_a_tuple_loss_trains_exactly_as_the_bare_loss(tmp_path):
 
 
 def test_grad_norm_is_the_norm_before_clipping(tmp_path):
-    tiny = fit(ToyTask(), config(grad_clip=1e-3, log_every=1, steps=3), CPU, tmp_path / "a",
-               steps_csv=tmp_path / "a.csv")
+    with step_logging(log_every=1):
+        tiny = fit(ToyTask(), config(grad_clip=1e-3, steps=3), CPU, tmp_path / "a", steps_csv=tmp_path / "a.csv")
     rows = read_steps_csv(tmp_path / "a.csv")
     assert all(r["grad_norm"] > 1e-3 * 1.5 for r in rows)  # larger than the clip: measured before it
     assert len(tiny.history) >= 3
@@ -74,7 +74,7 @@ def test_grad_norm_is_the_norm_before_clipping(tmp_path):
 
 def test_log_every_from_the_command_overrides_the_stage_default(tmp_path):
     with step_logging(log_every=4):
-        result = fit(ToyTask(), config(log_every=5, steps=10), CPU, tmp_path / "s", steps_csv=tmp_path / "m.csv")
+        result = fit(ToyTask(), config(steps=10), CPU, tmp_path / "s", steps_csv=tmp_path / "m.csv")
     assert [r["step"] for r in read_steps_csv(tmp_path / "m.csv")] == [4, 8, 10]
     assert [h["step"] for h in result.history if h["event"] == "train"] == [4, 8, 10]
     with pytest.raises(ConfigError, match="--log-every"):
@@ -83,7 +83,7 @@ def test_log_every_from_the_command_overrides_the_stage_default(tmp_path):
 
 
 def test_resumed_run_drops_rows_written_after_its_saved_state(tmp_path):
-    cfg = config(save_every=10, log_every=5)
+    cfg = config(save_every=10)
     fit(ToyTask(), cfg, CPU, tmp_path / "full", steps_csv=tmp_path / "full.csv")
 
     def crash(step, loss):
@@ -104,7 +104,7 @@ def test_resumed_run_drops_rows_written_after_its_saved_state(tmp_path):
 def test_tensorboard_event_files_hold_the_same_scalars(tmp_path):
     pytest.importorskip("tensorboard")
     with step_logging(tensorboard=tmp_path / "tb"):
-        result = fit(TermsTask(), config(log_every=5, eval_every=10), CPU, tmp_path / "s", description="task 0 en")
+        result = fit(TermsTask(), config(eval_every=10), CPU, tmp_path / "s", description="task 0 en")
     runs = list((tmp_path / "tb" / "task-0-en").glob("events.out.tfevents.*"))
     assert len(runs) == 1
     events = event_accumulator(runs[0].parent)

@@ -35,13 +35,13 @@ from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
 from mltk.losses.base import split_loss
+from mltk.recipes import FROM_RECIPE
 
-AME_K = 5  # AME's neighbourhood size (RCSLS's paper uses 10)
 ALIGN_BATCH = 1024  # lexicon pairs per step
 ALIGN_FORMS = ("map", "table")
 
 
-def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int = AME_K, x_candidates: torch.Tensor | None = None,
+def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int, x_candidates: torch.Tensor | None = None,
                y_candidates: torch.Tensor | None = None) -> torch.Tensor:
     """RCSLS (Joulin et al. 2018, eq. 5) on pairs (x_i, y_i), x [n, D] the mapped source words, y [n, D] their
     translations; every vector is L2-normalised first, so the dot products are cosines::
@@ -70,9 +70,9 @@ def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int = AME_K, x_candidates: t
 
 
 class RcslsLoss(nn.Module):
-    """``rcsls_loss`` with its k fixed (default AME's 5)."""
+    """``rcsls_loss`` with its k fixed (AME's value is the recipes' ``alignment.k``)."""
 
-    def __init__(self, k: int = AME_K):
+    def __init__(self, k: int):
         super().__init__()
         if k < 1:
             raise ConfigError(f"--align-k must be at least 1, got {k}")
@@ -90,9 +90,8 @@ class LexiconAlignment:
     no token (see ``mltk.ame.words``) are dropped, and their number logged.
     """
 
-    def __init__(self, encoder: nn.Module, lexicon: pa.Table, weight: float = 1.0, k: int = AME_K,
-                 batch: int = ALIGN_BATCH, seed: int = 0, config: AlignmentConfig | None = None,
-                 captions: Path | None = None):
+    def __init__(self, encoder: nn.Module, lexicon: pa.Table, weight: float, k: int, batch: int = ALIGN_BATCH,
+                 seed: int = 0, config: AlignmentConfig | None = None, captions: Path | None = None):
         src_lang, tgt_lang = lexicon_languages(lexicon)
         if tgt_lang != NATIVE_LANG:
             raise ConfigError(f"the alignment pulls words towards the frozen English table: the lexicon must "
@@ -197,11 +196,13 @@ class AlignedTask:
 @dataclass(frozen=True)
 class AlignmentConfig:
     """``--lexicon L --align-form F --align-every T --align-lr R --align-weight W --align-k K`` of a training
-    stage (no lexicon: no alignment)."""
+    stage (no lexicon: no alignment). ``weight`` and ``k`` come from the stage's recipe (its ``alignment``
+    section: AME's k) unless given."""
 
     lexicon: Path | None = None
-    weight: float = field(default=1.0, metadata={"help": "--align-form table: weight of the RCSLS term"})
-    k: int = AME_K
+    weight: float = field(default=FROM_RECIPE, metadata={"help": "--align-form table: weight of the RCSLS term.",
+                                                         "min": 0.0})
+    k: int = field(default=FROM_RECIPE, metadata={"help": "RCSLS's k nearest neighbours.", "min": 1})
     batch: int = ALIGN_BATCH
     form: str = field(default="map", metadata={
         "help": "map (AME: a linear map learnt by RCSLS apart from the table) or table (RCSLS into the table)"})

@@ -48,6 +48,7 @@ COMMAND_MODULES = {
     "inspect": "mltk.cli.inspect",
     "prune": "mltk.cli.prune",
     "export": "mltk.cli.export",
+    "recipes": "mltk.cli.recipes",
 }
 
 

@@ -23,8 +23,6 @@ from collections.abc import Callable
 
 import typer
 
-from mltk.cli.options import (CacheDirOpt, DeviceOpt, JsonOpt, LogEveryOpt, PrecisionOpt, SeedOpt, TensorboardOpt,
-                              as_default)
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 
@@ -63,6 +61,7 @@ VOCABULARY = {
     "--json": "print one JSON object instead of the bare path",
     "--log-every": "steps between log lines and steps.csv rows",
     "--tensorboard": "TensorBoard event file directory",
+    "--set": "one recipe key's value, KEY=VALUE, on a training command (repeatable)",
 }
 
 # Spellings that name an idea of VOCABULARY differently; no visible option may use them.
@@ -73,12 +72,6 @@ NON_CANONICAL = {
     "--caption": "--captions", "--text-emb": "--texts", "--batch": "--batch-size",
 }
 
-# The shared options in the older default style (``device: str = DeviceOption``), derived from the aliases of
-# mltk.cli.options, for command modules written before them; new commands use the aliases.
-DeviceOption, PrecisionOption = as_default(DeviceOpt, "auto"), as_default(PrecisionOpt, "auto")
-JsonOption, SeedOption = as_default(JsonOpt, False), as_default(SeedOpt, 0)
-LogEveryOption, TensorboardOption = as_default(LogEveryOpt, None), as_default(TensorboardOpt, None)
-CacheDirOption = as_default(CacheDirOpt, None)
 LIST_METAVAR = "A[,B...]"
 
 

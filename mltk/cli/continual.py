@@ -11,9 +11,10 @@ from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOpt
                                      AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
 from mltk.cli.common import (LIST_METAVAR, either, emit, examples, hidden_alias, lang_option, out_option, require,
                               route_input, split_list)
-from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, ImagesOpt, JsonOpt,
-                              LogEveryOpt, LrOpt, ModelOpt, MseFormOpt, PrecisionOpt, PretrainedOpt, RecipeOpt,
-                              SeedOpt, TensorboardOpt, ValImagesOpt, WarmupOpt, WeightDecayOpt, given)
+from mltk.cli.config_options import GivenSettings, config_values, training_options
+from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, ImagesOpt, JsonOpt, LogEveryOpt,
+                              ModelOpt, MseFormOpt, PrecisionOpt, PretrainedOpt, RecipeOpt, TensorboardOpt,
+                              ValImagesOpt)
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
@@ -55,7 +56,7 @@ TeirPartOpt = Annotated[List[str], typer.Option(
     "three.")]
 TokenSetsOpt = Annotated[Optional[str], typer.Option(
     "--token-sets", help="TEIR's token sets: occurrence (tokens in the task's text, the authors' code) or "
-    "vocabulary (tokens of the task's new vocabulary, the paper's wording); default: the recipe's (occurrence).")]
+    "vocabulary (tokens of the task's new vocabulary, the paper's wording).")]
 JointOpt = Annotated[bool, typer.Option(
     "--joint", help="The upper bound: train every language at once (one task, the oracle vocabulary).")]
 OracleVocabOpt = Annotated[bool, typer.Option(
@@ -65,24 +66,27 @@ VocabDirOpt = Annotated[Optional[Path], typer.Option(
     "--vocab-dir", help="Prebuilt vocab artifacts, one per task at DIR/<lang> (mltk build-vocab, each with the "
     "previous task's as --parent); built on the fly when left out.")]
 VocabSizeOpt = Annotated[Optional[int], typer.Option(
-    "--vocab-size", help="Tokens of each task's new vocabulary V̂ (default: the recipe's).")]
+    "--vocab-size", help="Tokens of each task's new vocabulary V̂.")]
 ProtectLangOpt = Annotated[Optional[str], typer.Option(
     "--protect-lang", help="When building vocabularies, keep this language's parent ids (e.g. en).")]
 EpochsOpt = Annotated[Optional[int], typer.Option(
     "--epochs", help="Epochs per task (an epoch = one pass over its captions, or over its images with --epoch-unit "
-    "images); default: the recipe's (3).")]
+    "images).")]
 EpochUnitOpt = Annotated[Optional[str], typer.Option(
     "--epoch-unit", help="captions (the authors': every caption once per epoch) or images (every image once, one of "
-    "its captions drawn); default: the recipe's.")]
-TaskStepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Updates per task (overrides --epochs).")]
+    "its captions drawn).")]
+TaskStepsOpt = Annotated[Optional[int], typer.Option("--steps", min=1, help="Updates per task (overrides "
+                                                     "--epochs).")]
+TaskEvalEveryOpt = Annotated[Optional[int], typer.Option(
+    "--eval-every", min=0, help="Validate every N steps of a task (default: every epoch); the best validation state "
+    "is kept.")]
 MethodLrOpt = Annotated[Optional[float], typer.Option(
-    "--method-lr", help="Learning rate of the method's own tensors (adapters, LoRA, prompts); default: --lr, as the "
-    "paper trains everything at 5e-5.")]
+    "--method-lr", help="Learning rate of the method's own tensors (adapters, LoRA, prompts); none: --lr, as the "
+    "paper trains everything at one rate.")]
 Gamma1Opt = Annotated[Optional[float], typer.Option(
-    "--gamma1", help="Weight of the image-text InfoNCE term (default: the recipe's, 0.01; 0 and off in a text-only "
-    "run, which has no images).")]
+    "--gamma1", help="Weight of the image-text InfoNCE term (0 and off in a text-only run, which has no images).")]
 Gamma2Opt = Annotated[Optional[float], typer.Option(
-    "--gamma2", help="Weight of the MSE to the English teacher (default: the recipe's, 1).")]
+    "--gamma2", help="Weight of the MSE to the English teacher.")]
 ContinualMetricOpt = Annotated[Optional[str], typer.Option(
     "--continual-metric", help="a_{j,i} of the continual matrix: AR or <i2t|t2i>.R@<1|5|10> (default t2i.R@1); "
     "text only, caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10> (default x2en.R@1).")]
@@ -104,6 +108,7 @@ KeepTaskCheckpointsOpt = Annotated[bool, typer.Option(
     "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact.")]
 
 
+@training_options("train-continual", "mltk.train.continual:ContinualTrainConfig")
 def train_continual_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None,
     out: Path = out_option("Directory of the checkpoint artifact to write."), model: ModelOpt = None,
@@ -114,21 +119,23 @@ def train_continual_command(
     vocab_size: VocabSizeOpt = None, protect_lang: ProtectLangOpt = None,
     wordpiece_growth: WordpieceGrowthOpt = "keep", recipe: RecipeOpt = None,
     epochs: EpochsOpt = None, epoch_unit: EpochUnitOpt = None, steps: TaskStepsOpt = None,
-    eval_every: EvalEveryOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None, method_lr: MethodLrOpt = None,
-    warmup: WarmupOpt = None, weight_decay: WeightDecayOpt = None, gamma1: Gamma1Opt = None,
-    gamma2: Gamma2Opt = None, mse_form: MseFormOpt = None, temperature_form: TemperatureFormOpt = None,
-    temperature_range: TemperatureRangeOpt = None, continual_metric: ContinualMetricOpt = None,
+    eval_every: TaskEvalEveryOpt = None, batch_size: BatchOpt = None, method_lr: MethodLrOpt = None,
+    gamma1: Gamma1Opt = None, gamma2: Gamma2Opt = None, mse_form: MseFormOpt = None,
+    temperature_form: TemperatureFormOpt = None, temperature_range: TemperatureRangeOpt = None,
+    continual_metric: ContinualMetricOpt = None,
     metric_alias: Optional[str] = hidden_alias("--metric"), method_option: MethodOptionOpt = [],
-    keep_task_checkpoints: KeepTaskCheckpointsOpt = False, val_images: ValImagesOpt = 1000,
-    lexicon: Optional[Path] = LexiconOption, align_weight: float = AlignWeightOption, align_k: int = AlignKOption,
-    align_form: Optional[str] = AlignFormOption,
-    align_every: Optional[int] = AlignEveryOption, align_lr: Optional[float] = AlignLrOption,
-    align_orthogonal: Optional[bool] = AlignOrthogonalOption,
-    cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", seed: SeedOpt = 0,
+    keep_task_checkpoints: KeepTaskCheckpointsOpt = False, val_images: ValImagesOpt = None,
+    lexicon: Optional[Path] = LexiconOption, align_weight: Optional[float] = AlignWeightOption,
+    align_k: Optional[int] = AlignKOption,
+    align_form: Optional[str] = AlignFormOption, align_every: Optional[int] = AlignEveryOption,
+    align_lr: Optional[float] = AlignLrOption, align_orthogonal: Optional[bool] = AlignOrthogonalOption,
+    cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
+    settings: GivenSettings = None,
 ) -> None:
     """Learn languages one after another with CLL-CLIP: each task grows CLIP's vocabulary and trains the token
-    table of the frozen text tower (0.01 x InfoNCE + MSE to the English teacher). After each task every language
+    table of the frozen text tower (gamma1 x InfoNCE + gamma2 x MSE to the English teacher). After each task every
+    language
     so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume. On a text-only tower (no images) the tower's WordPiece vocabulary grows, the loss is the MSE
     term alone and each language is scored by caption-to-caption retrieval against the frozen tower's English.
@@ -146,18 +153,18 @@ def train_continual_command(
         images=routed["image-embeddings"], captions=require(routed, "captions", "--captions"), out=out, model=model,
         pretrained=pretrained, method=method, joint=joint, oracle_vocab=oracle_vocab, vocab_dir=vocab_dir,
         languages=split_list(lang) if order is None else ordered_subset(order, split_list(lang)),
-        protect_lang=protect_lang, wordpiece_growth=wordpiece_growth, steps=steps, eval_every=eval_every,
-        val_images=val_images,
+        protect_lang=protect_lang, wordpiece_growth=wordpiece_growth,
         metric=either(continual_metric, metric_alias, "--continual-metric", "--metric"),
         options=method_options(method, method_option), keep_task_checkpoints=keep_task_checkpoints, device=device,
         precision=precision, cache_dir=cache_dir, recipe=recipe,
         alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
-                                    align_orthogonal),
-        loop=given(lr=lr, warmup_fraction=warmup, weight_decay=weight_decay, seed=seed),
-        **teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part)),
-        **given(token_sets=token_sets, vocab_size=vocab_size, epochs=epochs, epoch_unit=epoch_unit,
-                batch_size=batch_size, method_lr=method_lr, gamma1=gamma1, gamma2=gamma2, mse_form=mse_form,
-                temperature_form=temperature_form, temperature_range=temperature_range_option(temperature_range)))
+                                   align_orthogonal),
+        loop=settings.loop, **teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part)),
+        **config_values(settings, token_sets=token_sets, vocab_size=vocab_size, epochs=epochs, epoch_unit=epoch_unit,
+                        batch_size=batch_size, method_lr=method_lr, gamma1=gamma1, gamma2=gamma2, mse_form=mse_form,
+                        steps=steps, eval_every=eval_every, val_images=val_images,
+                        temperature_form=temperature_form,
+                        temperature_range=temperature_range_option(temperature_range)))
     with step_logging(log_every, tensorboard):
         path = train_continual(config)
     report.print_metrics({"continual": read_summary(path)})  # the matrix, AR and F on stderr

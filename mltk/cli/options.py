@@ -3,20 +3,20 @@
 ``mltk.cli.common.VOCABULARY``; ``tests/test_cli_vocabulary.py`` walks these aliases.
 
 The hyper-parameter options of the training commands default to None, "from the recipe" (``--recipe``, default
-the stage's own, ``mltk.recipes``); ``given`` keeps the ones the user gave, for ``mltk.recipes.loop_from_options``
-and the stage's config.
+the stage's own, ``mltk.recipes``); the loop's options and ``--set`` are generated from ``LoopConfig``'s fields
+(``mltk.cli.config_options``), which also appends the recipe's value to the help of these aliases.
 
 Imported by ``mltk --help``: no torch, numpy or pyarrow here.
 """
 
 from __future__ import annotations
 
-import copy
-import typing
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
+
+from mltk.train.loop_config import LOG_EVERY
 
 # --- inputs -----------------------------------------------------------------------------------------------------
 ModelOpt = Annotated[Optional[str], typer.Option(
@@ -47,30 +47,16 @@ CacheDirOpt = Annotated[Optional[Path], typer.Option(
 
 # --- the recipe and the hyper-parameters it holds -------------------------------------------------------------
 RecipeOpt = Annotated[Optional[str], typer.Option(
-    "--recipe", help="The hyper-parameters every option below leaves out: a recipe shipped with mltk (mla-nlt, "
-    "mla-le, mla-nlt-le, cll-clip, teir-minilm, ccrk, mlmme, real-text-minilm, clip-pretrain) or a JSON file of "
-    "the same form (mltk/recipes/*.json). Default: the command's own (on a transformers / sentence-transformers "
+    "--recipe", help="The hyper-parameters every option below leaves out: a recipe shipped with mltk (mltk recipes "
+    "list; mltk recipes show NAME for its values) or a JSON file of the same form (mltk recipes cp NAME FILE). Default: the command's own (on a transformers / sentence-transformers "
     "tower: real-text-minilm for train-nlt, teir-minilm for train-continual). The values used are recorded in "
     "the manifest.")]
-StepsOpt = Annotated[Optional[int], typer.Option("--steps", min=1, help="Optimizer steps (default: the recipe's).")]
-BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", min=2, help="Examples per step (default: the "
-                                                 "recipe's).")]
-LrOpt = Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate, after a linear warm-up "
-                                                "(default: the recipe's).")]
-WeightDecayOpt = Annotated[Optional[float], typer.Option(
-    "--weight-decay", help="Decoupled (AdamW) weight decay on weight matrices (default: the recipe's).")]
-GradClipOpt = Annotated[Optional[float], typer.Option(
-    "--grad-clip", help="Gradient norm clip, per tensor or global as the recipe says (0: off; default: the "
-    "recipe's).")]
-WarmupOpt = Annotated[Optional[float], typer.Option(
-    "--warmup", help="Fraction of the steps of linear warm-up (default: the recipe's).")]
-EvalEveryOpt = Annotated[Optional[int], typer.Option(
-    "--eval-every", help="Validate every N steps (default: at the end only; train-continual: every epoch); the "
-    "best validation state is kept.")]
+BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", min=2, help="Examples per step.")]
 MseFormOpt = Annotated[Optional[str], typer.Option(
     "--mse-form", help="The MSE to the English teacher: mean over elements (the authors' code) or sum (over D, "
-    "the written form); default: the recipe's (mean).")]
-ValImagesOpt = Annotated[int, typer.Option("--val-images", help="At most this many validation images.")]
+    "the written form).")]
+ValImagesOpt = Annotated[Optional[int], typer.Option("--val-images", min=1, help="At most this many validation "
+                                                     "images.")]
 
 # --- running and output ---------------------------------------------------------------------------------------
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives the same result on the "
@@ -80,20 +66,8 @@ PrecisionOpt = Annotated[str, typer.Option(
     "--precision", help="auto (bf16/fp16 autocast on CUDA, fp32 on CPU), fp32, bf16 or fp16.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the bare artifact path.")]
 LogEveryOpt = Annotated[Optional[int], typer.Option(
-    "--log-every", help="Steps between stderr log lines and steps.csv rows (default 10).")]
+    "--log-every", help=f"Steps between stderr log lines and steps.csv rows (default {LOG_EVERY}).")]
 TensorboardOpt = Annotated[Optional[Path], typer.Option(
     "--tensorboard", help="Also write TensorBoard event files under this directory (needs the tensorboard extra).")]
 
 ALIASES = {name: value for name, value in dict(globals()).items() if name.endswith("Opt")}
-
-
-def as_default(alias: Any, default: Any) -> Any:
-    """``alias`` in the older default style (``as_json: bool = as_default(JsonOpt, False)``), derived from it."""
-    info = copy.copy(typing.get_args(alias)[1])
-    info.param_decls, info.default = (info.default, *info.param_decls), default  # Annotated keeps the names apart
-    return info
-
-
-def given(**values: Any) -> dict[str, Any]:
-    """The options the user gave (not None): the rest come from the recipe."""
-    return {name: value for name, value in values.items() if value is not None}

@@ -8,20 +8,21 @@ from typing import Optional
 import typer
 
 from mltk.cli.common import emit, examples, out_option, resolve_input
-from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt,
-                              PrecisionOpt, RecipeOpt, SeedOpt, StepsOpt, TensorboardOpt, WeightDecayOpt, given)
+from mltk.cli.config_options import GivenSettings, config_values, training_options
+from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, JsonOpt, LogEveryOpt, ModelOpt, PrecisionOpt,
+                              RecipeOpt, TensorboardOpt)
 
 EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 500")
 
 
+@training_options("pretrain", "mltk.train.pretrain:PretrainConfig")
 def pretrain_command(
     images: Optional[str] = typer.Argument(None, help="Images artifact (e.g. WORLD/images, what synth-data "
                                            "prints), or - for stdin."),
     captions: CaptionsOpt = None, out: Path = out_option("Checkpoint artifact to write."),
-    model: ModelOpt = "mltk-tiny", recipe: RecipeOpt = None, steps: StepsOpt = None, batch_size: BatchOpt = None,
-    lr: LrOpt = None, weight_decay: WeightDecayOpt = None, eval_every: EvalEveryOpt = None, seed: SeedOpt = 0,
+    model: ModelOpt = "mltk-tiny", recipe: RecipeOpt = None, batch_size: BatchOpt = None,
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
-    tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
+    tensorboard: TensorboardOpt = None, as_json: JsonOpt = False, settings: GivenSettings = None,
 ) -> None:
     """Train a CLIP from scratch (--model: an open_clip architecture) on English captions with the standard CLIP
     loss (resumable: rerun to continue). Hyper-parameters: recipe clip-pretrain (10% warm-up, then cosine).
@@ -34,8 +35,7 @@ def pretrain_command(
     images_path = resolve_input(images, what="images")
     config = PretrainConfig(images=images_path, captions=captions or paired_captions(images_path), out=out,
                             model=model, device=device, precision=precision, recipe=recipe,
-                            loop=given(steps=steps, lr=lr, weight_decay=weight_decay, eval_every=eval_every,
-                                       seed=seed), **given(batch_size=batch_size))
+                            loop=settings.loop, **config_values(settings, batch_size=batch_size))
     with step_logging(log_every, tensorboard):
         emit(pretrain(config), as_json)
 

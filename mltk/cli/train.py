@@ -12,10 +12,10 @@ import typer
 from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
                                      AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
-from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, EvalEveryOpt, GradClipOpt, ImagesOpt,
-                              InitEmbeddingsOpt, InitOpt, JsonOpt, LogEveryOpt, LrOpt, ModelOpt, MseFormOpt,
-                              PrecisionOpt, PretrainedOpt, RecipeOpt, SeedOpt, StepsOpt, TensorboardOpt,
-                              TokenizerOpt, WeightDecayOpt, given)
+from mltk.cli.config_options import GivenSettings, config_values, training_options
+from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, ImagesOpt, InitEmbeddingsOpt, InitOpt,
+                              JsonOpt, LogEveryOpt, ModelOpt, MseFormOpt, PrecisionOpt, PretrainedOpt, RecipeOpt,
+                              TensorboardOpt, TokenizerOpt)
 from mltk.core.errors import ConfigError
 
 LangOpt = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")
@@ -29,8 +29,9 @@ AcquirerOpt = Annotated[Optional[str], typer.Option(
     "--acquirer", help="Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or "
     "none (the non-native embedding alone): MLA's ablations. An --init checkpoint keeps its own.")]
 TemperatureOpt = Annotated[Optional[str], typer.Option(
-    "--temperature", help="Fixed InfoNCE temperature of LE (the recipe's: 0.01, OpenAI ViT-B/32's own), or "
-    "'clip': the frozen base CLIP's own learned one.")]
+    "--temperature", help="Fixed InfoNCE temperature of LE (the paper's is OpenAI ViT-B/32's own), or 'clip': "
+    "the frozen base CLIP's own learned one.")]
+CONFIG = "mltk.train.mla:MlaConfig"
 NLT_EXAMPLE = examples(
     "mltk train-nlt world/captions -m runs/native --tokenizer vocab/zh \\",
     "    --lang de,zh --steps 200 -o runs/nlt",
@@ -49,6 +50,7 @@ LE_EXAMPLE = examples(
     "      --recipe mla-le --steps 200 -o runs/le")
 
 
+@training_options("train-nlt", CONFIG)
 def train_nlt_command(
     source: Optional[str] = typer.Argument(
         None, metavar="[CAPTIONS]", help="Captions artifact with translation pairs (shared caption_id between "
@@ -62,81 +64,76 @@ def train_nlt_command(
                               "student replaces the English text encoder too (M-CLIP, MLA's MKD baseline), English "
                               "captions distilled to the frozen tower's embedding of themselves."),
     embedding_lr: Optional[float] = typer.Option(
-        None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (default: the "
-        "recipe's; none there: --lr)."),
+        None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (none: --lr)."),
     init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt, recipe: RecipeOpt = None,
-    steps: StepsOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None, weight_decay: WeightDecayOpt = None,
-    grad_clip: GradClipOpt = None, train_embedding: TrainEmbeddingOpt = None, eval_every: EvalEveryOpt = None,
-    acquirer: AcquirerOpt = None, mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption,
-    align_weight: float = AlignWeightOption, align_k: int = AlignKOption,
-    align_form: Optional[str] = AlignFormOption,
-    align_every: Optional[int] = AlignEveryOption, align_lr: Optional[float] = AlignLrOption,
-    align_orthogonal: Optional[bool] = AlignOrthogonalOption, cache_dir: CacheDirOpt = None,
-    seed: SeedOpt = 0, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
-    tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
+    batch_size: BatchOpt = None, train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None,
+    mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption,
+    align_weight: Optional[float] = AlignWeightOption, align_k: Optional[int] = AlignKOption,
+    align_form: Optional[str] = AlignFormOption, align_every: Optional[int] = AlignEveryOption,
+    align_lr: Optional[float] = AlignLrOption, align_orthogonal: Optional[bool] = AlignOrthogonalOption,
+    cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
+    log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
+    settings: GivenSettings = None,
 ) -> None:
     """MLA Native Language Transfer: MSE from each language to the frozen English text embedding (of a CLIP, or of a
     text-only tower such as all-MiniLM-L6-v2); --train full trains a whole student tower instead (the baseline).
 
     Rerun the same command after an interruption to resume exactly where it stopped."""
-    _train("train-nlt", source, captions, images, out, recipe, (steps, lr, weight_decay, grad_clip, eval_every, seed),
-           (log_every, tensorboard, as_json), init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-           train=train, init_embeddings=init_embeddings, languages=split_list(lang), train_embedding=train_embedding,
+    _train("train-nlt", source, captions, images, out, settings, (log_every, tensorboard, as_json), recipe=recipe,
+           init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, train=train,
+           init_embeddings=init_embeddings, languages=split_list(lang), train_embedding=train_embedding,
            cache_dir=cache_dir, device=device, precision=precision,
            alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
-                                    align_orthogonal),
-           **given(embedding_lr=embedding_lr, batch_size=batch_size, acquirer=acquirer, mse_form=mse_form))
+                                      align_orthogonal),
+           **config_values(settings, embedding_lr=embedding_lr, batch_size=batch_size, acquirer=acquirer,
+                           mse_form=mse_form))
 
 
+@training_options("train-le", CONFIG)
 def train_le_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, init: InitOpt = None,
     out: Path = OutOpt, model: ModelOpt = None, pretrained: PretrainedOpt = None,
-    tokenizer: TokenizerOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, steps: StepsOpt = None,
-    batch_size: BatchOpt = None, lr: LrOpt = None, weight_decay: WeightDecayOpt = None,
-    grad_clip: GradClipOpt = None, temperature: TemperatureOpt = None, train_embedding: TrainEmbeddingOpt = None,
-    eval_every: EvalEveryOpt = None, acquirer: AcquirerOpt = None, seed: SeedOpt = 0, device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,
-    as_json: JsonOpt = False,
+    tokenizer: TokenizerOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, batch_size: BatchOpt = None,
+    temperature: TemperatureOpt = None, train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None,
+    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
+    tensorboard: TensorboardOpt = None, as_json: JsonOpt = False, settings: GivenSettings = None,
 ) -> None:
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions,
     from the NLT checkpoint (--init), or fresh acquirers on --model with --tokenizer (the paper's LE-only
-    ablation). Recipe mla-le: the paper's lr 3e-6, temperature 0.01."""
-    _train("train-le", source, captions, images, out, recipe, (steps, lr, weight_decay, grad_clip, eval_every, seed),
-           (log_every, tensorboard, as_json), init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-           languages=split_list(lang), train_embedding=train_embedding, device=device, precision=precision,
-           **given(batch_size=batch_size, acquirer=acquirer), **temperature_option(temperature))
+    ablation). Recipe mla-le: the paper's learning rate and temperature."""
+    _train("train-le", source, captions, images, out, settings, (log_every, tensorboard, as_json), recipe=recipe,
+           init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, languages=split_list(lang),
+           train_embedding=train_embedding, device=device, precision=precision,
+           **config_values(settings, temperature_option(temperature), batch_size=batch_size, acquirer=acquirer))
 
 
+@training_options("train-nlt-le", CONFIG)
 def train_nlt_le_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt,
     init: InitOpt = None, model: ModelOpt = None, pretrained: PretrainedOpt = None,
     tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt,
-    recipe: RecipeOpt = None, steps: StepsOpt = None, batch_size: BatchOpt = None, lr: LrOpt = None,
-    weight_decay: WeightDecayOpt = None, grad_clip: GradClipOpt = None, temperature: TemperatureOpt = None,
-    nlt_weight: Optional[float] = typer.Option(None, "--nlt-weight", help="Weight of the NLT (MSE) term "
-                                               "(default: the recipe's, 1)."),
-    le_weight: Optional[float] = typer.Option(None, "--le-weight", help="Weight of the LE (InfoNCE) term "
-                                              "(default: the recipe's, 1)."),
-    train_embedding: TrainEmbeddingOpt = None, eval_every: EvalEveryOpt = None, acquirer: AcquirerOpt = None,
-    mse_form: MseFormOpt = None, cache_dir: CacheDirOpt = None, seed: SeedOpt = 0, device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,
-    as_json: JsonOpt = False,
+    recipe: RecipeOpt = None, batch_size: BatchOpt = None, temperature: TemperatureOpt = None,
+    nlt_weight: Optional[float] = typer.Option(None, "--nlt-weight", help="Weight of the NLT (MSE) term."),
+    le_weight: Optional[float] = typer.Option(None, "--le-weight", help="Weight of the LE (InfoNCE) term."),
+    train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None, mse_form: MseFormOpt = None,
+    cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
+    log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
+    settings: GivenSettings = None,
 ) -> None:
     """MLA's NLT and LE in one stage (the paper's ablation of its two-stage recipe): each step adds the NLT MSE of a
     translation batch and the LE InfoNCE of an image batch."""
-    _train("train-nlt-le", source, captions, images, out, recipe,
-           (steps, lr, weight_decay, grad_clip, eval_every, seed), (log_every, tensorboard, as_json), init=init,
-           model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
-           languages=split_list(lang), train_embedding=train_embedding, cache_dir=cache_dir, device=device,
-           precision=precision, **temperature_option(temperature),
-           **given(batch_size=batch_size, acquirer=acquirer, mse_form=mse_form, nlt_weight=nlt_weight,
-                   le_weight=le_weight))
+    _train("train-nlt-le", source, captions, images, out, settings, (log_every, tensorboard, as_json),
+           recipe=recipe, init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
+           init_embeddings=init_embeddings, languages=split_list(lang), train_embedding=train_embedding,
+           cache_dir=cache_dir, device=device, precision=precision,
+           **config_values(settings, temperature_option(temperature), batch_size=batch_size, acquirer=acquirer,
+                           mse_form=mse_form, nlt_weight=nlt_weight, le_weight=le_weight))
 
 
 def _train(stage: str, source: str | None, captions: Path | None, images: Path | None, out: Path,
-           recipe: str | None, loop: tuple, output: tuple, **fields) -> None:
-    """Route the inputs, build the ``MlaConfig`` (``loop``: steps, lr, weight_decay, grad_clip, eval_every, seed;
-    None: the recipe's) and run ``stage``; ``output``: log_every, tensorboard, as_json."""
+           settings: GivenSettings, output: tuple, **fields) -> None:
+    """Route the inputs, build the ``MlaConfig`` (the loop values given in ``settings``, the rest the recipe's)
+    and run ``stage``; ``output``: log_every, tensorboard, as_json."""
     from mltk.train import mla
     from mltk.train.step_log import step_logging
 
@@ -145,10 +142,8 @@ def _train(stage: str, source: str | None, captions: Path | None, images: Path |
                          default="captions" if stage == "train-nlt" else "image-embeddings",
                          options={"captions": "--captions", "image-embeddings": "--images"})
     images = routed["image-embeddings"] if stage == "train-nlt" else require(routed, "image-embeddings", "--images")
-    steps, lr, weight_decay, grad_clip, eval_every, seed = loop
     config = mla.MlaConfig(captions=require(routed, "captions", "--captions"), out=out, images=images,
-                           recipe=recipe, loop=given(steps=steps, lr=lr, weight_decay=weight_decay,
-                                                     grad_clip=grad_clip, eval_every=eval_every, seed=seed), **fields)
+                           loop=settings.loop, **fields)
     log_every, tensorboard, as_json = output
     run = {"train-nlt": mla.train_nlt, "train-le": mla.train_le, "train-nlt-le": mla.train_nlt_le}[stage]
     with step_logging(log_every, tensorboard):

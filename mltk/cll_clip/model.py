@@ -42,7 +42,6 @@ from mltk.vocab import load_tokenizer
 
 CHECKPOINT_FORMAT = "cll"
 VOCAB_SUBDIR = "vocab"
-INIT_TEMPERATURE = 0.07
 
 
 def check_growable(base: TextBase | None, model: str) -> None:
@@ -105,7 +104,7 @@ class ContinualTextEncoder(nn.Module):
     native_lang = "en"
 
     def __init__(self, base: TextBase | ClipBundle, tokenizer, method: ContinualMethod,
-                 table: torch.Tensor | None = None, init_temperature: float = INIT_TEMPERATURE,
+                 table: torch.Tensor | None = None, *, init_temperature: float,
                  temperature: LogitScale | Temperature | None = None):
         super().__init__()
         if isinstance(base, ClipBundle):  # checked before its tower is built: an HF-tower CLIP has no open_clip one
@@ -267,7 +266,9 @@ def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu")
     method = make_method(spec["name"], legacy_options(spec["name"], spec.get("options", {}), width, path),
                          base.tower)
     method.build(spec.get("structure", {}))
-    encoder = ContinualTextEncoder(base, tokenizer, method, table=tensors["table"])
+    # the temperature the checkpoint holds (load_state_tensors then copies its exact tensor)
+    saved_temperature = float(1.0 / tensors["logit_scale"].exp())
+    encoder = ContinualTextEncoder(base, tokenizer, method, table=tensors["table"], init_temperature=saved_temperature)
     encoder.load_state_tensors(tensors)
     encoder.trained_languages = list(config.get("languages", []))
     return encoder.to(device)

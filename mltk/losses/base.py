@@ -41,7 +41,7 @@ class LogitScale(nn.Module):
     (CCR_k's code: [0.001, 0.5], i.e. s in [2, 1000]).
     """
 
-    def __init__(self, init_temperature: float = 0.07, learnable: bool = True, max_scale: float = MAX_LOGIT_SCALE,
+    def __init__(self, init_temperature: float, learnable: bool = True, max_scale: float = MAX_LOGIT_SCALE,
                  temperature_range: tuple[float, float] | None = None):
         super().__init__()
         if not init_temperature > 0:

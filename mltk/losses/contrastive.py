@@ -82,7 +82,7 @@ class OneToKLoss(nn.Module):
     image->text mean. One [B, B*K] logits matrix serves both directions: memory and time are linear in K.
     """
 
-    def __init__(self, init_temperature: float = 0.07, learnable: bool = True, weighting: str = "paper",
+    def __init__(self, init_temperature: float, learnable: bool = True, weighting: str = "paper",
                  temperature_range: tuple[float, float] | None = None):
         super().__init__()
         _check_weighting(weighting)
@@ -148,7 +148,7 @@ class OneToOneLoss(nn.Module):
     ``LossOutput(loss, {"one_to_one": loss, "logit_scale": s})``.
     """
 
-    def __init__(self, init_temperature: float = 0.07, learnable: bool = True,
+    def __init__(self, init_temperature: float, learnable: bool = True,
                  temperature_range: tuple[float, float] | None = None):
         super().__init__()
         self.logit_scale = LogitScale(init_temperature, learnable, temperature_range=temperature_range)

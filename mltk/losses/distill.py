@@ -71,7 +71,7 @@ class CLLCLIPLoss(nn.Module):
     ``LossOutput(loss, {"infonce": InfoNCE, "mse": MSE})`` (terms unweighted; ``{"mse"}`` alone without images).
     """
 
-    def __init__(self, gamma1: float = 0.01, gamma2: float = 1.0, form: str = "mean"):
+    def __init__(self, gamma1: float, gamma2: float, form: str = "mean"):
         super().__init__()
         _check_form(form)
         self.gamma1, self.gamma2, self.form = gamma1, gamma2, form

@@ -128,12 +128,13 @@ class MLMMELoss(nn.Module):
     left out); for K = 2 this is the paper's pair. ``form="english-pivot"`` is mltk's earlier reading for K > 2:
     English (``english_index``) pivots each other language k, ``S_I(k) = H(image, en) + H(image, k)``,
     ``S_S(k) = H(en, k)``, and S_I, S_S are their means over k. beta = 1 is the image-sentence term alone, beta = 0
-    the sentence-sentence term alone. ``H = pairwise_ranking_hinge`` (margin 0.2). The loss is 0 (with a graph)
-    when no term has two images. forward(image [B, D], text [B, K, D] (L2-normalised), text_mask [B, K] bool or
-    None) -> ``LossOutput(loss, {"mlmme_image_sentence": S_I, "mlmme_sentence_sentence": S_S})`` (before beta).
+    the sentence-sentence term alone. ``H = pairwise_ranking_hinge`` (``margin`` None: AME's cosine margin). The
+    loss is 0 (with a graph) when no term has two images. forward(image [B, D], text [B, K, D] (L2-normalised),
+    text_mask [B, K] bool or None) -> ``LossOutput(loss, {"mlmme_image_sentence": S_I,
+    "mlmme_sentence_sentence": S_S})`` (before beta).
     """
 
-    def __init__(self, margin: float = 0.2, beta: float = 0.5, english_index: int | None = 0,
+    def __init__(self, margin: float | None, beta: float, english_index: int | None = 0,
                  max_violation: bool = False, form: str = "paper"):
         super().__init__()
         if not 0.0 <= beta <= 1.0:
@@ -142,7 +143,8 @@ class MLMMELoss(nn.Module):
             raise ConfigError(f"--mlmme-form must be one of {', '.join(MLMME_FORMS)}, got {form!r}")
         if form == "english-pivot" and english_index is None:
             raise ConfigError("--mlmme-form english-pivot pivots on English: include en in --lang")
-        self.margin, self.beta, self.english_index, self.max_violation = margin, beta, english_index, max_violation
+        self.margin = AME_MARGINS["cosine"] if margin is None else margin  # None: AME's margin (cosine similarity)
+        self.beta, self.english_index, self.max_violation = beta, english_index, max_violation
         self.form = form
 
     def hinge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
-"""Recipes: the published hyper-parameters of each training stage, as data (open_clip's ``model_configs`` is the
-model). One JSON file per recipe in this folder, loaded by ``load_recipe``; it is the only place a default
-hyper-parameter lives. A recipe file holds::
+"""Recipes: the published hyper-parameters of each training stage, as data (torchtune's recipe configs and
+open_clip's ``model_configs`` are the models). One JSON file per recipe in this folder, loaded by ``load_recipe``;
+it is the only place a hyper-parameter's value lives: ``LoopConfig`` and the stage configs have no defaults for
+them, and ``--help`` reads its "default" from here. A recipe file holds::
 
     {"name": "mla-le", "stage": "train-le", "extends": "mla-nlt",   # extends: another recipe, updated key by key
      "description": "...", "source": "the paper / code the values come from",
@@ -8,25 +9,28 @@ hyper-parameter lives. A recipe file holds::
               clip_mode...},
      "config": {...fields of the stage's config: batch_size, temperature, ...}}
 
-A stage's config (``MlaConfig``, ``CcrkConfig``, ``ContinualTrainConfig``, ``PretrainConfig``) leaves the fields
-a recipe sets at ``FROM_RECIPE`` and its ``loop`` at None (or a dict of the LoopConfig fields given, e.g. by the
-CLI); ``recipe_fields`` fills them from the recipe named by the config's ``recipe`` (a name here or a JSON file),
-else the stage's default: ``STAGE_RECIPES``, or ``HF_TOWER_RECIPES`` when the base model is a Hugging Face text
-tower. The resolved values (and the recipe's name) are what the manifest records.
+A recipe names every key its stage needs, or ``extends`` a packaged recipe that does; a key missing after the
+merge is refused naming the key and the file, and each value is checked against its field's type when a stage
+resolves it (``mltk.train.settings``). ``Recipe.sources`` says which file gave each value (``mltk recipes
+show``). A recipe file is known by its content, not by how its path was spelled (``Recipe.name``), so the same
+file given as ``./r.json`` or ``/abs/r.json`` makes the same settings.
 
-This module is imported by ``mltk --help``: no torch, numpy or pyarrow at import time.
+Resolving a stage config from its recipe (filling the fields left at ``FROM_RECIPE``) is the training layer's
+(``mltk.train.settings``); this package only reads recipes. Imported by ``mltk --help``: no torch, numpy or
+pyarrow at import time.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import difflib
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mltk.core.errors import ConfigError
-from mltk.core.rates import check_learning_rates
+from mltk.core.user_files import expect, read_user_json
 
 RECIPES_DIR = Path(__file__).resolve().parent
 # The recipe each training stage uses unless --recipe names another.
@@ -34,7 +38,9 @@ STAGE_RECIPES = {"train-nlt": "mla-nlt", "train-le": "mla-le", "train-nlt-le": "
                  "train-continual": "cll-clip", "train-ccrk": "ccrk", "pretrain": "clip-pretrain"}
 # ... and on a Hugging Face (transformers / sentence-transformers) text tower.
 HF_TOWER_RECIPES = {"train-nlt": "real-text-minilm", "train-continual": "teir-minilm"}
-RECIPE_KEYS = {"name", "stage", "extends", "description", "source", "loop", "config"}
+RECIPE_KEYS = {"name": str, "stage": str, "extends": str, "description": str, "source": str, "loop": dict,
+               "config": dict}
+MAX_RECIPE_DEPTH = 4  # the file, its loop / config sections, a list value, one more for a nested section
 
 
 class _FromRecipe:
@@ -49,17 +55,25 @@ FROM_RECIPE: Any = _FromRecipe()
 
 @dataclass(frozen=True)
 class Recipe:
-    name: str  # the packaged name, or the file's path for a recipe file
+    """A recipe with what it extends merged in. ``name``: the packaged name, or for a file its content identity
+    (``file sha256:...``, the same however the path is spelled); ``sources``: the file that gave each key."""
+
+    name: str
     stage: str
     description: str
     source: str
     loop: dict  # LoopConfig fields
     config: dict  # fields of the stage's config
     path: Path
+    sources: dict  # "loop.KEY" / "config.KEY" -> the file that set it
 
     def values(self) -> dict:
         """Every value, loop and config together (the keys are distinct)."""
         return {**self.loop, **self.config}
+
+    def source_of(self, section: str, key: str) -> Path:
+        """The file that gave ``section``'s ``key`` (this recipe's file, or one it extends)."""
+        return self.sources.get(f"{section}.{key}", self.path)
 
 
 def recipe_names() -> list[str]:
@@ -67,51 +81,67 @@ def recipe_names() -> list[str]:
     return sorted(path.stem for path in RECIPES_DIR.glob("*.json"))
 
 
+def recipe_path(name_or_path: str | Path) -> Path:
+    """The file of a packaged recipe name, or ``name_or_path`` itself as a file."""
+    text = str(name_or_path)
+    if text in recipe_names():
+        return RECIPES_DIR / f"{text}.json"
+    path = Path(text)
+    if path.suffix != ".json" and not path.exists():
+        close = difflib.get_close_matches(text, recipe_names(), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"no recipe {text!r}{hint}: give a JSON file or one of {', '.join(recipe_names())}")
+    return path
+
+
 def load_recipe(name_or_path: str | Path) -> Recipe:
     """The recipe called ``name_or_path`` (see ``recipe_names``) or held in that JSON file, with what it extends
     merged in. A missing, malformed or unknown recipe raises ConfigError naming the file."""
     text = str(name_or_path)
-    if text in recipe_names():
-        return _load(RECIPES_DIR / f"{text}.json", text, ())
-    path = Path(text)
-    if path.suffix != ".json" and not path.exists():
-        raise ConfigError(f"no recipe {text!r}: give a JSON file or one of {', '.join(recipe_names())}")
-    return _load(path, str(path), ())
+    packaged = text in recipe_names()
+    return _load(recipe_path(text), text if packaged else None, ())
 
 
-def _load(path: Path, name: str, seen: tuple[str, ...]) -> Recipe:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("no such recipe file", path) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"not a readable JSON recipe ({exc})", path) from None
-    problem = _shape_problem(data)
-    if problem:
-        raise ConfigError(f"not a recipe: {problem}", path)
+def _load(path: Path, name: str | None, seen: tuple[str, ...]) -> Recipe:
+    data = read_user_json(path, what="recipe", max_bytes=1024 * 1024, max_depth=MAX_RECIPE_DEPTH)
+    _check_shape(data, path)
     loop, config = dict(data.get("loop", {})), dict(data.get("config", {}))
+    sources = {f"{section}.{key}": path for section, part in (("loop", loop), ("config", config)) for key in part}
     parent = data.get("extends")
     if parent is not None:
         if parent in seen or parent not in recipe_names():
-            raise ConfigError(f"'extends' must name another packaged recipe ({', '.join(recipe_names())}), got "
-                              f"{parent!r}", path)
-        base = _load(RECIPES_DIR / f"{parent}.json", parent, (*seen, name))
+            raise ConfigError(f"recipe key 'extends' must name another packaged recipe ({', '.join(recipe_names())})"
+                              f", not {parent!r}", path)
+        base = _load(RECIPES_DIR / f"{parent}.json", parent, (*seen, name or str(path)))
         loop, config = {**base.loop, **loop}, {**base.config, **config}
-    return Recipe(name=name, stage=data["stage"], description=data.get("description", ""),
-                  source=data.get("source", ""), loop=loop, config=config, path=path)
+        sources = {**base.sources, **sources}
+    return Recipe(name=name or content_name(data), stage=data["stage"], description=data.get("description", ""),
+                  source=data.get("source", ""), loop=loop, config=config, path=path, sources=sources)
 
 
-def _shape_problem(data: Any) -> str | None:
+def content_name(data: dict) -> str:
+    """A recipe file's identity: the sha256 of its JSON content (key order and spacing aside), not its path."""
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return f"file sha256:{digest[:16]}"
+
+
+def _check_shape(data: Any, path: Path) -> None:
     if not isinstance(data, dict):
-        return "the file must hold a JSON object"
-    unknown = sorted(set(data) - RECIPE_KEYS)
-    if unknown:
-        return f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(RECIPE_KEYS))})"
+        raise ConfigError("a recipe file must hold a JSON object", path)
+    for key in data:
+        if key not in RECIPE_KEYS:
+            raise ConfigError(f"unknown recipe key {key!r}{did_you_mean(key, RECIPE_KEYS)} (known: "
+                              f"{', '.join(sorted(RECIPE_KEYS))})", path)
+        expect(data[key], RECIPE_KEYS[key], key, path, what="recipe")
     if data.get("stage") not in STAGE_RECIPES:
-        return f"'stage' must be one of {', '.join(STAGE_RECIPES)}, got {data.get('stage')!r}"
-    if not all(isinstance(data.get(part, {}), dict) for part in ("loop", "config")):
-        return "'loop' and 'config' must be JSON objects"
-    return None
+        raise ConfigError(f"recipe key 'stage' must be one of {', '.join(STAGE_RECIPES)}, not "
+                          f"{json.dumps(data.get('stage'))}", path)
+
+
+def did_you_mean(key: str, known) -> str:
+    """`` (did you mean X?)`` for the known key closest to a misspelt one, else nothing."""
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def stage_recipe(stage: str, name: str | Path | None = None, model: str | None = None) -> Recipe:
@@ -129,51 +159,7 @@ def stage_recipe(stage: str, name: str | Path | None = None, model: str | None =
     return recipe
 
 
-def loop_from_options(recipe: Recipe, **given: Any):
-    """The ``LoopConfig`` of ``recipe`` with the options given (None: the recipe's); ``grad_clip=0`` turns
-    clipping off."""
-    from mltk.train.loop import LoopConfig
-
-    known = {field.name for field in dataclasses.fields(LoopConfig)}
-    unknown = sorted(set(recipe.loop) - known)
-    if unknown:
-        raise ConfigError(f"unknown loop key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})",
-                          recipe.path)
-    values = {**recipe.loop, **{key: value for key, value in given.items() if value is not None}}
-    if values.get("grad_clip") == 0:
-        values["grad_clip"] = None
-    return LoopConfig(**values)
-
-
-def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
-    """The fields of ``config`` (a stage's config dataclass) that its recipe fills: every ``FROM_RECIPE`` field,
-    ``loop`` when it is None or a dict of given LoopConfig fields, and ``recipe`` (the recipe's name)."""
-    from mltk.train.loop import LoopConfig
-
-    recipe = stage_recipe(stage, config.recipe, getattr(config, "model", None))
-    names = {field.name for field in dataclasses.fields(config)}
-    unknown = sorted(set(recipe.config) - names)
-    if unknown:
-        raise ConfigError(f"unknown {stage} key(s) {', '.join(unknown)}", recipe.path)
-    filled: dict[str, Any] = {"recipe": recipe.name}
-    for name in names:
-        if getattr(config, name) is FROM_RECIPE:
-            if name not in recipe.config:
-                raise ConfigError(f"the recipe sets no {name!r} (a {stage} recipe must)", recipe.path)
-            value = recipe.config[name]
-            filled[name] = tuple(value) if isinstance(value, list) else value
-    if not isinstance(config.loop, LoopConfig):
-        filled["loop"] = loop_from_options(recipe, **(config.loop or {}))
-    check_learning_rates({**{name: getattr(config, name) for name in names}, **filled})  # every rate, one rule
-    return filled
-
-
-def with_recipe(config: Any, stage: str) -> Any:
-    """``config`` with its recipe's values filled in (``recipe_fields``)."""
-    return dataclasses.replace(config, **recipe_fields(config, stage))
-
-
-def fill_from_recipe(config: Any, stage: str) -> None:
-    """``recipe_fields`` set on a frozen config in place (from its ``__post_init__``)."""
-    for name, value in recipe_fields(config, stage).items():
-        object.__setattr__(config, name, value)
+def recipe_text(name_or_path: str | Path) -> str:
+    """The text of a recipe's own file (what ``mltk recipes cp`` copies), checked to load."""
+    load_recipe(name_or_path)
+    return recipe_path(name_or_path).read_text(encoding="utf-8")

@@ -76,25 +76,26 @@ from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEn
 from mltk.encode.texts import encode_texts
 from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.core.errors import ConfigError
-from mltk.losses import (AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, EnglishBridgeLoss, LossOutput, MLMMELoss,
-                         OneToKLoss, OneToOneLoss, PairwiseRankingLoss)
+from mltk.losses import AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, LossOutput
+from mltk.losses.registry import LOSSES as LOSS_REGISTRY
+from mltk.losses.registry import build_loss
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
-from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
+from mltk.recipes import FROM_RECIPE, load_recipe
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
 from mltk.core.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
+from mltk.train.settings import fill_from_recipe, recipe_loop
 from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
 from mltk.train.validate import RetrievalValidator
 
-NEEDS_ENGLISH = ("english-bridge", "mlmme")  # mlmme: only its english-pivot form
 LOSS_PREFIX = "loss."
 
 
-CCRK_LOOP = loop_from_options(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
+CCRK_LOOP = recipe_loop(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,10 @@ class CcrkConfig:
                 "of summing over every negative"})
     hard_negatives: int = FROM_RECIPE
     train_embedding: bool = True
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     split: str = "train"
     val_split: str = "val"
-    val_images: int | None = 1000
+    val_images: int | None = FROM_RECIPE
     device: str = "auto"
     precision: str = "auto"
     temperature_range: tuple[float, float] | None = FROM_RECIPE  # the learnt T is clamped to it
@@ -171,23 +172,8 @@ class CcrkConfig:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-LOSSES = ("one-to-k", "one-to-one", "english-bridge", "hinge", "mlmme")  # --loss, each a class of mltk.losses
-CONTRASTIVE_LOSSES = ("one-to-k", "one-to-one")  # the losses with a (learnable) temperature
-
-
-def loss_criterion(loss: str, english: int | None, weighting: str, temperature: float, learn_temperature: bool,
-                   margin: float, beta: float, temperature_range: tuple[float, float] | None,
-                   similarity: str = "cosine", mlmme_form: str = "paper", max_violation: bool = False) -> nn.Module:
-    """The ``mltk.losses`` class that ``--loss`` names, with its settings."""
-    if loss == "one-to-k":
-        return OneToKLoss(temperature, learn_temperature, weighting, temperature_range)
-    if loss == "one-to-one":
-        return OneToOneLoss(temperature, learn_temperature, temperature_range)
-    if loss == "english-bridge":
-        return EnglishBridgeLoss(english)
-    if loss == "hinge":
-        return PairwiseRankingLoss(margin, max_violation, similarity=similarity)
-    return MLMMELoss(margin, beta, english, max_violation, form=mlmme_form)
+LOSSES = tuple(LOSS_REGISTRY)  # --loss: mltk.losses.registry
+CONTRASTIVE_LOSSES = tuple(name for name, entry in LOSS_REGISTRY.items() if entry.contrastive)
 
 
 class CcrkObjective(nn.Module):
@@ -195,21 +181,32 @@ class CcrkObjective(nn.Module):
     ``text_mask [B, K]``. Holds the learnable temperature of the contrastive losses (``criterion.logit_scale``).
     """
 
-    def __init__(self, loss: str, languages: list[str], weighting: str = "paper", temperature: float = 0.07,
-                 learn_temperature: bool = True, margin: float | None = None, beta: float = 0.5,
-                 temperature_range: tuple[float, float] | None = None, similarity: str = "cosine",
+    def __init__(self, loss: str, languages: list[str], weighting: str, temperature: float,
+                 learn_temperature: bool, margin: float | None, beta: float,
+                 temperature_range: tuple[float, float] | None, similarity: str = "cosine",
                  mlmme_form: str = "paper", max_violation: bool = False):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-        needs_english = loss in NEEDS_ENGLISH and not (loss == "mlmme" and mlmme_form == "paper")
+        # mlmme needs English only in its english-pivot form
+        needs_english = LOSS_REGISTRY[loss].needs_english and not (loss == "mlmme" and mlmme_form == "paper")
         if needs_english and NATIVE_LANG not in languages:
             raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
         self.name, self.beta, self.similarity, self.mlmme_form = loss, beta, similarity, mlmme_form
         self.margin = AME_MARGINS[similarity] if margin is None else margin
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
-        self.criterion = loss_criterion(loss, self.english, weighting, temperature, learn_temperature, self.margin,
-                                        beta, temperature_range, similarity, mlmme_form, max_violation)
+        self.criterion = build_loss(loss, {
+            "temperature": temperature, "learn_temperature": learn_temperature, "weighting": weighting,
+            "temperature_range": temperature_range, "english_index": self.english, "margin": self.margin,
+            "similarity": similarity, "beta": beta, "mlmme_form": mlmme_form,
+            "max_violation": max_violation})
+
+    @classmethod
+    def of(cls, config: CcrkConfig, languages: list[str]) -> CcrkObjective:
+        """The objective ``config`` (its recipe's values filled in) names."""
+        return cls(config.loss, languages, config.weighting, config.temperature, config.learn_temperature,
+                   config.margin, config.beta, config.temperature_range, config.similarity, config.mlmme_form,
+                   config.max_violation)
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
                 teacher: torch.Tensor | None = None) -> LossOutput:
@@ -388,10 +385,7 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
         neighbours = nearest_images(image_vectors[data.image_rows], config.hard_negatives)
     batches = MultilingualBatches(data, config.batch_size, config.loop.steps, config.loop.seed, neighbours,
                                   one_language=config.loss == "one-to-one")
-    objective = CcrkObjective(config.loss, languages, config.weighting, config.temperature,
-                              config.learn_temperature, config.margin, config.beta,
-                              config.temperature_range, config.similarity, config.mlmme_form,
-                              config.max_violation).to(runtime.device)
+    objective = CcrkObjective.of(config, languages).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
     task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return with_alignment(task, encoder, config.alignment, config.loop.seed, languages,

@@ -19,8 +19,8 @@ logit scale: open_clip's rule (``exclude = p.ndim < 2 or "bn"/"ln"/"bias"/"logit
 supply its own through ``make_optimizer(params, config)`` (CLL-CLIP's TEIR AdamW); then every bit of mutable
 state must live in ``optimizer.state[param]`` and the param groups must depend only on ``(params, config)``,
 because resume rebuilds the optimizer with ``make_optimizer`` and loads only that state.
-The defaults (betas 0.9/0.98, eps 1e-6, weight decay 0.2, per-tensor clipping at 1.0) are the MLA authors'
-settings (Zhang et al. 2023); ``schedule="cosine"`` is CLIP's.
+``LoopConfig`` (``mltk.train.loop_config``) has no hyper-parameter defaults: every value comes from a recipe
+(``mltk.recipes``, resolved by ``mltk.train.settings``).
 
 Exact resume. ``state_dir`` holds ``loop.json`` (the commit record: step, best score and step, history, config,
 Python/NumPy RNG states, GradScaler state) naming ``state-<step>.safetensors`` (trained tensors ``trained/<name>``,
@@ -41,7 +41,6 @@ and writes state. Step numbers in logs, ``history`` and ``best_step`` count comp
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -51,63 +50,18 @@ from typing import Protocol
 
 import torch
 
-from mltk.core.errors import ArtifactError, ConfigError, MltkError
-from mltk.core.rates import learning_rate_problem
+from mltk.core.errors import ArtifactError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.core import distributed
 from mltk.losses.base import split_loss
 from mltk.train import step_log
+from mltk.train.loop_config import LoopConfig
 from mltk.train.loop_state import (LoopState, capture_rng, cpu_copy, load_state, remove_unreferenced, rng_preserved,
                                    save_state, snapshot, state_files, task_buffers)
 from mltk.train.signals import DeferredSignals
 
-SCHEDULES = ("constant", "cosine")
-CLIP_MODES = ("per_tensor", "global")
-
-
 class TrainingDiverged(MltkError):
     """The loss became NaN or infinite (usually a learning rate too high for the precision)."""
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    steps: int
-    lr: float
-    warmup_fraction: float = 0.1      # linear warm-up over this fraction of steps
-    schedule: str = "constant"        # after warm-up: "constant" or "cosine" (to 0)
-    weight_decay: float = 0.2         # decoupled (AdamW), on tensors with ndim >= 2 only
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-6
-    grad_clip: float | None = 1.0
-    clip_mode: str = "per_tensor"     # "per_tensor" (authors' MLA code: clip each tensor's norm) or "global"
-    eval_every: int = 0               # steps between validations; 0 = only at the end
-    save_every: int = 50              # steps between resumable state saves; 0 = only at the end / interrupt
-    log_every: int = 10
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
-        problems = []
-        if self.steps < 1:
-            problems.append(f"steps must be at least 1, got {self.steps}")
-        if problem := learning_rate_problem(self.lr, "--lr"):
-            problems.append(problem)
-        if not 0.0 <= self.warmup_fraction <= 1.0:
-            problems.append(f"warmup_fraction must be in [0, 1], got {self.warmup_fraction}")
-        if self.schedule not in SCHEDULES:
-            problems.append(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
-        if self.clip_mode not in CLIP_MODES:
-            problems.append(f"clip_mode must be one of {', '.join(CLIP_MODES)}, got {self.clip_mode!r}")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            problems.append(f"grad_clip must be positive or None, got {self.grad_clip}")
-        if self.weight_decay < 0 or self.eps < 0 or len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            problems.append(f"invalid AdamW settings: weight_decay={self.weight_decay}, betas={self.betas}, "
-                            f"eps={self.eps}")
-        if self.eval_every < 0 or self.save_every < 0 or self.log_every < 1:
-            problems.append(f"eval_every and save_every must be >= 0 and log_every >= 1, got {self.eval_every}, "
-                            f"{self.save_every}, {self.log_every}")
-        if problems:
-            raise ConfigError("; ".join(problems))
 
 
 class TrainTask(Protocol):
@@ -322,8 +276,6 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     """
     state_dir = Path(state_dir)
     options = step_log.current_options()
-    if options.log_every is not None:  # not a trajectory field: a resumed run may log at another interval
-        config = dataclasses.replace(config, log_every=options.log_every)
     params = dict(task.parameters_to_train())
     optimizer = build_optimizer(task, params, config)
     scaler = torch.amp.GradScaler(runtime.device.type) if runtime.autocast_dtype == torch.float16 else None
@@ -367,13 +319,14 @@ def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     buffers = task_buffers(task)  # a save holds their copy at the last step boundary, never one forward ahead
     trained = list(params.values())
     is_main = distributed.is_main_process()
+    log_every = step_log.current_options().log_every  # --log-every: not a trajectory setting
     if _validation_due(state, config):  # the run was interrupted during this validation
         _validate(task, state, params, runtime, signals, reporter)
     for step in range(state.step, config.steps):
         loss, terms = loss_and_backward(task, step, runtime, scaler)
         with signals.held():  # an interrupt never lands in a half-applied update
             state.consistent = False
-            logged = (step + 1) % config.log_every == 0 or step + 1 == config.steps
+            logged = (step + 1) % log_every == 0 or step + 1 == config.steps
             lr, grad_norm = apply_update(trained, optimizer, scaler, config, step, measure_norm=logged and is_main)
             state.step = step + 1
             state.rng = capture_rng(runtime)

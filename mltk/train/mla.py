@@ -26,7 +26,7 @@ existing checkpoint only their acquirers train, so the other languages stay bit-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ from mltk.core.errors import ConfigError
 from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.towers import names_hf_tower
-from mltk.recipes import FROM_RECIPE, with_recipe
+from mltk.recipes import FROM_RECIPE
 from mltk.encode.text_encoders import TowerTextEncoder
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log
@@ -50,6 +50,7 @@ from mltk.train.loop import LoopConfig, default_optimizer
 from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, model_inputs,
                               prepare_encoder, refuse_text_only_tower,
                               retrieval_split, retrieval_validator, run_stage)
+from mltk.train.settings import with_recipe
 from mltk.train.teacher import teacher_embeddings
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 
@@ -76,12 +77,12 @@ class MlaConfig:
     embedding_lr: float | None = FROM_RECIPE  # peak lr of the shared non-native embedding (None: the loop's lr)
     init_embeddings: bool = True  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     train_embedding: bool | None = None  # default: yes, unless languages are added to an existing checkpoint
     temperature: float | None = FROM_RECIPE  # LE's; None: the frozen base CLIP's own learned temperature
     split: str = "train"
     val_split: str = "val"
-    val_images: int | None = 1000  # validation gallery size cap (speed)
+    val_images: int | None = FROM_RECIPE  # validation gallery size cap (speed)
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None

@@ -10,7 +10,7 @@ model under open_clip key names, which every other stage loads exactly like Open
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +31,13 @@ from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.runtime import Runtime, log, track
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.core.distributed import gather_with_grad, shard
-from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
+from mltk.recipes import FROM_RECIPE, load_recipe
 from mltk.train.loop import LoopConfig
+from mltk.train.settings import fill_from_recipe, recipe_loop
 from mltk.train.stage import load_inputs, run_stage
 
 # CLIP's recipe (10% warm-up then cosine, global gradient clipping): mltk/recipes/clip-pretrain.json
-PRETRAIN_LOOP = loop_from_options(load_recipe("clip-pretrain"))
+PRETRAIN_LOOP = recipe_loop(load_recipe("clip-pretrain"))
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class PretrainConfig:
     captions: Path  # captions artifact; only ``lang == "en"`` rows are used
     out: Path
     model: str = "mltk-tiny"
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     device: str = "auto"
     precision: str = "auto"
     loop: LoopConfig | dict | None = None  # None, or a dict of the LoopConfig fields given: the recipe's

@@ -60,6 +60,7 @@ from pathlib import Path
 import torch
 
 from mltk.core.errors import ConfigError
+from mltk.train.loop_config import LOG_EVERY
 
 STEPS_CSV = "steps.csv"
 FIXED_BEFORE = ("step", "loss")
@@ -68,10 +69,10 @@ FIXED_AFTER = ("lr", "grad_norm", "steps_per_s", "samples_per_s")
 
 @dataclass(frozen=True)
 class StepLogOptions:
-    """``log_every``: steps between rows and log lines (None: the stage's own); ``tensorboard``: a directory to
+    """``log_every``: steps between rows and log lines; ``tensorboard``: a directory to
     write event files under (one sub-directory per training run, named after it), or None."""
 
-    log_every: int | None = None
+    log_every: int = LOG_EVERY
     tensorboard: Path | None = None
 
 
@@ -92,7 +93,8 @@ def step_logging(log_every: int | None = None, tensorboard: Path | None = None) 
         # not 'mltk[tensorboard]': the name mltk on the public package index is another project
         raise ConfigError("--tensorboard needs the tensorboard package (pip install 'tensorboard>=2.12', or "
                           "pip install -e '.[tensorboard]' in the mltk checkout)")
-    options = StepLogOptions(log_every, Path(tensorboard) if tensorboard is not None else None)
+    options = StepLogOptions(LOG_EVERY if log_every is None else log_every,
+                             Path(tensorboard) if tensorboard is not None else None)
     token = _OPTIONS.set(options)
     try:
         yield options

@@ -16,8 +16,9 @@ from mltk.core.errors import ConfigError
 from mltk.core.names import check_names
 from mltk.losses import MSE_FORMS, TEMPERATURE_FORMS
 from mltk.artifacts.schema import NATIVE_LANG
-from mltk.recipes import FROM_RECIPE, fill_from_recipe, load_recipe, loop_from_options
+from mltk.recipes import FROM_RECIPE, load_recipe
 from mltk.train.loop import LoopConfig
+from mltk.train.settings import fill_from_recipe, recipe_loop
 from mltk.vocab import TOKEN_SETS, vocabulary_size_problem
 from mltk.vocab.wordpiece_protect import WORDPIECE_GROWTH
 
@@ -26,7 +27,7 @@ CONTINUAL_FILE = "continual.json"
 # cll-clip recipe's (mltk/recipes/cll-clip.json). Each task fits with the config's LoopConfig, its ``steps``,
 # ``eval_every`` and ``seed`` replaced by the task's (``loop_config``): the recipe's ``steps`` is a placeholder, the
 # per-task count comes from ``ContinualTrainConfig.steps`` or ``epochs``.
-CONTINUAL_LOOP = loop_from_options(load_recipe("cll-clip"))
+CONTINUAL_LOOP = recipe_loop(load_recipe("cll-clip"))
 EPOCH_UNITS = ("captions", "images")
 METRIC_PATTERN = re.compile(r"AR|(i2t|t2i|x2en|en2x)\.R@(1|5|10)")
 IMAGE_METRIC, TEXT_ONLY_METRIC = "t2i.R@1", "x2en.R@1"  # the default a_{j,i} with images, and text-only
@@ -61,7 +62,7 @@ class ContinualTrainConfig:
     epoch_unit: str = FROM_RECIPE  # an epoch passes over every caption (the authors') or every image once
     steps: int | None = None  # updates per task (default: epochs x steps per epoch)
     eval_every: int | None = None  # validation interval in steps (default: once per epoch)
-    batch_size: int = FROM_RECIPE
+    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
     method_lr: float | None = FROM_RECIPE  # the method's own tensors; None: the loop's lr (the paper: all at 5e-5)
     gamma1: float | None = FROM_RECIPE  # the InfoNCE weight: the recipe's (0.01) with images, 0 without
     gamma2: float = FROM_RECIPE
@@ -77,7 +78,7 @@ class ContinualTrainConfig:
     split: str = "train"
     val_split: str = "val"
     test_split: str = "test"
-    val_images: int | None = 1000
+    val_images: int | None = FROM_RECIPE
     options: Any = None  # the method's options dataclass (mltk.cll_clip.method_options); None: its defaults
     keep_task_checkpoints: bool = False
     device: str = "auto"

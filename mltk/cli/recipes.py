@@ -1,0 +1,72 @@
+"""``mltk recipes list``, ``mltk recipes show NAME`` and ``mltk recipes cp NAME FILE``: the recipes, the one home of
+every training hyper-parameter (``mltk.recipes``), seen and copied from the command line (torchtune's ``tune ls``
+and ``tune cp``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from mltk.cli.application import HELP_SETTINGS
+from mltk.cli.common import emit, examples, out_option
+from mltk.cli.options import JsonOpt
+
+recipes_app = typer.Typer(help="The recipes: the published hyper-parameters of each training command, as data.",
+                          no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_SETTINGS)
+RecipeArg = typer.Argument(..., metavar="NAME", help="A packaged recipe (mltk recipes list) or a recipe JSON file.")
+
+
+@recipes_app.command("list", epilog=examples("mltk recipes list", "mltk recipes list --json"))
+def list_command(as_json: JsonOpt = False) -> None:
+    """The packaged recipes: name, the training command it is for (* its default), what it extends."""
+    from mltk.recipes.catalog import recipe_summaries
+
+    rows = recipe_summaries()
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    for row in rows:
+        extends = f" (extends {row['extends']})" if row["extends"] else ""
+        typer.echo(f"{row['name']:<18} {row['stage'] + ('*' if row['default'] else ''):<17}{extends}")
+
+
+@recipes_app.command("show", epilog=examples("mltk recipes show mla-le", "mltk recipes show mla-le --json"))
+def show_command(name: str = RecipeArg, as_json: JsonOpt = False) -> None:
+    """Every value of a recipe and where it comes from: its own file, or the recipe it extends. Each key can be
+    given to a training command as --set KEY=VALUE."""
+    from mltk.recipes.catalog import recipe_values
+
+    recipe, rows = recipe_values(name)
+    if as_json:
+        typer.echo(json.dumps({"name": recipe.name, "stage": recipe.stage, "path": str(recipe.path),
+                               "values": [{"key": r.key, "value": r.value, "source": r.source} for r in rows]},
+                              ensure_ascii=False))
+        return
+    typer.echo(f"{recipe.name}: {recipe.stage} ({recipe.path})")
+    for row in rows:
+        typer.echo(f"  {row.key:<28} {json.dumps(row.value):<16} {row.source}")
+
+
+@recipes_app.command("cp", epilog=examples("mltk recipes cp mla-nlt my-nlt.json",
+                                           "mltk recipes cp mla-nlt my-nlt.json --overwrite"))
+def cp_command(
+    name: str = RecipeArg,
+    file: Optional[Path] = typer.Argument(None, metavar="[FILE]", help="The JSON file to write (or -o/--out)."),
+    out: Optional[Path] = out_option("The JSON file to write (refused if it exists, unless --overwrite).",
+                                     required=False),
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy a recipe to a file, to edit and give as --recipe FILE (it keeps the 'extends' of the packaged one)."""
+    from mltk.core.errors import ConfigError
+    from mltk.recipes.catalog import copy_recipe
+
+    if (file is None) == (out is None):
+        raise ConfigError("give the file to write once: as FILE or as -o/--out")
+    emit(copy_recipe(name, file or out), as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(recipes_app, name="recipes")

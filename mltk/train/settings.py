@@ -1,0 +1,159 @@
+"""A stage config's hyper-parameters resolved from its recipe, and ``--set KEY=VALUE`` overrides.
+
+A stage's config (``MlaConfig``, ``CcrkConfig``, ``ContinualTrainConfig``, ``PretrainConfig``) leaves the fields a
+recipe sets at ``FROM_RECIPE`` and its ``loop`` at None or a dict of the ``LoopConfig`` fields given (by the CLI:
+a named option or ``--set``); ``recipe_fields`` fills them from the recipe named by the config's ``recipe`` (a
+packaged name or a JSON file), else the stage's default (``mltk.recipes.stage_recipe``). Every value a recipe gives
+is checked against its field's type (``mltk.recipes.values``), so a bad recipe file fails naming the file, the key
+and what was expected; a key the resolved recipe lacks is refused naming the key and the file. The resolved values
+(and the recipe's name) are what the manifest records.
+
+Torch-free: ``mltk --help`` reads the same fields to generate options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+from mltk.core.errors import ConfigError
+from mltk.core.rates import check_learning_rates
+from mltk.recipes import FROM_RECIPE, Recipe, did_you_mean, stage_recipe
+from mltk.recipes.values import check_value, parse_value
+from mltk.train.loop_config import LoopConfig
+
+LOOP_KEYS = tuple(f.name for f in dataclasses.fields(LoopConfig))
+# The loop's hyper-parameters: the keys every recipe must give (the fields without a default)
+RECIPE_LOOP_KEYS = tuple(f.name for f in dataclasses.fields(LoopConfig) if f.default is dataclasses.MISSING)
+
+
+def field_hints(config_class: type) -> dict[str, tuple[Any, typing.Mapping]]:
+    """Each field of a config dataclass: its type and its metadata."""
+    hints = typing.get_type_hints(config_class)
+    return {f.name: (hints[f.name], f.metadata) for f in dataclasses.fields(config_class)}
+
+
+def recipe_loop(recipe: Recipe, **given: Any) -> LoopConfig:
+    """The ``LoopConfig`` of ``recipe`` with the values given (None: the recipe's); ``grad_clip=0`` turns clipping
+    off. Every key of the recipe's loop is checked against its field's type; a missing one is refused."""
+    hints = field_hints(LoopConfig)
+    values = {}
+    for key, value in recipe.loop.items():
+        path = recipe.source_of("loop", key)
+        if key not in hints:
+            raise ConfigError(f"unknown recipe key 'loop.{key}'{did_you_mean(key, hints)} (known: "
+                              f"{', '.join(LOOP_KEYS)})", path)
+        values[key] = check_value(value, hints[key][0], f"loop.{key}", path, metadata=hints[key][1])
+    missing = [key for key in RECIPE_LOOP_KEYS if key not in values]
+    if missing:
+        raise ConfigError(f"the recipe sets no 'loop.{missing[0]}' (a recipe names every loop key "
+                          f"{', '.join(RECIPE_LOOP_KEYS)}, or extends one that does)", recipe.path)
+    values.update({key: value for key, value in given.items() if value is not None})
+    if values.get("grad_clip") == 0:
+        values["grad_clip"] = None
+    try:
+        return LoopConfig(**values)
+    except ConfigError as error:
+        raise ConfigError(f"{error} (the recipe's or a given value)", recipe.path) from None
+
+
+def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
+    """The fields of ``config`` (a stage's config dataclass) that its recipe fills: every ``FROM_RECIPE`` field,
+    ``loop`` when it is None or a dict of given LoopConfig fields, and ``recipe`` (the recipe's name)."""
+    recipe = stage_recipe(stage, config.recipe, getattr(config, "model", None))
+    hints = field_hints(type(config))
+    for key in recipe.config:
+        if key not in hints or key in ("loop", "recipe"):
+            raise ConfigError(f"unknown recipe key 'config.{key}' for {stage}{did_you_mean(key, hints)}",
+                              recipe.source_of("config", key))
+    filled: dict[str, Any] = {"recipe": recipe.name}
+    for name, (hint, metadata) in hints.items():
+        value = getattr(config, name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            filled.update(_nested_fields(value, name, recipe, stage))
+        if value is not FROM_RECIPE:
+            continue
+        if name not in recipe.config:
+            raise ConfigError(f"the recipe sets no 'config.{name}' (a {stage} recipe must, or extend one that does)",
+                              recipe.path)
+        filled[name] = check_value(recipe.config[name], hint, f"config.{name}", recipe.source_of("config", name),
+                                   metadata=metadata)
+    if not isinstance(config.loop, LoopConfig):
+        filled["loop"] = recipe_loop(recipe, **(config.loop or {}))
+    check_learning_rates({**{name: getattr(config, name) for name in hints}, **filled})  # every rate, one rule
+    return filled
+
+
+def _nested_fields(value: Any, name: str, recipe: Recipe, stage: str) -> dict[str, Any]:
+    """A nested settings dataclass (``alignment``) with its ``FROM_RECIPE`` fields filled from the recipe's section
+    of that name (``"alignment": {"weight": 1.0, "k": 5}``); nothing when none is left to the recipe."""
+    path = recipe.source_of("config", name)
+    section = recipe.config.get(name, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"recipe key 'config.{name}' must be an object", path)
+    hints = field_hints(type(value))
+    for key in section:
+        if key not in hints:
+            raise ConfigError(f"unknown recipe key 'config.{name}.{key}'{did_you_mean(key, hints)}", path)
+    values = {key: check_value(section[key], hints[key][0], f"config.{name}.{key}", path, metadata=hints[key][1])
+              for key in section}
+    missing = [key for key in hints if getattr(value, key) is FROM_RECIPE and key not in values]
+    if missing:
+        raise ConfigError(f"the recipe sets no 'config.{name}.{missing[0]}' (a {stage} recipe must, or extend one "
+                          f"that does)", recipe.path)
+    left = {key: values[key] for key in hints if getattr(value, key) is FROM_RECIPE}
+    return {name: dataclasses.replace(value, **left)} if left else {}
+
+
+def with_recipe(config: Any, stage: str) -> Any:
+    """``config`` with its recipe's values filled in (``recipe_fields``)."""
+    return dataclasses.replace(config, **recipe_fields(config, stage))
+
+
+def fill_from_recipe(config: Any, stage: str) -> None:
+    """``recipe_fields`` set on a frozen config in place (from its ``__post_init__``)."""
+    for name, value in recipe_fields(config, stage).items():
+        object.__setattr__(config, name, value)
+
+
+def settable_keys(config_class: type) -> dict[str, tuple[str, Any, typing.Mapping]]:
+    """What ``--set`` may name for a stage: ``key -> (section, type, metadata)``, section ``loop`` or ``config``:
+    every loop field and every config field a recipe sets. A key of both (train-continual's ``steps``, counted per
+    task) is the stage's own."""
+    keys = {key: ("loop", hint, metadata) for key, (hint, metadata) in field_hints(LoopConfig).items()}
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
+    for key, (hint, metadata) in field_hints(config_class).items():
+        if defaults[key] is FROM_RECIPE or key in keys and key not in ("loop", "recipe"):
+            keys[key] = ("config", hint, metadata)
+    return keys
+
+
+def parse_overrides(pairs: Iterable[str], config_class: type) -> dict[str, dict[str, Any]]:
+    """``--set KEY=VALUE`` items as ``{"loop": {...}, "config": {...}}``, each value typed by its field; an
+    unknown key or a key given twice is refused (with the closest known key)."""
+    keys = settable_keys(config_class)
+    parsed: dict[str, dict[str, Any]] = {"loop": {}, "config": {}}
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise ConfigError(f"--set takes KEY=VALUE, got {pair!r}")
+        if key not in keys:
+            raise ConfigError(f"--set: unknown key {key!r}{did_you_mean(key, keys)} (known: "
+                              f"{', '.join(sorted(keys))})")
+        section, hint, metadata = keys[key]
+        if key in parsed[section]:
+            raise ConfigError(f"--set {key} given twice")
+        parsed[section][key] = parse_value(text, hint, key, metadata=metadata)
+    return parsed
+
+
+def merge_given(named: dict[str, Any], overrides: dict[str, Any], what: str) -> dict[str, Any]:
+    """The options given by name (None: not given) and by ``--set``; one key given both ways is refused."""
+    given = {key: value for key, value in named.items() if value is not None}
+    both = sorted(set(given) & set(overrides))
+    if both:
+        raise ConfigError(f"{both[0]} given twice, as an option and as --set {both[0]}=... ({what}); give it once")
+    return {**given, **overrides}
