@@ -37,7 +37,7 @@ READS_FOREIGN_CONFIG = {
     "mltk/export/open_clip_dir.py",
     "mltk/export/mla_folder.py",
     # refuses a transformers folder whose config.json maps a class to code shipped in the folder (auto_map)
-    "mltk/models/no_remote_code.py",
+    "mltk/core/no_remote_code.py",
 }
 # Files that still read or name the artifact files themselves while they are being rewritten in parallel.
 PENDING_CONTRACT: set[str] = set()

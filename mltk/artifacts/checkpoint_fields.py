@@ -4,7 +4,7 @@ A checkpoint names what rebuilds it: the base model (an open_clip name, a folder
 tokenizer, the vocabulary folder inside it. A crafted ``config.json`` with a list where a name belongs, a number
 for a path, or a vocabulary name that climbs out of the artifact is refused here with one line naming the file,
 before any loader acts on it. (Whatever the names point to is loaded without running code it carries:
-``mltk.models.no_remote_code``.)
+``mltk.core.no_remote_code``.)
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def model_download(model: str) -> Iterator[None]:
 
     Anything that is not a download failure (a bug, a wrong config) propagates unchanged.
     """
-    from mltk.models.no_remote_code import forbid_prompt, refusal_of
+    from mltk.core.no_remote_code import forbid_prompt, refusal_of
 
     forbid_prompt()  # open_clip's Hugging Face towers load without trust_remote_code: never ask on stdin
     try:

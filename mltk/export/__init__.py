@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mltk import __version__, artifacts
+from mltk import artifacts
+from mltk.core.version import __version__
 from mltk.artifacts.dependencies import local_dependencies
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log

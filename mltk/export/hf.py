@@ -68,7 +68,7 @@ def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str,
     from transformers import AutoModel
 
     from mltk.models.hf_text import quiet_transformers
-    from mltk.models.no_remote_code import from_pretrained
+    from mltk.core.no_remote_code import from_pretrained
 
     with quiet_transformers():
         model = from_pretrained(AutoModel, transformer_folder(base)).eval()
