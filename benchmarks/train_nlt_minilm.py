@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps < 4:
         parser.error("--steps must be at least 4 (the first and last steps are not timed)")
     torch.set_num_threads(args.threads)
-    runtime = resolve_runtime(args.device, "fp32")
+    runtime = resolve_runtime(args.device, args.precision)  # the teacher cache is keyed by precision too
 
     with tempfile.TemporaryDirectory() as tmp:
         table, config, english, german = setup(args, Path(tmp))
