@@ -2,7 +2,8 @@
 sentence-transformers-style distillation loop, side by side in one run, with each side's peak memory.
 
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD .venv/bin/python benchmarks/train_nlt.py --tower minilm \\
-        [--steps 12] [--batch-size 32] [--pairs 1024] [--pad longest|max] [--threads 1] [--data MULTI30K_TASK1]
+        [--steps 12] [--batch-size 32] [--pairs 1024] [--pad longest|max] [--threads 1] [--data MULTI30K_TASK1] \\
+        [--precision fp32|bf16]
 
 Both sides train the same parameters from the same weights on the same batches with the same optimizer: MLA's
 acquirers for German after each of MiniLM's 6 layers (hidden 256, up-projection zero-initialised, lr 1e-3) and a
@@ -137,7 +138,7 @@ def setup(args, root: Path):
     captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
     config = with_recipe(mla.MlaConfig(
         captions=captions, out=root / "nlt", model=minilm_folder(), languages=(LANG,), batch_size=args.batch_size,
-        embedding_lr=args.table_lr, device=args.device, precision="fp32", cache_dir=root / "cache",
+        embedding_lr=args.table_lr, device=args.device, precision=args.precision, cache_dir=root / "cache",
         recipe="mla-nlt", loop={"steps": args.steps, "lr": args.lr}), "train-nlt")
     pairs, english = mla.translation_pairs(table, config.split, [LANG])
     ids, german = pairs[LANG]
@@ -188,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-length", type=int, default=128, help="--pad max: the fixed batch length")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                        help="mltk's side (train-nlt --precision); the straightforward side stays fp32")
     parser.add_argument("--memory-steps", type=int, default=4, help="steps of each side alone, for peak memory")
     parser.add_argument("--memory-only", choices=("mltk", "straightforward"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps < 4:
         parser.error("--steps must be at least 4 (the first and last steps are not timed)")
     torch.set_num_threads(args.threads)
-    runtime = resolve_runtime(args.device, "fp32")
+    runtime = resolve_runtime(args.device, args.precision)  # the teacher cache is keyed by precision too
 
     with tempfile.TemporaryDirectory() as tmp:
         table, config, english, german = setup(args, Path(tmp))
@@ -216,7 +219,8 @@ def main(argv: list[str] | None = None) -> None:
         command = [sys.executable, __file__, "--memory-only", side, "--memory-steps", str(args.memory_steps),
                    "--batch-size", str(args.batch_size), "--pairs", str(args.pairs), "--val-pairs",
                    str(args.val_pairs), "--pad", args.pad, "--max-length", str(args.max_length), "--threads",
-                   str(args.threads), "--device", args.device] + (["--data", str(args.data)] if args.data else [])
+                   str(args.threads), "--device", args.device, "--precision", args.precision]
+        command += ["--data", str(args.data)] if args.data else []
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         memory[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
 
@@ -227,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     amortised = teacher_seconds / max(straight_step - mltk_step, 1e-9)
     padded = f"{args.max_length} tokens" if args.pad == "max" else "the longest row of each batch"
     print(f"tower all-MiniLM-L6-v2 (6 layers, width 384) + MLA acquirers ({LANG}) + table copy, device "
-          f"{runtime.device} fp32, threads {torch.get_num_threads()}")
+          f"{runtime.device}, mltk {args.precision} (straightforward fp32), threads {torch.get_num_threads()}")
     print(f"data: {len(german)} Multi30K train pairs en-{LANG}; German WordPiece tokens per caption mean/max "
           f"{statistics.mean(lengths):.1f}/{max(lengths)}; straightforward pads to {padded}")
     print(f"batch {b}, {args.steps} steps each, interleaved; timed steps 1..{args.steps - 2}, medians")

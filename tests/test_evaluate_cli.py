@@ -4,6 +4,9 @@ metrics, and bad input (exit 2, one line naming the file)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +74,35 @@ def test_report_formats_are_written_into_the_artifact_and_shown(tmp_path, embedd
     assert marker in text and marker in result.stderr
     en = artifacts.load_metrics(out)["per_language"]["en"]
     assert f"{en['AR']:.2f}" in text if report_format == "markdown" else str(round(en["AR"], 6)) in text
+
+
+MODEL_LIBRARIES = ("open_clip", "torchvision", "transformers")
+EVALUATE_PROBE = """
+import json, sys
+from mltk.cli.application import main
+sys.argv = ["mltk", "evaluate", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({"code": code, "loaded": sorted(m for m in %r if m in sys.modules)}), file=sys.stderr)
+""" % (MODEL_LIBRARIES,)
+
+
+def test_evaluate_on_embeddings_never_imports_a_model_library(tmp_path, embeddings):
+    """Scoring precomputed vectors loads no model: importing open_clip (with torchvision) and transformers costs
+    seconds, more than the evaluation itself on a mid-sized set, so they are imported only by paths that read a
+    model. Run in a fresh interpreter, since this test process has imported them already."""
+    image_path, text_path = embeddings
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", EVALUATE_PROBE, "--images", str(image_path), "--texts",
+                             str(text_path), "--metric", "recall", "--metric", "c2c", "--out", str(tmp_path / "m")],
+                            capture_output=True, text=True, cwd=root, stdin=subprocess.DEVNULL, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    probe = json.loads(result.stderr.strip().splitlines()[-1])
+    assert probe["code"] in (0, None), result.stderr
+    assert artifacts.load_metrics(tmp_path / "m")["per_language"]["en"]["i2t"]["R@1"] >= 0
+    assert probe["loaded"] == []
 
 
 def test_images_path_from_stdin_and_split_and_language_selection(tmp_path, embeddings):

@@ -32,7 +32,6 @@ from mltk.evaluate.scorer import evaluation_similarity
 from mltk.metrics.retrieval import column_strings, split_column, check_options, evaluate_retrieval, in_splits
 from mltk.data.overlap import training_data_of, warn_if_overlap
 from mltk.core.runtime import Runtime, log, resolve_runtime
-from mltk.encode.text_encoders import load_model_encoder
 
 REPORT_FORMATS = ("table", "markdown", "csv", "clip-benchmark")
 
@@ -145,7 +144,7 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
     source = str(config.captions)
     captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
     from mltk.encode.texts import encode_captions
-    from mltk.encode.text_encoders import readable_languages
+    from mltk.encode.text_encoders import load_model_encoder, readable_languages
 
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     languages = readable_languages(encoder, sorted(config.languages or ()),
@@ -249,8 +248,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
         result["fusion"] = fusion_section(config, texts, runtime, evaluate)
         extra["fusion_curve.png"] = plots.fusion_curve(result["fusion"])
     if "bli" in config.metrics:
-        result["bli"] = evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device),
-                                     config.lexicon, config.bli_k, config.model, config.bli_vocab)
+        result["bli"] = _bli_of_model(config, runtime)
     inputs = [*([config.images] if config.images is not None else []), *texts.inputs,
               *[p for p in (config.lexicon, config.bli_vocab, config.translations) if p is not None]]
     overlap = warn_if_overlap(training_data_of(texts.inputs), [], test_ids=evaluated_image_ids(texts.table, config),
@@ -260,6 +258,15 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     if config.report_format == "clip-benchmark":
         extra.update(clip_benchmark_files(result, config, image_table_manifest(config.images)))
     return _write_and_report(config.out, result, config, inputs, config.report_format, extra)
+
+
+def _bli_of_model(config: EvaluateConfig, runtime: Runtime) -> dict:
+    """The lexicon alignment of ``--model``'s table. The model's libraries (open_clip, transformers) are imported
+    here, not at module level: scoring precomputed embeddings must not pay seconds of imports for them."""
+    from mltk.encode.text_encoders import load_model_encoder
+
+    return evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device), config.lexicon,
+                        config.bli_k, config.model, config.bli_vocab)
 
 
 def _note_ties(ties: dict) -> None:
@@ -276,8 +283,7 @@ def run_bli(config: EvaluateConfig) -> Path:
     if existing is not None:
         return existing
     runtime = resolve_runtime(config.device, config.precision)
-    encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
-    result = {"bli": evaluate_bli(encoder, config.lexicon, config.bli_k, config.model, config.bli_vocab),
+    result = {"bli": _bli_of_model(config, runtime),
               "settings": {"model": str(Path(config.model).resolve())}}
     inputs = [p for p in (Path(config.model), config.lexicon, config.bli_vocab) if p is not None and p.exists()]
     return _write_and_report(config.out, result, config, inputs, config.report_format)
