@@ -34,7 +34,7 @@ def run_pipeline(base: Path, train: int, val: int, test: int, pretrain_steps: in
     nlt = mltk.train_nlt(mltk.MlaConfig(captions=captions, out=base / "nlt", model=str(native),
                                         tokenizer=str(parent), languages=languages,
                                         loop={"steps": nlt_steps, "lr": nlt_lr}))
-    image_embeddings = mltk.encode.images(images, base / "img", model=str(native))
+    image_embeddings = mltk.encode_images(images, base / "img", model=str(native))
     mla = mltk.train_le(mltk.MlaConfig(captions=captions, out=base / "mla", images=image_embeddings, init=nlt,
                                        temperature=None, loop={"steps": le_steps, "lr": le_lr}))
     mltk.build_index(mltk.IndexConfig(embeddings=image_embeddings, out=base / "index"))

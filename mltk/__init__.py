@@ -6,7 +6,7 @@ imported on first use, so ``import mltk`` costs nothing and a script pays only f
     import mltk
 
     world = mltk.synthesize(mltk.SynthConfig(out="runs/api/world", train=300, val=50, test=50))
-    images = mltk.encode.images(world / "images", "runs/api/img", model=native)
+    images = mltk.encode_images(world / "images", "runs/api/img", model=native)
 
 ``docs/api.md`` scripts a whole pipeline. Commands and functions share their names (``train-nlt`` is
 ``train_nlt``) except where a package already holds the name: ``evaluate`` is ``run_evaluation``, ``index`` is
