@@ -25,10 +25,10 @@ import torch
 from mltk import artifacts
 from mltk.cll_clip import make_method
 from mltk.cll_clip.model import ContinualTextEncoder
+from mltk.core.runtime import resolve_runtime
 from mltk.data.synth import SynthConfig, synthesize
 from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.models.clip import load_clip
-from mltk.core.runtime import resolve_runtime
 from mltk.train import continual as C
 from mltk.train.loop import build_optimizer, training_step
 from mltk.train.teacher import teacher_embeddings

@@ -34,10 +34,10 @@ import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from mltk import artifacts
-from mltk.encode.images import default_workers, encode_images
 import mltk.models.clip  # noqa: F401  (registers mltk-tiny with open_clip)
+from mltk import artifacts
 from mltk.core.runtime import resolve_runtime
+from mltk.encode.images import default_workers, encode_images
 
 
 def make_images(folder: Path, count: int, side: int, seed: int = 0) -> list[Path]:

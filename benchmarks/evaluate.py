@@ -41,8 +41,8 @@ import numpy as np
 import torch
 
 from mltk import artifacts
-from mltk.evaluate import EvaluateConfig, run_evaluation
 from mltk.core.runtime import resolve_runtime
+from mltk.evaluate import EvaluateConfig, run_evaluation
 
 KS = (1, 5, 10)
 
@@ -193,7 +193,8 @@ def cli_times(image_path: Path, text_path: Path, out: Path, device: torch.device
     if completed.returncode != 0:
         print(completed.stderr)
         raise SystemExit(1)
-    startup, _ = timed(subprocess.run, [sys.executable, "-c", "from mltk.cli.application import build_app; build_app(['mltk.cli.evaluate'])"], check=True)
+    command = "from mltk.cli.application import build_app; build_app(['mltk.cli.evaluate'])"
+    startup, _ = timed(subprocess.run, [sys.executable, "-c", command], check=True)
     return seconds, startup
 
 

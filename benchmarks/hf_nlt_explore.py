@@ -73,7 +73,8 @@ def main() -> None:
     targets = encode_all(tower, english)  # [N, 384] frozen, unnormalised English teacher
     test_targets = encode_all(tower, test_en)
     print(f"teacher: {len(english)} English captions cached in {time.perf_counter() - started:.1f} s")
-    print(f"frozen MiniLM reading {args.lang}: R@1 {args.lang}->en {recall_at_1(encode_all(tower, test_x), test_targets):.1f}")
+    print(f"frozen MiniLM reading {args.lang}: R@1 {args.lang}->en "
+          f"{recall_at_1(encode_all(tower, test_x), test_targets):.1f}")
 
     stack = AcquirerStack(tower.width, tower.num_blocks)
     table = nn.Embedding.from_pretrained(tower.token_embedding.weight.detach().clone(), freeze=args.table_lr == 0)

@@ -46,18 +46,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import torch
-
 from interleave import Interleaved, synchronize  # benchmarks/, the script's folder
+
 from mltk import artifacts
+from mltk.core.runtime import Runtime, resolve_runtime, seed_everything
 from mltk.losses import mse_distill
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder
 from mltk.models.text import end_positions
-from mltk.core.runtime import Runtime, resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
-from mltk.train.settings import with_recipe
 from mltk.train.loop import clip_gradients, default_optimizer, lr_factor
+from mltk.train.settings import with_recipe
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import build_vocab
 

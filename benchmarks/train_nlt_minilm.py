@@ -39,16 +39,16 @@ import time
 from pathlib import Path
 
 import torch
-
 from interleave import Interleaved, synchronize  # benchmarks/, the script's folder
+
 from mltk import artifacts
+from mltk.core.runtime import resolve_runtime, seed_everything
 from mltk.losses import mse_distill
 from mltk.models.multilingual import build_encoder
-from mltk.core.runtime import resolve_runtime, seed_everything
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
-from mltk.train.settings import with_recipe
 from mltk.train.loop import clip_gradients, lr_factor
+from mltk.train.settings import with_recipe
 from mltk.train.teacher import teacher_embeddings
 
 LANG = "de"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import mltk
 
-QUICKSTART = {"train": 6000, "val": 250, "test": 250, "pretrain_steps": 500, "vocab_size": 2000, "nlt_steps": 500, "nlt_lr": 1e-3,
-              "le_steps": 200, "le_lr": 1e-4, "languages": ("de", "fr", "ru", "zh", "ar")}
-SMALL = {"train": 60, "val": 12, "test": 12, "pretrain_steps": 3, "vocab_size": 600, "nlt_steps": 2, "nlt_lr": 1e-3, "le_steps": 2,
-         "le_lr": 1e-4, "languages": ("de", "zh")}
+QUICKSTART = {"train": 6000, "val": 250, "test": 250, "pretrain_steps": 500, "vocab_size": 2000, "nlt_steps": 500,
+              "nlt_lr": 1e-3, "le_steps": 200, "le_lr": 1e-4, "languages": ("de", "fr", "ru", "zh", "ar")}
+SMALL = {"train": 60, "val": 12, "test": 12, "pretrain_steps": 3, "vocab_size": 600, "nlt_steps": 2, "nlt_lr": 1e-3,
+         "le_steps": 2, "le_lr": 1e-4, "languages": ("de", "zh")}
 
 
 def run_pipeline(base: Path, train: int, val: int, test: int, pretrain_steps: int, vocab_size: int, nlt_steps: int,

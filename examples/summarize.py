@@ -22,7 +22,8 @@ def mla(run: Path, langs: str, *seeds: str) -> None:
     """Each variant's mean AR of the trained languages against English's (examples/mla_ablation.mk)."""
     langs = langs.split(",")
     print(f"seed(s): {' '.join(seeds)}\n")
-    print("| variant | English AR | mean AR of " + ", ".join(langs) + " | ratio | per seed |\n|:---|---:|---:|---:|:---|")
+    print("| variant | English AR | mean AR of " + ", ".join(langs) + " | ratio | per seed |\n"
+          "|:---|---:|---:|---:|:---|")
     for name, label in (("mla", "NLT then LE"), ("nlt", "NLT only"), ("le-only", "LE only")):
         english, others = [], []
         for seed in seeds:

@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import mltk
 
 REPO = Path(__file__).resolve().parents[1]

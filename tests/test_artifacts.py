@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, SchemaError
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 import torch
 import torch.nn.functional as F
@@ -54,7 +53,8 @@ def _drop_languages(captions: pa.Table) -> pa.Table:
     lang = captions.column("lang").to_pylist()
     no_fr = {f"train-{i:06d}" for i in range(10)}
     no_de = {f"train-{i:06d}" for i in range(10, 15)}
-    keep = [not ((i in no_fr and l == "fr") or (i in no_de and l == "de")) for i, l in zip(image, lang)]
+    keep = [not ((i in no_fr and caption_lang == "fr") or (i in no_de and caption_lang == "de"))
+            for i, caption_lang in zip(image, lang)]
     return captions.filter(pa.array(keep))
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli.application import app
 from mltk.models.clip import clip_checkpoint_config, load_clip
-from typer.testing import CliRunner
 
 runner = CliRunner()
 LANGS = ("en", "de", "zh")

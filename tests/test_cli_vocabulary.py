@@ -12,8 +12,8 @@ import typing
 from pathlib import Path
 
 import pytest
-
 from helpers_cli import leaf_commands
+
 from mltk.cli.application import COMMAND_MODULES
 from mltk.cli.common import NON_CANONICAL, VOCABULARY
 
@@ -114,8 +114,10 @@ def test_old_spellings_still_work_hidden():
 def test_defaults_copied_into_the_cli_match_the_library():
     """Some command modules repeat a library default to keep torch off --help; they must not drift."""
     from mltk import translate, vocab
+    from mltk.cli import import_mla as cli_import_mla
+    from mltk.cli import translate as cli_translate
+    from mltk.cli import vocab as cli_vocab
     from mltk.export import import_mla
-    from mltk.cli import import_mla as cli_import_mla, translate as cli_translate, vocab as cli_vocab
 
     assert cli_translate.DEFAULT_MODEL == translate.DEFAULT_MODEL
     assert cli_vocab.DEFAULT_NEW_VOCAB_SIZE == vocab.DEFAULT_NEW_VOCAB_SIZE

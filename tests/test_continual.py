@@ -20,20 +20,19 @@ from mltk.cll_clip.blocks import attention_block, forward_text
 from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.replay import Reservoir
-from mltk.encode.texts import encode_captions
-from mltk.recipes import load_recipe
+from mltk.core.runtime import resolve_runtime
 from mltk.encode.text_encoders import ClipTextEncoder, load_text_encoder
+from mltk.encode.texts import encode_captions
 from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens
-from mltk.core.runtime import resolve_runtime
+from mltk.recipes import load_recipe
 from mltk.train import continual as C
 from mltk.train.loop import fit
 from mltk.train.stage import replace_settings
 from mltk.train.step_log import read_steps_csv
 from mltk.train.teacher import teacher_embeddings
-from mltk.vocab import clip_vocabulary, load_vocabulary, select_captions, train_vocabulary, \
-    write_vocabulary
+from mltk.vocab import clip_vocabulary, load_vocabulary, select_captions, train_vocabulary, write_vocabulary
 
 runner = CliRunner()
 LANGS = ("en", "de", "ru")
@@ -477,7 +476,8 @@ def test_bad_options_are_one_line_errors(world, tmp_path):
     shutil.copytree(world["vocab"]["de"].path, vocab_dir / "en")  # the de chain where en alone is expected
     result = runner.invoke(app, base + ["--vocab-dir", str(vocab_dir), "--cache-dir", str(world["root"] / "cache")])
     last = result.stderr.strip().splitlines()[-1]
-    assert result.exit_code == 2 and last.startswith("mltk train-continual: error:") and "task chain en,de, not en" in last
+    assert result.exit_code == 2 and last.startswith("mltk train-continual: error:") \
+        and "task chain en,de, not en" in last
 
 
 @pytest.mark.parametrize("method", ["cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt",

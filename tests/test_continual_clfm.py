@@ -87,7 +87,8 @@ def test_the_temperature_is_t_itself_clamped_in_place_to_its_range():
     assert float(temperature.parameter.grad) == pytest.approx(-1 / 0.07 ** 2, rel=1e-5)  # d(1/T)/dT
     with torch.no_grad():
         temperature.parameter.fill_(0.9)
-    assert float(temperature().detach()) == pytest.approx(2.0) and float(temperature.parameter.detach()) == pytest.approx(0.5)
+    assert float(temperature().detach()) == pytest.approx(2.0) \
+        and float(temperature.parameter.detach()) == pytest.approx(0.5)
     with torch.no_grad():
         temperature.parameter.fill_(1e-5)
     assert float(temperature().detach()) == pytest.approx(1000.0) and temperature.temperature == pytest.approx(0.001)
@@ -99,7 +100,8 @@ def test_the_temperature_is_t_itself_clamped_in_place_to_its_range():
 
 
 def _encoder(world, form: str) -> ContinualTextEncoder:
-    return ContinualTextEncoder(world["clip"], clip_vocabulary().tokenizer, make_method("cll-clip", None, world["clip"]),
+    return ContinualTextEncoder(world["clip"], clip_vocabulary().tokenizer,
+                                make_method("cll-clip", None, world["clip"]),
                                 temperature=make_temperature(form, 0.07, (0.001, 0.5)))
 
 

@@ -18,7 +18,6 @@ from mltk.core.errors import ConfigError
 from mltk.models.text import trim_tokens
 from mltk.train import continual as C
 
-
 # ----------------------------------------------------------------------------------------------------------------
 # One options mechanism
 # ----------------------------------------------------------------------------------------------------------------
@@ -121,7 +120,8 @@ def test_shared_kv_ptuning_is_a_prefix_per_block_that_leaves_every_position_to_t
     method = encoder.method
     assert list(method.prefixes) == ["en", "de"] and method.needs_task_identity
     prefixes, shared_values = method.prefixes["de"]()
-    assert torch.equal(prefixes, shared_values) and prefixes.shape == (4, 30, 128)  # [blocks, 30, W]: 30 prefix vectors per block
+    # [blocks, 30, W]: 30 prefix vectors per block
+    assert torch.equal(prefixes, shared_values) and prefixes.shape == (4, 30, 128)
     assert torch.allclose(prefixes.mean(dim=-1), torch.zeros(4, 30), atol=1e-5)  # the LayerNorm's output
     mlp = method.prefixes["de"].mlp
     assert isinstance(mlp[1], torch.nn.Tanh) and mlp[0].out_features == 32 and mlp[2].out_features == 4 * 128

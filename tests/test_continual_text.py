@@ -10,12 +10,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from helpers_tiny import tiny_bert_folder
 from typer.testing import CliRunner
 
-from helpers_tiny import tiny_bert_folder
 from mltk import artifacts
-from mltk.recipes import load_recipe
 from mltk.cli import app
+from mltk.recipes import load_recipe
 
 runner = CliRunner()
 LANGS = ("en", "de", "fr")
@@ -29,9 +29,9 @@ def world(tmp_path_factory):
     from transformers import BertModel
 
     from mltk.cll_clip.model import load_growable_base, root_vocabulary
+    from mltk.core.runtime import resolve_runtime
     from mltk.data.synth import SynthConfig, synthesize
     from mltk.encode.text_encoders import TowerTextEncoder
-    from mltk.core.runtime import resolve_runtime
     from mltk.train import continual as C
     from mltk.train.teacher import teacher_embeddings
 
@@ -291,6 +291,7 @@ def test_a_teacher_cache_entry_another_run_is_writing_does_not_fail_this_run(wor
     import os
 
     from helpers_locks import hold_lock
+
     from mltk.artifacts import locks
     from mltk.encode.text_encoders import TowerTextEncoder
     from mltk.train.teacher import teacher_embeddings

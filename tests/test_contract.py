@@ -1,5 +1,5 @@
-"""The data contract, enforced on the source: ``mltk.artifacts.schema`` describes every artifact, ``mltk.artifacts`` alone
-opens and writes artifact files, the library never reads stdin, and modules stay small.
+"""The data contract, enforced on the source: ``mltk.artifacts.schema`` describes every artifact, ``mltk.artifacts``
+alone opens and writes artifact files, the library never reads stdin, and modules stay small.
 
 These tests read the source files of ``mltk/``; they fail when a module outside ``mltk.artifacts`` and
 ``mltk.artifacts.schema`` names a checkpoint's ``config.json`` or calls ``np.save``/``np.load`` itself.
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from mltk.artifacts import schema
+
 PACKAGE = Path(__file__).resolve().parents[1] / "mltk"
 CONTRACT_MODULES = {"mltk/artifacts/__init__.py", "mltk/artifacts/manifest.py", "mltk/artifacts/writer.py",
-                    "mltk/artifacts/tables.py", "mltk/artifacts/files.py", "mltk/artifacts/integrity.py", "mltk/artifacts/schema.py",
-                    "mltk/artifacts/checkpoint_fields.py"}
+                    "mltk/artifacts/tables.py", "mltk/artifacts/files.py", "mltk/artifacts/integrity.py",
+                    "mltk/artifacts/schema.py", "mltk/artifacts/checkpoint_fields.py"}
 MAX_LINES = 450
 
 # Files that may say "config.json" for a reason other than an mltk artifact.

@@ -16,16 +16,16 @@ import open_clip
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers_tiny import tiny_wordpiece_tokenizer
 from safetensors.torch import save_file
 from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
-from helpers_tiny import tiny_wordpiece_tokenizer
 from mltk import artifacts
 from mltk.artifacts import dependencies, schema
 from mltk.cli import app
-from mltk.export.import_mla import import_mla_checkpoint
 from mltk.core.errors import MltkError
+from mltk.export.import_mla import import_mla_checkpoint
 from mltk.models.clip import load_clip
 from mltk.models.multilingual import load_encoder
 from mltk.models.text import OpenClipTextTower
@@ -371,9 +371,9 @@ def test_missing_local_tokenizer_and_native_acquirers(fake, tmp_path):
 def test_evaluate_and_index_read_the_import_through_the_text_encoder_registry(fake, imported):
     import pyarrow as pa
 
-    from mltk.encode.texts import encode_captions
-    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_captions
 
     encoder = load_text_encoder(imported[0] / "mla")
     captions = pa.table({"image_id": ["1", "1", "1"], "lang": ["en", "de", "fr"],

@@ -15,15 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
-from mltk.artifacts import load_tensors, save_tensors
-from mltk.core.errors import ConfigError
-from mltk.losses import info_nce
-from mltk.core.runtime import resolve_runtime
-from mltk.core import distributed
-from mltk.core.distributed import gather_with_grad, init_from_env, shard, world
 from helpers_loop import loop_config
 
+from mltk.artifacts import load_tensors, save_tensors
+from mltk.core import distributed
+from mltk.core.distributed import gather_with_grad, init_from_env, shard, world
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import resolve_runtime
+from mltk.losses import info_nce
 from mltk.train.loop import default_optimizer, fit
 
 GLOBAL_BATCH = 16

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 import mltk.encode.images as encode
 from mltk import artifacts
 from mltk.cli import app
-from mltk.encode.images import encode_images, encode_with_frozen_tower, frozen_tower_session
 from mltk.core.errors import MltkError, SchemaError
-from mltk.models.clip import clip_checkpoint_config, clip_state_for_checkpoint, load_clip
 from mltk.core.runtime import resolve_runtime
+from mltk.encode.images import encode_images, encode_with_frozen_tower, frozen_tower_session
+from mltk.models.clip import clip_checkpoint_config, clip_state_for_checkpoint, load_clip
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]

@@ -226,8 +226,8 @@ def models(tmp_path_factory):
     German (a tiny WordPiece tokenizer), a captions artifact of 8 images in en/de/fr (images 0-5 test, 6-7
     train) and image embeddings of the model's width."""
     import pyarrow as pa
-
     from helpers_encoders import tiny_clip_and_mla
+
     from mltk.models.clip import load_clip
 
     root = tmp_path_factory.mktemp("evaluate-models")
@@ -248,9 +248,9 @@ def _text_embeddings_by_hand(models, model, languages, out):
     """What a user would write without --model: the test captions of ``languages`` encoded and saved."""
     import pyarrow.compute as pc
 
-    from mltk.encode.texts import encode_captions
-    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_captions
 
     table = artifacts.load_captions(models["captions"])
     table = table.filter(pc.equal(table.column("split"), "test"))

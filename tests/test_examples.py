@@ -284,7 +284,8 @@ def write_task1(data: Path, langs=("en", "de")) -> list[Path]:
     return files
 
 
-IMPORTED = [f"import/{split}-{lang}/captions/manifest.json" for split in ("train", "val", "test") for lang in ("en", "de")]
+IMPORTED = [f"import/{split}-{lang}/captions/manifest.json"
+            for split in ("train", "val", "test") for lang in ("en", "de")]
 
 
 @pytest.mark.parametrize("makefile, lines", [("real_text.mk", "lines/train.en"), ("teir_minilm.mk", "lines/manifest")])

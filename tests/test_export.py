@@ -199,6 +199,7 @@ def test_exports_truncate_where_mltk_does_so_long_captions_keep_their_vectors(wo
     """A tiny BERT (40 positions, a tokenizer with no limit of its own): captions past 40 tokens are cut where
     mltk cuts them, in transformers and sentence-transformers alike (they crashed the consumer before)."""
     from helpers_tiny import tiny_bert_folder
+
     from mltk.encode.texts import load_text_encoder
 
     bert = tiny_bert_folder(tmp_path / "bert")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
-
 from helpers_encoders import tiny_clip_and_mla
 from helpers_locks import hold_lock
+from typer.testing import CliRunner
+
 from mltk import artifacts
 from mltk.artifacts import locks
 from mltk.cli.application import app

@@ -159,7 +159,6 @@ def mla_de(tmp_path_factory):
     from helpers_encoders import tiny_clip_and_mla
 
     from mltk.data.synth import SynthConfig, synthesize
-
     from mltk.encode.images import encode_images
 
     root = tmp_path_factory.mktemp("mla-de")
@@ -173,8 +172,8 @@ def test_encode_texts_embeds_plain_sentences_from_text_or_lines(mla_de, tmp_path
     """`encode-texts --text ... --lang de` and `--lines FILE`: the embeddings artifact, ids LANG:N (N the order
     given, or the line number), the same vectors as the library's encoder gives those sentences in German."""
     from mltk.core.runtime import resolve_runtime
-    from mltk.encode.texts import encode_texts
     from mltk.encode.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_texts
 
     sentences = ["Ein roter Kreis.", "Drei blaue Quadrate."]
     by_text = runner.invoke(app, ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "de", "--text", sentences[0],

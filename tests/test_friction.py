@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.core.download import looks_local
+from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.train import mla
 from mltk.train.stage import hold_out_validation
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers_tiny import tiny_bert_folder
 from typer.testing import CliRunner
 
-from helpers_tiny import tiny_bert_folder
 from mltk import artifacts
 from mltk.cli import app
 from mltk.core.errors import ConfigError

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.cli.application import app
 from mltk.core.errors import MltkError

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
+from helpers_tiny import register_hf_clip, tiny_bert_folder
 from typer.testing import CliRunner
 
-from helpers_tiny import register_hf_clip, tiny_bert_folder
 from mltk import artifacts
 from mltk.cli import app
 
@@ -81,6 +80,7 @@ def test_train_nlt_on_a_text_only_tower_with_its_own_tokenizer(world, tmp_path, 
 
 def test_embedding_lr_is_its_own_param_group():
     from helpers_loop import loop_config
+
     from mltk.train.mla import nlt_optimizer
 
     params = {"embedding.table.weight": torch.nn.Parameter(torch.zeros(5, 4)),

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers_tiny import register_hf_clip, tiny_bert_folder
 from typer.testing import CliRunner
 
-from helpers_tiny import register_hf_clip, tiny_bert_folder
-
-TEXTS = ["ein roter kreis links von einem blauer quadrat", "two red circle", "un cercle rouge à gauche d' un carré bleu",
-         "blue"]
+TEXTS = ["ein roter kreis links von einem blauer quadrat", "two red circle",
+         "un cercle rouge à gauche d' un carré bleu", "blue"]
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +51,9 @@ def test_towers_registry_reads_hf_folders_and_hf_tower_clips(bert_dir, hf_clip):
 
 @pytest.mark.parametrize("which", ["folder", "clip"])
 def test_tower_text_encoder_equals_the_tower_alone(bert_dir, hf_clip, which):
-    from mltk.encode.texts import encode_texts
-    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_texts
 
     model, pretrained = (str(bert_dir), None) if which == "folder" else hf_clip
     encoder = load_text_encoder(model, pretrained)
@@ -182,9 +181,9 @@ def test_encode_texts_command_writes_text_embeddings_evaluate_reads(bert_dir, tm
 
     from mltk import artifacts
     from mltk.cli.application import app
-    from mltk.encode.texts import encode_texts
-    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_texts
 
     captions = _captions(tmp_path)
     runner = CliRunner()

@@ -7,13 +7,11 @@ import json
 
 import pytest
 import torch
-import torch.nn as nn
+from helpers_tiny import register_hf_clip, tiny_bert_folder
 from typer.testing import CliRunner
 
-from helpers_tiny import register_hf_clip, tiny_bert_folder
-
-TEXTS = ["ein roter kreis links von einem blauer quadrat", "two red circle", "un cercle rouge à gauche d' un carré bleu",
-         "blue"]
+TEXTS = ["ein roter kreis links von einem blauer quadrat", "two red circle",
+         "un cercle rouge à gauche d' un carré bleu", "blue"]
 
 
 @pytest.fixture(scope="module")
@@ -311,8 +309,8 @@ def test_missing_hub_model_offline_is_a_download_error(hub_cache):
 
 
 def test_download_error_without_offline_setting_names_the_connection_failure(monkeypatch):
-    from mltk.core.errors import ModelDownloadError
     from mltk.core.download import model_download
+    from mltk.core.errors import ModelDownloadError
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers_encoders import tiny_clip_and_mla
+from helpers_tiny import tiny_bert_folder
 from PIL import Image
 from typer.testing import CliRunner
 
-from helpers_encoders import tiny_clip_and_mla
-from helpers_tiny import tiny_bert_folder
 from mltk import artifacts
 from mltk.artifacts import integrity, locks, schema
 from mltk.cli.application import app
@@ -89,7 +89,8 @@ def evil_folder(directory: Path, marker: Path) -> Path:
     tiny_bert_folder(directory)
     (directory / "evil_code.py").write_text(EVIL_CODE.format(marker=str(marker)))
     config = json.loads((directory / "config.json").read_text())
-    config.update(model_type="evil", auto_map={"AutoConfig": "evil_code.EvilConfig", "AutoModel": "evil_code.EvilModel"})
+    config.update(model_type="evil",
+                  auto_map={"AutoConfig": "evil_code.EvilConfig", "AutoModel": "evil_code.EvilModel"})
     (directory / "config.json").write_text(json.dumps(config))
     tokenizer = json.loads((directory / "tokenizer_config.json").read_text())
     tokenizer.update(tokenizer_class="EvilTokenizer",

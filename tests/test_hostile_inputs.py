@@ -22,13 +22,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from helpers_encoders import tiny_clip_and_mla
 from helpers_tiny import tiny_bert_folder
-from mltk import artifacts
-from mltk.core.errors import ArtifactError
-from mltk.artifacts import content_check, integrity, schema
 from test_hostile import assert_refused, crafted, edit_checkpoint_config, invoke
+
+from mltk import artifacts
+from mltk.artifacts import content_check, integrity, schema
+from mltk.core.errors import ArtifactError
 
 XFLICKRCO = Path(__file__).parent / "fixtures" / "importers" / "xflickrco_fusion"
 

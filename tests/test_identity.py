@@ -241,9 +241,9 @@ class BatchNormTask:
 
 
 def _fit(task, state_dir, on_step=None):
-    from mltk.core.runtime import Runtime
     from helpers_loop import loop_config
 
+    from mltk.core.runtime import Runtime
     from mltk.train.loop import fit
     from mltk.train.step_log import step_logging
 
@@ -280,10 +280,11 @@ def test_the_loop_resumes_buffers_exactly_and_keeps_them_with_the_best_step(tmp_
 
 
 def test_an_interrupted_and_resumed_pretrain_is_bit_exact_with_an_uninterrupted_one(world, tmp_path, monkeypatch):
+    import dataclasses
+
     from mltk.train import stage
     from mltk.train.loop import LoopConfig
     from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, pretrain
-    import dataclasses
 
     images = world["root"] / "world" / "images"
     loop = dataclasses.replace(PRETRAIN_LOOP, steps=6, eval_every=2, save_every=0)

@@ -118,7 +118,8 @@ def test_the_cycle_finder_sees_cycles_through_function_level_and_type_only_impor
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("from pkg.a import A\n")
-    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\nA = 1\n")
+    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                  "    from pkg.b import B\nA = 1\n")
     (package / "b.py").write_text("def f():\n    from .sub import c\n")
     (package / "sub" / "__init__.py").write_text("")
     (package / "sub" / "c.py").write_text("import pkg.a\n")

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.data.importers import import_dataset, normalize_lang, read_lines
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.data.importers import import_dataset, normalize_lang, read_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 runner = CliRunner()
@@ -186,13 +186,15 @@ def test_xflickrco_mixed_ids_empty_captions_and_split_files(tmp_path):
     rows, manifest, images = load(out)
     assert Counter(r["lang"] for r in rows) == {"de": 2, "ja": 3}
     assert manifest["dropped_empty"] == 1 and manifest["dropped_empty_by_lang"] == {"de": 1}
-    assert set(images) == {"flickr30k:1007129816", "coco:000000452122", "coco:000000122239"}  # ints and strings become string ids
+    # ints and strings become string ids
+    assert set(images) == {"flickr30k:1007129816", "coco:000000452122", "coco:000000122239"}
     matched = {r["lang"]: r["caption"] for r in rows if r["image_id"] == "coco:000000452122"}
     assert matched == {"de": "Ein Flugzeug von der Star Alliance.", "ja": "スターアライアンスの飛行機。"}
     assert len({r["caption_id"] for r in rows}) == len(rows)  # written independently per language
     few_shot = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations", tmp_path / "xf1",
                               splits=["train_1"])
-    assert [(r["image_id"], r["lang"], r["split"]) for r in load(few_shot)[0]] == [("flickr30k:2115631346", "de", "train_1")]
+    assert [(r["image_id"], r["lang"], r["split"]) for r in load(few_shot)[0]] \
+        == [("flickr30k:2115631346", "de", "train_1")]
     one_file = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations" / "ja" / "test.jsonl",
                               tmp_path / "xf2")
     assert Counter(r["lang"] for r in load(one_file)[0]) == {"ja": 3}

@@ -14,11 +14,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.cli import app
-from mltk.index.faiss_index import IndexConfig, build_index, open_index, query
 from mltk.core.errors import ArtifactError
+from mltk.index.faiss_index import IndexConfig, build_index, open_index, query
 
 runner = CliRunner()
 
@@ -170,6 +169,7 @@ def text_world(tmp_path_factory):
     """A tiny CLIP checkpoint, an MLA checkpoint over it that reads German, and an index of 30 image vectors of
     the models' width."""
     from helpers_encoders import tiny_clip_and_mla
+
     from mltk.models.clip import load_clip
 
     root = tmp_path_factory.mktemp("text-queries")
@@ -183,9 +183,9 @@ def text_world(tmp_path_factory):
 
 
 def _encoded(model, texts, lang):
-    from mltk.encode.texts import encode_texts
-    from mltk.encode.text_encoders import load_text_encoder
     from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import load_text_encoder
+    from mltk.encode.texts import encode_texts
 
     return encode_texts(load_text_encoder(model), texts, lang, resolve_runtime("cpu", "fp32"))
 

@@ -89,7 +89,8 @@ def private_imports(path: Path) -> list[str]:
                     found.append(f"{path}:{node.lineno}: from {node.module} import {alias.name}")
                 module_aliases.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
-            module_aliases.update(alias.asname for alias in node.names if alias.name.startswith("mltk") and alias.asname)
+            module_aliases.update(alias.asname for alias in node.names
+                                  if alias.name.startswith("mltk") and alias.asname)
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module_aliases \
                 and node.attr.startswith("_") and not node.attr.startswith("__"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import re
 import signal
@@ -16,11 +15,19 @@ import torch.nn.functional as F
 from helpers_loop import loop_config
 
 from mltk.core.errors import ConfigError
-from mltk.core.runtime import Runtime
-from mltk.core.runtime import seed_everything
+from mltk.core.runtime import Runtime, seed_everything
+from mltk.train.loop import (
+    LoopConfig,
+    TrainingDiverged,
+    build_optimizer,
+    clip_gradients,
+    default_optimizer,
+    fit,
+    lr_factor,
+    training_step,
+    warmup_steps,
+)
 from mltk.train.step_log import step_logging
-from mltk.train.loop import (LoopConfig, TrainingDiverged, build_optimizer, clip_gradients, default_optimizer, fit,
-                             lr_factor, training_step, warmup_steps)
 
 CPU = Runtime(torch.device("cpu"), None)
 BF16 = Runtime(torch.device("cpu"), torch.bfloat16)
@@ -249,7 +256,7 @@ def test_same_seed_same_result_on_cpu(tmp_path):
 def test_resume_after_interrupt_is_exact(tmp_path, interrupt):
     cfg = config(save_every=0)
     losses_full: list = []
-    full, _ = run(tmp_path, cfg, name="full", on_step=lambda s, l: losses_full.append((s, l)))
+    full, _ = run(tmp_path, cfg, name="full", on_step=lambda s, loss: losses_full.append((s, loss)))
 
     losses: list = []
 
@@ -264,7 +271,7 @@ def test_resume_after_interrupt_is_exact(tmp_path, interrupt):
         run(tmp_path, cfg, name="cut", on_step=on_step)
     assert json.loads((tmp_path / "cut" / "loop.json").read_text())["step"] == 12
     scramble_global_rngs()  # as in a new process
-    resumed, task = run(tmp_path, cfg, ToyTask(), name="cut", on_step=lambda s, l: losses.append((s, l)))
+    resumed, task = run(tmp_path, cfg, ToyTask(), name="cut", on_step=lambda s, loss: losses.append((s, loss)))
     assert task.loss_calls == list(range(12, 20))
     assert losses == losses_full
     assert_same_tensors(resumed.last_state, full.last_state)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from mltk.metrics import ranks as M
 from mltk.core.errors import ConfigError
+from mltk.metrics import ranks as M
 from mltk.metrics.retrieval import evaluate_retrieval
 
 # Scores of 3 images (rows) against 5 captions (columns); captions 0, 1 describe image 0, caption 2 image 1,
@@ -152,7 +152,7 @@ def test_caption_to_caption_retrieval_between_two_languages():
                               np.array([[0.5, 0.9, 0.1],     # de a
                                         [0.8, 0.6, 0.2],     # de b
                                         [0.1, 0.3, 0.9]], dtype=np.float32)])  # de c
-    text_table = {"id": [f"{l}{c}" for l in ("en", "de") for c in "abc"], "image_id": ["i0", "i1", "i2"] * 2,
+    text_table = {"id": [f"{lang}{c}" for lang in ("en", "de") for c in "abc"], "image_id": ["i0", "i1", "i2"] * 2,
                   "lang": ["en"] * 3 + ["de"] * 3, "caption_id": ["a", "b", "c"] * 2}
     result = evaluate_retrieval({"id": ["i0", "i1", "i2"]}, np.eye(3, dtype=np.float32), text_table, text_vectors,
                                 metrics=("c2c",))

@@ -5,13 +5,13 @@ English text encoder, as M-CLIP does, so English accuracy is no longer equal to 
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 import torch
 from helpers_tiny import tiny_bert_folder
-import pytest
 
 from mltk import artifacts
-from mltk.models.multilingual import build_encoder, save_encoder
 from mltk.encode.text_encoders import TowerTextEncoder, load_text_encoder
+from mltk.models.multilingual import build_encoder, save_encoder
 
 ENGLISH = ["a red circle left of a blue square", "two green stars", "one small triangle", "a big blue circle"]
 GERMAN = ["ein roter kreis links von einem blauen quadrat", "zwei grüne sterne", "ein kleines dreieck",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from helpers_tiny import tiny_wordpiece_tokenizer
-from mltk.models.acquirer import acquirer_parameter_count
+
 from mltk import artifacts
+from mltk.models.acquirer import acquirer_parameter_count
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.multilingual import LanguageAcquisitionEncoder, load_encoder, save_encoder
 from mltk.models.nonnative import HFTokenizer

@@ -8,9 +8,9 @@ from safetensors.torch import save_file
 
 from mltk import artifacts
 from mltk.core.errors import ConfigError
+from mltk.core.runtime import resolve_runtime
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import LENGTH_BUCKETS, OpenClipTextTower, end_positions, trim_tokens
-from mltk.core.runtime import resolve_runtime
 
 CAPTIONS = ["a red circle", "two green stars left of a small blue square above a ring",
             "ein roter Kreis", "一个红色的圆"]

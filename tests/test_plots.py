@@ -6,13 +6,12 @@ from __future__ import annotations
 import io
 
 import numpy as np
-import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
 from mltk import artifacts
-
 from mltk.present import plots
+
 runner = CliRunner()
 MATRIX = [[50.0, None, None], [40.0, 60.0, None], [30.0, 55.0, 70.0]]
 

@@ -3,7 +3,6 @@ user imported XTD10, xFlickr&CO, Multi30K, Conceptual Captions and plain caption
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -13,8 +12,8 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.data.importers import canonical_image_id, import_dataset, merge_captions
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.data.importers import canonical_image_id, import_dataset, merge_captions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 runner = CliRunner()

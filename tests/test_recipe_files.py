@@ -5,7 +5,6 @@ training commands, ``mltk recipes list / show / cp``, and help that reads the re
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 

@@ -10,17 +10,13 @@ import zipfile
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers_locks import hold_lock
 from typer.testing import CliRunner
 
 from mltk import artifacts
-
-from helpers_locks import hold_lock
-from mltk.artifacts import locks
-
-from mltk.core import policy
-
-from mltk.artifacts import schema
+from mltk.artifacts import locks, schema
 from mltk.cli.application import app
+from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 
 runner = CliRunner()

@@ -12,10 +12,10 @@ import torch
 from typer.testing import CliRunner
 
 from mltk import artifacts
-from mltk.metrics import ranks as M
 from mltk.cli import app
-from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.losses.ranking import order_violation_similarity
+from mltk.metrics import ranks as M
+from mltk.metrics.retrieval import evaluate_retrieval
 
 runner = CliRunner()
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from mltk.core.errors import ConfigError
+from mltk.recipes import load_recipe
 from mltk.train.batches import draw_captions, group_by_image
 from mltk.train.ccrk import CcrkConfig
 from mltk.train.loop_state import changed_settings, settings_record
-from mltk.recipes import load_recipe
 from mltk.train.mla import MlaConfig as UnresolvedMlaConfig
 from mltk.train.settings import recipe_loop, with_recipe
 from mltk.train.stage import open_run, replace_settings, stage_writer

@@ -15,7 +15,6 @@ from mltk.train.loop import fit
 from mltk.train.step_log import read_steps_csv, step_logging
 
 
-
 def event_accumulator(directory):
     """TensorBoard's own reader of event files (the tensorboard extra; tests that need it skip without it)."""
     module = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")

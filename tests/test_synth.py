@@ -15,14 +15,23 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
+from mltk.core.errors import ArtifactError, ConfigError
 from mltk.data import lang
 from mltk.data.lang import it as italian
 from mltk.data.lang import ru as russian
 from mltk.data.lang.content import CaptionContent, Mention, Relation
 from mltk.data.render import OUTLINES, _object_mask, encode_png, render_scene
-from mltk.data.synth import (SPLITS, Scene, SceneObject, SynthConfig, generate_example, load_world, sample_content,
-                             sample_scene, synthesize)
-from mltk.core.errors import ArtifactError, ConfigError
+from mltk.data.synth import (
+    SPLITS,
+    Scene,
+    SceneObject,
+    SynthConfig,
+    generate_example,
+    load_world,
+    sample_content,
+    sample_scene,
+    synthesize,
+)
 
 runner = CliRunner()
 LANGS = ("en", "de", "fr", "es", "it", "ru", "el", "zh", "ja", "ar")
@@ -129,7 +138,8 @@ GRAMMAR_CASES = [
         {
             "en": "A picture of a star.", "de": "Ein Bild mit einem Stern.", "fr": "Une image avec une étoile.",
             "es": "Una imagen con una estrella.", "it": "Un'immagine con una stella.", "ru": "Картинка со звездой.",
-            "el": "Μια εικόνα με ένα αστέρι.", "zh": "画面里是一颗星星。", "ja": "星の絵。", "ar": "صورة تحتوي على نجمة.",
+            "el": "Μια εικόνα με ένα αστέρι.", "zh": "画面里是一颗星星。", "ja": "星の絵。",
+            "ar": "صورة تحتوي على نجمة.",
         },
     ),
     (  # ja locative sentence for a lone relation; ru genitive feminine; de "ist" with one item
@@ -149,8 +159,8 @@ GRAMMAR_CASES = [
         },
     ),
     (  # three items; de accusative of all genders; ru neuter nominative with two adjectives
-        CaptionContent((Mention("ring", "red", "large"), Mention("square", "black", "small"), Mention("diamond", "blue")),
-                       frame=1),
+        CaptionContent((Mention("ring", "red", "large"), Mention("square", "black", "small"),
+                        Mention("diamond", "blue")), frame=1),
         {
             "en": "There is a large red ring, a small black square and a blue diamond.",
             "de": "Es gibt einen großen roten Ring, ein kleines schwarzes Quadrat und eine blaue Raute.",
@@ -187,7 +197,8 @@ GRAMMAR_CASES = [
         {
             "en": "Three red hearts.", "de": "Drei rote Herzen.", "fr": "Trois cœurs rouges.",
             "es": "Tres corazones rojos.", "it": "Tre cuori rossi.", "ru": "Три красных сердца.",
-            "el": "Τρεις κόκκινες καρδιές.", "zh": "三颗红色的桃心。", "ja": "三つの赤いハート。", "ar": "ثلاثة قلوب حمراء.",
+            "el": "Τρεις κόκκινες καρδιές.", "zh": "三颗红色的桃心。", "ja": "三つの赤いハート。",
+            "ar": "ثلاثة قلوب حمراء.",
         },
     ),
     (  # ru genitive plural of a feminine noun ("звёзд"); ja floated quantifier in the "drawn" frame

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from mltk.core.errors import ConfigError
 from mltk.cll_clip.teir import TeirAdamW, expand_table, init_new_rows, token_lambdas
+from mltk.core.errors import ConfigError
 
 LR, WD, BETAS, EPS = 1e-2, 0.05, (0.9, 0.999), 1e-6
 

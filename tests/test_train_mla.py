@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
@@ -108,8 +107,8 @@ def test_teacher_embeddings_are_computed_once(world, tmp_path, monkeypatch):
 
 def test_teacher_cache_follows_the_weights_not_the_path(world, tmp_path):
     """A base CLIP rewritten at the same path (pretrain rerun) gets new teacher embeddings, not the cached ones."""
-    from mltk.encode.text_encoders import ClipTextEncoder
     from mltk.core.runtime import resolve_runtime
+    from mltk.encode.text_encoders import ClipTextEncoder
     from mltk.train.teacher import teacher_embeddings
 
     runtime = resolve_runtime("cpu", "fp32")

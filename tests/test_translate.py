@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from helpers_translate import build_tiny_m2m100, build_tiny_marian, synthetic_sentences
 from typer.testing import CliRunner
 
 from mltk import artifacts
@@ -20,7 +21,6 @@ from mltk.translate import guards as G
 from mltk.translate.languages import M2M100_CODES, NLLB_CODES, detect_family, model_language_code
 from mltk.translate.pipeline import make_plan
 from mltk.translate.seq2seq import Seq2SeqTranslator, plan_batches
-from helpers_translate import build_tiny_m2m100, build_tiny_marian, synthetic_sentences
 
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 runner = CliRunner()

@@ -59,11 +59,13 @@ def test_the_embedded_clips_move_the_way_their_captions_say(clips):
         dx, dy = last[0] - first[0], last[1] - first[1]
         moved = {"left": -dx, "right": dx, "up": -dy, "down": dy}[scene["direction"]]
         assert moved > 8 and moved > 3 * abs(dy if scene["direction"] in ("left", "right") else dx)
-        english = [c for c, lang, vid in zip(captions.column("caption").to_pylist(), captions.column("lang").to_pylist(),
+        english = [c for c, lang, vid in zip(captions.column("caption").to_pylist(),
+                                             captions.column("lang").to_pylist(),
                                              captions.column("image_id").to_pylist())
                    if lang == "en" and vid == table.column("image_id")[row].as_py()]
+        motion = {"left": "moves to the left", "right": "moves to the right", "up": "moves up", "down": "moves down"}
         assert english == [f"{'An' if scene['colour'][0] in 'aeiou' else 'A'} {scene['colour']} {scene['shape']} "
-                           f"{dict(left='moves to the left', right='moves to the right', up='moves up', down='moves down')[scene['direction']]}."]
+                           f"{motion[scene['direction']]}."]
 
 
 def _object_centre(frame, frames):

@@ -13,7 +13,6 @@ import pytest
 from typer.testing import CliRunner
 
 from mltk import artifacts, vocab
-from mltk.core.errors import ConfigError
 from mltk.cli import app
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.core.errors import ConfigError, MltkError, SchemaError
+from mltk.core.errors import MltkError, SchemaError
 from mltk.evaluate.zero_shot import class_vectors, file_task, top_k_accuracy, true_class_ranks, world_task
 
 runner = CliRunner()

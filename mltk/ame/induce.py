@@ -27,6 +27,7 @@ from mltk.ame.lexicon import check_pair_languages, lexicon_table, write_lexicon
 from mltk.ame.vocabulary import caption_words
 from mltk.core.errors import ConfigError
 
+
 def parallel_pairs(captions: pa.Table, src_lang: str, tgt_lang: str, split: str | None) -> list[tuple[str, str]]:
     """(source caption, target caption) for every caption_id both languages have (in ``split``)."""
     by_lang: dict[str, dict[str, str]] = {src_lang: {}, tgt_lang: {}}

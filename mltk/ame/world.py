@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mltk.ame.lexicon import Pair, check_pair_languages, lexicon_table, write_lexicon
 from mltk import artifacts
+from mltk.ame.lexicon import Pair, check_pair_languages, lexicon_table, write_lexicon
 from mltk.core.errors import ConfigError
 from mltk.data import lang as languages
 from mltk.data.lang.content import COLOURS, SHAPES, SIZES

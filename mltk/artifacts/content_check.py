@@ -7,8 +7,9 @@ base or tokenizer that mltk loads is therefore hashed against its manifest. So t
 root, keyed by the file's path, device, inode, size, modification and change times: any write to the file changes
 one of them (the change time cannot be set back by a user), and the entry is then recomputed.
 
-A file modified (by its modification time) within ``RACY_SECONDS`` of being hashed is not cached: the file system's clock is coarse, so a write
-in the same tick could leave every key unchanged (the "racily clean" case git's index also guards against).
+A file modified (by its modification time) within ``RACY_SECONDS`` of being hashed is not cached: the file system's
+clock is coarse, so a write in the same tick could leave every key unchanged (the "racily clean" case git's index
+also guards against).
 """
 
 from __future__ import annotations

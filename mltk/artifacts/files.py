@@ -13,20 +13,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mltk.artifacts import schema
-from mltk.artifacts import dependencies, integrity
+from mltk.artifacts import dependencies, integrity, schema
 from mltk.artifacts.checkpoint_fields import check_checkpoint_fields
 from mltk.artifacts.local_names import check_names_stay_local
+from mltk.artifacts.manifest import PathLike, fingerprint, jsonable, read_json, read_manifest, write_json  # noqa: F401
+from mltk.artifacts.tables import (
+    as_string_columns,
+    load_array,
+    load_embeddings,
+    read_table,
+    require_columns,
+    save_array,
+    write_table,
+)
+from mltk.artifacts.writer import ArtifactWriter
 from mltk.core.errors import ArtifactError, SchemaError
 from mltk.core.file_modes import give_normal_mode
-
-from mltk.artifacts.manifest import (PathLike, jsonable, fingerprint, read_json, read_manifest,  # noqa: F401
-                                    write_json)
-from mltk.artifacts.tables import (as_string_columns, load_array, load_embeddings, read_table, require_columns,
-                                  save_array, write_table)
-from mltk.artifacts.writer import ArtifactWriter
-
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # Images (encoded bytes or paths), checkpoints (safetensors + config.json), metrics (JSON)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from mltk.artifacts import schema
 from mltk.artifacts.dependencies import LOCAL_SCHEME, dependency_fields, field_value, set_field
-from mltk.core.errors import ArtifactError
 from mltk.core.download import looks_local
+from mltk.core.errors import ArtifactError
 
 HUB_SCHEME = "hf-hub:"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?$")  # Hugging Face's repo id rules

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from mltk.core.errors import ArtifactError
 
-
 LOCK_TEXT = re.compile(r"(\d+( \S+)?)?")  # what a lock file holds: "PID START_TIME", or nothing yet
 
 

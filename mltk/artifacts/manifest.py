@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mltk.artifacts import schema
-from mltk.artifacts import integrity
+from mltk.artifacts import integrity, schema
 from mltk.core.errors import ArtifactError
 
 PathLike = str | os.PathLike

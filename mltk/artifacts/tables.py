@@ -12,16 +12,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mltk.artifacts import schema
-from mltk.artifacts import integrity
+from mltk.artifacts import integrity, schema
 from mltk.artifacts.caption_rules import apply_caption_rules
-from mltk.core.errors import ArtifactError, SchemaError
-from mltk.core.names import check_names
-
 from mltk.artifacts.manifest import PathLike, jsonable, read_manifest
 from mltk.artifacts.writer import ArtifactWriter
-
-
+from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.names import check_names
 
 # ----------------------------------------------------------------------------------------------------------------
 # Tables

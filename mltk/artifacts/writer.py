@@ -15,26 +15,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-
-from mltk.core.version import __version__
-
-
-from mltk.artifacts import locks
-
-
+from mltk.artifacts import dependencies, integrity, locks, schema
+from mltk.artifacts.manifest import (  # noqa
+    PathLike,
+    canonical_settings,
+    describe_input,
+    is_artifact,
+    jsonable,
+    read_manifest,
+    write_json,
+)
 from mltk.core import policy
-from mltk.core.names import check_output_path
-
-
-from mltk.artifacts import schema
-from mltk.artifacts import dependencies, integrity
 from mltk.core.errors import ArtifactError, MltkError
 from mltk.core.file_modes import give_normal_modes
-
-from mltk.artifacts.manifest import (PathLike, canonical_settings, describe_input, is_artifact, jsonable,  # noqa
-                                    read_manifest, write_json)
-
-
+from mltk.core.names import check_output_path
+from mltk.core.version import __version__
 
 # ----------------------------------------------------------------------------------------------------------------
 # Atomic artifact directories, and what happens to an existing one

@@ -13,11 +13,10 @@ from typing import Iterable
 import typer
 from typer.core import TyperGroup
 
-from mltk.core.version import __version__
-
-from mltk.core import policy
 from mltk.cli.common import HELP_SETTINGS, add_shared_options
+from mltk.core import policy
 from mltk.core.errors import MltkError
+from mltk.core.version import __version__
 
 # Every command and the module that registers it (``register(app)``), in pipeline order (the order of --help).
 # A command runs with only its own module imported, so `mltk evaluate` does not pay for open_clip or transformers.
@@ -176,7 +175,8 @@ def full_app() -> typer.Typer:
 
 
 def __getattr__(name: str):
-    """``mltk.cli.application.app`` (as used by tests with ``typer.testing``) is the app with every command, built lazily."""
+    """``mltk.cli.application.app`` (as used by tests with ``typer.testing``) is the app with every command, built
+    lazily."""
     if name == "app":
         return full_app()
     raise AttributeError(name)

@@ -7,13 +7,35 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
-                                     AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
+from mltk.cli.align_options import (
+    AlignEveryOption,
+    AlignFormOption,
+    AlignKOption,
+    AlignLrOption,
+    AlignOrthogonalOption,
+    AlignWeightOption,
+    LexiconOption,
+    alignment_config,
+)
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.config_options import GivenSettings, config_values, training_options
-from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, ImagesOpt, InitEmbeddingsOpt, InitOpt, JsonOpt,
-                              LogEveryOpt, ModelOpt, PrecisionOpt, PretrainedOpt, RecipeOpt, TensorboardOpt,
-                              TokenizerOpt, ValImagesOpt)
+from mltk.cli.options import (
+    BatchOpt,
+    CaptionsOpt,
+    DeviceOpt,
+    ImagesOpt,
+    InitEmbeddingsOpt,
+    InitOpt,
+    JsonOpt,
+    LogEveryOpt,
+    ModelOpt,
+    PrecisionOpt,
+    PretrainedOpt,
+    RecipeOpt,
+    TensorboardOpt,
+    TokenizerOpt,
+    ValImagesOpt,
+)
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
@@ -97,8 +119,9 @@ def train_ccrk_command(
         alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
                                    align_orthogonal), loop=settings.loop,
         **config_values(settings, loss=loss, weighting=weighting, temperature=temperature, beta=beta,
-                        mlmme_form=mlmme_form, max_violation=max_violation, hard_negatives=hard_negatives, batch_size=batch_size, margin=margin,
-                        val_images=val_images, learn_temperature=False if fixed_temperature else None))
+                        batch_size=batch_size, margin=margin, mlmme_form=mlmme_form, max_violation=max_violation,
+                        hard_negatives=hard_negatives, val_images=val_images,
+                        learn_temperature=False if fixed_temperature else None))
     with step_logging(log_every, tensorboard):
         path = train_ccrk(config)
     manifest = artifacts.read_manifest(path, "checkpoint")

@@ -10,16 +10,15 @@ command to it."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Iterable, List, Optional
-
-import functools
-import inspect
-from collections.abc import Callable
 
 import typer
 

@@ -7,14 +7,45 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
-                                     AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
-from mltk.cli.common import (LIST_METAVAR, either, emit, examples, hidden_alias, lang_option, out_option, require,
-                              route_input, split_list)
+from mltk.cli.align_options import (
+    AlignEveryOption,
+    AlignFormOption,
+    AlignKOption,
+    AlignLrOption,
+    AlignOrthogonalOption,
+    AlignWeightOption,
+    LexiconOption,
+    alignment_config,
+)
+from mltk.cli.common import (
+    LIST_METAVAR,
+    either,
+    emit,
+    examples,
+    hidden_alias,
+    lang_option,
+    out_option,
+    require,
+    route_input,
+    split_list,
+)
 from mltk.cli.config_options import GivenSettings, config_values, training_options
-from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, ImagesOpt, JsonOpt, LogEveryOpt,
-                              ModelOpt, MseFormOpt, PrecisionOpt, PretrainedOpt, RecipeOpt, TensorboardOpt,
-                              ValImagesOpt)
+from mltk.cli.options import (
+    BatchOpt,
+    CacheDirOpt,
+    CaptionsOpt,
+    DeviceOpt,
+    ImagesOpt,
+    JsonOpt,
+    LogEveryOpt,
+    ModelOpt,
+    MseFormOpt,
+    PrecisionOpt,
+    PretrainedOpt,
+    RecipeOpt,
+    TensorboardOpt,
+    ValImagesOpt,
+)
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
@@ -135,8 +166,7 @@ def train_continual_command(
 ) -> None:
     """Learn languages one after another with CLL-CLIP: each task grows CLIP's vocabulary and trains the token
     table of the frozen text tower (gamma1 x InfoNCE + gamma2 x MSE to the English teacher). After each task every
-    language
-    so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
+    language so far is evaluated; writes a checkpoint with continual.json (matrix, AR, F) and two PNGs. Rerun the same
     command to resume. On a text-only tower (no images) the tower's WordPiece vocabulary grows, the loss is the MSE
     term alone and each language is scored by caption-to-caption retrieval against the frozen tower's English.
     Hyper-parameters: recipe cll-clip (teir-minilm on a text-only tower)."""

@@ -51,8 +51,8 @@ def encode_images_command(
     Under torchrun (torchrun --nproc_per_node N -m mltk encode-images ...) each process encodes its own shards
     and one artifact results, the same as a one-process run; only rank 0 prints its path."""
     from mltk import artifacts
-    from mltk.encode.images import encode_images
     from mltk.core.distributed import is_main_process
+    from mltk.encode.images import encode_images
 
     resolved = resolve_input(source, what="images")
     path = encode_images(resolved, out, model=model, pretrained=pretrained, batch_size=batch_size, workers=workers,

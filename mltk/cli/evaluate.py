@@ -8,9 +8,18 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.common import (LIST_METAVAR, BaseOption, emit, examples, hidden_alias, lang_option, out_option,
-                              resolve_input,
-                              route_input, split_list)
+from mltk.cli.common import (
+    LIST_METAVAR,
+    BaseOption,
+    emit,
+    examples,
+    hidden_alias,
+    lang_option,
+    out_option,
+    resolve_input,
+    route_input,
+    split_list,
+)
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, PretrainedOpt
 from mltk.core.errors import ConfigError
 
@@ -134,8 +143,9 @@ def evaluate(
         images=routed["image-embeddings"], texts=routed["text-embeddings"], captions=routed["captions"],
         model=str(routed["checkpoint"]) if routed["checkpoint"] is not None else model, pretrained=pretrained,
         out=out, metrics=metrics, mrv_variant=mrv_variant, mrv_instance=mrv_instance, protocol=protocol, folds=folds,
-        c2c_relevance=c2c_relevance, dataset=dataset, split=",".join(split_list(split)) or None, languages=split_list(lang),
-        c2c_pairs=tuple(parse_pair(pair) for pair in c2c_pair), report_format=report_format, device=device,
+        c2c_relevance=c2c_relevance, dataset=dataset, split=",".join(split_list(split)) or None,
+        languages=split_list(lang), c2c_pairs=tuple(parse_pair(pair) for pair in c2c_pair), report_format=report_format,
+        device=device,
         precision=precision, batch_size=batch_size, chunk_mb=chunk_mb, force=force, lexicon=lexicon, bli_k=bli_k,
         bli_vocab=bli_vocab, similarity=similarity, translations=translations, fusion=etas)
     _emit_with_plots(run_evaluation(config), plot, as_json, inputs)

@@ -8,8 +8,18 @@ from typing import List, Optional
 
 import typer
 
-from mltk.cli.common import HELP_SETTINGS
-from mltk.cli.common import BaseOption, artifact_role, either, emit, examples, hidden_alias, out_option, resolve_input, split_list
+from mltk.cli.common import (
+    HELP_SETTINGS,
+    BaseOption,
+    artifact_role,
+    either,
+    emit,
+    examples,
+    hidden_alias,
+    out_option,
+    resolve_input,
+    split_list,
+)
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, PretrainedOpt, SeedOpt
 from mltk.core.errors import ConfigError
 
@@ -102,8 +112,12 @@ def _query_vectors(image_emb: Path | None, ids: List[str], vectors: Path | None,
                    text_file: Path | None, lang: str, model: str | None, pretrained: str | None, device: str,
                    precision: str):
     """The query ids and vectors of exactly one kind of query: image embeddings, a .npy file or texts."""
-    from mltk.index.faiss_index import (query_vectors_from_embeddings, query_vectors_from_npy, query_vectors_from_texts,
-                            read_query_lines)
+    from mltk.index.faiss_index import (
+        query_vectors_from_embeddings,
+        query_vectors_from_npy,
+        query_vectors_from_texts,
+        read_query_lines,
+    )
 
     if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
         raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "

@@ -10,7 +10,8 @@ import typer
 from mltk.cli.common import BaseOption, examples, resolve_input
 from mltk.cli.options import JsonOpt
 
-EXAMPLE = examples("mltk inspect runs/le", "mltk encode-images world/images -m runs/native -o emb | mltk inspect --json")
+EXAMPLE = examples("mltk inspect runs/le",
+                   "mltk encode-images world/images -m runs/native -o emb | mltk inspect --json")
 
 
 def inspect(

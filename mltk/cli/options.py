@@ -48,7 +48,8 @@ CacheDirOpt = Annotated[Optional[Path], typer.Option(
 # --- the recipe and the hyper-parameters it holds -------------------------------------------------------------
 RecipeOpt = Annotated[Optional[str], typer.Option(
     "--recipe", help="The hyper-parameters every option below leaves out: a recipe shipped with mltk (mltk recipes "
-    "list; mltk recipes show NAME for its values) or a JSON file of the same form (mltk recipes cp NAME FILE). Default: the command's own (on a transformers / sentence-transformers "
+    "list; mltk recipes show NAME for its values) or a JSON file of the same form (mltk recipes cp NAME FILE). "
+    "Default: the command's own (on a transformers / sentence-transformers "
     "tower: real-text-minilm for train-nlt, teir-minilm for train-continual). The values used are recorded in "
     "the manifest.")]
 BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", min=2, help="Examples per step.")]

@@ -9,8 +9,17 @@ import typer
 
 from mltk.cli.common import emit, examples, out_option, resolve_input
 from mltk.cli.config_options import GivenSettings, config_values, training_options
-from mltk.cli.options import (BatchOpt, CaptionsOpt, DeviceOpt, JsonOpt, LogEveryOpt, ModelOpt, PrecisionOpt,
-                              RecipeOpt, TensorboardOpt)
+from mltk.cli.options import (
+    BatchOpt,
+    CaptionsOpt,
+    DeviceOpt,
+    JsonOpt,
+    LogEveryOpt,
+    ModelOpt,
+    PrecisionOpt,
+    RecipeOpt,
+    TensorboardOpt,
+)
 
 EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 500")
 

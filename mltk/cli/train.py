@@ -9,13 +9,36 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import (AlignEveryOption, AlignFormOption, AlignKOption, AlignLrOption,
-                                     AlignOrthogonalOption, AlignWeightOption, LexiconOption, alignment_config)
+from mltk.cli.align_options import (
+    AlignEveryOption,
+    AlignFormOption,
+    AlignKOption,
+    AlignLrOption,
+    AlignOrthogonalOption,
+    AlignWeightOption,
+    LexiconOption,
+    alignment_config,
+)
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.config_options import GivenSettings, config_values, training_options
-from mltk.cli.options import (BatchOpt, CacheDirOpt, CaptionsOpt, DeviceOpt, ImagesOpt, InitEmbeddingsOpt, InitOpt,
-                              JsonOpt, LogEveryOpt, ModelOpt, MseFormOpt, PrecisionOpt, PretrainedOpt, RecipeOpt,
-                              TensorboardOpt, TokenizerOpt)
+from mltk.cli.options import (
+    BatchOpt,
+    CacheDirOpt,
+    CaptionsOpt,
+    DeviceOpt,
+    ImagesOpt,
+    InitEmbeddingsOpt,
+    InitOpt,
+    JsonOpt,
+    LogEveryOpt,
+    ModelOpt,
+    MseFormOpt,
+    PrecisionOpt,
+    PretrainedOpt,
+    RecipeOpt,
+    TensorboardOpt,
+    TokenizerOpt,
+)
 from mltk.core.errors import ConfigError
 
 LangOpt = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")

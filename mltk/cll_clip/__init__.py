@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from mltk.cll_clip.adapters import LanguageAdapters
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mltk.cll_clip.adapters import LanguageAdapters
 from mltk.cll_clip.base import ContinualMethod
 from mltk.cll_clip.ewc import OnlineEWC
 from mltk.cll_clip.lora import LoraMethod

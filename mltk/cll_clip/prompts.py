@@ -12,8 +12,9 @@
 - **DualPrompt** (Wang et al. 2022), prefix-tuning form as in the CLL-CLIP authors' ``prompt.py``: a general
   prompt of length 2 in blocks 0-1 and one expert prompt of length 16 per task (pool 36) in blocks 2-4; a prompt
   of length L gives L/2 keys and L/2 values to its block's attention. (The authors' loop over blocks stops
-  before the last expert block, ``range(max(layers))``; mltk prompts every block listed.) Each expert prompt has a key; the query is the feature of the text through the tower without
-  prompts (detached). Training uses the current task's expert prompt and adds the matching loss
+  before the last expert block, ``range(max(layers))``; mltk prompts every block listed.) Each expert prompt has a
+  key; the query is the feature of the text through the tower without prompts (detached). Training uses the current
+  task's expert prompt and adds the matching loss
   ``pull_weight * (1 - cos(query, key_t))``; at test time each text takes the expert prompt whose key is nearest
   (no task identity). As the authors' code has it (CODA-Prompt's DualPrompt): the whole pool of keys and expert
   prompts exists from the start, uniform in [-1, 1), task t trains entry t, and at test time all ``pool`` keys

@@ -37,7 +37,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _is_download_failure(exc: BaseException) -> bool:
-    return isinstance(exc, (OSError, ConnectionError, TimeoutError)) or type(exc).__module__.split(".")[0] in _NETWORK_MODULES
+    return (isinstance(exc, (OSError, ConnectionError, TimeoutError))
+            or type(exc).__module__.split(".")[0] in _NETWORK_MODULES)
 
 
 def _is_connection_failure(exc: BaseException) -> bool:

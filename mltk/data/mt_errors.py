@@ -18,8 +18,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from mltk.data.lang.content import COLOURS, INVERSE_RELATION, SHAPES, CaptionContent, Item, Mention, Relation
 from mltk.core.errors import ConfigError
+from mltk.data.lang.content import COLOURS, INVERSE_RELATION, SHAPES, CaptionContent, Item, Mention, Relation
 
 # drop_item: a whole phrase left out; wrong_colour / wrong_shape: a mistranslated word; flip_relation: "left of"
 # rendered as "right of" (or "above" as "below"); drop_modifier: a colour or size left out.

@@ -24,11 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
-from mltk.data.importers.image_ids import canonical_image_id
 from mltk.core.errors import ArtifactError
 from mltk.core.runtime import log
+from mltk.data.importers.image_ids import canonical_image_id
 
 TRAINING_STAGE_PREFIXES = ("train", "pretrain")
 MAX_EXAMPLES = 5

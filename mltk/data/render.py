@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+
 import numpy as np
 from PIL import Image, ImageDraw
 

@@ -30,13 +30,22 @@ import numpy as np
 import pyarrow as pa
 
 from mltk import artifacts
-from mltk.data import lang, mt_errors
-from mltk.data.render import GRID, encode_png, render_scene
-from mltk.data.scene import Scene, SceneObject
-from mltk.data.lang.content import (COLOURS, INVERSE_RELATION, N_FRAMES, SHAPES, SIZES, CaptionContent, Item,
-                                    Mention, Relation)
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log, track
+from mltk.data import lang, mt_errors
+from mltk.data.lang.content import (
+    COLOURS,
+    INVERSE_RELATION,
+    N_FRAMES,
+    SHAPES,
+    SIZES,
+    CaptionContent,
+    Item,
+    Mention,
+    Relation,
+)
+from mltk.data.render import GRID, encode_png, render_scene
+from mltk.data.scene import Scene, SceneObject
 
 SPLITS = ("train", "val", "test")
 WORLD_FILE = "world.json"

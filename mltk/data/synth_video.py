@@ -26,7 +26,7 @@ from mltk.core.errors import ConfigError
 from mltk.core.runtime import log, track
 from mltk.data import lang as world_lang
 from mltk.data.lang.content import COLOURS, SHAPES, CaptionContent, Mention
-from mltk.data.render import PALETTE, RADIUS_RANGE, paint_background, add_noise, paint_object
+from mltk.data.render import PALETTE, RADIUS_RANGE, add_noise, paint_background, paint_object
 
 DIRECTIONS = ("left", "right", "up", "down")
 STEP = {"left": (-1.0, 0.0), "right": (1.0, 0.0), "up": (0.0, -1.0), "down": (0.0, 1.0)}  # image y points down

@@ -30,20 +30,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
-from mltk.core.errors import ConfigError, MltkError
-from mltk.data.image_sources import (IMAGE_EXTENSIONS, NO_SPLIT, ImageRecords, check_unique_ids,  # noqa: F401 (API)
-                                filter_splits, read_image_source, resolve_image_paths)
-from mltk.core.runtime import Runtime, log, progress_bar, resolve_runtime, seed_everything
 from mltk.core.distributed import init_from_env, world
+from mltk.core.errors import ConfigError, MltkError
+from mltk.core.runtime import Runtime, log, progress_bar, resolve_runtime, seed_everything
+from mltk.data.image_sources import (  # noqa: F401 (API)
+    IMAGE_EXTENSIONS,
+    NO_SPLIT,
+    ImageRecords,
+    check_unique_ids,
+    filter_splits,
+    read_image_source,
+    resolve_image_paths,
+)
 
 RESUME_STATE = "encode-state.json"  # lives in the partial directory only; removed before the manifest is written
 MAX_ERROR_CHARS = 300
@@ -173,7 +178,8 @@ class ResumeState:
     file_name: str = RESUME_STATE
 
     @classmethod
-    def load_or_reset(cls, directory: Path, key: dict, file_name: str = RESUME_STATE, reset: bool = True) -> ResumeState:
+    def load_or_reset(cls, directory: Path, key: dict, file_name: str = RESUME_STATE,
+                      reset: bool = True) -> ResumeState:
         """The merged state of ``directory``; with ``reset`` (one process, or rank 0 before the others read),
         files of another key are removed first."""
         saved = []

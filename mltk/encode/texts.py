@@ -15,9 +15,16 @@ import torch.nn.functional as F
 from mltk import artifacts
 from mltk.core.errors import ConfigError, SchemaError
 from mltk.core.runtime import Runtime, track
+
 # the encoders' home is mltk.encode.text_encoders; imported here under their names of before it existed
-from mltk.encode.text_encoders import (ClipTextEncoder, TextEncoder, TowerTextEncoder,  # noqa: F401
-                                check_model_languages, load_model_encoder, load_text_encoder)
+from mltk.encode.text_encoders import (  # noqa: F401
+    ClipTextEncoder,
+    TextEncoder,
+    TowerTextEncoder,
+    check_model_languages,
+    load_model_encoder,
+    load_text_encoder,
+)
 
 
 @torch.no_grad()

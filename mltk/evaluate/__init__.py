@@ -8,11 +8,20 @@
 - ``mltk.present.report``: the tables, Markdown, CSV, tidy long CSV and CLIP_benchmark JSON written from a result.
 """
 
-from mltk.metrics.retrieval_options import C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS
+from mltk.evaluate.stage import (
+                                 REPORT_FORMATS,
+                                 ContinualConfig,
+                                 EvaluateConfig,
+                                 TextVectors,
+                                 check_text_source,
+                                 load_normalized_embeddings,
+                                 run_continual,
+                                 run_evaluation,
+                                 text_embeddings_for,
+)
 from mltk.metrics.retrieval import evaluate_retrieval, mrv_instance_mode
-from mltk.evaluate.stage import (REPORT_FORMATS, ContinualConfig, EvaluateConfig, TextVectors, check_text_source,
-                                 load_normalized_embeddings, run_continual, run_evaluation, text_embeddings_for)
+from mltk.metrics.retrieval_options import C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS
 
 __all__ = ["C2C_RELEVANCE", "METRIC_NAMES", "MRV_INSTANCES", "PROTOCOLS", "REPORT_FORMATS", "ContinualConfig",
-           "EvaluateConfig", "TextVectors", "check_text_source", "evaluate_retrieval", "load_normalized_embeddings", "mrv_instance_mode", "run_continual",
-           "run_evaluation", "text_embeddings_for"]
+           "EvaluateConfig", "TextVectors", "check_text_source", "evaluate_retrieval", "load_normalized_embeddings",
+           "mrv_instance_mode", "run_continual", "run_evaluation", "text_embeddings_for"]

@@ -42,8 +42,8 @@ def check_seed_options(config: Any) -> None:
 def fusion_section(config: Any, texts: Any, runtime: Runtime, evaluate: Callable[[np.ndarray], dict]) -> dict:
     """Encode the translations of the evaluated captions through the model's English path and evaluate the fused
     vectors at every eta (``mltk.evaluate.fusion``)."""
-    from mltk.encode.texts import encode_captions
     from mltk.encode.text_encoders import load_model_encoder
+    from mltk.encode.texts import encode_captions
 
     translations = artifacts.load_captions(config.translations)
     text_rows, wanted = translation_rows(texts.table, translations, config.translations)

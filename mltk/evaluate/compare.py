@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from mltk import artifacts
-
-from mltk.present import report
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
+from mltk.present import report
 
 SUMMARY_COLUMNS = ("mean AR", "MRV i2t", "MRV t2i", "AR spread", "worst", "best")
 

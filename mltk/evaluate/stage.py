@@ -3,8 +3,8 @@ call ``mltk.metrics.retrieval.evaluate_retrieval``, warn when the test images ar
 metrics artifact with its report files (``mltk.present.report``).
 
 Text vectors come from ``text_embeddings_for``: a text embeddings artifact, or the captions encoded through a
-checkpoint (``mltk.encode.text_encoders``, ``mltk.encode.texts``), each language through its own path. Image embeddings are optional when only
-caption-to-caption retrieval is asked for.
+checkpoint (``mltk.encode.text_encoders``, ``mltk.encode.texts``), each language through its own path. Image
+embeddings are optional when only caption-to-caption retrieval is asked for.
 """
 
 from __future__ import annotations
@@ -19,19 +19,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mltk import artifacts
-from mltk.metrics import ranks as M
-
 from mltk.ame.bli import evaluate_bli
-from mltk.present import plots, report
 from mltk.core.errors import ConfigError, SchemaError
+from mltk.core.runtime import Runtime, log, resolve_runtime
+from mltk.data.overlap import training_data_of, warn_if_overlap
+from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
 from mltk.evaluate.clip_benchmark import clip_benchmark_files
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.guards import Guard, check_same_model, check_vectors
-from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
 from mltk.evaluate.scorer import evaluation_similarity
-from mltk.metrics.retrieval import column_strings, split_column, check_options, evaluate_retrieval, in_splits
-from mltk.data.overlap import training_data_of, warn_if_overlap
-from mltk.core.runtime import Runtime, log, resolve_runtime
+from mltk.metrics import ranks as M
+from mltk.metrics.retrieval import check_options, column_strings, evaluate_retrieval, in_splits, split_column
+from mltk.present import plots, report
 
 REPORT_FORMATS = ("table", "markdown", "csv", "clip-benchmark")
 
@@ -142,9 +141,10 @@ def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, ru
         return TextVectors(table, vectors, [config.texts], str(config.texts),
                            {"from": "embeddings", "texts": str(Path(config.texts).resolve())})
     source = str(config.captions)
-    captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config, source)
-    from mltk.encode.texts import encode_captions
+    captions = _captions_to_encode(artifacts.load_captions(config.captions, drop_empty=True), image_table, config,
+                                   source)
     from mltk.encode.text_encoders import load_model_encoder, readable_languages
+    from mltk.encode.texts import encode_captions
 
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     languages = readable_languages(encoder, sorted(config.languages or ()),

@@ -231,8 +231,8 @@ def load_task(source: Path, languages: tuple[str, ...], split: str) -> ClassTask
 
 def classify(config: ClassifyConfig) -> Path:
     """``mltk classify``: top-k zero-shot accuracy per language; writes a metrics artifact and returns its path."""
-    from mltk.evaluate.stage import load_normalized_embeddings
     from mltk.encode.text_encoders import load_model_encoder, readable_languages
+    from mltk.evaluate.stage import load_normalized_embeddings
 
     inputs = [config.images, config.classes, *([Path(config.model)] if Path(config.model).exists() else [])]
     existing = artifacts.reusable(config.out, "metrics", stage="classify", config=config, inputs=inputs)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mltk import artifacts
-from mltk.core.version import __version__
 from mltk.artifacts.dependencies import local_dependencies
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
+from mltk.core.version import __version__
 from mltk.export.folder import MADE_BY, check_out, staged_folder, tidy
 
 FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA = "open_clip", "transformers", \

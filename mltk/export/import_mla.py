@@ -37,11 +37,10 @@ from pathlib import Path
 import torch
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError
-from mltk.models.clip import quiet_open_clip, clip_checkpoint_config
 from mltk.core.runtime import log
+from mltk.models.clip import clip_checkpoint_config, quiet_open_clip
 
 DEFAULT_ARCHITECTURE = "ViT-B-32-quickgelu"  # OpenAI ViT-B/32 weights need QuickGELU
 DEFAULT_TOKENIZER = "bert-base-multilingual-cased"

@@ -27,9 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from mltk import artifacts
-
-from mltk.artifacts import schema
-from mltk.artifacts import loose
+from mltk.artifacts import loose, schema
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log, resolve_runtime
 
@@ -184,8 +182,8 @@ def query_vectors_from_texts(texts: Sequence[str], lang: str, model: str, *, pre
     """Text queries of one language encoded through ``model`` (a checkpoint artifact of any format that
     ``mltk.encode.texts`` reads, or an open_clip name with ``pretrained``), by that language's own path. The query
     ids are the texts; vectors [Q, d] are L2-normalised float32."""
-    from mltk.encode.texts import encode_texts
     from mltk.encode.text_encoders import check_model_languages, load_model_encoder
+    from mltk.encode.texts import encode_texts
 
     texts = [text.strip() for text in texts]
     if not texts or not all(texts):

@@ -45,16 +45,47 @@ Papers:
   AME: Mohammadshahi et al. 2019 "Aligning Multilingual Word Embeddings for Cross-Modal Retrieval Task".
 """
 
-from mltk.losses.base import MAX_LOGIT_SCALE, TEMPERATURE_FORMS, LogitScale, LossOutput, Scalar, Temperature, \
-    make_temperature
-from mltk.losses.contrastive import (ONE_TO_K_WEIGHTINGS, InfoNCELoss, OneToKLoss, OneToOneLoss, info_nce,
-                                     one_to_k_contrastive, one_to_one_contrastive, sample_one_language)
-from mltk.losses.distill import (MSE_FORMS, CLLCLIPLoss, EnglishBridgeLoss, MSEDistillLoss, english_bridge_mse,
-                                 mse_distill)
-from mltk.losses.ranking import (AME_MARGINS, MLMME_FORMS, SIMILARITIES, MLMMELoss, PairwiseRankingLoss, order_violation_similarity,
-                                 pairwise_ranking_hinge, ranking_scores)
+from mltk.losses.base import (
+                                     MAX_LOGIT_SCALE,
+                                     TEMPERATURE_FORMS,
+                                     LogitScale,
+                                     LossOutput,
+                                     Scalar,
+                                     Temperature,
+                                     make_temperature,
+)
+from mltk.losses.contrastive import (
+                                     ONE_TO_K_WEIGHTINGS,
+                                     InfoNCELoss,
+                                     OneToKLoss,
+                                     OneToOneLoss,
+                                     info_nce,
+                                     one_to_k_contrastive,
+                                     one_to_one_contrastive,
+                                     sample_one_language,
+)
+from mltk.losses.distill import (
+                                     MSE_FORMS,
+                                     CLLCLIPLoss,
+                                     EnglishBridgeLoss,
+                                     MSEDistillLoss,
+                                     english_bridge_mse,
+                                     mse_distill,
+)
+from mltk.losses.ranking import (
+                                     AME_MARGINS,
+                                     MLMME_FORMS,
+                                     SIMILARITIES,
+                                     MLMMELoss,
+                                     PairwiseRankingLoss,
+                                     order_violation_similarity,
+                                     pairwise_ranking_hinge,
+                                     ranking_scores,
+)
 
-__all__ = ["AME_MARGINS", "MLMME_FORMS", "SIMILARITIES", "order_violation_similarity", "ranking_scores", "MAX_LOGIT_SCALE", "MSE_FORMS", "ONE_TO_K_WEIGHTINGS", "CLLCLIPLoss", "EnglishBridgeLoss", "InfoNCELoss",
+__all__ = ["AME_MARGINS", "MLMME_FORMS", "SIMILARITIES", "order_violation_similarity", "ranking_scores",
+           "MAX_LOGIT_SCALE", "MSE_FORMS", "ONE_TO_K_WEIGHTINGS", "CLLCLIPLoss", "EnglishBridgeLoss", "InfoNCELoss",
            "LogitScale", "LossOutput", "MLMMELoss", "MSEDistillLoss", "OneToKLoss", "OneToOneLoss",
-           "PairwiseRankingLoss", "Scalar", "TEMPERATURE_FORMS", "Temperature", "make_temperature", "english_bridge_mse", "info_nce", "mse_distill", "one_to_k_contrastive",
+           "PairwiseRankingLoss", "Scalar", "TEMPERATURE_FORMS", "Temperature", "make_temperature",
+           "english_bridge_mse", "info_nce", "mse_distill", "one_to_k_contrastive",
            "one_to_one_contrastive", "pairwise_ranking_hinge", "sample_one_language"]

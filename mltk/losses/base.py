@@ -1,5 +1,6 @@
 """What every loss shares: ``LossOutput`` (the loss with its named terms), ``LogitScale`` (a temperature stored as
-open_clip stores it), ``Temperature`` (one trained as T itself, clamped) and the shape checks of the [B, D] / [B, K, D] / [B, K] conventions (``mltk.losses``)."""
+open_clip stores it), ``Temperature`` (one trained as T itself, clamped) and the shape checks of the [B, D] /
+[B, K, D] / [B, K] conventions (``mltk.losses``)."""
 
 from __future__ import annotations
 

@@ -45,8 +45,8 @@ LOSSES: dict[str, LossEntry] = {
                                                "max_violation": "max_violation"},
                        "bidirectional pairwise ranking hinge"),
     "mlmme": LossEntry(MLMMELoss, {"margin": "margin", "beta": "beta", "english_index": "english_index",
-                                   "form": "mlmme_form", "max_violation": "max_violation"}, "MLMME: image-sentence and sentence-sentence ranking",
-                       needs_english=True),
+                                   "form": "mlmme_form", "max_violation": "max_violation"},
+                       "MLMME: image-sentence and sentence-sentence ranking", needs_english=True),
 }
 
 

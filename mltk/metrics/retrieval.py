@@ -30,11 +30,10 @@ import pyarrow as pa
 import torch
 
 from mltk import artifacts
-from mltk.metrics import ranks as M
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.losses.ranking import retrieval_scorer
-
+from mltk.metrics import ranks as M
 from mltk.metrics.grouped_ranks import grouped_ranks
 from mltk.metrics.retrieval_options import check_options
 
@@ -219,9 +218,9 @@ def in_splits(column: np.ndarray, split: str) -> np.ndarray:
 
 def _select_split(images: _ImageRows | None, texts: _TextRows,
                   split: str | None) -> tuple[_ImageRows | None, _TextRows]:
-    """Keep rows of ``split`` (a name or a comma list). A table without a ``split`` column (or with only empty values) follows the other
-    one: images are kept when a kept caption refers to them, captions when their image is kept. Neither table
-    having the column is an error."""
+    """Keep rows of ``split`` (a name or a comma list). A table without a ``split`` column (or with only empty
+    values) follows the other one: images are kept when a kept caption refers to them, captions when their image is
+    kept. Neither table having the column is an error."""
     if split is None:
         return images, texts
     if images is None:
@@ -386,7 +385,8 @@ def _c2c_rows(texts: _TextRows, src: str, tgt: str,
                                   "translations by it", texts.source)
     shared = np.intersect1d(key[rows[src]], key[rows[tgt]])
     if len(shared) == 0:
-        hint = "" if relevance == "image" else " (captions written independently per language: use --c2c-relevance image)"
+        hint = "" if relevance == "image" else (" (captions written independently per language: "
+                                                 "use --c2c-relevance image)")
         raise ConfigError(f"languages {src} and {tgt} share no {'image' if relevance == 'image' else 'caption_id'};"
                           f" nothing to retrieve{hint}", texts.source)
     src_rows = rows[src][np.isin(key[rows[src]], shared)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mltk.metrics import ranks as M
 from mltk.core.errors import ConfigError
+from mltk.metrics import ranks as M
 
 METRIC_NAMES = ("recall", "mrv", "c2c")
 PROTOCOLS = ("all-captions", "first-caption")

@@ -33,8 +33,8 @@ from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.artifacts.content_check import check_content
 from mltk.core import policy
-from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.download import model_download, require_existing_if_local
+from mltk.core.errors import ArtifactError, ConfigError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 open_clip.add_model_config(CONFIG_DIR)

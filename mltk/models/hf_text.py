@@ -28,8 +28,8 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from mltk.core.errors import ConfigError
 from mltk.core.download import model_download
+from mltk.core.errors import ConfigError
 from mltk.models.text import LENGTH_BUCKETS, AfterBlock
 
 POOLINGS = ("mean", "cls", "end")  # over the real tokens; at position 0; at the last real token
@@ -295,7 +295,8 @@ def _load_folder(path: Path) -> HFTextTower:
             raise ConfigError(f"unsupported sentence-transformers module {module.get('type')!r}", path / "modules.json")
     if not (model_dir / "config.json").is_file():
         raise ConfigError("no transformers config.json in the model folder", model_dir)
-    st_config = _read_json(model_dir / "sentence_bert_config.json") if (model_dir / "sentence_bert_config.json").is_file() else {}
+    st_config = (_read_json(model_dir / "sentence_bert_config.json")
+                 if (model_dir / "sentence_bert_config.json").is_file() else {})
     with model_download(str(path)), quiet_transformers():  # a folder naming its base model may reach for the hub
         try:
             transformer = from_pretrained(AutoModel, model_dir, add_pooling_layer=False)  # BERT's pooler is unused

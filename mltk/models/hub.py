@@ -15,8 +15,8 @@ import os
 import re
 from pathlib import Path
 
-from mltk.core.errors import ModelDownloadError
 from mltk.core.download import looks_local, model_download, offline_by_setting
+from mltk.core.errors import ModelDownloadError
 
 HUB_SCHEMA = "hf-hub:"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

@@ -32,13 +32,13 @@ import torch
 import torch.nn as nn
 
 from mltk import artifacts
+from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
 from mltk.models.acquirer import ACQUIRER_HIDDEN, AcquirerStack, check_acquirer_kind
 from mltk.models.clip import is_hf_model_folder
 from mltk.models.nonnative import TOWER_SOURCE, NonNativeEmbedding, NonNativeTokenizer, load_non_native_tokenizer
 from mltk.models.text import trim_to_lengths
 from mltk.models.towers import TextBase, base_from_clip, load_text_base
-from mltk.artifacts.schema import NATIVE_LANG
 
 CHECKPOINT_FORMAT = "mla"
 # MLA's acquirers per language; a whole student tower for the non-native languages; the student for English too (MKD)
@@ -233,8 +233,9 @@ def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> Langua
     return encoder.to(device)
 
 
-def save_encoder(encoder: LanguageAcquisitionEncoder, out_dir: str | Path, tensors: dict[str, torch.Tensor] | None = None,
-                 **writer_kwargs) -> Path:
-    """Write an MLA checkpoint artifact: trained tensors only (safetensors) plus the checkpoint config naming the base."""
+def save_encoder(encoder: LanguageAcquisitionEncoder, out_dir: str | Path,
+                 tensors: dict[str, torch.Tensor] | None = None, **writer_kwargs) -> Path:
+    """Write an MLA checkpoint artifact: trained tensors only (safetensors) plus the checkpoint config naming the
+    base."""
     return artifacts.write_checkpoint(out_dir, tensors if tensors is not None else encoder.state_tensors(),
                                       encoder.checkpoint_config(), **writer_kwargs)

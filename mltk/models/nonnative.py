@@ -24,8 +24,8 @@ import torch.nn as nn
 
 from mltk import artifacts
 from mltk.artifacts.content_check import check_content
-from mltk.core.errors import ConfigError
 from mltk.core.download import require_existing_if_local
+from mltk.core.errors import ConfigError
 
 
 class NonNativeTokenizer(Protocol):

@@ -44,8 +44,8 @@ def require_weights(model: str | None, pretrained: str | None, init: Path | None
     transformers / sentence-transformers folder holds its weights."""
     from mltk.models.clip import is_hf_model_folder
 
-    if model is None or init is not None or pretrained or artifacts.is_artifact(model) or str(model).startswith(WEIGHTED_SCHEMES) \
-            or is_hf_model_folder(model):
+    if model is None or init is not None or pretrained or artifacts.is_artifact(model) \
+            or str(model).startswith(WEIGHTED_SCHEMES) or is_hf_model_folder(model):
         return
     raise ConfigError(f"--model {model} without --pretrained is a random-weight architecture; {stage} needs a base "
                       "CLIP with weights: pass --pretrained TAG_OR_FILE, or a checkpoint from `mltk pretrain`")

@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 from mltk import artifacts
+from mltk.core.download import require_existing_if_local
 from mltk.core.errors import ConfigError
 from mltk.models.clip import HUB_PREFIXES, ClipBundle, has_hf_text_tower, is_hf_model_folder, load_clip
-from mltk.core.download import require_existing_if_local
 from mltk.models.text import OpenClipTextTower, TextTower
 
 

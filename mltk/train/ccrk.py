@@ -71,25 +71,34 @@ import torch.nn.functional as F
 
 from mltk import artifacts
 from mltk.ame.rcsls import AlignmentConfig, with_alignment
-from mltk.models.preflight import check_image_embeddings, require_model, require_weights
-from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT, ContinualTextEncoder, load_continual_encoder
-from mltk.encode.texts import encode_texts
-from mltk.encode.text_encoders import ClipTextEncoder
+from mltk.artifacts.schema import NATIVE_LANG
+from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT
+from mltk.cll_clip.model import ContinualTextEncoder, load_continual_encoder
+from mltk.core.distributed import gather_with_grad, shard
 from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime, log
+from mltk.encode.text_encoders import ClipTextEncoder
+from mltk.encode.texts import encode_texts
 from mltk.losses import AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, LossOutput
 from mltk.losses.registry import LOSSES as LOSS_REGISTRY
 from mltk.losses.registry import build_loss
 from mltk.models.multilingual import LanguageAcquisitionEncoder
+from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
-from mltk.artifacts.schema import NATIVE_LANG
-from mltk.core.runtime import Runtime, log
 from mltk.recipes import FROM_RECIPE, load_recipe
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
-from mltk.core.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
 from mltk.train.settings import fill_from_recipe, recipe_loop
-from mltk.train.stage import (StageInputs, load_inputs, model_inputs, prepare_encoder, refuse_text_only_tower,
-                              retrieval_split, retrieval_validator, run_stage)
+from mltk.train.stage import (
+    StageInputs,
+    load_inputs,
+    model_inputs,
+    prepare_encoder,
+    refuse_text_only_tower,
+    retrieval_split,
+    retrieval_validator,
+    run_stage,
+)
 from mltk.train.validate import RetrievalValidator
 
 LOSS_PREFIX = "loss."

@@ -50,15 +50,26 @@ from typing import Protocol
 
 import torch
 
+from mltk.core import distributed
 from mltk.core.errors import ArtifactError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
-from mltk.core import distributed
 from mltk.losses.base import split_loss
 from mltk.train import step_log
 from mltk.train.loop_config import LoopConfig
-from mltk.train.loop_state import (LoopState, capture_rng, cpu_copy, load_state, remove_unreferenced, rng_preserved,
-                                   save_state, snapshot, state_files, task_buffers)
+from mltk.train.loop_state import (
+    LoopState,
+    capture_rng,
+    cpu_copy,
+    load_state,
+    remove_unreferenced,
+    rng_preserved,
+    save_state,
+    snapshot,
+    state_files,
+    task_buffers,
+)
 from mltk.train.signals import DeferredSignals
+
 
 class TrainingDiverged(MltkError):
     """The loss became NaN or infinite (usually a learning rate too high for the precision)."""

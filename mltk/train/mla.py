@@ -36,24 +36,32 @@ import torch
 import torch.nn.functional as F
 
 from mltk.ame.rcsls import AlignmentConfig, with_alignment
+from mltk.artifacts.schema import NATIVE_LANG
+from mltk.core.distributed import gather_with_grad, shard
 from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime, log
+from mltk.encode.text_encoders import TowerTextEncoder
 from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
+from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
 from mltk.recipes import FROM_RECIPE
-from mltk.encode.text_encoders import TowerTextEncoder
-from mltk.artifacts.schema import NATIVE_LANG
-from mltk.core.runtime import Runtime, log
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.core.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig, default_optimizer
-from mltk.train.stage import (StageInputs, check_image_width, load_inputs, log_sizes, model_inputs,
-                              prepare_encoder, refuse_text_only_tower,
-                              retrieval_split, retrieval_validator, run_stage)
 from mltk.train.settings import with_recipe
+from mltk.train.stage import (
+    StageInputs,
+    check_image_width,
+    load_inputs,
+    log_sizes,
+    model_inputs,
+    prepare_encoder,
+    refuse_text_only_tower,
+    retrieval_split,
+    retrieval_validator,
+    run_stage,
+)
 from mltk.train.teacher import teacher_embeddings
-from mltk.models.preflight import check_image_embeddings, require_model, require_weights
-
 
 
 @dataclass(frozen=True)
@@ -106,13 +114,12 @@ def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
     available = sorted(set(captions.column("lang").to_pylist()) - {NATIVE_LANG})
     if config.train not in TRAIN_MODES:
         raise ConfigError(f"--train must be one of {', '.join(TRAIN_MODES)}, got {config.train!r}")
-    encoder, languages, added = prepare_encoder(config.init, config.model, config.pretrained, config.tokenizer,
-                                                config.init_embeddings,
-                                                lambda known: list(config.languages) or (known if config.init else available),
-                                                runtime, config.acquirer, train=config.train)
+    encoder, languages, added = prepare_encoder(
+        config.init, config.model, config.pretrained, config.tokenizer, config.init_embeddings,
+        lambda known: list(config.languages) or (known if config.init else available), runtime, config.acquirer,
+        train=config.train)
     if config.train != encoder.train_mode:  # an --init checkpoint keeps what it trained
-        raise ConfigError(f"--train {config.train} but the --init checkpoint trains {encoder.train_mode}",
-                          config.init)
+        raise ConfigError(f"--train {config.train} but the --init checkpoint trains {encoder.train_mode}", config.init)
     train_embedding = config.train_embedding if config.train_embedding is not None else not added
     missing = [lang for lang in languages if lang not in available]
     if missing:

@@ -21,17 +21,17 @@ import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 
 from mltk import artifacts
-from mltk.encode.texts import encode_texts
-from mltk.encode.text_encoders import ClipTextEncoder
+from mltk.artifacts.schema import NATIVE_LANG
+from mltk.core.distributed import gather_with_grad, shard
 from mltk.core.errors import ArtifactError, ConfigError
+from mltk.core.runtime import Runtime, log, track
+from mltk.encode.text_encoders import ClipTextEncoder
+from mltk.encode.texts import encode_texts
 from mltk.losses import InfoNCELoss
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
-from mltk.artifacts.schema import NATIVE_LANG
-from mltk.core.runtime import Runtime, log, track
-from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.core.distributed import gather_with_grad, shard
 from mltk.recipes import FROM_RECIPE, load_recipe
+from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.loop import LoopConfig
 from mltk.train.settings import fill_from_recipe, recipe_loop
 from mltk.train.stage import load_inputs, run_stage

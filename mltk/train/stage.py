@@ -35,11 +35,10 @@ import torch
 import torch.nn.functional as F
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
+from mltk.core.distributed import init_from_env
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log, resolve_runtime, seed_everything
-from mltk.core.distributed import init_from_env
 from mltk.train.loop import FitResult, LoopConfig, TrainTask, fit
 from mltk.train.loop_state import changed_settings, settings_record, task_buffers
 from mltk.train.step_log import STEPS_CSV

@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from mltk import artifacts
-
 from mltk.artifacts import locks
 from mltk.core.cache import cache_root
-from mltk.encode.texts import encode_texts
 from mltk.core.errors import ArtifactError
 from mltk.core.runtime import Runtime, log
+from mltk.encode.texts import encode_texts
 
 
 def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts: list[str], runtime: Runtime,

@@ -6,9 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mltk.core.runtime import Runtime
 from mltk.encode.texts import encode_captions
 from mltk.metrics.retrieval import evaluate_retrieval
-from mltk.core.runtime import Runtime
 
 
 class RetrievalValidator:

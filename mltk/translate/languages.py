@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 
 from mltk.core.download import looks_local
-
 from mltk.core.errors import ConfigError
 
 FAMILIES = ("auto", "marian", "m2m100", "nllb", "seq2seq")

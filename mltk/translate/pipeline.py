@@ -17,15 +17,20 @@ from pathlib import Path
 import torch
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log, progress_bar, resolve_runtime
 from mltk.translate import rows as R
 from mltk.translate.cache import NoCache, TranslationCache, default_cache_dir
 from mltk.translate.guards import GuardConfig, QualityReport
-from mltk.translate.languages import (FAMILIES, check_language_code, detect_family, fill_model_name,
-                                      is_local_model, model_language_code)
+from mltk.translate.languages import (
+    FAMILIES,
+    check_language_code,
+    detect_family,
+    fill_model_name,
+    is_local_model,
+    model_language_code,
+)
 from mltk.translate.seq2seq import Seq2SeqTranslator, model_key
 from mltk.translate.shards import ShardStore
 

@@ -42,12 +42,34 @@ The package, one seam per module:
 
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
 from mltk.vocab.build import build_vocab, load_tokenizer, load_vocabulary, select_captions, write_vocabulary
-from mltk.vocab.merge import (clip_vocabulary, drop_merges_changing, merge_vocabularies, minimum_vocabulary_size,
-                              token_frequencies, train_vocabulary, vocabulary_size_problem)
-from mltk.vocab.tokenizer import (CLIP_BPE_FILE, CLIP_MERGE_COUNT, CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN,
-                                  SOT_TOKEN, SPECIAL_TOKENS, WORD_END, ClipBpeTokenizer, base_symbols,
-                                  bytes_to_unicode, clean_text, clip_bpe_path, clip_pattern, clip_tokenizer,
-                                  merge_pair, pre_tokenize)
+from mltk.vocab.merge import (
+                              clip_vocabulary,
+                              drop_merges_changing,
+                              merge_vocabularies,
+                              minimum_vocabulary_size,
+                              token_frequencies,
+                              train_vocabulary,
+                              vocabulary_size_problem,
+)
+from mltk.vocab.tokenizer import (
+                              CLIP_BPE_FILE,
+                              CLIP_MERGE_COUNT,
+                              CLIP_ROOT_NAME,
+                              DEFAULT_CONTEXT_LENGTH,
+                              EOT_TOKEN,
+                              SOT_TOKEN,
+                              SPECIAL_TOKENS,
+                              WORD_END,
+                              ClipBpeTokenizer,
+                              base_symbols,
+                              bytes_to_unicode,
+                              clean_text,
+                              clip_bpe_path,
+                              clip_pattern,
+                              clip_tokenizer,
+                              merge_pair,
+                              pre_tokenize,
+)
 from mltk.vocab.vocabulary import TOKEN_SETS, MergeSizes, Vocabulary
 from mltk.vocab.wordpiece import WORDPIECE, WordPieceTokenizer, tower_tokenizer, tower_vocabulary, train_wordpiece
 

@@ -1,7 +1,7 @@
 """The vocab artifact (write, load) and ``mltk build-vocab``: train V̂ on one language, merge it, write it.
 
-The files (names in ``mltk.artifacts.schema``, read and written by ``mltk.artifacts``): ``merges.txt`` (a header line, then
-one merge ``left right`` per line in priority order), ``vocab.json`` (``{token: id}`` with ids 0..V-1),
+The files (names in ``mltk.artifacts.schema``, read and written by ``mltk.artifacts``): ``merges.txt`` (a header
+line, then one merge ``left right`` per line in priority order), ``vocab.json`` (``{token: id}`` with ids 0..V-1),
 ``prior_task_counts.npy`` and ``task_token_freq.npy`` (int64 [V], see ``Vocabulary``), ``prior_vocab_counts.npy``
 and ``task_vocab_member.npy`` (int64 [V], TEIR's token sets by vocabulary membership); a WordPiece vocabulary
 (``mltk.vocab.wordpiece``) has ``tokenizer.json`` instead of ``merges.txt``; the manifest holds
@@ -19,14 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log
 from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE
 from mltk.vocab.merge import clip_vocabulary, train_vocabulary
-from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 from mltk.vocab.tokenizer import CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN, SOT_TOKEN, ClipBpeTokenizer
+from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 from mltk.vocab.wordpiece import WORDPIECE, read_protected_words, read_wordpiece_tokenizer, write_wordpiece_files
 
 

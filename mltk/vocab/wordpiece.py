@@ -35,7 +35,6 @@ import numpy as np
 import torch
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log

@@ -30,10 +30,20 @@ import pyarrow as pa
 
 from mltk import artifacts
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
+from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.runtime import log
 from mltk.data.importers.cc import import_cc
 from mltk.data.importers.coco import import_coco_karpathy
-from mltk.data.importers.common import (LANGUAGE_ALIASES, ImageRoots, ImportRequest, Imported, normalize_lang,
-                                        read_json_lines, read_lines, read_text)
+from mltk.data.importers.common import (
+    LANGUAGE_ALIASES,
+    ImageRoots,
+    Imported,
+    ImportRequest,
+    normalize_lang,
+    read_json_lines,
+    read_lines,
+    read_text,
+)
 from mltk.data.importers.crossmodal3600 import import_crossmodal3600
 from mltk.data.importers.image_ids import canonical_image_id
 from mltk.data.importers.lines import import_lines
@@ -42,8 +52,6 @@ from mltk.data.importers.msrvtt import import_msrvtt
 from mltk.data.importers.multi30k import import_multi30k, multi30k_split_name
 from mltk.data.importers.xflickrco import import_xflickrco
 from mltk.data.importers.xtd10 import import_xtd10
-from mltk.core.errors import ArtifactError, ConfigError, SchemaError
-from mltk.core.runtime import log
 
 __all__ = ["CAPTIONS_DIR", "IMAGES_DIR", "FORMATS", "LANGUAGE_ALIASES", "ImageRoots", "ImportRequest", "Imported",
            "canonical_image_id", "import_dataset", "merge_captions", "multi30k_split_name", "normalize_lang",

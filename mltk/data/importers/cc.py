@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mltk.data.importers.common import ImportRequest, Imported, read_lines
-from mltk.data.importers.image_ids import canonical_image_id
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.data.importers.common import Imported, ImportRequest, read_lines
+from mltk.data.importers.image_ids import canonical_image_id
 
 IMAGE_SUFFIX = re.compile(r"\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECASE)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mltk.data.importers.common import ImportRequest, Imported, read_text
-from mltk.data.importers.image_ids import COCO, FLICKR30K, canonical_image_id, coco_id
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.data.importers.common import Imported, ImportRequest, read_text
+from mltk.data.importers.image_ids import COCO, FLICKR30K, canonical_image_id, coco_id
 
 KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
 

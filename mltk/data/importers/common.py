@@ -28,7 +28,8 @@ def normalize_lang(code: str) -> str:
     return LANGUAGE_ALIASES.get(base, base)
 
 
-NOT_LANGUAGES = frozenset({"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py", "sh"})
+NOT_LANGUAGES = frozenset({"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py",
+                           "sh"})
 
 
 def is_language_code(code: str) -> bool:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mltk.data.importers.common import ImportRequest, Imported, normalize_lang, read_json_lines
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.data.importers.common import Imported, ImportRequest, normalize_lang, read_json_lines
 
 
 def import_crossmodal3600(src: Path, request: ImportRequest) -> Imported:

@@ -1,8 +1,9 @@
 """One image id per picture, whatever file or importer names it.
 
-Public test and training sets name the same COCO or Flickr30K photo in different ways: ``COCO_train2014_000000391895.jpg``
-(COCO 2014 files, XTD10, COCO-CN), ``000000391895.jpg`` (COCO 2017 files), ``391895`` (the ``cocoid`` of
-Karpathy's json, xFlickr&CO's integer ids), ``1000092795.jpg`` (Flickr30K, Multi30K, xFlickr&CO's string ids).
+Public test and training sets name the same COCO or Flickr30K photo in different ways:
+``COCO_train2014_000000391895.jpg`` (COCO 2014 files, XTD10, COCO-CN), ``000000391895.jpg`` (COCO 2017 files),
+``391895`` (the ``cocoid`` of Karpathy's json, xFlickr&CO's integer ids), ``1000092795.jpg`` (Flickr30K, Multi30K,
+xFlickr&CO's string ids).
 To join such sets, or to check that a test set's images are not in a training set, every importer gives an image
 the same **canonical id**:
 

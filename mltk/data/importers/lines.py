@@ -22,10 +22,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from mltk import artifacts
-from mltk.data.importers.common import ImportRequest, Imported, normalize_lang, read_lines, require_aligned
-from mltk.data.importers.image_ids import FLICKR30K, canonical_image_id, looks_like_flickr30k
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.runtime import log
+from mltk.data.importers.common import Imported, ImportRequest, normalize_lang, read_lines, require_aligned
+from mltk.data.importers.image_ids import FLICKR30K, canonical_image_id, looks_like_flickr30k
 
 _NUMBERED = re.compile(r"\.(\d+)\.[A-Za-z_-]{2,8}(\.gz)?$|\.(\d+)(\.gz)?$")
 

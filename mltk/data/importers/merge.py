@@ -16,7 +16,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from mltk import artifacts
-
 from mltk.artifacts import schema
 from mltk.core.errors import ConfigError, SchemaError
 from mltk.core.runtime import log

@@ -34,7 +34,7 @@ from mltk.core.errors import ArtifactError, SchemaError
 from mltk.core.names import check_name
 from mltk.core.runtime import log
 from mltk.core.user_files import expect, read_user_json
-from mltk.data.importers.common import ImportRequest, Imported, normalize_lang, read_text
+from mltk.data.importers.common import Imported, ImportRequest, normalize_lang, read_text
 
 DATA_FILES = ("MSRVTT_data.json", "train_val_videodatainfo.json", "test_videodata.json")
 SPLITS = {"train": "train", "validate": "val", "val": "val", "test": "test"}

@@ -14,10 +14,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mltk.data.importers.common import (ImportRequest, Imported, is_language_code, normalize_lang, read_lines,
-                                        require_aligned, text_file)
-from mltk.data.importers.image_ids import FLICKR30K, canonical_image_id
 from mltk.core.errors import ArtifactError
+from mltk.data.importers.common import (
+    Imported,
+    ImportRequest,
+    is_language_code,
+    normalize_lang,
+    read_lines,
+    require_aligned,
+    text_file,
+)
+from mltk.data.importers.image_ids import FLICKR30K, canonical_image_id
 
 MULTI30K_SPLITS = {"train": "train", "val": "val", "test_2016_flickr": "test", "test_2016": "test", "test": "test"}
 _TASK1_FILE = re.compile(r"^(?P<stem>.+?)\.(?P<lang>[a-z]{2,3})(\.gz)?$")

@@ -15,9 +15,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from mltk.data.importers.common import ImportRequest, Imported, is_language_code, normalize_lang, read_json_lines
-from mltk.data.importers.image_ids import COCO, FLICKR30K, canonical_image_id, coco_id
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.data.importers.common import Imported, ImportRequest, is_language_code, normalize_lang, read_json_lines
+from mltk.data.importers.image_ids import COCO, FLICKR30K, canonical_image_id, coco_id
 
 
 def is_machine_translated(path: Path) -> bool:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mltk.data.importers.common import ImportRequest, Imported, normalize_lang, read_lines, require_aligned
-from mltk.data.importers.image_ids import COCO, canonical_image_id
 from mltk.core.errors import ArtifactError
+from mltk.data.importers.common import Imported, ImportRequest, normalize_lang, read_lines, require_aligned
+from mltk.data.importers.image_ids import COCO, canonical_image_id
 
 XTD10_IMAGE_LIST = "test_image_names.txt"
 TRANSLATION_FOLDERS = frozenset({"XTD10", "MIC"})  # folders whose captions translate the English line

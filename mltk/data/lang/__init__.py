@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from mltk.core.errors import ConfigError
 from mltk.data.lang import ar, de, el, en, es, fr, it, ja, ru, zh
 from mltk.data.lang.content import CaptionContent
-from mltk.core.errors import ConfigError
 
 LANGUAGES: dict[str, ModuleType] = {m.CODE: m for m in (en, de, fr, es, it, ru, el, zh, ja, ar)}
 LANGUAGE_CODES: tuple[str, ...] = tuple(LANGUAGES)

@@ -42,9 +42,10 @@ tokens occur). English is then the first task that later languages can make forg
 Output: a checkpoint artifact (format ``cll``, readable by ``mltk evaluate --model`` and ``mltk index``) holding
 the final table, temperature and method tensors (``model.safetensors``), the checkpoint config naming the base model,
 the final vocabulary (``vocab/``) and the method, plus ``continual.json`` (tasks, metric, the matrix, AR, F,
-per-task test metrics, validation history and vocabulary sizes; ``read_summary`` returns it for the CLI to print), ``continual_matrix.png``,
-``continual_curve.png`` and the vocabularies built on the way (``vocabs/NN-lang``). Methods that route by
-language (``mla``) say ``needs_task_identity: true`` in the checkpoint config, continual.json and the manifest.
+per-task test metrics, validation history and vocabulary sizes; ``read_summary`` returns it for the CLI to print),
+``continual_matrix.png``, ``continual_curve.png`` and the vocabularies built on the way (``vocabs/NN-lang``).
+Methods that route by language (``mla``) say ``needs_task_identity: true`` in the checkpoint config, continual.json
+and the manifest.
 
 Resume. The artifact is built in its partial directory (``mltk.train.stage.open_run``, which records the run's
 settings and continues it only under the one resume rule, ``mltk.train.loop_state.MAY_CHANGE_ON_RESUME``): each
@@ -55,16 +56,29 @@ comes back through ``mltk.train.stage.fit_best``). The result equals an uninterr
 checkpoints are removed when the run completes unless ``keep_task_checkpoints``.
 """
 
-from mltk.train.continual.config import (CONTINUAL_FILE, CONTINUAL_LOOP, ContinualTrainConfig, final_summary,
-                                         metric_value, read_summary, task_order, teir_parts)
-from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
-from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
-from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, evaluate_languages
-from mltk.train.continual.run import (split_task_data, write_task_checkpoint, loop_config,  # noqa: F401
-                                      prepare_task, train_continual)
-from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
-                                       vocabulary_summary)
 from mltk.cll_clip.teir import TeirAdamW
+from mltk.train.continual.config import (
+                                         CONTINUAL_FILE,
+                                         CONTINUAL_LOOP,
+                                         ContinualTrainConfig,
+                                         final_summary,
+                                         metric_value,
+                                         read_summary,
+                                         task_order,
+                                         teir_parts,
+)
+from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
+from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, evaluate_languages
+from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
+from mltk.train.continual.run import loop_config, prepare_task, split_task_data, train_continual, write_task_checkpoint  # noqa: F401
+from mltk.train.continual.task import (
+                                         CllClipTask,
+                                         RecallSumValidator,
+                                         task_seed,
+                                         task_vocabulary,
+                                         teir_lambdas,
+                                         vocabulary_summary,
+)
 
 __all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CaptionRetrieval", "CllClipTask",
            "ContinualTrainConfig", "ImageRetrieval",

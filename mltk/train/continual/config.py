@@ -11,11 +11,11 @@ import pyarrow as pa
 
 from mltk import artifacts
 from mltk.ame.rcsls import AlignmentConfig
+from mltk.artifacts.schema import NATIVE_LANG
 from mltk.cll_clip import METHODS, method_options
 from mltk.core.errors import ConfigError
 from mltk.core.names import check_names
 from mltk.losses import MSE_FORMS, TEMPERATURE_FORMS
-from mltk.artifacts.schema import NATIVE_LANG
 from mltk.recipes import FROM_RECIPE, load_recipe
 from mltk.train.loop import LoopConfig
 from mltk.train.settings import fill_from_recipe, recipe_loop
@@ -163,7 +163,8 @@ class ContinualTrainConfig:
                             f"<x2en|en2x>.R@<1|5|10>), got {self.metric!r}")
         problems += self._text_only_problems() if self.text_only else \
             ([f"--continual-metric {self.metric} is caption-to-caption retrieval of a text-only run (no image "
-              f"embeddings); with images use AR or <i2t|t2i>.R@<1|5|10>"] if self.metric[:4] in ("x2en", "en2x") else [])
+              f"embeddings); with images use AR or <i2t|t2i>.R@<1|5|10>"]
+             if self.metric[:4] in ("x2en", "en2x") else [])
         if problems:
             raise ConfigError("; ".join(problems))
 
@@ -178,7 +179,8 @@ class ContinualTrainConfig:
             problems.append(f"--continual-metric {self.metric} needs image embeddings; a text-only run is scored by "
                             f"caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10>")
         if NATIVE_LANG in self.languages:
-            problems.append(f"{NATIVE_LANG} is the teacher of a text-only run (the frozen tower); leave it out of --lang")
+            problems.append(f"{NATIVE_LANG} is the teacher of a text-only run (the frozen tower); "
+                            f"leave it out of --lang")
         if self.method != "cll-clip":
             problems.append(f"a text-only run trains plain CLL-CLIP's table (--method cll-clip), not {self.method}")
         if self.uses_oracle_vocab:

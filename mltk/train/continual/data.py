@@ -11,11 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
+from mltk.artifacts.schema import NATIVE_LANG
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.core.errors import ConfigError
-from mltk.artifacts.schema import NATIVE_LANG
 from mltk.train.batches import group_by_image
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # Data: every training pair of every task language, with its English teacher

@@ -18,11 +18,11 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk.encode.texts import encode_captions
-from mltk.core.errors import ConfigError
-from mltk.metrics.retrieval import evaluate_retrieval
-from mltk.core.runtime import Runtime
 from mltk.artifacts.schema import NATIVE_LANG
+from mltk.core.errors import ConfigError
+from mltk.core.runtime import Runtime
+from mltk.encode.texts import encode_captions
+from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.train.stage import RetrievalSplit, retrieval_split, retrieval_validator
 
 

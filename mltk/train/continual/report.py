@@ -6,11 +6,10 @@ from __future__ import annotations
 import shutil
 
 from mltk import artifacts
-from mltk.metrics import ranks as M
-
 from mltk.artifacts import schema
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.options import options_dict
+from mltk.metrics import ranks as M
 from mltk.train.continual.config import CONTINUAL_FILE, ContinualTrainConfig
 from mltk.vocab import Vocabulary
 

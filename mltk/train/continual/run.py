@@ -12,27 +12,40 @@ import pyarrow as pa
 import torch
 
 from mltk import artifacts
-
+from mltk.ame.rcsls import with_alignment
 from mltk.artifacts import schema
 from mltk.cll_clip import make_method
 from mltk.cll_clip.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
-from mltk.encode.text_encoders import TowerTextEncoder
+from mltk.cll_clip.teir import init_new_rows
 from mltk.core.errors import ArtifactError, ConfigError
+from mltk.core.runtime import Runtime, log
+from mltk.encode.text_encoders import TowerTextEncoder
+from mltk.losses import Temperature, make_temperature
 from mltk.models.clip import is_hf_model_folder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
-from mltk.core.runtime import Runtime, log
-from mltk.losses import Temperature, make_temperature
-from mltk.cll_clip.teir import init_new_rows
 from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
 from mltk.train.continual.data import Corpus, caption_image_rows, task_data
 from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, split_data
 from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE, finish, fmt
-from mltk.train.continual.task import (CllClipTask, RecallSumValidator, task_seed, task_vocabulary, teir_lambdas,
-                                       vocabulary_summary)
+from mltk.train.continual.task import (
+    CllClipTask,
+    RecallSumValidator,
+    task_seed,
+    task_vocabulary,
+    teir_lambdas,
+    vocabulary_summary,
+)
 from mltk.train.loop import LoopConfig
-from mltk.ame.rcsls import with_alignment
-from mltk.train.stage import (RetrievalSplit, check_image_width, fit_best, load_inputs, model_inputs,
-                              open_run, retrieval_validator, stage_writer)
+from mltk.train.stage import (
+    RetrievalSplit,
+    check_image_width,
+    fit_best,
+    load_inputs,
+    model_inputs,
+    open_run,
+    retrieval_validator,
+    stage_writer,
+)
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import Vocabulary, load_vocabulary
 
@@ -103,8 +116,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     check_image_embeddings(config.images, config.model, config.pretrained)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
                          config.split, config.val_split)
-    runtime, captions, image_table, image_vectors = inputs.runtime, inputs.captions, inputs.image_table, \
-        inputs.image_vectors
+    runtime, captions, image_vectors = inputs.runtime, inputs.captions, inputs.image_vectors
     order = task_order(config, captions)
     base = load_growable_base(config.model, config.pretrained, device=runtime.device)
     root = root_vocabulary(base)  # refused here, before any encoding, if the table cannot take new rows

@@ -13,20 +13,25 @@ import torch
 from mltk import artifacts
 from mltk.cll_clip.base import TaskContext
 from mltk.cll_clip.model import ContinualTextEncoder
-from mltk.core.errors import ArtifactError
-from mltk.losses import CLLCLIPLoss
-from mltk.core.runtime import Runtime
 from mltk.cll_clip.teir import TeirAdamW, token_lambdas
+from mltk.core.distributed import gather_with_grad, shard
+from mltk.core.errors import ArtifactError
+from mltk.core.runtime import Runtime
+from mltk.losses import CLLCLIPLoss
+from mltk.losses.base import split_loss
 from mltk.train.batches import LanguageBatches, draw_captions
 from mltk.train.continual.config import ContinualTrainConfig
 from mltk.train.continual.data import Corpus, TaskData
-from mltk.core.distributed import gather_with_grad, shard
 from mltk.train.loop import LoopConfig
-from mltk.losses.base import split_loss
 from mltk.train.validate import RetrievalValidator
-from mltk.vocab import (Vocabulary, load_vocabulary, select_captions, token_frequencies, train_vocabulary,
-                        write_vocabulary)
-
+from mltk.vocab import (
+    Vocabulary,
+    load_vocabulary,
+    select_captions,
+    token_frequencies,
+    train_vocabulary,
+    write_vocabulary,
+)
 
 # ----------------------------------------------------------------------------------------------------------------
 # One task
@@ -55,8 +60,9 @@ class CllClipTask:
         self.batches = LanguageBatches({lang: units}, config.batch_size, steps, self.seed)
         self.caption_image = np.repeat(np.arange(len(data.image_rows)), data.counts)  # [captions] -> image index
         self.context = TaskContext(encoder=encoder, corpus=corpus, index=index, lang=lang, steps=steps,
-                                   steps_per_epoch=self.steps_per_epoch, batch_size=config.batch_size, pair_terms=self.pair_terms,
-                                   data_loss=self.data_loss, sample_tokens=self.sample_tokens)
+                                   steps_per_epoch=self.steps_per_epoch, batch_size=config.batch_size,
+                                   pair_terms=self.pair_terms, data_loss=self.data_loss,
+                                   sample_tokens=self.sample_tokens)
 
     # --- TrainTask ---------------------------------------------------------------------------------------------
 
