@@ -10,8 +10,7 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.application import HELP_SETTINGS
-from mltk.cli.common import emit, examples, out_option
+from mltk.cli.common import HELP_SETTINGS, emit, examples, out_option
 from mltk.cli.options import JsonOpt
 
 recipes_app = typer.Typer(help="The recipes: the published hyper-parameters of each training command, as data.",
