@@ -360,3 +360,14 @@ def test_folds_average_the_metrics_of_consecutive_parts_of_the_gallery(tmp_path,
     bad = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path), "--folds", "0",
                               "--out", str(tmp_path / "bad")])
     assert bad.exit_code == 2 and "--folds" in bad.stderr
+
+
+def test_evaluate_without_split_says_it_scores_every_split(tmp_path, embeddings):
+    """No --split: every split is scored together, and the run says so (on stderr and in the metrics' settings)
+    instead of letting the overlap warning call every image a "test image"."""
+    image_path, text_path = embeddings
+    result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path),
+                                 "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.stderr
+    assert "every split of the data is scored together" in result.stderr and "--split test" in result.stderr
+    assert artifacts.load_metrics(tmp_path / "m")["settings"]["split"] == "all splits"

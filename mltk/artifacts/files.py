@@ -166,6 +166,7 @@ def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str =
 
 
 def load_metrics(path: PathLike) -> dict:
+    """The ``metrics.json`` of a metrics artifact (per language, MRV, settings, warnings), checked first."""
     path = Path(path)
     read_manifest(path, "metrics")
     metrics = read_json(path / schema.METRICS_FILE)

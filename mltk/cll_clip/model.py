@@ -104,7 +104,7 @@ class ContinualTextEncoder(nn.Module):
     native_lang = "en"
 
     def __init__(self, base: TextBase | ClipBundle, tokenizer, method: ContinualMethod,
-                 table: torch.Tensor | None = None, *, init_temperature: float,
+                 table: torch.Tensor | None = None, *, init_temperature: float | None = None,
                  temperature: LogitScale | Temperature | None = None):
         super().__init__()
         if isinstance(base, ClipBundle):  # checked before its tower is built: an HF-tower CLIP has no open_clip one
@@ -120,6 +120,8 @@ class ContinualTextEncoder(nn.Module):
         weight = self.tower.token_embedding.weight if table is None else table
         self.table = nn.Parameter(weight.detach().to(device=device, dtype=torch.float32).clone())
         # the learnable temperature: given (train-continual's form, ``mltk.losses.make_temperature``), or log(1/T)
+        if temperature is None and init_temperature is None:
+            raise TypeError("ContinualTextEncoder needs init_temperature (the recipe's) or a temperature module")
         self.logit_scale = (LogitScale(init_temperature) if temperature is None else temperature).to(device)
         self.method = method.to(device)
         self.tokenizer = tokenizer

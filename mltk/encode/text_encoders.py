@@ -86,6 +86,9 @@ TEXT_ENCODER_LOADERS: dict[str, Callable[[Path, torch.device], TextEncoder]] = {
 
 def load_text_encoder(model: str | Path, pretrained: str | None = None,
                       device: str | torch.device = "cpu") -> TextEncoder:
+    """The text encoder behind ``model`` (``mltk.load_model``): an MLA or CLL-CLIP checkpoint (every language
+    through its own path), a whole-CLIP checkpoint, an open_clip name with ``pretrained``, or a transformers /
+    sentence-transformers folder; ``encoder.encode(texts, lang)`` gives L2-normalised vectors."""
     path = Path(model)
     if artifacts.is_artifact(path):
         fmt = artifacts.read_checkpoint_config(path).get("format")

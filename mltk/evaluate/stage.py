@@ -241,6 +241,10 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     )
     result = evaluate(texts.vectors)
     result["settings"]["texts"] = texts.settings
+    if config.split is None:  # said, not silently mixed: the overlap warning's "test images" are these
+        result["settings"]["split"] = "all splits"
+        log("evaluate: no --split, so every split of the data is scored together (train, val and test); "
+            "--split test scores the test split alone")
     result["warnings"] = guard.warnings
     _note_ties(result.get("ties", {}))
     extra = {}

@@ -87,7 +87,7 @@ from mltk.models.preflight import check_image_embeddings, require_model, require
 from mltk.models.towers import names_hf_tower
 from mltk.recipes import FROM_RECIPE, load_recipe
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
-from mltk.train.loop import LoopConfig
+from mltk.train.loop import LoopConfig, StepCallback
 from mltk.train.settings import fill_from_recipe, recipe_loop
 from mltk.train.stage import (
     StageInputs,
@@ -401,7 +401,7 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                           captions=config.captions), runtime
 
 
-def train_ccrk(config: CcrkConfig, on_step=None) -> Path:
+def train_ccrk(config: CcrkConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-ccrk``: returns the path of the checkpoint artifact it wrote (the format of the tower it
     trained: ``mla`` or ``cll``)."""
     task, runtime = build_task(config)

@@ -70,6 +70,8 @@ from mltk.train.loop_state import (
 )
 from mltk.train.signals import DeferredSignals
 
+StepCallback = Callable[[int, float], None]  # on_step(step, loss) after each update
+
 
 class TrainingDiverged(MltkError):
     """The loss became NaN or infinite (usually a learning rate too high for the precision)."""
@@ -275,7 +277,7 @@ def _log_line(text: str) -> None:
 
 
 def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
-        on_step: Callable[[int, float], None] | None = None, description: str = "train",
+        on_step: StepCallback | None = None, description: str = "train",
         steps_csv: Path | None = None) -> FitResult:
     """Train ``task`` for ``config.steps`` updates, resuming from ``state_dir`` when it holds a saved state.
 
@@ -326,7 +328,7 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
 
 def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
          optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: LoopState,
-         signals: DeferredSignals, reporter: _Reporter, on_step: Callable[[int, float], None] | None) -> None:
+         signals: DeferredSignals, reporter: _Reporter, on_step: StepCallback | None) -> None:
     buffers = task_buffers(task)  # a save holds their copy at the last step boundary, never one forward ahead
     trained = list(params.values())
     is_main = distributed.is_main_process()

@@ -47,7 +47,7 @@ from mltk.models.preflight import check_image_embeddings, require_model, require
 from mltk.models.towers import names_hf_tower
 from mltk.recipes import FROM_RECIPE
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.train.loop import LoopConfig, default_optimizer
+from mltk.train.loop import LoopConfig, StepCallback, default_optimizer
 from mltk.train.settings import with_recipe
 from mltk.train.stage import (
     StageInputs,
@@ -251,7 +251,7 @@ def preflight(config: MlaConfig, stage: str) -> None:
     check_image_embeddings(config.images, config.model, config.pretrained, config.init)
 
 
-def train_nlt(config: MlaConfig, on_step=None) -> Path:
+def train_nlt(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-nlt``: Native Language Transfer. Returns the checkpoint artifact path."""
     config = with_recipe(config, "train-nlt")
     require_model(config.model, config.init, "train-nlt", MLA_INIT)
@@ -330,7 +330,7 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
     return data
 
 
-def train_le(config: MlaConfig, on_step=None) -> Path:
+def train_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-le``: Language Exposure, normally starting from an NLT checkpoint (``init``); without one it
     trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
     config = with_recipe(config, "train-le")
@@ -389,7 +389,7 @@ class NltLeTask:
         return self.le.validate()
 
 
-def train_nlt_le(config: MlaConfig, on_step=None) -> Path:
+def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-nlt-le``: NLT and LE trained together in one stage (MLA's ablation). Needs image embeddings
     and translation pairs; returns the checkpoint path."""
     config = with_recipe(config, "train-nlt-le")
@@ -431,7 +431,7 @@ def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[
 
 
 def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: Runtime, stage: str,
-         languages: list[str], on_step=None) -> Path:
+         languages: list[str], on_step: StepCallback | None = None) -> Path:
     encoder.train()
     task.embedding_lr = config.embedding_lr
     task = with_alignment(task, encoder, config.alignment, config.loop.seed, languages, captions=config.captions)

@@ -22,6 +22,7 @@ from mltk.core.runtime import log
 
 
 def merge_captions(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> Path:
+    """``mltk merge-captions``: the union of several captions artifacts (a row in two of them is refused)."""
     if len(paths) < 2:
         raise ConfigError("merge-captions needs at least two captions artifacts")
     tables = [(Path(p), artifacts.load_captions(p)) for p in paths]
