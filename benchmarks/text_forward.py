@@ -4,7 +4,7 @@
 
 Both run side by side in one process (interleaved, median of repeats) on a random-weight text tower, over lines of
 ``../shared/data/multi30k/task1/raw/val.en`` when present (else synthetic captions of similar length). Prints the
-speed ratio and the max abs difference. Target (issue 2): >= 3x on CPU, difference <= 1e-5.
+speed ratio and the max abs difference. Target: >= 3x on CPU, difference <= 1e-5.
 """
 
 from __future__ import annotations

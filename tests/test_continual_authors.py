@@ -1,4 +1,4 @@
-"""Issue 27: the continual baselines as the CLL-CLIP authors' code ran them are the defaults, the earlier forms
+"""The continual baselines as the CLL-CLIP authors' code ran them are the defaults, the earlier forms
 stay behind method options (P-Tuning's keys and values, MLA's placement and initialisation, ER/DER's joint batch,
 oEWC's penalty and Fisher, DualPrompt's keys, LoRA's targets)."""
 

@@ -1,4 +1,4 @@
-"""CLL-CLIP's continual protocol on a text-only Hugging Face tower (issue 16, point 6): the tower's WordPiece
+"""CLL-CLIP's continual protocol on a text-only Hugging Face tower: the tower's WordPiece
 vocabulary grown task by task with old ids kept, the grown table behind the tower's word embeddings (English
 before growth bit-identical to the tower), TEIR's initialisation and regularisation on a trained-like table, the
 text-only run through the CLI (MSE term only, caption-to-caption a_{j,i} against English) and the refusals."""

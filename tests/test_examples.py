@@ -358,7 +358,7 @@ def test_every_makefile_stamps_each_stage_with_the_variables_it_uses(tmp_path, m
 
 
 def test_papers_zero_shot_and_video_targets_have_embedded_twins(tmp_path):
-    """Issue 28: MLA's zero-shot classification (frozen CLIP, MLA, full fine-tune) and its video retrieval, each a
+    """MLA's zero-shot classification (frozen CLIP, MLA, full fine-tune) and its video retrieval, each a
     papers.mk target whose EMBEDDED=1 twin runs on the world and the synthetic clips."""
     commands = plan("papers.mk", "EMBEDDED=1", f"RUN={tmp_path}/p", f"BASE={tmp_path}/q", "zero-shot", "video-msrvtt")
     classify = [c for c in commands if c.startswith("mltk classify")]

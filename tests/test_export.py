@@ -1,4 +1,4 @@
-"""`mltk export` (issue 26, point 1): round trips through plain open_clip, transformers and sentence-transformers in a
+"""`mltk export`: round trips through plain open_clip, transformers and sentence-transformers in a
 subprocess that cannot import mltk (a blocked import, the repository off sys.path), compared with mltk's own
 vectors; the real all-MiniLM-L6-v2 for the Hugging Face formats; the one-line refusals."""
 

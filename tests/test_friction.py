@@ -1,4 +1,4 @@
-"""What a new user trips over at the edges (issue 26.5): which command spoke, an empty pipe, a local path that does
+"""What a new user trips over at the edges: which command spoke, an empty pipe, a local path that does
 not exist, no validation split, dropping the resume state, log lines off a terminal."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Property-based fuzzing (issue 19): damaged importer sources and damaged artifacts of every kind.
+"""Property-based fuzzing: damaged importer sources and damaged artifacts of every kind.
 
 Each case ends in exit 0 with a valid artifact, or exit 2 with one line on stderr; never exit 1 or a traceback,
 and nothing is left behind (no ``.partial`` directory, no lock, no half output). The default profile runs a few

@@ -1,4 +1,4 @@
-"""Every example in every command's --help runs as written (issue 26.5): each line is given to bash, unchanged, in
+"""Every example in every command's --help runs as written: each line is given to bash, unchanged, in
 a folder that holds the quickstart's artifacts under the names the examples use (``world``, ``runs/native``,
 ``vocab/zh``, ``runs/nlt``, ``emb``, ``runs/le``, ...), made small: a tiny world and a few steps of each stage.
 

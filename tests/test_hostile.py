@@ -1,4 +1,4 @@
-"""Hostile input at the edges (issue 25, classes 1, 2, 5 and 6).
+"""Hostile input at the edges.
 
 1. no code runs from data: a model folder that ships its own Python (``auto_map``) is refused (exit 2, one line),
    whether named by ``-m``, ``--tokenizer`` or a checkpoint's ``config.json``; stdin is never asked;

@@ -1,4 +1,4 @@
-"""Metrics that must not be silently wrong (issue 25, class 4): degenerate embeddings (zero, constant, not unit
+"""Metrics that must not be silently wrong: degenerate embeddings (zero, constant, not unit
 length under ``normalized: true``, NaN/inf from a float16 overflow) and image and text embeddings from two
 models are refused with one line naming the file, or scored with ``--force`` and listed in ``warnings``; ties
 count against the ground truth and are counted; empty captions, a caption_id on two images and NUL bytes never

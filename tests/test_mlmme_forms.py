@@ -1,4 +1,4 @@
-"""MLMME over K > 2 languages (issue 27): the paper's sum over every language and pair is the default, the
+"""MLMME over K > 2 languages: the paper's sum over every language and pair is the default, the
 English-pivot average an option; the M-BERT initialisation of the non-native table is on by default."""
 
 from __future__ import annotations

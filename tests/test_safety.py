@@ -1,4 +1,4 @@
-"""Output safety (issue 19): the existing-artifact policy, one writer per output, containment, integrity, the
+"""Output safety: the existing-artifact policy, one writer per output, containment, integrity, the
 exit-2 paths that used to be exit 1, duplicate ids and TorchScript."""
 
 from __future__ import annotations

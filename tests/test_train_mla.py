@@ -274,7 +274,7 @@ def test_nlt_acquirer_ablation_and_mse_form_reach_the_encoder_and_the_loss(world
 
 
 def test_train_le_from_python_with_the_default_config_trains_at_the_le_recipe_rate(world, tmp_path):
-    """Issue 24: the paper's LE lr 3e-6 lived only in the CLI, so ``train_le(MlaConfig(...))`` trained at NLT's 1e-4.
+    """The paper's LE lr 3e-6 lived only in the CLI, so ``train_le(MlaConfig(...))`` trained at NLT's 1e-4.
     Only the step count is set here; every other value, lr included, is the config's default (the mla-le recipe)."""
     nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
     config = replace_settings(mla.MlaConfig(captions=world["captions"], out=tmp_path / "le", images=world["images"],

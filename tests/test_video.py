@@ -1,4 +1,4 @@
-"""Video-text retrieval (issue 28.2): uniform frame sampling, mean pooling, the embedded clips, encode-videos end to
+"""Video-text retrieval: uniform frame sampling, mean pooling, the embedded clips, encode-videos end to
 end, and the MSR-VTT importer on a fixture in the real layout."""
 
 from __future__ import annotations

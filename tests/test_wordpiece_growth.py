@@ -1,4 +1,4 @@
-"""WordPiece growth keeps every earlier task's word segmentation (issue 27): greedy longest match would let a later
+"""WordPiece growth keeps every earlier task's word segmentation: greedy longest match would let a later
 task's pieces re-segment an earlier language's words (``h ##u ##nd ##r ##e ##d`` -> ``hund ##r ##e ##d``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Zero-shot classification (issue 28.3): CLIP's prompt ensemble, top-k with ties against the image, tasks from a
+"""Zero-shot classification: CLIP's prompt ensemble, top-k with ties against the image, tasks from a
 synthetic world and from a JSON file, and `mltk classify` end to end."""
 
 from __future__ import annotations

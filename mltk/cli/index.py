@@ -119,7 +119,7 @@ def _query_vectors(image_emb: Path | None, ids: List[str], vectors: Path | None,
         read_query_lines,
     )
 
-    if image_emb is not None and artifact_role(image_emb) == "images":  # --images named raw images until issue 18
+    if image_emb is not None and artifact_role(image_emb) == "images":  # --images once named raw images
         raise ConfigError(f"--images takes image embeddings, and {image_emb} holds raw images; the images that "
                           "--contact-sheet draws are --image-source")
     texts = list(text) + (read_query_lines(text_file) if text_file is not None else [])

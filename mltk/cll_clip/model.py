@@ -229,7 +229,7 @@ LEGACY_KEYS = {("oewc", "ewc_lambda"): "penalty", ("oewc", "ewc_gamma"): "gamma"
                ("der", "der_alpha"): "alpha", ("codaprompt", "coda_components"): "components",
                ("codaprompt", "coda_length"): "length", ("codaprompt", "coda_layers"): "layers"}
 LEGACY_UNREADABLE = ("lora", "ptuning", "dualprompt")  # their tensors changed shape (task-specific, prefix lengths)
-# Options added later (issue 27: the authors' forms became the defaults), with the value that keeps the meaning of a
+# Options added later (when the authors' forms became the defaults), with the value that keeps the meaning of a
 # checkpoint recorded before they existed.
 ADDED_OPTIONS = {"oewc": {"half": True}, "er": {"replay_loss": "separate"}, "der": {"replay_loss": "separate"},
                  "mla": {"init": "zero"}, "ptuning": {"separate_kv": False},

@@ -141,7 +141,7 @@ def nlt_optimizer(params: dict[str, torch.nn.Parameter], loop: LoopConfig,
                   embedding_lr: float | None) -> torch.optim.Optimizer:
     """The loop's AdamW, with the shared non-native embedding (keys ``embedding.*``) at its own peak lr when
     ``embedding_lr`` is given: a table copied from a trained tower wants a smaller step than fresh acquirers
-    (issue 16's prototype: 2e-4 against 1e-3). The schedule multiplies each group's own lr."""
+    (measured on MiniLM: 2e-4 against 1e-3). The schedule multiplies each group's own lr."""
     if embedding_lr is None:
         return default_optimizer(params, loop)
     table = {k: p for k, p in params.items() if k.startswith("embedding.")}
