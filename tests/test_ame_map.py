@@ -29,7 +29,7 @@ def test_the_map_moves_only_every_t_steps_and_never_the_table(tiny, plain):  # n
     encoder = load_encoder(plain)
     proj, table = encoder.embedding.proj.weight, encoder.embedding.table.weight
     table_before, proj_before = table.detach().clone(), proj.detach().clone()
-    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), k=3,
+    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), weight=1.0, k=3,
                                  config=AlignmentConfig(form="map", every=3, lr=2.0), captions=tiny["captions"])
     assert not torch.equal(proj, proj_before)  # the Procrustes start is folded in
     assert len(alignment.mapped.source_vocabulary.ids) > len(alignment.source_words.ids)  # the captions' words too
@@ -61,7 +61,8 @@ def test_the_table_form_stays_an_option(tiny, plain):  # noqa: F811
 
     encoder = load_encoder(plain)
     proj_before = encoder.embedding.proj.weight.detach().clone()
-    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), k=3, config=AlignmentConfig(form="table"))
+    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), weight=1.0, k=3,
+                                 config=AlignmentConfig(form="table"))
     term, _ = alignment(0)
     term.backward()
     assert encoder.embedding.table.weight.grad is not None  # RCSLS into the table

@@ -89,11 +89,10 @@ def test_max_violation_is_reachable_from_the_recipe_the_config_and_the_option(tm
     image, text = _features(0, (6, 8)), _features(1, (6, 2, 8))
     mask = torch.ones(6, 2, dtype=torch.bool)
     for loss in ("hinge", "mlmme"):
-        config = ccrk.CcrkConfig(**paths, loss=loss, max_violation=True)
-        objective = ccrk.CcrkObjective(loss, ["en", "de"], max_violation=config.max_violation)
-        summed = ccrk.CcrkObjective(loss, ["en", "de"])
+        objective = ccrk.CcrkObjective.of(ccrk.CcrkConfig(**paths, loss=loss, max_violation=True), ["en", "de"])
+        summed = ccrk.CcrkObjective.of(ccrk.CcrkConfig(**paths, loss=loss), ["en", "de"])
         assert objective(image, text, mask).loss < summed(image, text, mask).loss
-    hinge = ccrk.CcrkObjective("hinge", ["en", "de"], max_violation=True)
+    hinge = ccrk.CcrkObjective.of(ccrk.CcrkConfig(**paths, loss="hinge", max_violation=True), ["en", "de"])
     expected = (pairwise_ranking_hinge(image, text[:, 0], max_violation=True)
                 + pairwise_ranking_hinge(image, text[:, 1], max_violation=True)) / 2
     assert torch.allclose(hinge(image, text, mask).loss, expected)

@@ -1,4 +1,5 @@
-"""What a checkpoint's ``config.json`` may name outside itself: never something to download.
+"""What a checkpoint's configuration (``schema.CHECKPOINT_CONFIG``) may name outside itself: never something to
+download.
 
 A checkpoint names its frozen base model and its tokenizer. Given by a user on the command line, a hub name is the
 user's choice; read from a checkpoint, it is the choice of whoever wrote the file, and a crafted checkpoint naming

@@ -13,7 +13,8 @@ from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 EXAMPLE = examples("mltk encode-texts world/captions -m runs/nlt --split test -o txt",
                    "mltk encode-texts world/captions -m path/to/all-MiniLM-L6-v2 \\",
                    "    --lang en,de -o txt",
-                   "mltk encode-texts -m runs/le --lang de --text 'Ein roter Kreis.' --text 'Zwei Quadrate.' -o s",
+                   "mltk encode-texts -m runs/le --lang de --text 'Ein roter Kreis.' \\",
+                   "    --text 'Zwei Quadrate.' -o s",
                    "mltk encode-texts -m ./all-MiniLM-L6-v2 --text 'A red circle.' -o s2")
 
 

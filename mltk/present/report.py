@@ -272,7 +272,13 @@ def print_metrics_artifact(path: Path) -> bool:
     """``mltk inspect`` of a metrics artifact: its tables on stderr, as ``evaluate`` printed them (the headline
     numbers without opening metrics.json). False when it holds no table (a classify or BLI-only document)."""
     from mltk import artifacts
+    from mltk.core.runtime import log
 
-    tables = metrics_tables(artifacts.load_metrics(path))
+    try:
+        tables = metrics_tables(artifacts.load_metrics(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # a metrics.json written by another hand
+        log(f"warning: {path}/metrics.json holds no table in the form evaluate writes ({type(error).__name__}: "
+            f"{str(error)[:80]}); its numbers are not shown")
+        return False
     print_tables(tables)
     return bool(tables)
