@@ -66,8 +66,9 @@ endef
 # $(call content_stamp,STAMP,FILES): STAMP holds the sha256 of FILES, so what depends on it rebuilds when the data
 # changes, not when the same data is copied or provisioned again with new times.
 define content_stamp
-$(1): $$$$(call stamp_force,$(1),$$$$(shell sha256sum $(2) 2>/dev/null))$(call dry_run_secondary,$(1))
+$(1): $$$$(call stamp_force,$(1),$$$$(shell sha256sum $(2) 2>/dev/null))
 	$$(if $$(dry_run),,$$(call write_content_stamp,$(1),$(2)))
+$(call dry_run_secondary,$(1))
 settings-stamps: $(1)
 endef
 write_content_stamp = $(foreach f,$(2),$(if $(wildcard $(f)),,$(error $(1): data file $(f) is missing)))$(strip \
@@ -82,9 +83,9 @@ write_content_stamp = $(foreach f,$(2),$(if $(wildcard $(f)),,$(error $(1): data
 settings_lines = $(foreach v,$(1),$(if $(findstring =,$(v)),$(v),$(v)=$($(v))))
 stamp_of = $(dir $(1)).settings/$(notdir $(1))
 define settings_rule
-$(1): $$$$(call stamp_force,$(1),$$$$(call settings_lines,$(subst $(comma),$$$$(comma),$(2))))$(strip \
-  )$(call dry_run_secondary,$(1))
+$(1): $$$$(call stamp_force,$(1),$$$$(call settings_lines,$(subst $(comma),$$$$(comma),$(2))))
 	$$(if $$(dry_run),,$$(call write_settings,$(1),$(subst $(comma),$$(comma),$(2))))
+$(call dry_run_secondary,$(1))
 settings-stamps: $(1)
 endef
 write_settings = $(strip $(call stamp_dir,$(1))$(eval stamp_was_missing := $(if $(wildcard $(1)),,x))$(strip \

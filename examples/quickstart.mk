@@ -1,4 +1,4 @@
-# The main job on the embedded default, on a laptop CPU (about 7 minutes on 2 cores): a synthetic world with
+# The main job on the embedded default, on a laptop CPU (about 8 minutes on 2 idle cores): a synthetic world with
 # parallel captions in six languages (Latin, Cyrillic, Han and Arabic scripts), a tiny English CLIP pretrained on
 # it, then MLA (NLT, then LE) to make that CLIP multilingual, an image index queried in German and Chinese, and
 # the retrieval metrics with their pictures.

@@ -241,10 +241,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     )
     result = evaluate(texts.vectors)
     result["settings"]["texts"] = texts.settings
-    if config.split is None:  # said, not silently mixed: the overlap warning's "test images" are these
-        result["settings"]["split"] = "all splits"
-        log("evaluate: no --split, so every split of the data is scored together (train, val and test); "
-            "--split test scores the test split alone")
+    _note_all_splits(config, result)
     result["warnings"] = guard.warnings
     _note_ties(result.get("ties", {}))
     extra = {}
@@ -271,6 +268,15 @@ def _bli_of_model(config: EvaluateConfig, runtime: Runtime) -> dict:
 
     return evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device), config.lexicon,
                         config.bli_k, config.model, config.bli_vocab)
+
+
+def _note_all_splits(config: EvaluateConfig, result: dict) -> None:
+    """No --split: every split is scored together, and the run says so (the overlap warning's "test images" are
+    then every image), on stderr and in the metrics' settings."""
+    if config.split is None:
+        result["settings"]["split"] = "all splits"
+        log("evaluate: no --split, so every split of the data is scored together (train, val and test); "
+            "--split test scores the test split alone")
 
 
 def _note_ties(ties: dict) -> None:
