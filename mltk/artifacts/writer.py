@@ -147,7 +147,7 @@ class ArtifactWriter:
             source = Path(entry["path"])
             if source == self.path or source in self.path.parents or self.path in source.parents:
                 raise ArtifactError("is an input of this command; write the result elsewhere", self.path)
-        _check_writable(self.path)
+        check_writable(self.path)
         locks.refuse_if_held(self.path)
         if (self.dir.exists() or self.dir.is_symlink()) and not is_our_partial(self.dir):
             raise ArtifactError(f"{self.dir.name} beside it is not an interrupted mltk run (it holds no "
@@ -333,15 +333,15 @@ def _reason(exc: BaseException) -> str:
     return text.split(": ", 1)[1] if isinstance(exc, MltkError) and exc.path and ": " in text else text
 
 
-def _check_writable(path: Path) -> None:
+def check_writable(path: Path, what: str = "the output") -> None:
     """Refuse an output whose nearest existing ancestor cannot be written, before anything is created."""
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise ArtifactError(f"cannot create the output: {ancestor} is not a directory", path)
+        raise ArtifactError(f"cannot create {what}: {ancestor} is not a directory", path)
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ArtifactError(f"cannot create the output: {ancestor} is not writable", path)
+        raise ArtifactError(f"cannot create {what}: {ancestor} is not writable", path)
 
 
 def _is_empty_dir(path: Path) -> bool:

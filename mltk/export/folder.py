@@ -31,7 +31,7 @@ from pathlib import Path
 
 from mltk.artifacts import locks
 from mltk.artifacts.loose import enclosing_artifact
-from mltk.artifacts.writer import disk_full
+from mltk.artifacts.writer import check_writable, disk_full
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.file_modes import give_normal_modes
@@ -85,17 +85,6 @@ def _refuse_overlap(out: Path, protected: Iterable[tuple[Path, str]]) -> None:
         raise ConfigError("is the current directory (or holds it); write the export into a folder of its own", out)
 
 
-def _check_writable(out: Path) -> None:
-    """Refuse an output whose nearest existing ancestor cannot be written, before any work."""
-    ancestor = out.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ArtifactError(f"cannot create the export: {ancestor} is not a folder", out)
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ArtifactError(f"cannot create the export: {ancestor} is not writable", out)
-
-
 def check_out(out: Path, protected: Iterable[tuple[Path, str]] = ()) -> None:
     """Refuse ``out`` before any work: a control character, an mltk artifact (or inside one), an overlap with
     ``protected`` (``(path, role)``: the checkpoint, its dependencies) or the current directory, a symlink, an
@@ -118,7 +107,7 @@ def check_out(out: Path, protected: Iterable[tuple[Path, str]] = ()) -> None:
         if not policy.OVERWRITE.get():
             raise ConfigError("exists; pass --overwrite to replace it with the export", out)
     locks.refuse_if_held(out)
-    _check_writable(out)
+    check_writable(out, "the export")
 
 
 def _ours(folder: Path, *marks: str) -> bool:
