@@ -52,6 +52,7 @@ def assert_refused(result, *words):
     assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in result.stderr, result.stderr
     for word in words:
         assert word in errors[0], errors[0]
+    return errors[0]
 
 
 def rewrite_manifest_checksums(path: Path) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_hostile import assert_refused  # one definition of a refusal, shared
 from typer.testing import CliRunner
 
 from mltk import artifacts
@@ -27,16 +28,6 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def assert_refused(result, *words):
-    """Exit 2, nothing on stdout, one error line on stderr (its last) holding ``words``, no traceback."""
-    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
-    assert result.stdout == "", result.stdout
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("mltk")]
-    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in result.stderr, result.stderr
-    for word in words:
-        assert word in errors[0], errors[0]
-    return errors[0]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def prune_state(path: Path | str) -> Path:
 def _check_writable(artifact: Path) -> None:
     if not artifact.parent.is_dir():
         raise ArtifactError("no such file or directory", artifact)
-    if not artifact.parent.is_dir() or not os.access(artifact.parent, os.W_OK | os.X_OK):
+    if not os.access(artifact.parent, os.W_OK | os.X_OK):
         raise ArtifactError(f"cannot prune: {artifact.parent} is not writable (the checkpoint is rebuilt beside "
                             f"itself)", artifact)
 
