@@ -26,11 +26,14 @@ from mltk.core.runtime import seed_everything
 from mltk.losses import mse_distill
 from mltk.models.multilingual import build_encoder
 from mltk.models.text import trim_to_lengths
+from mltk.recipes import load_recipe
 from mltk.train import mla
-from mltk.train.loop import LoopConfig, clip_gradients
+from mltk.train.loop import clip_gradients
+from mltk.train.settings import recipe_loop
 
 MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k" / "task1" / "raw"
 LANG = "de"
+RECIPE = load_recipe("real-text-minilm")
 
 
 def minilm_folder() -> str:
@@ -46,7 +49,7 @@ class Variant:
         buckets, self.precision = name.split("/")
         self.buckets, self.encoder, self.tokens, self.teacher = int(buckets), copy.deepcopy(encoder), tokens, teacher
         self.params = self.encoder.trainable_tensors([LANG], embedding=True)
-        self.optimizer = mla.nlt_optimizer(self.params, LoopConfig(steps=100, lr=1e-3, weight_decay=0.01), 2e-4)
+        self.optimizer = mla.nlt_optimizer(self.params, recipe_loop(RECIPE, steps=100), RECIPE.config["embedding_lr"])
         self.seconds: list[float] = []
 
     def step(self, index: torch.Tensor) -> float:

@@ -5,10 +5,11 @@ sentence-transformers-style distillation loop, side by side in one run, with eac
         [--steps 12] [--batch-size 32] [--pairs 1024] [--pad longest|max] [--threads 1] [--data MULTI30K_TASK1] \\
         [--precision fp32|bf16]
 
-Both sides train the same parameters from the same weights on the same batches with the same optimizer: MLA's
-acquirers for German after each of MiniLM's 6 layers (hidden 256, up-projection zero-initialised, lr 1e-3) and a
-trainable copy of MiniLM's word-embedding table read through MiniLM's own WordPiece (lr 2e-4), MSE to the
-unnormalised, mean-pooled English embedding of the frozen tower; AdamW, per-tensor clipping, 10% warm-up.
+Both sides train the same parameters from the same weights on the same batches with the same optimizer settings:
+MLA's acquirers for German after each of MiniLM's 6 layers (hidden 256, up-projection zero-initialised, lr 1e-3) and
+a trainable copy of MiniLM's word-embedding table read through MiniLM's own WordPiece (lr 2e-4), MSE to the
+unnormalised, mean-pooled English embedding of the frozen tower; AdamW (mltk's fused, the other side torch's
+default), per-tensor clipping, 10% warm-up.
 
 - **mltk**: ``mltk.train.mla.train_nlt`` (what ``mltk train-nlt --model MINILM`` runs): English teacher embeddings
   computed once and cached (timed on its own, with the steps it takes to pay for itself), the German batch trimmed
@@ -82,7 +83,10 @@ class StraightforwardNlt:
         self.params = {f"embedding.{k}": p for k, p in self.embedding.named_parameters()}
         self.params.update({f"acquirers.{LANG}.{k}": p for k, p in self.acquirers.named_parameters()})
         self.loop = config.loop
-        self.optimizer = mla.nlt_optimizer(self.params, self.loop, config.embedding_lr)
+        groups = mla.nlt_optimizer(self.params, self.loop, config.embedding_lr).param_groups
+        # the same groups in torch's default (foreach) AdamW, as sentence-transformers' fit builds it
+        self.optimizer = torch.optim.AdamW([{k: g[k] for k in ("params", "lr", "weight_decay")} for g in groups],
+                                           betas=self.loop.betas, eps=self.loop.eps)
         for group in self.optimizer.param_groups:
             group["initial_lr"] = group["lr"]
         self.batches = LanguageBatches({LANG: len(german)}, config.batch_size, self.loop.steps, self.loop.seed)

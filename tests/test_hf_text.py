@@ -137,6 +137,45 @@ def test_gradient_reaches_an_acquirer_through_after_block(bert_dir):
     assert all(p.grad is None for p in tower.parameters())
 
 
+def _attention_dtypes(monkeypatch) -> list:
+    """Records the dtype of every query reaching PyTorch's scaled_dot_product_attention."""
+    seen = []
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(query, *args, **kwargs):
+        seen.append(query.dtype)
+        return original(query, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    return seen
+
+
+def test_attention_runs_in_fp32_under_cpu_bf16_autocast(bert_dir, monkeypatch):
+    """On the CPU, bf16 flash attention's backward is about 10x slower than fp32's: under CPU autocast the
+    layers' matrix products run in bf16 and attention in fp32; the features stay close to fp32's, gradients
+    reach an acquirer, and the model's config names plain SDPA again afterwards (an export never names mltk's)."""
+    from mltk.models.acquirer import AcquirerStack
+    from mltk.models.hf_text import load_hf_text_tower
+
+    tower = load_hf_text_tower(str(bert_dir))
+    stack = AcquirerStack(tower.width, tower.num_blocks, hidden=8)
+    tokens, lengths = tower.tokenize(TEXTS)
+    with torch.no_grad():
+        reference = tower.encode(tokens, lengths)
+    seen = _attention_dtypes(monkeypatch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        features = tower.encode(tokens, lengths, after_block=stack)
+    assert seen and set(seen) == {torch.float32}
+    assert tower.transformer.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(features.float(), reference, atol=0.1, rtol=0.05)
+    features.float().pow(2).mean().backward()
+    assert all(acquirer.c_proj.weight.grad is not None for acquirer in stack)
+    seen.clear()
+    with torch.no_grad():
+        again = tower.encode(tokens, lengths)  # no autocast: the plain path, bit for bit
+    assert torch.equal(again, reference) and set(seen) == {torch.float32}
+
+
 def test_non_native_word_embeddings_replace_only_the_word_table(bert_dir):
     """forward_embeddings takes word embeddings: another table's rows go through BERT's positions and LayerNorm."""
     from mltk.models.hf_text import load_hf_text_tower

@@ -117,6 +117,43 @@ def test_runtime_resolution_on_cpu():
         resolve_runtime("tpu")
 
 
+@pytest.mark.parametrize("matrix_units", [True, False])
+def test_auto_precision_on_cpu_is_bf16_only_where_asked_and_the_cpu_multiplies_bf16(monkeypatch, matrix_units):
+    """``cpu_bf16`` (a recipe that measured bf16 faster at equal quality) turns ``auto`` into bf16 autocast on a
+    CPU with bf16 matrix units only; elsewhere bf16 is several times slower than fp32, so auto stays fp32."""
+    from mltk.core import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "cpu_has_bf16_matrix_units", lambda: matrix_units)
+    assert resolve_runtime("cpu", "auto", cpu_bf16=True).precision == ("bf16" if matrix_units else "fp32")
+    assert resolve_runtime("cpu", "auto").precision == "fp32"
+    assert resolve_runtime("cpu", "fp32", cpu_bf16=True).precision == "fp32"  # asked for by name: as asked
+
+
+def test_the_loop_adamw_is_fused_on_the_cpu_and_steps_as_torch_default_does():
+    """The fused AdamW (one kernel per tensor) takes the same step as torch's default, to the last bit or so."""
+    from helpers_loop import loop_config
+
+    from mltk.train.loop import default_optimizer
+
+    torch.manual_seed(0)
+    weights = [torch.nn.Parameter(torch.randn(50, 8)), torch.nn.Parameter(torch.randn(8))]
+    copies = [torch.nn.Parameter(w.detach().clone()) for w in weights]
+    config = loop_config(steps=10, lr=1e-2, weight_decay=0.1)
+    fused = default_optimizer(dict(zip("ab", weights)), config)
+    plain = torch.optim.AdamW([{"params": copies[:1], "weight_decay": 0.1}, {"params": copies[1:],
+                                                                             "weight_decay": 0.0}],
+                              lr=1e-2, betas=config.betas, eps=config.eps)
+    assert all(group["fused"] for group in fused.param_groups)
+    for _ in range(5):
+        for w, c in zip(weights, copies):
+            w.grad = torch.sin(w.detach() * 3)
+            c.grad = w.grad.clone()
+        fused.step()
+        plain.step()
+    for w, c in zip(weights, copies):
+        torch.testing.assert_close(w, c, atol=1e-6, rtol=1e-6)
+
+
 def test_vit_b_32_trimmed_forward_equals_encode_text():
     bundle = load_clip("ViT-B-32")
     tokens = bundle.tokenizer(CAPTIONS)

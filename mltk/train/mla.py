@@ -47,7 +47,7 @@ from mltk.models.preflight import check_image_embeddings, require_model, require
 from mltk.models.towers import names_hf_tower
 from mltk.recipes import FROM_RECIPE
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.train.loop import LoopConfig, StepCallback, default_optimizer
+from mltk.train.loop import LoopConfig, StepCallback, adamw, default_optimizer
 from mltk.train.settings import with_recipe
 from mltk.train.stage import (
     StageInputs,
@@ -150,7 +150,7 @@ def nlt_optimizer(params: dict[str, torch.nn.Parameter], loop: LoopConfig,
     for part, lr in ((rest, loop.lr), (table, embedding_lr)):
         for group in default_optimizer(part, loop).param_groups if part else []:
             groups.append({"params": group["params"], "weight_decay": group["weight_decay"], "lr": lr})
-    return torch.optim.AdamW(groups, lr=loop.lr, betas=loop.betas, eps=loop.eps)
+    return adamw(groups, loop)
 
 
 class _EmbeddingLr:

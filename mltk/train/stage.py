@@ -114,10 +114,12 @@ def hold_out_validation(table: pa.Table, source: Path | str, split: str = "train
 
 
 def load_inputs(device: str, precision: str, seed: int, captions: Path,
-                image_embeddings: Path | None = None, split: str = "train", val_split: str = "val") -> StageInputs:
-    """Resolve the runtime (joining torchrun when launched by it), seed every generator, read the captions (with a
-    validation slice held out of ``split`` when there is no ``val_split``) and the image embeddings."""
-    runtime = resolve_runtime(device, precision)
+                image_embeddings: Path | None = None, split: str = "train", val_split: str = "val",
+                cpu_bf16: bool = False) -> StageInputs:
+    """Resolve the runtime (joining torchrun when launched by it; ``cpu_bf16``: see ``resolve_runtime``), seed
+    every generator, read the captions (with a validation slice held out of ``split`` when there is no
+    ``val_split``) and the image embeddings."""
+    runtime = resolve_runtime(device, precision, cpu_bf16)
     init_from_env(runtime)
     seed_everything(seed)
     inputs = StageInputs(runtime, hold_out_validation(artifacts.load_captions(captions, drop_empty=True), captions,

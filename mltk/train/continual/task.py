@@ -22,7 +22,7 @@ from mltk.losses.base import split_loss
 from mltk.train.batches import LanguageBatches, draw_captions
 from mltk.train.continual.config import ContinualTrainConfig
 from mltk.train.continual.data import Corpus, TaskData
-from mltk.train.loop import LoopConfig
+from mltk.train.loop import LoopConfig, adamw
 from mltk.train.validate import RetrievalValidator
 from mltk.vocab import (
     Vocabulary,
@@ -86,7 +86,7 @@ class CllClipTask:
                   {"params": [p for p in own if p.ndim < 2], "weight_decay": 0.0, "lr": method_lr}]
         groups = [g for g in groups if g["params"]]
         if self.lambdas is None:
-            return torch.optim.AdamW(groups, lr=loop.lr, betas=loop.betas, eps=loop.eps)
+            return adamw(groups, loop)
         return TeirAdamW(groups, lr=loop.lr, betas=loop.betas, eps=loop.eps, weight_decay=loop.weight_decay,
                          row_scales={params["table"]: self.lambdas.to(params["table"].device)},
                          scale_gradients=config.teir_reg_grad, scale_weight_decay=config.teir_reg_decay)
