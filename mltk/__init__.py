@@ -46,15 +46,16 @@ _EXPORTS: dict[str, str] = {
     "load_model": "mltk.encode.text_encoders",
     # training
     "load_recipe": "mltk.recipes",
-    "PretrainConfig": "mltk.train.pretrain",
+    "AlignmentConfig": "mltk.ame.alignment_config",
+    "PretrainConfig": "mltk.train.pretrain_config",
     "pretrain": "mltk.train.pretrain",
-    "MlaConfig": "mltk.train.mla",
+    "MlaConfig": "mltk.train.mla_config",
     "train_nlt": "mltk.train.mla",
     "train_le": "mltk.train.mla",
     "train_nlt_le": "mltk.train.mla",
-    "ContinualTrainConfig": "mltk.train.continual",
+    "ContinualTrainConfig": "mltk.train.continual_config",
     "train_continual": "mltk.train.continual",
-    "CcrkConfig": "mltk.train.ccrk",
+    "CcrkConfig": "mltk.train.ccrk_config",
     "train_ccrk": "mltk.train.ccrk",
     "import_mla_checkpoint": "mltk.export.import_mla",
     # evaluation, indexing, export
@@ -101,6 +102,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, imported eagerly
+    from mltk.ame.alignment_config import AlignmentConfig
     from mltk.ame.induce import induce_lexicon
     from mltk.ame.lexicon import import_muse
     from mltk.artifacts import load_captions, load_embeddings, load_metrics, read_manifest, verify_artifact
@@ -122,9 +124,13 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, importe
     from mltk.index.faiss_index import IndexConfig, build_index, query
     from mltk.metrics.retrieval import evaluate_retrieval
     from mltk.recipes import load_recipe
-    from mltk.train.ccrk import CcrkConfig, train_ccrk
-    from mltk.train.continual import ContinualTrainConfig, train_continual
-    from mltk.train.mla import MlaConfig, train_le, train_nlt, train_nlt_le
-    from mltk.train.pretrain import PretrainConfig, pretrain
+    from mltk.train.ccrk import train_ccrk
+    from mltk.train.ccrk_config import CcrkConfig
+    from mltk.train.continual import train_continual
+    from mltk.train.continual_config import ContinualTrainConfig
+    from mltk.train.mla import train_le, train_nlt, train_nlt_le
+    from mltk.train.mla_config import MlaConfig
+    from mltk.train.pretrain import pretrain
+    from mltk.train.pretrain_config import PretrainConfig
     from mltk.translate import TranslateConfig, translate_captions
     from mltk.vocab import build_vocab, load_vocabulary

@@ -18,7 +18,6 @@ with it. Two forms (``--align-form``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from mltk.ame.alignment_config import ALIGN_BATCH, ALIGN_FORMS, AlignmentConfig
 from mltk.ame.lexicon import lexicon_languages, lexicon_pairs, load_lexicon
 from mltk.ame.vocabulary import vocabulary_words
 from mltk.ame.word_map import MappedWords
@@ -35,10 +35,9 @@ from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
 from mltk.losses.base import split_loss
-from mltk.recipes import FROM_RECIPE
 
-ALIGN_BATCH = 1024  # lexicon pairs per step
-ALIGN_FORMS = ("map", "table")
+__all__ = ["ALIGN_BATCH", "ALIGN_FORMS", "AlignedTask", "AlignmentConfig", "LexiconAlignment", "RcslsLoss",
+           "rcsls_loss", "with_alignment"]
 
 
 def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int, x_candidates: torch.Tensor | None = None,
@@ -191,30 +190,6 @@ class AlignedTask:
 
     def __setattr__(self, name, value):
         setattr(self.task, name, value)
-
-
-@dataclass(frozen=True)
-class AlignmentConfig:
-    """``--lexicon L --align-form F --align-every T --align-lr R --align-weight W --align-k K`` of a training
-    stage (no lexicon: no alignment). ``weight`` and ``k`` come from the stage's recipe (its ``alignment``
-    section: AME's k) unless given."""
-
-    lexicon: Path | None = None
-    weight: float = field(default=FROM_RECIPE, metadata={"help": "--align-form table: weight of the RCSLS term.",
-                                                         "min": 0.0})
-    k: int = field(default=FROM_RECIPE, metadata={"help": "RCSLS's k nearest neighbours.", "min": 1})
-    batch: int = ALIGN_BATCH
-    form: str = field(default="map", metadata={
-        "help": "map (AME: a linear map learnt by RCSLS apart from the table) or table (RCSLS into the table)"})
-    every: int = field(default=500, metadata={"help": "--align-form map: steps between map updates (AME: T = 500)"})
-    lr: float = field(default=2.0, metadata={"help": "--align-form map: the map's own rate (AME: 2; 5 on COCO)"})
-    orthogonal: bool = field(default=False, metadata={"help": "--align-form map: keep the map orthogonal"})
-
-    def __post_init__(self) -> None:
-        if self.form not in ALIGN_FORMS:
-            raise ConfigError(f"--align-form must be one of {', '.join(ALIGN_FORMS)}, got {self.form!r}")
-        if self.every < 1 or not self.lr > 0:
-            raise ConfigError(f"--align-every must be >= 1 and --align-lr > 0, got {self.every} and {self.lr}")
 
 
 def with_alignment(task, encoder: nn.Module, config: AlignmentConfig, seed: int, languages: list[str],

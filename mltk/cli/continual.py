@@ -7,16 +7,6 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from mltk.cli.align_options import (
-    AlignEveryOption,
-    AlignFormOption,
-    AlignKOption,
-    AlignLrOption,
-    AlignOrthogonalOption,
-    AlignWeightOption,
-    LexiconOption,
-    alignment_config,
-)
 from mltk.cli.common import (
     LIST_METAVAR,
     either,
@@ -29,9 +19,8 @@ from mltk.cli.common import (
     route_input,
     split_list,
 )
-from mltk.cli.config_options import GivenSettings, config_values, training_options
+from mltk.cli.config_options import GivenSettings, training_options
 from mltk.cli.options import (
-    BatchOpt,
     CacheDirOpt,
     CaptionsOpt,
     DeviceOpt,
@@ -39,13 +28,12 @@ from mltk.cli.options import (
     JsonOpt,
     LogEveryOpt,
     ModelOpt,
-    MseFormOpt,
     PrecisionOpt,
     PretrainedOpt,
     RecipeOpt,
     TensorboardOpt,
-    ValImagesOpt,
 )
+from mltk.train.continual_config import ContinualTrainConfig
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
@@ -85,9 +73,6 @@ TeirPartOpt = Annotated[List[str], typer.Option(
     "--teir-part", metavar=LIST_METAVAR, help="TEIR's parts one by one (repeat or comma-separate): init "
     "(initialisation), grad (lambda scales the gradient), decay (lambda scales the weight decay); --teir = all "
     "three.")]
-TokenSetsOpt = Annotated[Optional[str], typer.Option(
-    "--token-sets", help="TEIR's token sets: occurrence (tokens in the task's text, the authors' code) or "
-    "vocabulary (tokens of the task's new vocabulary, the paper's wording).")]
 JointOpt = Annotated[bool, typer.Option(
     "--joint", help="The upper bound: train every language at once (one task, the oracle vocabulary).")]
 OracleVocabOpt = Annotated[bool, typer.Option(
@@ -96,28 +81,8 @@ OracleVocabOpt = Annotated[bool, typer.Option(
 VocabDirOpt = Annotated[Optional[Path], typer.Option(
     "--vocab-dir", help="Prebuilt vocab artifacts, one per task at DIR/<lang> (mltk build-vocab, each with the "
     "previous task's as --parent); built on the fly when left out.")]
-VocabSizeOpt = Annotated[Optional[int], typer.Option(
-    "--vocab-size", help="Tokens of each task's new vocabulary V̂.")]
 ProtectLangOpt = Annotated[Optional[str], typer.Option(
     "--protect-lang", help="When building vocabularies, keep this language's parent ids (e.g. en).")]
-EpochsOpt = Annotated[Optional[int], typer.Option(
-    "--epochs", help="Epochs per task (an epoch = one pass over its captions, or over its images with --epoch-unit "
-    "images).")]
-EpochUnitOpt = Annotated[Optional[str], typer.Option(
-    "--epoch-unit", help="captions (the authors': every caption once per epoch) or images (every image once, one of "
-    "its captions drawn).")]
-TaskStepsOpt = Annotated[Optional[int], typer.Option("--steps", min=1, help="Updates per task (overrides "
-                                                     "--epochs).")]
-TaskEvalEveryOpt = Annotated[Optional[int], typer.Option(
-    "--eval-every", min=0, help="Validate every N steps of a task (default: every epoch); the best validation state "
-    "is kept.")]
-MethodLrOpt = Annotated[Optional[float], typer.Option(
-    "--method-lr", help="Learning rate of the method's own tensors (adapters, LoRA, prompts); none: --lr, as the "
-    "paper trains everything at one rate.")]
-Gamma1Opt = Annotated[Optional[float], typer.Option(
-    "--gamma1", help="Weight of the image-text InfoNCE term (0 and off in a text-only run, which has no images).")]
-Gamma2Opt = Annotated[Optional[float], typer.Option(
-    "--gamma2", help="Weight of the MSE to the English teacher.")]
 ContinualMetricOpt = Annotated[Optional[str], typer.Option(
     "--continual-metric", help="a_{j,i} of the continual matrix: AR or <i2t|t2i>.R@<1|5|10> (default t2i.R@1); "
     "text only, caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10> (default x2en.R@1).")]
@@ -128,38 +93,21 @@ MethodOptionOpt = Annotated[List[str], typer.Option(
 WordpieceGrowthOpt = Annotated[str, typer.Option(
     "--wordpiece-growth", help="A Hugging Face tower's WordPiece growth: keep (new pieces never re-segment a word of "
     "an earlier task's text) or resegment (all of each task's new pieces).")]
-TemperatureFormOpt = Annotated[Optional[str], typer.Option(
-    "--temperature-form", help="How the temperature trains: temperature (T itself, clamped to --temperature-range "
-    "each step, reset at each task: the authors' code) or log (log 1/T, T >= 0.01, carried across tasks: mltk's "
-    "earlier form); default: the recipe's (temperature).")]
-TemperatureRangeOpt = Annotated[Optional[str], typer.Option(
-    "--temperature-range", metavar="LOW,HIGH", help="The clamp of T in the temperature form; default: the "
-    "recipe's (0.001,0.5).")]
 KeepTaskCheckpointsOpt = Annotated[bool, typer.Option(
     "--keep-task-checkpoints", help="Keep each task's checkpoint (tasks/NN-lang) in the artifact.")]
 
 
-@training_options("train-continual", "mltk.train.continual:ContinualTrainConfig")
+@training_options("train-continual", ContinualTrainConfig)
 def train_continual_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None,
     out: Path = out_option("Directory of the checkpoint artifact to write."), model: ModelOpt = None,
     pretrained: PretrainedOpt = None, lang: List[str] = LangOpt, order: OrderOpt = None,
     method: MethodOpt = "cll-clip", teir: TeirOpt = False, teir_init_only: TeirInitOnlyOpt = False,
-    teir_reg_only: TeirRegOnlyOpt = False, teir_part: TeirPartOpt = [], token_sets: TokenSetsOpt = None,
-    joint: JointOpt = False, oracle_vocab: OracleVocabOpt = False, vocab_dir: VocabDirOpt = None,
-    vocab_size: VocabSizeOpt = None, protect_lang: ProtectLangOpt = None,
+    teir_reg_only: TeirRegOnlyOpt = False, teir_part: TeirPartOpt = [], joint: JointOpt = False,
+    oracle_vocab: OracleVocabOpt = False, vocab_dir: VocabDirOpt = None, protect_lang: ProtectLangOpt = None,
     wordpiece_growth: WordpieceGrowthOpt = "keep", recipe: RecipeOpt = None,
-    epochs: EpochsOpt = None, epoch_unit: EpochUnitOpt = None, steps: TaskStepsOpt = None,
-    eval_every: TaskEvalEveryOpt = None, batch_size: BatchOpt = None, method_lr: MethodLrOpt = None,
-    gamma1: Gamma1Opt = None, gamma2: Gamma2Opt = None, mse_form: MseFormOpt = None,
-    temperature_form: TemperatureFormOpt = None, temperature_range: TemperatureRangeOpt = None,
-    continual_metric: ContinualMetricOpt = None,
-    metric_alias: Optional[str] = hidden_alias("--metric"), method_option: MethodOptionOpt = [],
-    keep_task_checkpoints: KeepTaskCheckpointsOpt = False, val_images: ValImagesOpt = None,
-    lexicon: Optional[Path] = LexiconOption, align_weight: Optional[float] = AlignWeightOption,
-    align_k: Optional[int] = AlignKOption,
-    align_form: Optional[str] = AlignFormOption, align_every: Optional[int] = AlignEveryOption,
-    align_lr: Optional[float] = AlignLrOption, align_orthogonal: Optional[bool] = AlignOrthogonalOption,
+    continual_metric: ContinualMetricOpt = None, metric_alias: Optional[str] = hidden_alias("--metric"),
+    method_option: MethodOptionOpt = [], keep_task_checkpoints: KeepTaskCheckpointsOpt = False,
     cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
     settings: GivenSettings = None,
@@ -173,8 +121,7 @@ def train_continual_command(
     from mltk.cll_clip import method_options
     from mltk.data.orders import ordered_subset
     from mltk.present import report
-    from mltk.train.continual import ContinualTrainConfig, final_summary, read_summary, teir_parts, train_continual
-    from mltk.train.continual.config import temperature_range_option
+    from mltk.train.continual import final_summary, read_summary, teir_parts, train_continual
     from mltk.train.step_log import step_logging
 
     routed = route_input(source, {"image-embeddings": images, "captions": captions}, default="image-embeddings",
@@ -186,15 +133,8 @@ def train_continual_command(
         protect_lang=protect_lang, wordpiece_growth=wordpiece_growth,
         metric=either(continual_metric, metric_alias, "--continual-metric", "--metric"),
         options=method_options(method, method_option), keep_task_checkpoints=keep_task_checkpoints, device=device,
-        precision=precision, cache_dir=cache_dir, recipe=recipe,
-        alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
-                                   align_orthogonal),
-        loop=settings.loop, **teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part)),
-        **config_values(settings, token_sets=token_sets, vocab_size=vocab_size, epochs=epochs, epoch_unit=epoch_unit,
-                        batch_size=batch_size, method_lr=method_lr, gamma1=gamma1, gamma2=gamma2, mse_form=mse_form,
-                        steps=steps, eval_every=eval_every, val_images=val_images,
-                        temperature_form=temperature_form,
-                        temperature_range=temperature_range_option(temperature_range)))
+        precision=precision, cache_dir=cache_dir, recipe=recipe, loop=settings.loop,
+        **teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part)), **settings.config)
     with step_logging(log_every, tensorboard):
         path = train_continual(config)
     report.print_metrics({"continual": read_summary(path)})  # the matrix, AR and F on stderr

@@ -2,9 +2,9 @@
 ``model: ModelOpt = None`` gives a command ``-m/--model`` with its help. The names follow
 ``mltk.cli.common.VOCABULARY``; ``tests/test_cli_vocabulary.py`` walks these aliases.
 
-The hyper-parameter options of the training commands default to None, "from the recipe" (``--recipe``, default
-the stage's own, ``mltk.recipes``); the loop's options and ``--set`` are generated from ``LoopConfig``'s fields
-(``mltk.cli.config_options``), which also appends the recipe's value to the help of these aliases.
+The hyper-parameter options of the training commands are not here: they are generated from the fields of
+``LoopConfig`` and of each stage's config (``mltk.cli.config_options``), default to None, "from the recipe"
+(``--recipe``, default the stage's own, ``mltk.recipes``), and their help ends with the recipe's value.
 
 Imported by ``mltk --help``: no torch, numpy or pyarrow here.
 """
@@ -52,12 +52,6 @@ RecipeOpt = Annotated[Optional[str], typer.Option(
     "Default: the command's own (on a transformers / sentence-transformers "
     "tower: real-text-minilm for train-nlt, teir-minilm for train-continual). The values used are recorded in "
     "the manifest.")]
-BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", min=2, help="Examples per step.")]
-MseFormOpt = Annotated[Optional[str], typer.Option(
-    "--mse-form", help="The MSE to the English teacher: mean over elements (the authors' code) or sum (over D, "
-    "the written form).")]
-ValImagesOpt = Annotated[Optional[int], typer.Option("--val-images", min=1, help="At most this many validation "
-                                                     "images.")]
 
 # --- running and output ---------------------------------------------------------------------------------------
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives the same result on the "

@@ -5,24 +5,13 @@ tower); an option given on the command line replaces the recipe's value."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import List, Optional
 
 import typer
 
-from mltk.cli.align_options import (
-    AlignEveryOption,
-    AlignFormOption,
-    AlignKOption,
-    AlignLrOption,
-    AlignOrthogonalOption,
-    AlignWeightOption,
-    LexiconOption,
-    alignment_config,
-)
 from mltk.cli.common import emit, examples, lang_option, out_option, require, route_input, split_list
-from mltk.cli.config_options import GivenSettings, config_values, training_options
+from mltk.cli.config_options import GivenSettings, training_options
 from mltk.cli.options import (
-    BatchOpt,
     CacheDirOpt,
     CaptionsOpt,
     DeviceOpt,
@@ -32,29 +21,18 @@ from mltk.cli.options import (
     JsonOpt,
     LogEveryOpt,
     ModelOpt,
-    MseFormOpt,
     PrecisionOpt,
     PretrainedOpt,
     RecipeOpt,
     TensorboardOpt,
     TokenizerOpt,
 )
-from mltk.core.errors import ConfigError
+from mltk.train.mla_config import MlaConfig
 
 LangOpt = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")
 OutOpt = out_option("Checkpoint artifact to write.")
 ImagesArg = typer.Argument(None, metavar="[IMAGES]", help="Image embeddings (encode-images), or -/piped stdin (a "
                            "captions artifact there is taken as --captions).")
-TrainEmbeddingOpt = Annotated[Optional[bool], typer.Option(
-    "--train-embedding/--freeze-embedding", help="Train the shared non-native embedding (default: yes, unless "
-    "languages are added to an --init checkpoint, which keeps the other languages bit-identical).")]
-AcquirerOpt = Annotated[Optional[str], typer.Option(
-    "--acquirer", help="Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or "
-    "none (the non-native embedding alone): MLA's ablations. An --init checkpoint keeps its own.")]
-TemperatureOpt = Annotated[Optional[str], typer.Option(
-    "--temperature", help="Fixed InfoNCE temperature of LE (the paper's is OpenAI ViT-B/32's own), or 'clip': "
-    "the frozen base CLIP's own learned one.")]
-CONFIG = "mltk.train.mla:MlaConfig"
 NLT_EXAMPLE = examples(
     "mltk train-nlt world/captions -m runs/native --tokenizer vocab/zh \\",
     "    --lang de,zh --steps 200 -o runs/nlt",
@@ -73,7 +51,7 @@ LE_EXAMPLE = examples(
     "      --recipe mla-le --steps 200 -o runs/le")
 
 
-@training_options("train-nlt", CONFIG)
+@training_options("train-nlt", MlaConfig)
 def train_nlt_command(
     source: Optional[str] = typer.Argument(
         None, metavar="[CAPTIONS]", help="Captions artifact with translation pairs (shared caption_id between "
@@ -86,14 +64,7 @@ def train_nlt_command(
                               "knowledge distillation, the baseline), same objective, data and steps; mkd: that "
                               "student replaces the English text encoder too (M-CLIP, MLA's MKD baseline), English "
                               "captions distilled to the frozen tower's embedding of themselves."),
-    embedding_lr: Optional[float] = typer.Option(
-        None, "--embedding-lr", help="Peak learning rate of the shared non-native embedding (none: --lr)."),
     init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt, recipe: RecipeOpt = None,
-    batch_size: BatchOpt = None, train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None,
-    mse_form: MseFormOpt = None, lexicon: Optional[Path] = LexiconOption,
-    align_weight: Optional[float] = AlignWeightOption, align_k: Optional[int] = AlignKOption,
-    align_form: Optional[str] = AlignFormOption, align_every: Optional[int] = AlignEveryOption,
-    align_lr: Optional[float] = AlignLrOption, align_orthogonal: Optional[bool] = AlignOrthogonalOption,
     cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
     settings: GivenSettings = None,
@@ -104,53 +75,41 @@ def train_nlt_command(
     Rerun the same command after an interruption to resume exactly where it stopped."""
     _train("train-nlt", source, captions, images, out, settings, (log_every, tensorboard, as_json), recipe=recipe,
            init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, train=train,
-           init_embeddings=init_embeddings, languages=split_list(lang), train_embedding=train_embedding,
-           cache_dir=cache_dir, device=device, precision=precision,
-           alignment=alignment_config(lexicon, align_weight, align_k, align_form, align_every, align_lr,
-                                      align_orthogonal),
-           **config_values(settings, embedding_lr=embedding_lr, batch_size=batch_size, acquirer=acquirer,
-                           mse_form=mse_form))
+           init_embeddings=init_embeddings, languages=split_list(lang), cache_dir=cache_dir, device=device,
+           precision=precision)
 
 
-@training_options("train-le", CONFIG)
+@training_options("train-le", MlaConfig)
 def train_le_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, init: InitOpt = None,
     out: Path = OutOpt, model: ModelOpt = None, pretrained: PretrainedOpt = None,
-    tokenizer: TokenizerOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, batch_size: BatchOpt = None,
-    temperature: TemperatureOpt = None, train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None,
-    device: DeviceOpt = "auto", precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None,
-    tensorboard: TensorboardOpt = None, as_json: JsonOpt = False, settings: GivenSettings = None,
+    tokenizer: TokenizerOpt = None, lang: List[str] = LangOpt, recipe: RecipeOpt = None, device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,
+    as_json: JsonOpt = False, settings: GivenSettings = None,
 ) -> None:
     """MLA Language Exposure: symmetric InfoNCE between frozen image embeddings and each language's captions,
     from the NLT checkpoint (--init), or fresh acquirers on --model with --tokenizer (the paper's LE-only
     ablation). Recipe mla-le: the paper's learning rate and temperature."""
     _train("train-le", source, captions, images, out, settings, (log_every, tensorboard, as_json), recipe=recipe,
            init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, languages=split_list(lang),
-           train_embedding=train_embedding, device=device, precision=precision,
-           **config_values(settings, temperature_option(temperature), batch_size=batch_size, acquirer=acquirer))
+           device=device, precision=precision)
 
 
-@training_options("train-nlt-le", CONFIG)
+@training_options("train-nlt-le", MlaConfig)
 def train_nlt_le_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt,
     init: InitOpt = None, model: ModelOpt = None, pretrained: PretrainedOpt = None,
     tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt,
-    recipe: RecipeOpt = None, batch_size: BatchOpt = None, temperature: TemperatureOpt = None,
-    nlt_weight: Optional[float] = typer.Option(None, "--nlt-weight", help="Weight of the NLT (MSE) term."),
-    le_weight: Optional[float] = typer.Option(None, "--le-weight", help="Weight of the LE (InfoNCE) term."),
-    train_embedding: TrainEmbeddingOpt = None, acquirer: AcquirerOpt = None, mse_form: MseFormOpt = None,
-    cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
-    log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
-    settings: GivenSettings = None,
+    recipe: RecipeOpt = None, cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,
+    as_json: JsonOpt = False, settings: GivenSettings = None,
 ) -> None:
     """MLA's NLT and LE in one stage (the paper's ablation of its two-stage recipe): each step adds the NLT MSE of a
     translation batch and the LE InfoNCE of an image batch."""
     _train("train-nlt-le", source, captions, images, out, settings, (log_every, tensorboard, as_json),
            recipe=recipe, init=init, model=model, pretrained=pretrained, tokenizer=tokenizer,
-           init_embeddings=init_embeddings, languages=split_list(lang), train_embedding=train_embedding,
-           cache_dir=cache_dir, device=device, precision=precision,
-           **config_values(settings, temperature_option(temperature), batch_size=batch_size, acquirer=acquirer,
-                           mse_form=mse_form, nlt_weight=nlt_weight, le_weight=le_weight))
+           init_embeddings=init_embeddings, languages=split_list(lang), cache_dir=cache_dir, device=device,
+           precision=precision)
 
 
 def _train(stage: str, source: str | None, captions: Path | None, images: Path | None, out: Path,
@@ -165,8 +124,8 @@ def _train(stage: str, source: str | None, captions: Path | None, images: Path |
                          default="captions" if stage == "train-nlt" else "image-embeddings",
                          options={"captions": "--captions", "image-embeddings": "--images"})
     images = routed["image-embeddings"] if stage == "train-nlt" else require(routed, "image-embeddings", "--images")
-    config = mla.MlaConfig(captions=require(routed, "captions", "--captions"), out=out, images=images,
-                           loop=settings.loop, **fields)
+    config = MlaConfig(captions=require(routed, "captions", "--captions"), out=out, images=images,
+                       loop=settings.loop, **fields, **settings.config)
     log_every, tensorboard, as_json = output
     run = {"train-nlt": mla.train_nlt, "train-le": mla.train_le, "train-nlt-le": mla.train_nlt_le}[stage]
     with step_logging(log_every, tensorboard):
@@ -177,16 +136,3 @@ def register(app: typer.Typer) -> None:
     app.command("train-nlt", epilog=NLT_EXAMPLE)(train_nlt_command)
     app.command("train-le", epilog=LE_EXAMPLE)(train_le_command)
     app.command("train-nlt-le", epilog=NLT_LE_EXAMPLE)(train_nlt_le_command)
-
-
-def temperature_option(text: str | None) -> dict:
-    """``--temperature`` as MlaConfig's field: a number, or ``clip`` (None: the base CLIP's own, resolved by the
-    library); nothing when not given (the recipe's)."""
-    if text is None:
-        return {}
-    if text.strip().lower() == "clip":
-        return {"temperature": None}
-    try:
-        return {"temperature": float(text)}
-    except ValueError:
-        raise ConfigError(f"--temperature must be a number or 'clip', got {text!r}") from None

@@ -59,7 +59,6 @@ linearly with K (``benchmarks/ccrk.py``).
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +69,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk import artifacts
-from mltk.ame.rcsls import AlignmentConfig, with_alignment
+from mltk.ame.rcsls import with_alignment
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.cll_clip.model import CHECKPOINT_FORMAT as CLL_FORMAT
 from mltk.cll_clip.model import ContinualTextEncoder, load_continual_encoder
@@ -79,16 +78,17 @@ from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log
 from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.encode.texts import encode_texts
-from mltk.losses import AME_MARGINS, MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, LossOutput
+from mltk.losses import AME_MARGINS, LossOutput
 from mltk.losses.registry import LOSSES as LOSS_REGISTRY
 from mltk.losses.registry import build_loss
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
-from mltk.recipes import FROM_RECIPE, load_recipe
+from mltk.recipes import load_recipe
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
-from mltk.train.loop import LoopConfig, StepCallback
-from mltk.train.settings import fill_from_recipe, recipe_loop
+from mltk.train.ccrk_config import CcrkConfig
+from mltk.train.loop import StepCallback
+from mltk.train.settings import recipe_loop
 from mltk.train.stage import (
     StageInputs,
     load_inputs,
@@ -105,75 +105,6 @@ LOSS_PREFIX = "loss."
 
 
 CCRK_LOOP = recipe_loop(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
-
-
-@dataclass(frozen=True)
-class CcrkConfig:
-    """Options of ``mltk train-ccrk``; ``FROM_RECIPE`` fields and ``loop`` come from ``recipe`` (mltk.recipes)."""
-
-    images: Path  # image embeddings (encode-images); frozen
-    captions: Path
-    out: Path
-    init: Path | None = None  # an MLA checkpoint (e.g. the NLT result) or a CLL-CLIP one (train-continual)
-    model: str | None = None  # base CLIP when starting fresh (open_clip name or checkpoint artifact)
-    pretrained: str | None = None
-    tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
-    init_embeddings: bool = True  # copy a transformers tokenizer's model's word embeddings (the paper's M-BERT)
-    languages: tuple[str, ...] = ()  # the K language slots; default: en + every language the captions have
-    loss: str = FROM_RECIPE  # one-to-k, one-to-one, english-bridge, hinge or mlmme
-    weighting: str = FROM_RECIPE
-    temperature: float = FROM_RECIPE
-    learn_temperature: bool = FROM_RECIPE
-    margin: float | None = None  # hinge / mlmme; None: AME's margin of the similarity (0.2 cosine, 0.05 order)
-    similarity: str = "cosine"  # --loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation)
-    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
-    beta: float = FROM_RECIPE  # MLMME: beta * S_I + (1 - beta) * S_S
-    mlmme_form: str = FROM_RECIPE  # MLMME with K > 2: every language and pair (paper) or English-pivot means
-    max_violation: bool = field(default=FROM_RECIPE, metadata={
-        "help": "hinge, mlmme: keep only the hardest in-batch negative of each anchor (VSE++; AME's option) instead "
-                "of summing over every negative"})
-    hard_negatives: int = FROM_RECIPE
-    train_embedding: bool = True
-    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
-    split: str = "train"
-    val_split: str = "val"
-    val_images: int | None = FROM_RECIPE
-    device: str = "auto"
-    precision: str = "auto"
-    temperature_range: tuple[float, float] | None = FROM_RECIPE  # the learnt T is clamped to it
-    loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, eval_every, seed
-    recipe: str | None = None  # the recipe's name or file (None: ccrk)
-
-    def __post_init__(self) -> None:
-        fill_from_recipe(self, "train-ccrk")
-        problems = []
-        if self.loss not in LOSSES:
-            problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        if self.weighting not in ONE_TO_K_WEIGHTINGS:
-            problems.append(f"--weighting must be one of {', '.join(ONE_TO_K_WEIGHTINGS)}, got {self.weighting!r}")
-        if self.batch_size < 2:
-            problems.append(f"--batch-size must be at least 2 (in-batch negatives), got {self.batch_size}")
-        if self.hard_negatives < 0:
-            problems.append(f"--hard-negatives must be >= 0, got {self.hard_negatives}")
-        if not self.temperature > 0:
-            problems.append(f"--temperature must be positive, got {self.temperature}")
-        elif self.temperature_range and not self.temperature_range[0] <= self.temperature <= self.temperature_range[1]:
-            low, high = self.temperature_range
-            problems.append(f"--temperature must lie in the clamp range [{low}, {high}], got {self.temperature}")
-        if self.mlmme_form not in MLMME_FORMS:
-            problems.append(f"--mlmme-form must be one of {', '.join(MLMME_FORMS)}, got {self.mlmme_form!r}")
-        if self.max_violation and self.loss not in ("hinge", "mlmme"):
-            problems.append(f"--max-violation goes with --loss hinge or mlmme, not {self.loss}")
-        if self.similarity not in SIMILARITIES:
-            problems.append(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {self.similarity!r}")
-        elif self.similarity != "cosine" and self.loss != "hinge":
-            problems.append(f"--similarity {self.similarity} goes with --loss hinge, not {self.loss}")
-        if (self.margin is not None and self.margin < 0) or not 0 <= self.beta <= 1:
-            problems.append(f"--margin must be >= 0 and --beta in [0, 1], got {self.margin} and {self.beta}")
-        if self.val_images is not None and self.val_images < 1:
-            problems.append(f"--val-images must be at least 1, got {self.val_images}")
-        if problems:
-            raise ConfigError("; ".join(problems))
 
 
 # ----------------------------------------------------------------------------------------------------------------

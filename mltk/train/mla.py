@@ -26,7 +26,6 @@ existing checkpoint only their acquirers train, so the other languages stay bit-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 
-from mltk.ame.rcsls import AlignmentConfig, with_alignment
+from mltk.ame.rcsls import with_alignment
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.distributed import gather_with_grad, shard
 from mltk.core.errors import ConfigError
@@ -45,9 +44,9 @@ from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
-from mltk.recipes import FROM_RECIPE
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.loop import LoopConfig, StepCallback, adamw, default_optimizer
+from mltk.train.mla_config import MlaConfig
 from mltk.train.settings import with_recipe
 from mltk.train.stage import (
     StageInputs,
@@ -62,46 +61,6 @@ from mltk.train.stage import (
     run_stage,
 )
 from mltk.train.teacher import teacher_embeddings
-
-
-@dataclass(frozen=True)
-class MlaConfig:
-    """Options of ``mltk train-nlt``, ``train-le`` and ``train-nlt-le`` (built by the CLI, received by the library).
-
-    The hyper-parameters left at ``FROM_RECIPE`` and ``loop`` (None, or a dict of the LoopConfig fields given)
-    come from ``recipe`` (a name or JSON file; default: the stage's, ``mltk.recipes``), filled in by each
-    ``train_*`` function: ``train_le(MlaConfig(...))`` trains at the LE recipe's lr 3e-6."""
-
-    captions: Path
-    out: Path
-    images: Path | None = None  # image embeddings: LE trains on them; NLT validates on them when given
-    init: Path | None = None  # an MLA checkpoint to start from (LE: the NLT result)
-    model: str | None = None  # frozen text tower when starting fresh (CLIP checkpoint or name, transformers folder)
-    pretrained: str | None = None
-    tokenizer: str | None = None  # non-native tokenizer: vocab artifact, transformers name, "tower" (None: the
-    #                               tower's own on a Hugging Face tower)
-    train: str = "acquirers"  # "acquirers" (MLA), "full" (a student copy of the whole tower: the KD baseline) or
-    #                           "mkd" (the student reads English too, replacing the English text encoder)
-    embedding_lr: float | None = FROM_RECIPE  # peak lr of the shared non-native embedding (None: the loop's lr)
-    init_embeddings: bool = True  # copy the transformers model's word embeddings (M-BERT in the paper)
-    languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
-    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
-    train_embedding: bool | None = None  # default: yes, unless languages are added to an existing checkpoint
-    temperature: float | None = FROM_RECIPE  # LE's; None: the frozen base CLIP's own learned temperature
-    split: str = "train"
-    val_split: str = "val"
-    val_images: int | None = FROM_RECIPE  # validation gallery size cap (speed)
-    device: str = "auto"
-    precision: str = "auto"
-    cache_dir: Path | None = None
-    acquirer: str = FROM_RECIPE  # MLA's acquirer ablations for a fresh encoder: mlp, linear or none (embedding only)
-    mse_form: str = FROM_RECIPE  # NLT's MSE: mean over elements (the authors' code) or sum over D (the written form)
-    nlt_weight: float = FROM_RECIPE  # train_nlt_le: weight of the NLT term
-    le_weight: float = FROM_RECIPE  # train_nlt_le: weight of the LE term
-    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``)
-    loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, seed (None / dict: the recipe's)
-    recipe: str | None = None  # the recipe's name or file (None: the stage's default)
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # Building the encoder and choosing what trains

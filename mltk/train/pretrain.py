@@ -10,7 +10,6 @@ model under open_clip key names, which every other stage loads exactly like Open
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,30 +29,14 @@ from mltk.encode.texts import encode_texts
 from mltk.losses import InfoNCELoss
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
-from mltk.recipes import FROM_RECIPE, load_recipe
+from mltk.recipes import load_recipe
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.train.loop import LoopConfig
-from mltk.train.settings import fill_from_recipe, recipe_loop
+from mltk.train.pretrain_config import PretrainConfig
+from mltk.train.settings import recipe_loop
 from mltk.train.stage import load_inputs, run_stage
 
 # CLIP's recipe (10% warm-up then cosine, global gradient clipping): mltk/recipes/clip-pretrain.json
 PRETRAIN_LOOP = recipe_loop(load_recipe("clip-pretrain"))
-
-
-@dataclass(frozen=True)
-class PretrainConfig:
-    images: Path  # images artifact (the synthetic world's images)
-    captions: Path  # captions artifact; only ``lang == "en"`` rows are used
-    out: Path
-    model: str = "mltk-tiny"
-    batch_size: int = field(default=FROM_RECIPE, metadata={"help": "Examples per step.", "min": 2})
-    device: str = "auto"
-    precision: str = "auto"
-    loop: LoopConfig | dict | None = None  # None, or a dict of the LoopConfig fields given: the recipe's
-    recipe: str | None = None  # the recipe's name or file (None: clip-pretrain)
-
-    def __post_init__(self) -> None:
-        fill_from_recipe(self, "pretrain")
 
 
 def decode_images(table: pa.Table, preprocess, origin="<images>") -> torch.Tensor:
