@@ -78,6 +78,26 @@ def test_train_nlt_on_a_text_only_tower_with_its_own_tokenizer(world, tmp_path, 
     assert set(table.column("lang").to_pylist()) == {"de"} and vectors.shape[1] == 32
 
 
+@pytest.mark.parametrize("matrix_units", [True, False])
+def test_auto_precision_of_train_nlt_on_an_hf_tower_is_bf16_where_the_cpu_multiplies_bf16(world, tmp_path,
+                                                                                         monkeypatch, matrix_units):
+    """train-nlt's recipe on a Hugging Face tower sets cpu_bf16: --precision auto trains in bf16 autocast on a CPU
+    with bf16 matrix units and in fp32 elsewhere; the manifest records what auto became. Two bf16 runs with one
+    seed write the same weights."""
+    from mltk.core import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "cpu_has_bf16_matrix_units", lambda: matrix_units)
+    outs = [tmp_path / "a", tmp_path / "b"] if matrix_units else [tmp_path / "a"]
+    for out in outs:
+        result = nlt(world, out, "--model", str(world["bert"]))
+        assert result.exit_code == 0, result.stderr
+        manifest = artifacts.read_manifest(out, "checkpoint")
+        assert manifest["runtime"] == {"device": "cpu", "precision": "bf16" if matrix_units else "fp32"}
+    if matrix_units:
+        first, second = (artifacts.load_checkpoint(out)[0] for out in outs)
+        assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+
+
 def test_embedding_lr_is_its_own_param_group():
     from helpers_loop import loop_config
 

@@ -377,7 +377,7 @@ def _inputs(config: MlaConfig) -> StageInputs:
     if config.mse_form not in MSE_FORMS:
         raise ConfigError(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {config.mse_form!r}")
     return load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
-                       config.split, config.val_split)
+                       config.split, config.val_split, cpu_bf16=config.cpu_bf16)
 
 
 def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[str]):
