@@ -118,12 +118,13 @@ def test_a_hugging_face_tower_defaults_to_the_real_text_recipes(tmp_path):
     (tower / "modules.json").write_text("[]")
     nlt = with_recipe(MlaConfig(**_paths(), model=str(tower)), "train-nlt")
     assert nlt.recipe == "real-text-minilm"
-    assert (nlt.loop.lr, nlt.embedding_lr, nlt.batch_size, nlt.loop.weight_decay) == (1e-3, 2e-4, 64, 0.01)
+    assert (nlt.loop.lr, nlt.embedding_lr, nlt.batch_size, nlt.loop.weight_decay) == (2e-3, 2e-3, 64, 0.01)
+    assert (nlt.loop.steps, nlt.loop.schedule, nlt.cpu_bf16) == (500, "cosine", True)  # the time-to-quality run
     continual = ContinualTrainConfig(images=None, **_paths(), model=str(tower))
     assert continual.recipe == "teir-minilm" and continual.gamma1 == 0.0
     assert (continual.loop.lr, continual.batch_size, continual.vocab_size) == (1e-3, 64, 4000)
     explicit = with_recipe(MlaConfig(**_paths(), model=str(tower), recipe="mla-nlt"), "train-nlt")
-    assert (explicit.recipe, explicit.loop.lr) == ("mla-nlt", 1e-4)
+    assert (explicit.recipe, explicit.loop.lr, explicit.cpu_bf16) == ("mla-nlt", 1e-4, False)
 
 
 def test_a_recipe_of_another_stage_is_refused_naming_its_file():
