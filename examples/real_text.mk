@@ -39,8 +39,8 @@ TOWER := $(TOWER)
 CAPTIONS = $(RUN)/captions
 export OMP_NUM_THREADS := $(THREADS)
 NLT = $(MLTK) train-nlt $(CAPTIONS) --model $(TOWER) --recipe real-text-minilm $(call opt,--steps,$(STEPS)) \
-  $(call opt,--batch-size,$(BATCH)) $(call opt,--weight-decay,$(WEIGHT_DECAY)) \
-  $(call opt,--embedding-lr,$(TABLE_LR)) --seed $(SEED) --eval-every $(EVAL_EVERY)
+  $(call opt,--batch-size,$(BATCH)) $(call opt,--weight-decay,$(WEIGHT_DECAY)) --seed $(SEED) \
+  --eval-every $(EVAL_EVERY)
 EVAL = $(MLTK) evaluate --captions $(CAPTIONS) --split test --metric c2c
 
 .DEFAULT_GOAL := summary
@@ -78,8 +78,9 @@ $(RUN)/frozen/manifest.json: $(CAPTIONS)/manifest.json $(call settings,$(RUN)/fr
 # 3. (b) MLA acquirers and (c) the full fine-tune, one language per run, each with its metrics.
 #    Validation (at the end, or every EVAL_EVERY steps): the MSE on the first 512 val pairs; the best state is kept.
 define language_rules
-$(RUN)/mla-$(1)/manifest.json: $(CAPTIONS)/manifest.json $(call settings,$(RUN)/mla-$(1),NLT LR)
-	$(NLT) --lang $(1) --train acquirers $(call opt,--lr,$(LR)) --out $(RUN)/mla-$(1)
+$(RUN)/mla-$(1)/manifest.json: $(CAPTIONS)/manifest.json $(call settings,$(RUN)/mla-$(1),NLT LR TABLE_LR)
+	$(NLT) --lang $(1) --train acquirers $(call opt,--lr,$(LR)) $(call opt,--embedding-lr,$(TABLE_LR)) \
+	  --out $(RUN)/mla-$(1)
 $(RUN)/full-$(1)/manifest.json: $(CAPTIONS)/manifest.json $(call settings,$(RUN)/full-$(1),NLT FULL_LR FULL_TABLE_LR)
 	$(NLT) --lang $(1) --train full --lr $(FULL_LR) --embedding-lr $(FULL_TABLE_LR) --out $(RUN)/full-$(1)
 $(RUN)/metrics-mla-$(1)/manifest.json: $(RUN)/mla-$(1)/manifest.json $(call settings,$(RUN)/metrics-mla-$(1),EVAL)
