@@ -7,9 +7,9 @@ A variant is ``BUCKETS/PRECISION``: the length groups a batch runs as (``HFTextT
 ``buckets``; ``train-nlt`` uses ``mltk.models.text.LENGTH_BUCKETS``) and ``fp32`` or ``bf16`` (CPU autocast, fp32
 master weights, as ``train-nlt --precision bf16``). Each step is what ``train-nlt`` runs on a Hugging Face tower:
 MLA's German acquirers after each layer plus the copied word table, MSE to the cached English teacher, backward,
-per-tensor clipping, AdamW (``mltk.train.mla.nlt_optimizer``, lr 1e-3 / 2e-4). Every variant trains its own copy
-from the same weights on the same batches; step k of every variant runs before step k + 1 of any, so drifts in the
-machine's load hit all alike. Medians leave step 0 out.
+per-tensor clipping, AdamW (``mltk.train.mla.nlt_optimizer`` at the real-text-minilm recipe's rates). Every
+variant trains its own copy from the same weights on the same batches; step k of every variant runs before step
+k + 1 of any, so drifts in the machine's load hit all alike. Medians leave step 0 out.
 """
 
 from __future__ import annotations

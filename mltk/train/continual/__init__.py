@@ -72,12 +72,12 @@ from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, evalua
 from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
 from mltk.train.continual.run import loop_config, prepare_task, split_task_data, train_continual, write_task_checkpoint  # noqa: F401
 from mltk.train.continual.task import (
-                                         CllClipTask,
-                                         RecallSumValidator,
-                                         task_seed,
-                                         task_vocabulary,
-                                         teir_lambdas,
-                                         vocabulary_summary,
+    CllClipTask,
+    RecallSumValidator,
+    task_seed,
+    task_vocabulary,
+    teir_lambdas,
+    vocabulary_summary,
 )
 
 __all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CaptionRetrieval", "CllClipTask",
