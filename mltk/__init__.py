@@ -43,7 +43,8 @@ _EXPORTS: dict[str, str] = {
     "write_text_embeddings": "mltk.encode.texts",
     "VideoEncodeConfig": "mltk.encode.videos",
     "encode_videos": "mltk.encode.videos",
-    "load_model": "mltk.encode.text_encoders",
+    "load_model": "mltk.encode.model",
+    "Encoder": "mltk.encode.model",
     # training
     "load_recipe": "mltk.recipes",
     "AlignmentConfig": "mltk.ame.alignment_config",
@@ -83,7 +84,7 @@ _EXPORTS: dict[str, str] = {
     "MltkError": "mltk.core.errors",
 }
 # a public name whose definition is spelled otherwise in its module
-_ALIASES = {"load_model": "load_text_encoder"}
+_ALIASES: dict[str, str] = {}
 
 __all__ = ["__version__", *_EXPORTS]
 
@@ -113,7 +114,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, importe
     from mltk.data.synth import SynthConfig, synthesize
     from mltk.data.synth_video import VideoWorldConfig, synthesize_videos
     from mltk.encode.images import encode_images
-    from mltk.encode.text_encoders import load_text_encoder as load_model
+    from mltk.encode.model import Encoder, load_model
     from mltk.encode.texts import encode_captions, encode_texts, write_text_embeddings
     from mltk.encode.videos import VideoEncodeConfig, encode_videos
     from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation

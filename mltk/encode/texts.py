@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from mltk import artifacts
+from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError, SchemaError
 from mltk.core.runtime import Runtime, track
 
@@ -28,15 +29,18 @@ from mltk.encode.text_encoders import (  # noqa: F401
 
 
 @torch.no_grad()
-def encode_texts(encoder: TextEncoder, texts: list[str], lang: str, runtime: Runtime, batch_size: int = 256,
-                 normalize: bool = True, description: str | None = None) -> np.ndarray:
-    """Encode texts of one language -> float32 [N, D], in input order.
+def encode_texts(encoder: TextEncoder, texts: list[str], lang: str = NATIVE_LANG, runtime: Runtime | None = None,
+                 batch_size: int = 256, normalize: bool = True, description: str | None = None) -> np.ndarray:
+    """Encode texts of one language -> float32 [N, D], in input order, detached (L2-normalised unless
+    ``normalize`` is false). ``encoder``: one ``mltk.load_model`` returns, or a stage's own; ``runtime`` (where
+    and in which precision) defaults to the encoder's: ``load_model``'s, or fp32 on the device of its weights.
 
     Texts are tokenised once and batched by token length (then put back in order), so each batch is trimmed to
     sequences of similar length.
     """
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
+    runtime = runtime or runtime_of(encoder)
     tokens = encoder.tokenize(list(texts), lang)  # [N, L]
     lengths = (tokens != tokens[:, -1:]).sum(dim=1)  # a row padded on the right ends in its pad id (0 or 1)
     order = torch.argsort(lengths, stable=True)
@@ -54,9 +58,18 @@ def encode_texts(encoder: TextEncoder, texts: list[str], lang: str, runtime: Run
     return out.numpy()
 
 
-def encode_captions(encoder: TextEncoder, captions: pa.Table, runtime: Runtime, batch_size: int = 256,
+def runtime_of(encoder: TextEncoder) -> Runtime:
+    """The runtime an encoder carries (``mltk.load_model``'s), else fp32 on the device of its weights."""
+    carried = getattr(encoder, "runtime", None)
+    if isinstance(carried, Runtime):
+        return carried
+    weight = next(iter(encoder.parameters()), None) if isinstance(encoder, torch.nn.Module) else None
+    return Runtime(weight.device if weight is not None else torch.device("cpu"), None)
+
+
+def encode_captions(encoder: TextEncoder, captions: pa.Table, runtime: Runtime | None = None, batch_size: int = 256,
                     languages: list[str] | None = None) -> tuple[pa.Table, np.ndarray]:
-    """Encode a captions table, each language through its own path.
+    """Encode a captions table, each language through its own path (``runtime``: as ``encode_texts``).
 
     Returns ``(table, vectors)``: ``table`` has ``id`` (``lang:caption_id``), ``image_id``, ``lang``,
     ``caption_id``, ``split``, row-aligned with L2-normalised float32 ``vectors``.
