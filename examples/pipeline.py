@@ -24,8 +24,8 @@ SMALL = {"train": 60, "val": 12, "test": 12, "pretrain_steps": 3, "vocab_size": 
 def run_pipeline(base: Path, train: int, val: int, test: int, pretrain_steps: int, vocab_size: int, nlt_steps: int,
                  nlt_lr: float, le_steps: int, le_lr: float, languages: tuple[str, ...]) -> Path:
     """The quickstart's stages in order; returns the metrics artifact."""
-    world = mltk.synthesize(base / "world", mltk.SynthConfig(train=train, val=val, test=test))
-    images, captions = world.images_path, world.captions_path
+    world = mltk.synth_data(mltk.SynthConfig(train=train, val=val, test=test, out=base / "world"))
+    images, captions = world / "images", world / "captions"
     native = mltk.pretrain(mltk.PretrainConfig(images=images, captions=captions, out=base / "native",
                                                loop={"steps": pretrain_steps}))
     parent = None

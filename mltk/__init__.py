@@ -1,16 +1,21 @@
 """mltk: turn an English CLIP into a multilingual one and measure cross-lingual retrieval.
 
-The public Python API: the library function behind every command, and the configuration it takes. Each name is
-imported on first use, so ``import mltk`` costs nothing and a script pays only for the stages it runs::
+The public Python API: the library function behind every command, the configuration it takes, and
+``load_model`` to encode in memory. Each name is imported on first use, so ``import mltk`` costs nothing and a
+script pays only for the stages it runs::
 
     import mltk
 
-    world = mltk.synthesize(mltk.SynthConfig(out="runs/api/world", train=300, val=50, test=50))
-    images = mltk.encode_images(world / "images", "runs/api/img", model=native)
+    world = mltk.synth_data(mltk.SynthConfig(train=300, val=50, test=50, out="runs/api/world"))
+    native = mltk.pretrain(mltk.PretrainConfig(images=world / "images", captions=world / "captions",
+                                               out="runs/api/native", loop={"steps": 40}))
+    images = mltk.encode_images(world / "images", "runs/api/img", model=str(native))
+    model = mltk.load_model(native)
+    vectors = model.encode(["a red circle", "a blue square"])  # float32 [2, D], L2-normalised
 
-``docs/api.md`` scripts a whole pipeline. Commands and functions share their names (``train-nlt`` is
-``train_nlt``) except where a package already holds the name: ``evaluate`` is ``run_evaluation``, ``index`` is
-``build_index`` and ``export`` is ``export_checkpoint``.
+A stage with a configuration is ``fn(config)`` and returns the path it wrote (``config.out``). Functions are named
+as their commands (``train-nlt`` is ``train_nlt``) except where the name is taken; ``docs/api.md`` lists every
+command's function and scripts a whole pipeline.
 """
 
 from __future__ import annotations
@@ -24,14 +29,15 @@ from mltk.core.version import __version__
 _EXPORTS: dict[str, str] = {
     # data: the embedded world, importers, translation, vocabularies
     "SynthConfig": "mltk.data.synth",
-    "synthesize": "mltk.data.synth",
+    "synth_data": "mltk.data.synth",
     "VideoWorldConfig": "mltk.data.synth_video",
-    "synthesize_videos": "mltk.data.synth_video",
-    "import_dataset": "mltk.data.importers",
+    "synth_videos": "mltk.data.synth_video",
+    "import_data": "mltk.data.importers",
     "merge_captions": "mltk.data.importers",
     "check_overlap": "mltk.data.overlap",
     "TranslateConfig": "mltk.translate",
-    "translate_captions": "mltk.translate",
+    "JoinConfig": "mltk.translate",
+    "translate_data": "mltk.translate",
     "build_vocab": "mltk.vocab",
     "load_vocabulary": "mltk.vocab",
     "import_muse": "mltk.ame.lexicon",
@@ -58,23 +64,23 @@ _EXPORTS: dict[str, str] = {
     "train_continual": "mltk.train.continual",
     "CcrkConfig": "mltk.train.ccrk_config",
     "train_ccrk": "mltk.train.ccrk",
-    "import_mla_checkpoint": "mltk.export.import_mla",
+    "import_mla": "mltk.export.import_mla",
     # evaluation, indexing, export
     "EvaluateConfig": "mltk.evaluate",
     "run_evaluation": "mltk.evaluate",
     "ContinualConfig": "mltk.evaluate",
-    "run_continual": "mltk.evaluate",
+    "evaluate_continual": "mltk.evaluate",
     "evaluate_retrieval": "mltk.metrics.retrieval",
     "ClassifyConfig": "mltk.evaluate.zero_shot",
     "classify": "mltk.evaluate.zero_shot",
     "CompareConfig": "mltk.evaluate.compare",
-    "compare_runs": "mltk.evaluate.compare",
+    "compare": "mltk.evaluate.compare",
     "IndexConfig": "mltk.index.faiss_index",
     "build_index": "mltk.index.faiss_index",
     "query": "mltk.index.faiss_index",
     "ExportConfig": "mltk.export",
     "export_checkpoint": "mltk.export",
-    "prune_state": "mltk.artifacts.prune",
+    "prune": "mltk.artifacts.prune",
     # artifacts
     "read_manifest": "mltk.artifacts",
     "load_embeddings": "mltk.artifacts",
@@ -84,7 +90,8 @@ _EXPORTS: dict[str, str] = {
     "MltkError": "mltk.core.errors",
 }
 # a public name whose definition is spelled otherwise in its module
-_ALIASES: dict[str, str] = {}
+_ALIASES = {"import_data": "import_dataset", "evaluate_continual": "run_continual", "compare": "compare_runs",
+            "import_mla": "import_mla_checkpoint", "prune": "prune_state"}
 
 __all__ = ["__version__", *_EXPORTS]
 
@@ -107,21 +114,24 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, importe
     from mltk.ame.induce import induce_lexicon
     from mltk.ame.lexicon import import_muse
     from mltk.artifacts import load_captions, load_embeddings, load_metrics, read_manifest, verify_artifact
-    from mltk.artifacts.prune import prune_state
+    from mltk.artifacts.prune import prune_state as prune
     from mltk.core.errors import MltkError
-    from mltk.data.importers import import_dataset, merge_captions
+    from mltk.data.importers import import_dataset as import_data
+    from mltk.data.importers import merge_captions
     from mltk.data.overlap import check_overlap
-    from mltk.data.synth import SynthConfig, synthesize
-    from mltk.data.synth_video import VideoWorldConfig, synthesize_videos
+    from mltk.data.synth import SynthConfig, synth_data
+    from mltk.data.synth_video import VideoWorldConfig, synth_videos
     from mltk.encode.images import encode_images
     from mltk.encode.model import Encoder, load_model
     from mltk.encode.texts import encode_captions, encode_texts, write_text_embeddings
     from mltk.encode.videos import VideoEncodeConfig, encode_videos
-    from mltk.evaluate import ContinualConfig, EvaluateConfig, run_continual, run_evaluation
-    from mltk.evaluate.compare import CompareConfig, compare_runs
+    from mltk.evaluate import ContinualConfig, EvaluateConfig, run_evaluation
+    from mltk.evaluate import run_continual as evaluate_continual
+    from mltk.evaluate.compare import CompareConfig
+    from mltk.evaluate.compare import compare_runs as compare
     from mltk.evaluate.zero_shot import ClassifyConfig, classify
     from mltk.export import ExportConfig, export_checkpoint
-    from mltk.export.import_mla import import_mla_checkpoint
+    from mltk.export.import_mla import import_mla_checkpoint as import_mla
     from mltk.index.faiss_index import IndexConfig, build_index, query
     from mltk.metrics.retrieval import evaluate_retrieval
     from mltk.recipes import load_recipe
@@ -133,5 +143,5 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, importe
     from mltk.train.mla_config import MlaConfig
     from mltk.train.pretrain import pretrain
     from mltk.train.pretrain_config import PretrainConfig
-    from mltk.translate import TranslateConfig, translate_captions
+    from mltk.translate import JoinConfig, TranslateConfig, translate_data
     from mltk.vocab import build_vocab, load_vocabulary

@@ -29,8 +29,8 @@ def models(tmp_path_factory):
     """The embedded world, its pretrained tiny CLIP and one checkpoint of every training stage over it (one or two
     steps each: the weights only need to be what the stage writes)."""
     root = tmp_path_factory.mktemp("load-model")
-    world = mltk.synthesize(root / "world", mltk.SynthConfig(train=24, val=8, test=8, langs=("en", "de")))
-    images, captions = str(world.images_path), str(world.captions_path)
+    world = mltk.synth_data(mltk.SynthConfig(train=24, val=8, test=8, langs=("en", "de"), out=root / "world"))
+    images, captions = str(world / "images"), str(world / "captions")
     native = cli("pretrain", images, "--captions", captions, "--steps", "2", "--batch-size", "8", "-o",
                  str(root / "native"))
     vocab = cli("build-vocab", captions, "--lang", "de", "--size", "600", "-o", str(root / "vocab"),
@@ -60,7 +60,7 @@ def written_vectors(model: str, lang: str, out) -> np.ndarray:
 def check_encode(model: str, languages: tuple[str, ...], tmp_path) -> mltk.Encoder:
     """Every language: float32 [N, D] numpy, unit rows, equal to the encode-texts artifact; ``normalize=False``
     gives the same directions unscaled; one string gives one row; English is the default."""
-    encoder = mltk.load_model(model)
+    encoder = mltk.load_model(model, device="cpu")
     for lang in languages:
         vectors = encoder.encode(SENTENCES[lang], lang=lang)
         assert isinstance(vectors, np.ndarray) and vectors.dtype == np.float32
@@ -81,7 +81,7 @@ def check_images(encoder: mltk.Encoder, models: dict) -> None:
 
     table, stored = artifacts.load_embeddings(models["images"])
     ids = table.column("id").to_pylist()
-    paths = artifacts.load_images(models["world"].images_path).slice(0, 3)
+    paths = artifacts.load_images(models["world"] / "images").slice(0, 3)
     files = [models["root"] / f"{image_id}.png" for image_id in paths.column("image_id").to_pylist()]
     for path, data in zip(files, paths.column("image").to_pylist()):
         path.write_bytes(data)
@@ -101,8 +101,8 @@ def test_an_open_clip_name_with_a_weights_file_is_the_checkpoint_it_holds(models
     weights = tmp_path / "native.pt"
     tensors, _ = artifacts.load_checkpoint(models["native"])
     torch.save(tensors, weights)
-    named = mltk.load_model("mltk-tiny", pretrained=str(weights))
-    np.testing.assert_allclose(named.encode(SENTENCES["en"]), mltk.load_model(models["native"]).encode(
+    named = mltk.load_model("mltk-tiny", pretrained=str(weights), device="cpu")
+    np.testing.assert_allclose(named.encode(SENTENCES["en"]), mltk.load_model(models["native"], device="cpu").encode(
         SENTENCES["en"]), atol=1e-6)
     check_images(named, models)
 
@@ -145,7 +145,7 @@ def test_minilm_encodes_as_sentence_transformers_does():
 
 
 def test_encode_texts_takes_a_loaded_model_without_a_runtime(models):
-    encoder = mltk.load_model(models["mla"])
+    encoder = mltk.load_model(models["mla"], device="cpu")
     vectors = mltk.encode_texts(encoder, SENTENCES["de"], "de")
     np.testing.assert_allclose(vectors, encoder.encode(SENTENCES["de"], lang="de"), atol=1e-6)
     from mltk.encode.text_encoders import load_text_encoder
@@ -155,7 +155,7 @@ def test_encode_texts_takes_a_loaded_model_without_a_runtime(models):
 
 
 def test_bad_requests_are_one_line_errors(models, tmp_path):
-    encoder = mltk.load_model(models["native"])
+    encoder = mltk.load_model(models["native"], device="cpu")
     with pytest.raises(mltk.MltkError, match="batch_size must be at least 1"):
         encoder.encode(["a"], batch_size=0)
     with pytest.raises(mltk.MltkError, match="cannot read the image"):

@@ -37,11 +37,11 @@ def test_mean_pooling_normalises_frames_before_and_after_averaging():
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
-    from mltk.data.synth_video import VideoWorldConfig, synthesize_videos
+    from mltk.data.synth_video import VideoWorldConfig, synth_videos
     from mltk.models.clip import clip_checkpoint_config, load_clip
 
     root = tmp_path_factory.mktemp("clips")
-    videos = synthesize_videos(root / "clips", VideoWorldConfig(train=2, val=2, test=6, frames=10))
+    videos = synth_videos(VideoWorldConfig(train=2, val=2, test=6, frames=10, out=root / "clips")) / "videos"
     torch.manual_seed(0)
     native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
                                         clip_checkpoint_config("mltk-tiny"), stage="pretrain")

@@ -34,6 +34,7 @@ from mltk.artifacts.manifest import (
     jsonable,
     read_json,
     read_manifest,
+    settings_without,
     write_json,
 )
 from mltk.artifacts.tables import (
@@ -62,7 +63,7 @@ from mltk.artifacts.writer import (
 
 __all__ = [
     "canonical_settings", "describe_input", "fingerprint", "is_artifact", "jsonable", "PathLike", "read_json",
-    "read_manifest", "write_json", "ArtifactWriter", "disk_full", "is_our_partial", "partial_dir",
+    "read_manifest", "settings_without", "write_json", "ArtifactWriter", "disk_full", "is_our_partial", "partial_dir",
     "PARTIAL_SETTINGS", "reusable", "as_string_columns", "finish_embeddings", "load_array", "load_captions",
     "load_embeddings", "read_table", "require_columns", "save_array", "validate_captions", "write_captions",
     "write_embedding_shard", "write_embeddings", "write_table", "checkpoint_format", "load_checkpoint",

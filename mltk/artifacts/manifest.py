@@ -151,6 +151,13 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def settings_without(config: Any, *fields: str) -> dict:
+    """A stage config's settings as a manifest records them, without the fields that say where the stage reads and
+    writes (``fields``): its input is fingerprinted apart and its output is where the artifact is, so a config
+    that carries them (``fn(config)``) records what one passed beside it records."""
+    return {name: value for name, value in jsonable(config).items() if name not in fields}
+
+
 def canonical_settings(config: Any, input_paths: Iterable[str] = ()) -> Any:
     """A stage's settings as a manifest records and compares them: each path by what it is, not how it was spelled
     (``emb``, ``./emb`` and ``/abs/emb`` from a pipe are one setting). A ``Path`` becomes its resolved absolute

@@ -69,24 +69,24 @@ def translate_data(
     translated once; a cache and resumable shards make reruns and interrupted runs translate nothing twice.
     """
     from mltk import artifacts
-    from mltk.translate import GuardConfig, JoinConfig, TranslateConfig, join_translations, translate_captions
+    from mltk.translate import GuardConfig, JoinConfig, TranslateConfig, translate_data
 
     input_path = resolve_input(captions, what="captions artifact")
     guards = GuardConfig(max_length_ratio=max_length_ratio)
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "join":
-        path = join_translations(input_path, out, JoinConfig(translations=tuple(translations or ()),
-                                                             source_lang=source_lang, targets=split_list(target),
-                                                             drop_bad=drop_bad, guards=guards))
+        path = translate_data(JoinConfig(translations=tuple(translations or ()), source_lang=source_lang,
+                                         targets=split_list(target), drop_bad=drop_bad, guards=guards,
+                                         captions=input_path, out=out))
     elif translations:
         raise ConfigError("--translations needs --backend join")
     else:
-        path = translate_captions(input_path, out, TranslateConfig(
+        path = translate_data(TranslateConfig(
             targets=split_list(target), source_lang=source_lang, model=model, family=family, beams=beams,
             max_length=max_length, batch_size=batch_size, shard_size=shard_size, device=device, precision=precision,
             cache_dir=either(cache_dir, cache, "--cache-dir", "--cache"), use_cache=not no_cache, drop_bad=drop_bad,
-            guards=guards))
+            guards=guards, captions=input_path, out=out))
     manifest = artifacts.read_manifest(path, "captions")
     emit(path, as_json, rows=manifest["rows"], languages=manifest["languages"], quality=manifest["quality"]["total"])
 

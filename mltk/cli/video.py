@@ -31,11 +31,11 @@ def synth_videos(
     """Generate short clips of one shape moving left, right, up or down, with captions that say so in every
     language ("A red circle moves to the left."); prints the videos artifact (OUT/videos), which encode-videos
     takes; OUT/captions share the video ids."""
-    from mltk.data.synth_video import VideoWorldConfig, synthesize_videos
+    from mltk.data.synth_video import VIDEOS_DIR, VideoWorldConfig, synth_videos
 
     langs = split_list(lang) or VideoWorldConfig.langs
-    emit(synthesize_videos(out, VideoWorldConfig(seed=seed, train=train, val=val, test=test, frames=frames,
-                                                 size=size, langs=tuple(langs))), as_json)
+    emit(synth_videos(VideoWorldConfig(seed=seed, train=train, val=val, test=test, frames=frames, size=size,
+                                       langs=tuple(langs), out=out)) / VIDEOS_DIR, as_json)
 
 
 def encode_videos_command(
@@ -64,8 +64,8 @@ def encode_videos_command(
 
     config = VideoEncodeConfig(model=model, pretrained=pretrained, frames=frames, batch_size=batch_size,
                                dtype=dtype, splits=split_list(split), keep_frames=keep_frames, device=device,
-                               precision=precision, seed=seed)
-    emit(encode_videos(resolve_input(source, what="videos"), out, config), as_json)
+                               precision=precision, seed=seed, source=resolve_input(source, what="videos"), out=out)
+    emit(encode_videos(config), as_json)
 
 
 def register(app: typer.Typer) -> None:

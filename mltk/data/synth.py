@@ -23,7 +23,7 @@ split and no earlier image of the same split.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +73,7 @@ class SynthConfig:
     translated_per_image: int = 2
     independent_per_image: int = 1
     mt_errors: tuple[tuple[str, float], ...] | str = ()  # ((lang, rate), ...), or "0.2" / "de=0.1,zh=0.3"
+    out: str | Path | None = None  # the world folder ``synth_data`` writes; where it is, not what it holds
 
     def __post_init__(self) -> None:
         for name in ("train", "val", "test", "translated_per_image", "independent_per_image"):
@@ -245,12 +246,22 @@ def sample_mistranslations(captions: list[tuple[str, CaptionContent]], rates: tu
     return chosen
 
 
+def synth_data(config: SynthConfig) -> Path:
+    """``mltk synth-data``: generate the world into ``config.out``; returns that folder, which holds the
+    ``images`` and ``captions`` artifacts and ``world.json``."""
+    if config.out is None:
+        raise ConfigError("SynthConfig.out names no folder to write the world into")
+    return synthesize(config.out, config).path
+
+
 def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> SynthResult:
-    """Generate the world into ``out_dir``: ``images/`` and ``captions/`` artifacts plus ``world.json``.
+    """Generate the world into ``out_dir``: ``images/`` and ``captions/`` artifacts plus ``world.json``; returns
+    where they are and how many rows they hold (``synth_data`` is the public form).
 
     ``world.json`` is written last and removed first, so a world directory with it is complete."""
     out_dir = Path(out_dir).resolve()
-    reused = [artifacts.reusable(out_dir / name, kind, stage="synth-data", config=config)
+    settings = artifacts.settings_without(config, "out")  # what the world is made of
+    reused = [artifacts.reusable(out_dir / name, kind, stage="synth-data", config=settings)
               for name, kind in ((IMAGES_DIR, "images"), (CAPTIONS_DIR, "captions"))]
     if all(reused) and (out_dir / WORLD_FILE).is_file():
         return load_world(out_dir)
@@ -283,13 +294,13 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
         del captions["mt_error"]
     captions_table = pa.table({name: pa.array(values, pa.string()) for name, values in captions.items()})
     summary = {"splits": config.split_sizes(), "image_size": config.image_size, "format": "png"}
-    images_path = artifacts.write_images(out_dir / IMAGES_DIR, images_table, stage="synth-data", config=config,
+    images_path = artifacts.write_images(out_dir / IMAGES_DIR, images_table, stage="synth-data", config=settings,
                                          **summary)
     captions_path = artifacts.write_captions(out_dir / CAPTIONS_DIR, captions_table, stage="synth-data",
-                                             config=config, splits=config.split_sizes())
+                                             config=settings, splits=config.split_sizes())
     world = {
         "kind": "synthetic-world",
-        "config": asdict(config),
+        "config": settings,
         "images": IMAGES_DIR,
         "captions": CAPTIONS_DIR,
         "n_images": images_table.num_rows,

@@ -55,6 +55,7 @@ class VideoWorldConfig:
     frames: int = 16
     size: int = 64
     langs: tuple[str, ...] = ("en", "de", "fr")
+    out: str | Path | None = None  # the folder ``synth_videos`` writes; where the clips are, not what they hold
 
     def __post_init__(self) -> None:
         unknown = [code for code in self.langs if code not in MOTION]
@@ -135,14 +136,18 @@ def generate_clip(config: VideoWorldConfig, split: str, index: int) -> Clip:
     return Clip(f"{split}-clip-{index:05d}", split, colour, shape, direction, encode_mp4(frames))
 
 
-def synthesize_videos(out_dir: str | Path, config: VideoWorldConfig = VideoWorldConfig()) -> Path:
-    """Write ``out_dir/videos`` (clips as MP4 bytes) and ``out_dir/captions``; returns the videos artifact."""
-    out_dir = Path(out_dir).resolve()
+def synth_videos(config: VideoWorldConfig) -> Path:
+    """``mltk synth-videos``: write ``config.out/videos`` (clips as MP4 bytes) and ``config.out/captions``; returns
+    the folder ``config.out``."""
+    if config.out is None:
+        raise ConfigError("VideoWorldConfig.out names no folder to write the clips into")
+    out_dir = Path(config.out).resolve()
+    settings = artifacts.settings_without(config, "out")  # what the clips are made of
     videos_out, captions_out = out_dir / VIDEOS_DIR, out_dir / CAPTIONS_DIR
-    reused = [artifacts.reusable(path, kind, stage="synth-videos", config=config)
+    reused = [artifacts.reusable(path, kind, stage="synth-videos", config=settings)
               for path, kind in ((videos_out, "images"), (captions_out, "captions"))]
     if all(reused):
-        return videos_out
+        return out_dir
     tasks = [(split, i) for split in SPLITS for i in range(getattr(config, split))]
     clips = [generate_clip(config, split, i) for split, i in track(tasks, "synth-videos", total=len(tasks))]
     videos = pa.table({"image_id": [c.video_id for c in clips], "split": [c.split for c in clips],
@@ -154,9 +159,9 @@ def synthesize_videos(out_dir: str | Path, config: VideoWorldConfig = VideoWorld
     captions = pa.table({name: pa.array([row[i] for row in rows], pa.string())
                          for i, name in enumerate(("image_id", "lang", "caption", "caption_id", "split"))})
     out_dir.mkdir(parents=True, exist_ok=True)
-    artifacts.write_images(videos_out, videos, stage="synth-videos", config=config, media="video", format="mp4",
+    artifacts.write_images(videos_out, videos, stage="synth-videos", config=settings, media="video", format="mp4",
                            frames=config.frames, fps=FPS)
-    artifacts.write_captions(captions_out, captions, stage="synth-videos", config=config)
+    artifacts.write_captions(captions_out, captions, stage="synth-videos", config=settings)
     log(f"synth-videos: {len(clips)} clips of {config.frames} frames, {captions.num_rows} captions in "
         f"{len(config.langs)} language(s) -> {out_dir}")
-    return videos_out
+    return out_dir

@@ -43,7 +43,8 @@ FRAMES_FILE, FRAME_ROWS_FILE = "frames.npy", "frames.parquet"
 
 @dataclass(frozen=True)
 class VideoEncodeConfig:
-    """Everything that changes the vectors; recorded in the manifest."""
+    """Everything that changes the vectors, recorded in the manifest, and where the videos are and the vectors go
+    (``source``, ``out``: not recorded; the input is fingerprinted)."""
 
     model: str
     pretrained: str | None = None
@@ -55,6 +56,8 @@ class VideoEncodeConfig:
     device: str = "auto"
     precision: str = "auto"
     seed: int = 0
+    source: str | Path | None = None  # the videos to encode (an input, fingerprinted apart from the settings)
+    out: str | Path | None = None  # the embeddings artifact to write
 
 
 def uniform_frame_indices(total: int, count: int) -> list[int]:
@@ -118,17 +121,21 @@ def refuse_shared_ids(ids: list[str], paths: list[Path], source: Path) -> None:
         first_path[video_id] = path
 
 
-def encode_videos(source: str | Path, out_dir: str | Path, config: VideoEncodeConfig) -> Path:
-    """Encode the videos of ``source`` into an embeddings artifact at ``out_dir``; returns its path."""
+def encode_videos(config: VideoEncodeConfig) -> Path:
+    """``mltk encode-videos``: encode the videos of ``config.source`` into an embeddings artifact at
+    ``config.out``; returns its path."""
+    if config.source is None or config.out is None:
+        raise ConfigError("VideoEncodeConfig needs source (the videos) and out (the embeddings artifact)")
     if config.frames < 1 or config.batch_size < 1:
         raise ConfigError(f"--frames and --batch-size must be at least 1, got {config.frames}, {config.batch_size}")
     if config.frames > MAX_FRAMES:
         raise ConfigError(f"--frames {config.frames} is over the limit of {MAX_FRAMES} frames per video (MLA "
                           f"samples {DEFAULT_FRAMES})")
-    source = Path(source)
+    source, out_dir = Path(config.source), config.out
     records = video_records(source, config.splits)
     inputs = [source] + [Path(p) for p in (config.model, config.pretrained) if p and Path(p).exists()]
-    writer = artifacts.ArtifactWriter(out_dir, "embeddings", stage="encode-videos", config=config, inputs=inputs)
+    writer = artifacts.ArtifactWriter(out_dir, "embeddings", stage="encode-videos",
+                                      config=artifacts.settings_without(config, "source", "out"), inputs=inputs)
     if writer.existing is not None:
         return writer.reuse()
     runtime = resolve_runtime(config.device, config.precision)

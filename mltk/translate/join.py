@@ -40,6 +40,8 @@ class JoinConfig:
     targets: tuple[str, ...] = ()
     drop_bad: bool = False
     guards: GuardConfig = field(default_factory=GuardConfig)
+    captions: str | Path | None = None  # the captions artifact to add the translations to (``translate_data``)
+    out: str | Path | None = None  # the captions artifact to write (``translate_data``)
 
 
 def join_translations(input_path: str | Path, out_dir: str | Path, config: JoinConfig) -> Path:
@@ -55,13 +57,14 @@ def join_translations(input_path: str | Path, out_dir: str | Path, config: JoinC
         file_parts, file_stats = joiner.join_file(read_translations(path), Path(path), report)
         parts.extend(file_parts)
         stats[str(Path(path).resolve())] = file_stats
-    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=config,
+    settings = artifacts.settings_without(config, "captions", "out")  # where it reads and writes: not settings
+    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=settings,
                                   inputs=[input_path, *config.translations])
     if existing is not None:  # checked once every file is known to be readable (joining itself is cheap)
         return existing
     result = R.assemble(table, parts)
     out = artifacts.write_captions(
-        out_dir, result, stage="translate-data", config=config, inputs=[input_path, *config.translations],
+        out_dir, result, stage="translate-data", config=settings, inputs=[input_path, *config.translations],
         translation={"backend": "join", "source_lang": config.source_lang, "by_file": stats},
         quality=report.to_manifest(),
     )

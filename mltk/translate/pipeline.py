@@ -23,6 +23,7 @@ from mltk.core.runtime import Runtime, log, progress_bar, resolve_runtime
 from mltk.translate import rows as R
 from mltk.translate.cache import NoCache, TranslationCache, default_cache_dir
 from mltk.translate.guards import GuardConfig, QualityReport
+from mltk.translate.join import JoinConfig, join_translations
 from mltk.translate.languages import (
     FAMILIES,
     check_language_code,
@@ -56,6 +57,23 @@ class TranslateConfig:
     use_cache: bool = True
     drop_bad: bool = False
     guards: GuardConfig = field(default_factory=GuardConfig)
+    captions: str | Path | None = None  # the captions artifact to translate (``translate_data``)
+    out: str | Path | None = None  # the captions artifact to write (``translate_data``)
+
+
+PATH_FIELDS = ("captions", "out")  # where translate-data reads and writes: not recorded among its settings
+
+
+def translate_data(config: TranslateConfig | JoinConfig) -> Path:
+    """``mltk translate-data``: the captions of ``config.captions`` plus their translations, written to
+    ``config.out``; returns its path. A ``TranslateConfig`` runs a seq2seq model (``translate_captions``), a
+    ``JoinConfig`` joins translations from files (``--backend join``, ``join_translations``)."""
+    if config.captions is None or config.out is None:
+        raise ConfigError(f"{type(config).__name__} needs captions (the artifact to translate) and out (the "
+                          "artifact to write)")
+    if isinstance(config, JoinConfig):
+        return join_translations(config.captions, config.out, config)
+    return translate_captions(config.captions, config.out, config)
 
 
 ShardCallback = Callable[[str, int], None]  # (target, shard index), called after each shard is saved
@@ -68,7 +86,8 @@ def translate_captions(input_path: str | Path, out_dir: str | Path, config: Tran
     config = validate_config(config)
     family = config.family if config.family != "auto" else detect_family(config.model)
     _check_models_exist(config, family)
-    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=config, inputs=[input_path])
+    settings = artifacts.settings_without(config, *PATH_FIELDS)
+    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=settings, inputs=[input_path])
     if existing is not None:
         return existing
     table = R.with_origin_column(artifacts.load_captions(input_path))
@@ -77,7 +96,7 @@ def translate_captions(input_path: str | Path, out_dir: str | Path, config: Tran
     cache = _open_cache(config)
     models = _ModelSlot(config, family, runtime)
     try:
-        with artifacts.ArtifactWriter(out_dir, "captions", stage="translate-data", config=config,
+        with artifacts.ArtifactWriter(out_dir, "captions", stage="translate-data", config=settings,
                                       inputs=[input_path], resume=True) as writer:
             plan = {"input": writer.manifest["inputs"][0]["fingerprint"], "config": _plan_fields(config, family)}
             store = ShardStore(writer.dir / "shards", plan)
