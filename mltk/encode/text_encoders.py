@@ -86,9 +86,10 @@ TEXT_ENCODER_LOADERS: dict[str, Callable[[Path, torch.device], TextEncoder]] = {
 
 def load_text_encoder(model: str | Path, pretrained: str | None = None,
                       device: str | torch.device = "cpu") -> TextEncoder:
-    """The text encoder behind ``model`` (``mltk.load_model``): an MLA or CLL-CLIP checkpoint (every language
+    """The text encoder behind ``model`` as the stages use it: an MLA or CLL-CLIP checkpoint (every language
     through its own path), a whole-CLIP checkpoint, an open_clip name with ``pretrained``, or a transformers /
-    sentence-transformers folder; ``encoder.encode(texts, lang)`` gives L2-normalised vectors."""
+    sentence-transformers folder; ``encode_tokens`` gives unnormalised torch features. ``mltk.load_model`` wraps
+    it for users (normalised numpy, ``mltk.encode.model``)."""
     path = Path(model)
     if artifacts.is_artifact(path):
         fmt = artifacts.read_checkpoint_config(path).get("format")
