@@ -196,6 +196,36 @@ def test_encoding_shards_gives_the_vectors_of_the_same_images_in_a_folder(tmp_pa
     np.testing.assert_allclose(vectors, ref_vectors, atol=1e-6)
 
 
+def test_decoding_workers_split_the_tars_and_give_the_same_artifact(tmp_path, shards, tiny_checkpoint):
+    one = encode_images(shards, tmp_path / "one", model=str(tiny_checkpoint), **SETTINGS)
+    two = encode_images(shards, tmp_path / "two", model=str(tiny_checkpoint), **{**SETTINGS, "workers": 2})
+    (rows, vectors), (rows_two, vectors_two) = artifacts.load_embeddings(one), artifacts.load_embeddings(two)
+    assert rows_two.to_pylist() == rows.to_pylist()
+    np.testing.assert_array_equal(vectors_two, vectors)
+
+
+def test_cli_prints_only_the_artifact_path(tmp_path, shards, tiny_checkpoint):
+    result = runner.invoke(app, ["import-data", "webdataset", str(shards), "--lang", "en", "-o", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"{(tmp_path / 'd').resolve()}\n"
+    result = runner.invoke(app, ["encode-images", str(shards), "-m", str(tiny_checkpoint), "--workers", "0",
+                                 "--device", "cpu", "-o", str(tmp_path / "emb")])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"{(tmp_path / 'emb').resolve()}\n"
+    assert artifacts.read_manifest(tmp_path / "emb")["count"] == 4 * PER_SHARD
+
+
+def test_a_folder_of_images_with_a_tar_in_it_stays_a_folder_of_images(tmp_path):
+    from mltk.data.webdataset_shards import is_shard_folder
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "archive.tar").write_bytes(b"")
+    assert is_shard_folder(folder)
+    (folder / "a.jpg").write_bytes(synth_samples(1)[0][0])
+    assert not is_shard_folder(folder)
+
+
 def test_bad_shards_are_counted_and_named_on_stderr_and_in_the_manifest(tmp_path, tiny_checkpoint, capsys):
     folder = tmp_path / "shards"
     data = synth_samples(6)

@@ -35,8 +35,12 @@ def require_webdataset():
 
 
 def is_shard_folder(path: Path) -> bool:
-    """A folder with ``.tar`` files directly inside it (img2dataset's ``output_format=webdataset``)."""
-    return path.is_dir() and any(child.suffix == SHARD_SUFFIX and child.is_file() for child in path.iterdir())
+    """A folder with ``.tar`` files and no image files directly inside it (img2dataset's
+    ``output_format=webdataset``); a folder of images that happens to hold a tar stays a folder of images."""
+    if not path.is_dir():
+        return False
+    suffixes = {child.suffix.lower() for child in path.iterdir() if child.is_file()}
+    return SHARD_SUFFIX in suffixes and not suffixes & {f".{suffix}" for suffix in IMAGE_SUFFIXES}
 
 
 def list_shards(folder: Path) -> list[Path]:

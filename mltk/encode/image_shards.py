@@ -43,6 +43,12 @@ class ShardBatch:
     last: bool = False
     shard_error: str | None = None
 
+    def pin_memory(self) -> ShardBatch:
+        """Called by the DataLoader's pinning thread on CUDA, so that the copy to the GPU can overlap."""
+        if self.pixels is not None:
+            self.pixels = self.pixels.pin_memory()
+        return self
+
 
 class ShardedImages(IterableDataset):
     """The batches of the given tars, tar after tar; each DataLoader worker takes whole tars (every
