@@ -8,9 +8,7 @@ tests/test_encode_scale.py SOURCE OUT CHECKPOINT`` encodes SOURCE into OUT on bo
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from helpers_torchrun import leave_worker, report_shard_writes, run_two_ranks, tiny_clip_checkpoint
 
 from mltk import artifacts
 from mltk.encode.images import encode_images
@@ -28,13 +27,7 @@ SETTINGS = {"batch_size": 2, "shard_size": 3, "workers": 0, "dtype": "float32", 
 
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory) -> Path:
-    from mltk.models.clip import clip_checkpoint_config, clip_state_for_checkpoint, load_clip
-
-    torch.manual_seed(0)
-    bundle = load_clip("mltk-tiny")
-    return artifacts.write_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny",
-                                      clip_state_for_checkpoint(bundle.model), clip_checkpoint_config("mltk-tiny"),
-                                      stage="test")
+    return tiny_clip_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 def _pngs(folder: Path, names: list[str], seed: int) -> None:
@@ -98,12 +91,7 @@ def test_two_processes_write_the_artifact_of_one(tmp_path, coco_like, tiny_check
     with torch_threads(1):
         one = encode_images(images, tmp_path / "one", model=str(tiny_checkpoint), images_roots=[train, val],
                             **SETTINGS)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    env.pop("WORLD_SIZE", None)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(Path(__file__).resolve()), str(images), str(tmp_path / "two"), str(tiny_checkpoint), str(train),
-               str(val)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = run_two_ranks(__file__, images, tmp_path / "two", tiny_checkpoint, train, val)
     assert done.returncode == 0, done.stderr[-4000:]
     (table_one, vectors_one), (table_two, vectors_two) = (artifacts.load_embeddings(one),
                                                          artifacts.load_embeddings(tmp_path / "two"))
@@ -125,24 +113,12 @@ def _worker(images: str, out: str, checkpoint: str, train: str, val: str) -> Non
     import mltk.encode.images as module
     from mltk.core import distributed
 
-    write_shard = module._write_shard
-
-    def reporting_write_shard(records, shard, *args):
-        sys.stderr.write(f"test-worker: rank {distributed.world()[0]} wrote shard {shard}\n")  # one write, one line
-        sys.stderr.flush()
-        return write_shard(records, shard, *args)
-
-    module._write_shard = reporting_write_shard
+    report_shard_writes(module, "_write_shard")
     encode_images(images, out, model=checkpoint, images_roots=[train, val], **SETTINGS)
     rank, world_size = distributed.world()
     assert world_size == 2 and torch.distributed.get_backend() == "gloo"
-    torch.distributed.barrier()  # neither rank closes its connections while the other still uses them
-    distributed._destroy_process_group()
 
 
 if __name__ == "__main__":
     _worker(*sys.argv[1:6])
-    # Leave without interpreter finalisation (see tests/test_distributed.py: gloo threads can abort it).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave_worker()

@@ -57,23 +57,25 @@ def synth_data(
 
 def import_data(
     fmt: str = typer.Argument(..., metavar="FORMAT", help="multi30k, coco-karpathy, xtd10, crossmodal3600, "
-                              "xflickrco, cc, msrvtt or lines; lexicon (MUSE's 'src tgt' lines) or synth-lexicon (SRC: "
-                              "a synth-data world) write a lexicon artifact instead (with --src and --tgt)."),
+                              "xflickrco, cc, msrvtt, lines or webdataset (img2dataset's tar shards); lexicon "
+                              "(MUSE's 'src tgt' lines) or synth-lexicon (SRC: a synth-data world) write a "
+                              "lexicon artifact instead (with --src and --tgt)."),
     src: List[Path] = typer.Argument(..., metavar="SRC...", help="The dataset as downloaded: the Multi30K folder, "
                                      "dataset_coco.json, the XTD10 folder, captions.jsonl, the xFlickr&CO "
-                                     "annotations folder (or one SPLIT.jsonl), a Conceptual Captions TSV; for "
+                                     "annotations folder (or one SPLIT.jsonl), a Conceptual Captions TSV, "
+                                     "img2dataset's output folder of .tar shards; for "
                                      "lines, one or more caption files (one caption per line)."),
     out: Path = out_option("Directory to write captions/ (and images/) into."),
     split: List[str] = typer.Option(None, "--split", metavar="A[,B...]", help="Import only these splits "
                                     "(repeat or comma-separate; for xflickrco the "
                                     "file names to read, default test; for lines the split to write, default "
-                                    "test)."),
+                                    "test; for webdataset the split to write, default train)."),
     images_root: List[Path] = typer.Option(None, "--images-root", help="Folder the dataset's image names are "
                                            "relative to (default: the folder of SRC); repeat it for images kept "
                                            "in several folders (XTD10: train2014 and val2014), the first folder "
                                            "holding a file wins. The images artifact stores absolute paths."),
-    lang: Optional[str] = typer.Option(None, "--lang", help="Language of the captions (lines; one xflickrco "
-                                       "file outside a LANG/ folder)."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Language of the captions (lines, webdataset; one "
+                                       "xflickrco file outside a LANG/ folder)."),
     image_list: Optional[Path] = typer.Option(None, "--image-list", help="lines: the image of each line, one "
                                               "name per line."),
     translation_of: Optional[str] = typer.Option(None, "--translation-of", help="lines: the language the lines "

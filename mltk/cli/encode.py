@@ -17,8 +17,9 @@ EXAMPLE = examples("mltk encode-images world/images -m runs/native -o emb",
 def encode_images_command(
     source: Optional[str] = typer.Argument(
         None, help="An images artifact (PNG bytes or paths), a folder of images (recursive; the image_id is the "
-        "relative path without extension), or a Parquet file of image_id + path (+ split); - or nothing reads "
-        "the path of an images artifact from stdin."),
+        "relative path without extension), a Parquet file of image_id + path (+ split), or a folder of "
+        "img2dataset's webdataset shards (.tar; streamed tar by tar, the sample key is the image_id; needs the "
+        "webdataset package); - or nothing reads the path of an images artifact from stdin."),
     model: str = typer.Option(
         ..., "--model", "-m", help="open_clip architecture (ViT-B-32-quickgelu, mltk-tiny, ...), an open_clip "
         "hf-hub:org/repo name, or an mltk checkpoint artifact written by `mltk pretrain`."),
@@ -33,7 +34,7 @@ def encode_images_command(
     dtype: str = typer.Option("float16", "--dtype", help="Stored vectors: float16 or float32 (L2-normalised)."),
     shard_size: int = typer.Option(
         4096, "--shard-size", help="Images per shard; finished shards survive an interruption and a rerun with "
-        "the same settings skips them."),
+        "the same settings skips them. For webdataset shards each tar is a shard."),
     split: Optional[list[str]] = typer.Option(
         None, "--split", metavar="A[,B...]", help="Encode only these splits (repeat or comma-separate); default: "
         "every image."),

@@ -12,26 +12,26 @@ output is L2-normalised in float32 before it is stored as float16 or float32. Im
 skipped, counted and listed in the manifest (``skipped``), never silently dropped.
 
 Sources and where their files are (several ``--images-root`` folders, an ``--image-map``) are read by
-``mltk.data.image_sources``. Under ``torchrun`` each rank encodes the shards ``i`` with ``i % world_size == rank`` into
-the one partial directory (each rank keeps its own resume file) and rank 0 writes the manifest after a barrier:
-the artifact is the one a single process writes, shard for shard, so N GPUs encode about N times faster.
+``mltk.data.image_sources``; a folder of img2dataset's webdataset shards is streamed tar by tar, one shard per tar
+(``mltk.encode.image_shards``). Under ``torchrun`` each rank encodes the shards ``i`` with
+``i % world_size == rank`` into the one partial directory (each rank keeps its own resume file) and rank 0 writes
+the manifest after a barrier: the artifact is the one a single process writes, shard for shard, so N GPUs encode
+about N times faster.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, default_collate
 
@@ -49,9 +49,16 @@ from mltk.data.image_sources import (  # noqa: F401 (API)
     read_image_source,
     resolve_image_paths,
 )
+from mltk.data.webdataset_shards import check_unique_keys, is_shard_folder, list_shards
+from mltk.encode.frozen_tower import (  # noqa: F401 (API)
+    MAX_ERROR_CHARS,
+    decode_image,
+    encode_with_frozen_tower,
+    frozen_tower_session,
+)
+from mltk.encode.image_shards import bad_shards, encode_my_shard_files
 
 RESUME_STATE = "encode-state.json"  # lives in the partial directory only; removed before the manifest is written
-MAX_ERROR_CHARS = 300
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -71,12 +78,7 @@ class DecodedImages(Dataset):
         return len(self.records)
 
     def __getitem__(self, index: int) -> tuple[int, torch.Tensor | None, str | None]:
-        try:
-            image = self._open(index)
-            image.load()
-            return index, self.preprocess(image.convert("RGB")), None
-        except Exception as exc:  # noqa: BLE001 - any failure to read one image is reported, not fatal
-            return index, None, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+        return index, *decode_image(lambda: self._open(index), self.preprocess)
 
     def _open(self, index: int) -> Image.Image:
         if self.records.blobs is not None:
@@ -113,36 +115,6 @@ def default_workers() -> int:
 # ----------------------------------------------------------------------------------------------------------------
 # The forward pass of a frozen tower
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def frozen_tower_session(tower: torch.nn.Module, runtime: Runtime) -> Iterator[None]:
-    """One no-grad autocast region around a whole encoding run of a frozen tower (image or text).
-
-    Why one region, and why the parameters are marked as requiring grad inside it: autocast casts an fp32 weight
-    to bf16/fp16 at every op call, and caches the cast only for leaf tensors that require grad, until the
-    outermost autocast region exits (the Apex heuristic; the cache is also off under ``torch.inference_mode``).
-    A frozen tower with a fresh region per batch therefore re-casts every weight for every batch, which made
-    bf16 encoding of ViT-B/32 on the CPU 2.4x slower than a plain open_clip loop. Under ``no_grad`` no graph is
-    recorded, so the flags change nothing else; they are restored on exit and the vectors are bitwise the same.
-    """
-    frozen = [p for p in tower.parameters() if p.is_floating_point() and not p.requires_grad]
-    for parameter in frozen:
-        parameter.requires_grad_(True)
-    try:
-        with torch.no_grad(), runtime.autocast():
-            yield
-    finally:
-        for parameter in frozen:
-            parameter.requires_grad_(False)
-
-
-def encode_with_frozen_tower(encode: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
-    """Run a frozen tower (``clip.encode_image``, or a text tower's ``encode``) on one batch inside a
-    ``frozen_tower_session``: the output [B, D] cast to float32 and L2-normalised, x / ||x||_2 per row.
-
-    Normalising in float32 keeps bf16/fp16 rounding out of the norm."""
-    return F.normalize(encode(inputs).float(), dim=-1)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -208,8 +180,10 @@ class ResumeState:
             if entry and not all((directory / entry[name]).is_file() for name in ("vectors", "rows")):
                 del self.done[shard]
 
-    def mark_done(self, directory: Path, shard: int, entry: dict | None, skipped: list[dict], dim: int | None) -> None:
-        self.done[str(shard)] = {"entry": entry, "skipped": skipped, "dim": dim}
+    def mark_done(self, directory: Path, shard: int, entry: dict | None, skipped: list[dict], dim: int | None,
+                  bad_shard: dict | None = None) -> None:
+        self.done[str(shard)] = {"entry": entry, "skipped": skipped, "dim": dim,
+                                 **({"bad_shard": bad_shard} if bad_shard else {})}
         artifacts.write_json(directory / self.file_name, {"key": self.key, "done": self.done})
 
 
@@ -225,7 +199,7 @@ class EncodeConfig:
     model: str
     pretrained: str | None
     dtype: str
-    shard_size: int
+    shard_size: int | None  # None: each tar of a webdataset folder is a shard
     batch_size: int
     splits: tuple[str, ...]
     precision: str
@@ -258,10 +232,12 @@ def encode_images(
     the same model. ``images_roots`` and ``image_map`` say where the files are (``resolve_image_paths``)."""
     _check_options(batch_size, shard_size, dtype, workers)
     source = Path(source)
-    records = filter_splits(read_image_source(source), splits, source)
-    check_unique_ids(records, source)
-    records = resolve_image_paths(records, [Path(r) for r in images_roots],
-                                  Path(image_map) if image_map is not None else None, source)
+    workers = default_workers() if workers is None else workers
+    if is_shard_folder(source) and not artifacts.is_artifact(source):
+        plan = _plan_shard_files(source, splits, images_roots, image_map, batch_size, workers)
+        shard_size = None  # each tar is a shard
+    else:
+        plan = _plan_records(source, splits, images_roots, image_map, batch_size, shard_size, workers)
     runtime = init_from_env(resolve_runtime(device, precision))
     rank, world_size = world()
     seed_everything(seed)
@@ -278,29 +254,67 @@ def encode_images(
     if writer.existing is not None:
         return writer.reuse()
     key = _plain_json({"config": dataclasses.asdict(config), "inputs": writer.manifest["inputs"],
-                       "rows": len(records)})
+                       "rows": plan.rows})
     if world_size == 1:
         with writer:
             state = ResumeState.load_or_reset(writer.dir, key)
-            _encode_my_shards(records, state, bundle, runtime, writer.dir, batch_size, workers, rank, world_size)
-            _finish(writer, state, len(shard_ranges(len(records), shard_size)), bundle, config, source)
+            plan.encode_mine(state, bundle, runtime, writer.dir, rank, world_size)
+            _finish(writer, state, plan.shard_count, bundle, config, source)
         return writer.path
-    return _encode_distributed(writer, key, records, bundle, runtime, config, source, workers, rank, world_size)
+    return _encode_distributed(writer, key, plan, bundle, runtime, config, source, rank, world_size)
+
+
+@dataclass
+class EncodePlan:
+    """What a source gives the stage: its number of shards, its row count (part of the resume key), and how one
+    rank encodes its shards that are not done yet: ``encode_mine(state, bundle, runtime, directory, rank,
+    world_size)``."""
+
+    shard_count: int
+    rows: int
+    encode_mine: Callable[..., None]
+
+
+def _plan_records(source: Path, splits: Sequence[str] | None, images_roots: Sequence[str | os.PathLike],
+                  image_map: str | os.PathLike | None, batch_size: int, shard_size: int, workers: int) -> EncodePlan:
+    """An images artifact, an image folder or a Parquet of paths: shards of ``shard_size`` rows."""
+    records = filter_splits(read_image_source(source), splits, source)
+    check_unique_ids(records, source)
+    records = resolve_image_paths(records, [Path(r) for r in images_roots],
+                                  Path(image_map) if image_map is not None else None, source)
+
+    def encode_mine(state, bundle, runtime, directory, rank, world_size):
+        _encode_my_shards(records, state, bundle, runtime, directory, batch_size, workers, rank, world_size)
+
+    return EncodePlan(len(shard_ranges(len(records), shard_size)), len(records), encode_mine)
+
+
+def _plan_shard_files(source: Path, splits: Sequence[str] | None, images_roots: Sequence[str | os.PathLike],
+                      image_map: str | os.PathLike | None, batch_size: int, workers: int) -> EncodePlan:
+    """img2dataset's webdataset shards: one shard per tar, the keys checked unique before any work."""
+    if splits or images_roots or image_map is not None:
+        raise ConfigError("--split, --images-root and --image-map do not apply to webdataset shards (the images "
+                          "are inside the tars, with no split)", source)
+    shards = list_shards(source)
+    rows = check_unique_keys(shards, source)
+
+    def encode_mine(state, bundle, runtime, directory, rank, world_size):
+        encode_my_shard_files(shards, state, bundle, runtime, directory, batch_size, workers, rank, world_size)
+
+    return EncodePlan(len(shards), rows, encode_mine)
 
 
 def _encode_my_shards(records: ImageRecords, state: ResumeState, bundle, runtime: Runtime, directory: Path,
-                      batch_size: int, workers: int | None, rank: int, world_size: int) -> None:
+                      batch_size: int, workers: int, rank: int, world_size: int) -> None:
     shards = shard_ranges(len(records), state.key["config"]["shard_size"])
     pending = {i: rows for i, rows in enumerate(shards) if str(i) not in state.done and i % world_size == rank}
     if len(state.done):
         log(f"encode-images: resuming, {len(state.done)} of {len(shards)} shards already done")
-    _encode_pending(records, pending, bundle, runtime, directory, state, batch_size,
-                    default_workers() if workers is None else workers)
+    _encode_pending(records, pending, bundle, runtime, directory, state, batch_size, workers)
 
 
-def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, records: ImageRecords, bundle,
-                        runtime: Runtime, config: EncodeConfig, source: Path, workers: int | None, rank: int,
-                        world_size: int) -> Path:
+def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, plan: EncodePlan, bundle, runtime: Runtime,
+                        config: EncodeConfig, source: Path, rank: int, world_size: int) -> Path:
     """Every rank encodes its shards into the shared partial directory; rank 0 writes the manifest once all
     are done. Barriers order the steps: rank 0 prepares the directory (dropping a stale run) before the others
     read it, and every rank waits until the artifact is in place before it returns its path."""
@@ -312,12 +326,12 @@ def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, records: Im
     dist.barrier()
     state = ResumeState.load_or_reset(writer.dir, key, f"encode-state.rank{rank}.json", reset=False)
     try:
-        _encode_my_shards(records, state, bundle, runtime, writer.dir, config.batch_size, workers, rank, world_size)
+        plan.encode_mine(state, bundle, runtime, writer.dir, rank, world_size)
     finally:
         dist.barrier()  # a failing rank still lets the others reach their barrier; rank 0 then sees the gap
     if rank == 0:
         merged = ResumeState.load_or_reset(writer.dir, key, reset=False)
-        shard_count = len(shard_ranges(len(records), config.shard_size))
+        shard_count = plan.shard_count
         missing = [i for i in range(shard_count) if str(i) not in merged.done]
         if missing:
             raise MltkError(f"{len(missing)} shard(s) were not encoded by their rank (first: {missing[0]}); rerun "
@@ -397,6 +411,7 @@ def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: i
         shutil.rmtree(writer.dir, ignore_errors=True)
         first = skipped[0]["error"] if skipped else "no rows"
         raise MltkError(f"none of the {len(skipped)} images could be read (first error: {first})", source)
+    unreadable_shards = bad_shards(done)
     dims = {record["dim"] for record in done if record["entry"]}
     for state_file in writer.dir.glob("encode-state*.json"):
         state_file.unlink()
@@ -404,9 +419,13 @@ def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: i
         writer, entries, dim=dims.pop(), dtype=config.dtype, normalized=True,
         model=bundle.spec, preprocess=describe_preprocess(bundle), precision=config.precision,
         skipped=skipped, skipped_count=len(skipped), source=str(source.resolve()),
+        **({"bad_shards": unreadable_shards, "bad_shard_count": len(unreadable_shards)} if config.shard_size is None
+           else {}),
     )
     count = sum(entry["count"] for entry in entries)
-    log(f"encode-images: {count} images encoded into {len(entries)} shard(s), {len(skipped)} skipped")
+    log(f"encode-images: {count} images encoded into {len(entries)} shard(s), {len(skipped)} skipped"
+        + (f", {len(unreadable_shards)} bad shard(s): {', '.join(b['shard'] for b in unreadable_shards)}"
+           if unreadable_shards else ""))
 
 
 def describe_preprocess(bundle) -> dict:

@@ -11,6 +11,8 @@ reference); ``import_dataset`` writes ``DIR/captions`` and ``DIR/images``. The f
 - ``cc`` (``.cc``): ``caption<TAB>url`` TSV, both columns checked.
 - ``msrvtt`` (``.msrvtt``): ``MSRVTT_data.json`` and ``translations/LANG.json`` (shared ``sen_id``); videos by id.
 - ``lines`` (``.lines``): plain caption files aligned with an image list, for any language.
+- ``webdataset`` (``.img2dataset``): img2dataset's tar shards (``KEY.jpg``/``.txt``/``.json``); the key is the
+  image id, the ``shard`` column names the tar (``mltk encode-images SHARDS_DIR`` reads the images).
 
 Image ids are canonical (``mltk.data.importers.image_ids``): ``coco:000000391895``, ``flickr30k:1000092795``,
 so the same picture has one id in every importer. Instances are matched by id wherever the format has ids; line
@@ -46,6 +48,7 @@ from mltk.data.importers.common import (
 )
 from mltk.data.importers.crossmodal3600 import import_crossmodal3600
 from mltk.data.importers.image_ids import canonical_image_id
+from mltk.data.importers.img2dataset import import_webdataset
 from mltk.data.importers.lines import import_lines
 from mltk.data.importers.merge import merge_captions
 from mltk.data.importers.msrvtt import import_msrvtt
@@ -70,6 +73,7 @@ FORMATS: dict[str, Importer] = {
     "cc": import_cc,
     "msrvtt": import_msrvtt,
     "lines": import_lines,  # takes several files
+    "webdataset": import_webdataset,
 }
 MULTI_FILE_FORMATS = frozenset({"lines"})
 
