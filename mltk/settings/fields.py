@@ -19,3 +19,9 @@ MSE_FORM = {"help": "The MSE to the English teacher: mean over elements (the aut
 def only(metadata: dict[str, Any], *stages: str) -> dict[str, Any]:
     """``metadata`` offered as an option by ``stages`` alone (a recipe and ``--set`` key for every stage)."""
     return {**metadata, "stages": stages}
+
+
+def read_by(metadata: dict[str, Any], *stages: str) -> dict[str, Any]:
+    """``metadata`` of a key that ``stages`` alone read: their option, their recipe and ``--set`` key; the other
+    stages sharing the config refuse it (``mltk.settings.resolve.unread_by``) and record it as None."""
+    return {**metadata, "stages": stages, "read_by": stages}

@@ -1,6 +1,6 @@
 """``CcrkConfig``: the options of ``mltk train-ccrk`` (``mltk.train.ccrk``), kept apart from the stage so that
 ``mltk --help`` can generate its options from the fields without importing torch (the checks that need the losses'
-names import them when a config is built). ``FROM_RECIPE`` fields and ``loop`` come from ``recipe``
+names import them when the stage resolves). ``FROM_RECIPE`` fields and ``loop`` come from ``recipe``
 (``mltk.recipes``; default ccrk); a field's ``metadata`` is its option (``mltk.cli.config_options``).
 """
 
@@ -12,9 +12,8 @@ from pathlib import Path
 from mltk.ame.alignment_config import AlignmentConfig
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.train.config_fields import BATCH_SIZE, VAL_IMAGES
-from mltk.train.loop_config import LoopConfig
-from mltk.train.settings import fill_from_recipe
+from mltk.settings.fields import BATCH_SIZE, VAL_IMAGES
+from mltk.settings.loop import LoopConfig
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,14 @@ class CcrkConfig:
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, eval_every, seed
     recipe: str | None = None  # the recipe's name or file (None: ccrk)
 
-    def __post_init__(self) -> None:
-        fill_from_recipe(self, "train-ccrk")
-        problems = ccrk_problems(self)
-        if problems:
-            raise ConfigError("; ".join(problems))
+
+
+def checked(config: CcrkConfig, unset: frozenset[str] = frozenset()) -> CcrkConfig:
+    """``config`` once resolved (``mltk.settings.resolve``), or ConfigError naming each wrong value."""
+    problems = ccrk_problems(config)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return config
 
 
 def ccrk_problems(config: CcrkConfig) -> list[str]:
