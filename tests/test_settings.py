@@ -14,13 +14,14 @@ from typer.testing import CliRunner
 
 from mltk.cli.application import app
 from mltk.core.errors import ConfigError
-from mltk.recipes import FROM_RECIPE, load_recipe
+from mltk.recipes import FROM_RECIPE, load_recipe, recipe_names
 from mltk.settings import resolve
 from mltk.settings.ccrk import CcrkConfig
 from mltk.settings.continual import ContinualTrainConfig
 from mltk.settings.mla import MlaConfig
 from mltk.settings.pretrain import PretrainConfig
 from mltk.settings.resolve import parse_overrides
+from mltk.settings.show import recipe_values
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = {"captions": Path("c"), "out": Path("o")}
@@ -128,6 +129,12 @@ def test_recipes_show_explains_each_key_and_its_printed_key_is_accepted_by_set()
     assert "learning rate" in rows["loop.lr"]["meaning"] and "config.temperature" not in rows
     assert parse_overrides(["loop.lr=3e-4", "config.batch_size=64"], MlaConfig, "train-nlt") == {
         "loop": {"lr": 3e-4}, "config": {"batch_size": 64}}
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_key_recipes_show_prints_says_what_it_means(name):
+    _, rows = recipe_values(name)
+    assert rows and all(row.meaning for row in rows), [row.key for row in rows if not row.meaning]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ class DecodedImages(Dataset):
             image = self._open(index)
             image.load()
             return index, self.preprocess(image.convert("RGB")), None
-        except Exception as exc:  # noqa: BLE001 - any failure to read one image is reported, not fatal
+        except Exception as exc:  # any failure to read one image is reported, not fatal
             return index, None, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
 
     def _open(self, index: int) -> Image.Image:

@@ -12,7 +12,7 @@ from pathlib import Path
 from mltk.ame.alignment_config import AlignmentConfig
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.settings.fields import BATCH_SIZE, VAL_IMAGES
+from mltk.settings.fields import ALIGNMENT, BATCH_SIZE, VAL_IMAGES
 from mltk.settings.loop import LoopConfig
 
 
@@ -44,7 +44,7 @@ class CcrkConfig:
         "help": "Margin of the hinge and mlmme losses (default: AME's margin of --similarity, "
         "mltk.losses.AME_MARGINS)."})
     similarity: str = "cosine"  # --loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation)
-    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon; options: its fields'
+    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=ALIGNMENT)  # options: its fields'
     beta: float = field(default=FROM_RECIPE, metadata={
         "help": "mlmme: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017); 1 = the image-sentence terms alone."})
     mlmme_form: str = field(default=FROM_RECIPE, metadata={
@@ -63,7 +63,8 @@ class CcrkConfig:
     val_images: int | None = field(default=FROM_RECIPE, metadata=VAL_IMAGES)
     device: str = "auto"
     precision: str = "auto"
-    temperature_range: tuple[float, float] | None = FROM_RECIPE  # the learnt T is clamped to it
+    temperature_range: tuple[float, float] | None = field(default=FROM_RECIPE, metadata={
+        "help": "The clamp of the learnt temperature.", "cli": False})
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, eval_every, seed
     recipe: str | None = None  # the recipe's name or file (None: ccrk)
 

@@ -16,7 +16,7 @@ from typing import Any
 from mltk.ame.alignment_config import AlignmentConfig
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.settings.fields import BATCH_SIZE, MSE_FORM, VAL_IMAGES
+from mltk.settings.fields import ALIGNMENT, BATCH_SIZE, MSE_FORM, VAL_IMAGES
 from mltk.settings.loop import LoopConfig
 
 EPOCH_UNITS = ("captions", "images")
@@ -75,7 +75,9 @@ class ContinualTrainConfig:
     oracle_vocab: bool = False  # one vocabulary built from every task's text up front (implied by joint)
     vocab_dir: Path | None = None  # prebuilt vocab artifacts at vocab_dir/<lang>; built on the fly otherwise
     vocab_size: int = field(default=FROM_RECIPE, metadata={"help": "Tokens of each task's new vocabulary V̂."})
-    vocab_min_frequency: int = FROM_RECIPE
+    vocab_min_frequency: int = field(default=FROM_RECIPE, metadata={
+        "help": "The fewest occurrences in a task's text of a merge that its new vocabulary learns.", "cli": False,
+        "min": 1})
     protect_lang: str | None = None  # keep this language's parent ids when vocabularies are built (off: paper)
     wordpiece_growth: str = "keep"  # WordPiece: keep earlier tasks' word segmentation, or "resegment"
     epochs: int = field(default=FROM_RECIPE, metadata={
@@ -96,7 +98,8 @@ class ContinualTrainConfig:
         "help": "Weight of the image-text InfoNCE term (0 and off in a text-only run, which has no images)."})
     gamma2: float = field(default=FROM_RECIPE, metadata={"help": "Weight of the MSE to the English teacher."})
     mse_form: str = field(default=FROM_RECIPE, metadata=MSE_FORM)
-    temperature: float = FROM_RECIPE
+    temperature: float = field(default=FROM_RECIPE, metadata={
+        "help": "Initial temperature of the InfoNCE term (trained with it).", "cli": False})
     temperature_form: str = field(default=FROM_RECIPE, metadata={
         "help": "How the temperature trains: temperature (T itself, clamped to --temperature-range each step, "
         "reset at each task: the authors' code) or log (log 1/T, T >= 0.01, carried across tasks: mltk's earlier "
@@ -113,7 +116,7 @@ class ContinualTrainConfig:
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
-    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon, in its language's task;
+    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=ALIGNMENT)  # in its language's task;
     #                                                 its options are its fields'
     loop: LoopConfig | dict | None = None  # lr, warm-up, AdamW settings, clipping, save_every, seed of every task
     recipe: str | None = None  # the recipe's name or file (None: cll-clip, or teir-minilm on a text tower)

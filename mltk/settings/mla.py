@@ -15,7 +15,7 @@ from pathlib import Path
 from mltk.ame.alignment_config import AlignmentConfig
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.settings.fields import BATCH_SIZE, MSE_FORM, only, read_by
+from mltk.settings.fields import ALIGNMENT, BATCH_SIZE, MSE_FORM, VAL_IMAGES, only, read_by
 from mltk.settings.loop import LoopConfig
 
 
@@ -57,10 +57,11 @@ class MlaConfig:
         "CLIP's own learned one.", "parse": temperature_or_clip}, "train-le", "train-nlt-le"))
     split: str = "train"
     val_split: str = "val"
-    val_images: int | None = FROM_RECIPE  # validation gallery size cap (speed)
+    val_images: int | None = field(default=FROM_RECIPE, metadata={**VAL_IMAGES, "cli": False})
     device: str = "auto"
     precision: str = "auto"
-    cpu_bf16: bool = FROM_RECIPE  # --precision auto on a CPU with bf16 matrix units: bf16 autocast (a recipe key)
+    cpu_bf16: bool = field(default=FROM_RECIPE, metadata={
+        "help": "With --precision auto on a CPU with bf16 matrix units: bf16 autocast.", "cli": False})
     cache_dir: Path | None = None
     acquirer: str = field(default=FROM_RECIPE, metadata={
         "help": "Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or none (the "
@@ -71,6 +72,6 @@ class MlaConfig:
     le_weight: float = field(default=FROM_RECIPE, metadata=read_by({"help": "Weight of the LE (InfoNCE) term."},
                                                                    "train-nlt-le"))
     # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``); its options are its own fields'
-    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=only({}, "train-nlt"))
+    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=only(ALIGNMENT, "train-nlt"))
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, seed (None / dict: the recipe's)
     recipe: str | None = None  # the recipe's name or file (None: the stage's default)
