@@ -1,7 +1,7 @@
 """Training step time of CLL-CLIP with TEIR against plain CLL-CLIP, side by side in one run.
 
 One step is ``mltk.train.loop.training_step``, the update ``mltk.train.loop.fit`` makes: the task loss (frozen tower
-over the grown table, CLL-CLIP loss), backward, gradient clipping as the recipe says (``CONTINUAL_LOOP``), the
+over the grown table, CLL-CLIP loss), backward, gradient clipping as the recipe says (cll-clip's ``clip_mode``), the
 optimizer step, zero_grad. Both variants train the same German task of a
 small synthetic world after an English one, each with its own copy of the table: plain CLL-CLIP (N(0, 0.02) rows,
 ``torch.optim.AdamW``) and TEIR (table-statistics rows, ``TeirAdamW`` with the per-token lambdas). Steps are
@@ -29,6 +29,7 @@ from mltk.core.runtime import resolve_runtime
 from mltk.data.synth import SynthConfig, synthesize
 from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.models.clip import load_clip
+from mltk.settings import resolve
 from mltk.train import continual as C
 from mltk.train.loop import build_optimizer, training_step
 from mltk.train.teacher import teacher_embeddings
@@ -56,9 +57,9 @@ def build_world(root: Path, model: str, images: int, vocab_size: int, runtime):
 def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.CllClipTask:
     """The German task after an English one, on a fresh copy of the table (no validation: timing needs none)."""
     teir = variant == "TEIR"
-    config = C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"), languages=("en", "de"),
-                               teir_init=teir, teir_reg=teir, steps=10_000, batch_size=args.batch_size,
-                               device=args.device, loop=C.CONTINUAL_LOOP)
+    config = resolve(C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"),
+                                            languages=("en", "de"), teir_init=teir, teir_reg=teir, steps=10_000,
+                                            batch_size=args.batch_size, device=args.device), "train-continual")
     encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", None, clip),
                                    init_temperature=config.temperature)
     for index, (lang, vocabulary) in enumerate((("en", english), ("de", german))):

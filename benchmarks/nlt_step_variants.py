@@ -27,9 +27,9 @@ from mltk.losses import mse_distill
 from mltk.models.multilingual import build_encoder
 from mltk.models.text import trim_to_lengths
 from mltk.recipes import load_recipe
+from mltk.settings.resolve import recipe_loop
 from mltk.train import mla
 from mltk.train.loop import clip_gradients
-from mltk.train.settings import recipe_loop
 
 MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k" / "task1" / "raw"
 LANG = "de"

@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from mltk.core.runtime import resolve_runtime
+from mltk.settings.resolve import parse_overrides
 from mltk.train import mla
-from mltk.train.settings import parse_overrides
 
 
 def minilm_folder() -> str:

@@ -54,10 +54,10 @@ from mltk.losses import mse_distill
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder
 from mltk.models.text import end_positions
+from mltk.settings.resolve import resolve
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
 from mltk.train.loop import clip_gradients, default_optimizer, lr_factor
-from mltk.train.settings import with_recipe
 from mltk.train.teacher import teacher_embeddings
 from mltk.vocab import build_vocab
 
@@ -229,7 +229,7 @@ def main() -> None:
         captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
         base = save_random_base(root, args.model)
         vocab = german_tokenizer(root, args.tokenizer, args.vocab_size)
-        config = with_recipe(mla.MlaConfig(
+        config = resolve(mla.MlaConfig(
             captions=captions, out=root / "nlt", model=str(base), tokenizer=str(vocab), languages=(LANG,),
             batch_size=args.batch_size, device=args.device, precision=args.precision, cache_dir=root / "cache",
             loop={"steps": args.steps, "lr": args.lr}), "train-nlt")

@@ -46,10 +46,10 @@ from mltk import artifacts
 from mltk.core.runtime import resolve_runtime, seed_everything
 from mltk.losses import mse_distill
 from mltk.models.multilingual import build_encoder
+from mltk.settings.resolve import resolve
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
 from mltk.train.loop import clip_gradients, lr_factor
-from mltk.train.settings import with_recipe
 from mltk.train.teacher import teacher_embeddings
 
 LANG = "de"
@@ -140,7 +140,7 @@ def setup(args, root: Path):
         train_nlt.MULTI30K = args.data
     table = train_nlt.multi30k_captions(args.pairs, args.val_pairs)
     captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
-    config = with_recipe(mla.MlaConfig(
+    config = resolve(mla.MlaConfig(
         captions=captions, out=root / "nlt", model=minilm_folder(), languages=(LANG,), batch_size=args.batch_size,
         embedding_lr=args.table_lr, device=args.device, precision=args.precision, cache_dir=root / "cache",
         recipe="mla-nlt", loop={"steps": args.steps, "lr": args.lr}), "train-nlt")

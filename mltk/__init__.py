@@ -54,15 +54,15 @@ _EXPORTS: dict[str, str] = {
     # training
     "load_recipe": "mltk.recipes",
     "AlignmentConfig": "mltk.ame.alignment_config",
-    "PretrainConfig": "mltk.train.pretrain_config",
+    "PretrainConfig": "mltk.settings.pretrain",
     "pretrain": "mltk.train.pretrain",
-    "MlaConfig": "mltk.train.mla_config",
+    "MlaConfig": "mltk.settings.mla",
     "train_nlt": "mltk.train.mla",
     "train_le": "mltk.train.mla",
     "train_nlt_le": "mltk.train.mla",
-    "ContinualTrainConfig": "mltk.train.continual_config",
+    "ContinualTrainConfig": "mltk.settings.continual",
     "train_continual": "mltk.train.continual",
-    "CcrkConfig": "mltk.train.ccrk_config",
+    "CcrkConfig": "mltk.settings.ccrk",
     "train_ccrk": "mltk.train.ccrk",
     "import_mla": "mltk.export.import_mla",
     # evaluation, indexing, export
@@ -136,12 +136,12 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, importe
     from mltk.metrics.retrieval import evaluate_retrieval
     from mltk.recipes import load_recipe
     from mltk.train.ccrk import train_ccrk
-    from mltk.train.ccrk_config import CcrkConfig
+    from mltk.settings.ccrk import CcrkConfig
     from mltk.train.continual import train_continual
-    from mltk.train.continual_config import ContinualTrainConfig
+    from mltk.settings.continual import ContinualTrainConfig
     from mltk.train.mla import train_le, train_nlt, train_nlt_le
-    from mltk.train.mla_config import MlaConfig
+    from mltk.settings.mla import MlaConfig
     from mltk.train.pretrain import pretrain
-    from mltk.train.pretrain_config import PretrainConfig
+    from mltk.settings.pretrain import PretrainConfig
     from mltk.translate import JoinConfig, TranslateConfig, translate_data
     from mltk.vocab import build_vocab, load_vocabulary

@@ -4,8 +4,8 @@ the mla-nlt recipe's values for whatever they leave out."""
 from __future__ import annotations
 
 from mltk.recipes import load_recipe
-from mltk.train.loop_config import LoopConfig
-from mltk.train.settings import recipe_loop
+from mltk.settings.loop import LoopConfig
+from mltk.settings.resolve import recipe_loop
 
 
 def loop_config(**given) -> LoopConfig:

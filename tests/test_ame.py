@@ -86,16 +86,18 @@ def test_order_violation_similarity_and_the_hinge_that_uses_it():
 
 
 def test_ccrk_objective_takes_ames_margin_of_its_similarity():
+    from mltk.settings import resolve
     from mltk.train.ccrk import CcrkConfig, CcrkObjective
 
     def objective(**fields):
-        return CcrkObjective.of(CcrkConfig(images="i", captions="c", out="o", loss="hinge", **fields), ["en", "de"])
+        return CcrkObjective.of(resolve(CcrkConfig(images="i", captions="c", out="o", loss="hinge", **fields),
+                                                 "train-ccrk"), ["en", "de"])
 
     assert objective().margin == 0.2
     assert objective(similarity="order").margin == 0.05
     assert objective(margin=0.3, similarity="order").margin == 0.3
     with pytest.raises(ConfigError, match="--loss hinge"):
-        CcrkConfig(images="i", captions="c", out="o", loss="one-to-k", similarity="order")
+        resolve(CcrkConfig(images="i", captions="c", out="o", loss="one-to-k", similarity="order"), "train-ccrk")
 
 
 def test_csls_and_p_at_1_on_a_hand_example():

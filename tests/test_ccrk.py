@@ -16,6 +16,7 @@ from mltk.cli import app
 from mltk.core.errors import ConfigError
 from mltk.losses import english_bridge_mse, one_to_k_contrastive, one_to_one_contrastive, pairwise_ranking_hinge
 from mltk.models.clip import clip_checkpoint_config, load_clip
+from mltk.settings import resolve
 from mltk.train import ccrk, ccrk_batches
 from mltk.train.stage import replace_settings
 from mltk.train.step_log import STEPS_CSV, read_steps_csv
@@ -62,7 +63,7 @@ def config(world, out, **changes) -> ccrk.CcrkConfig:
     base = ccrk.CcrkConfig(images=world["images"], captions=world["captions"], out=out, model=str(world["native"]),
                            tokenizer=str(world["vocab"]), batch_size=8, device="cpu", val_images=8,
                            loop={"steps": 3, "lr": 1e-3})
-    return replace_settings(base, **changes)
+    return resolve(replace_settings(base, **changes), "train-ccrk")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -371,14 +372,18 @@ def test_compare_prints_mean_ar_mrv_and_recall_spread_side_by_side(tmp_path):
 
 
 def test_ccrk_defaults_are_the_authors():
-    from mltk.train.ccrk import CCRK_LOOP, CcrkConfig, CcrkObjective
+    from mltk.recipes import load_recipe
+    from mltk.settings import resolve
+    from mltk.settings.resolve import recipe_loop
+    from mltk.train.ccrk import CcrkConfig, CcrkObjective
 
-    assert (CCRK_LOOP.weight_decay, CCRK_LOOP.warmup_fraction) == (0.01, 0.03)
-    config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
-    assert config.loop == CCRK_LOOP and config.temperature_range == (0.001, 0.5)
+    authors = recipe_loop(load_recipe("ccrk"))
+    assert (authors.weight_decay, authors.warmup_fraction) == (0.01, 0.03)
+    config = resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o")), "train-ccrk")
+    assert config.loop == authors and config.temperature_range == (0.001, 0.5)
     objective = CcrkObjective.of(config, ["en", "de"])
     with torch.no_grad():
         objective.criterion.logit_scale.log_scale.fill_(0.0)  # T = 1
     assert objective.temperature() == pytest.approx(0.5)
     with pytest.raises(ConfigError, match="clamp range"):
-        CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), temperature=0.9)
+        resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), temperature=0.9), "train-ccrk")

@@ -17,11 +17,11 @@ from mltk.ame.alignment_config import AlignmentConfig
 from mltk.cli.config_options import RECIPE_DEFAULT, generated_options, given_config, option_name
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.train.ccrk_config import CcrkConfig
-from mltk.train.continual_config import ContinualTrainConfig
-from mltk.train.mla_config import MlaConfig
-from mltk.train.pretrain_config import PretrainConfig
-from mltk.train.settings import with_recipe
+from mltk.settings.ccrk import CcrkConfig
+from mltk.settings.continual import ContinualTrainConfig
+from mltk.settings.mla import MlaConfig
+from mltk.settings.pretrain import PretrainConfig
+from mltk.settings.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = {"train-nlt": MlaConfig, "train-le": MlaConfig, "train-nlt-le": MlaConfig, "train-ccrk": CcrkConfig,
@@ -90,8 +90,8 @@ def test_a_flag_a_parsed_option_and_a_nested_one_give_their_fields_values():
 
 
 def test_the_config_classes_import_no_torch():
-    code = ("import sys\nimport mltk.train.mla_config, mltk.train.ccrk_config, mltk.train.continual_config\n"
-            "import mltk.train.pretrain_config, mltk.ame.alignment_config\n"
+    code = ("import sys\nimport mltk.settings.mla, mltk.settings.ccrk, mltk.settings.continual\n"
+            "import mltk.settings.pretrain, mltk.ame.alignment_config\n"
             "print([m for m in ('torch', 'numpy', 'pyarrow') if m in sys.modules])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr
@@ -114,15 +114,15 @@ def test_the_old_import_paths_still_give_the_config_classes():
 def test_alignment_settings_have_no_default_in_code_and_come_from_the_recipe(tmp_path):
     assert all(getattr(AlignmentConfig(), key) is FROM_RECIPE for key in ("weight", "k", "form", "every", "lr",
                                                                          "orthogonal"))
-    resolved = with_recipe(MlaConfig(**_paths()), "train-nlt").alignment
+    resolved = resolve(MlaConfig(**_paths()), "train-nlt").alignment
     assert (resolved.form, resolved.every, resolved.lr, resolved.orthogonal) == ("map", 500, 2.0, False)
     recipe = json.loads((ROOT / "mltk" / "recipes" / "mla-nlt.json").read_text(encoding="utf-8"))
     recipe["config"]["alignment"].update(every=7, lr=0.5)
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(recipe))
-    mine = with_recipe(MlaConfig(**_paths(), recipe=str(path)), "train-nlt").alignment
+    mine = resolve(MlaConfig(**_paths(), recipe=str(path)), "train-nlt").alignment
     assert (mine.every, mine.lr) == (7, 0.5)
-    given = with_recipe(MlaConfig(**_paths(), recipe=str(path), alignment=AlignmentConfig(every=3)), "train-nlt")
+    given = resolve(MlaConfig(**_paths(), recipe=str(path), alignment=AlignmentConfig(every=3)), "train-nlt")
     assert given.alignment.every == 3
 
 
@@ -133,7 +133,7 @@ def test_a_recipe_without_an_alignment_key_is_refused_naming_the_key_and_the_fil
     path = tmp_path / "thin.json"
     path.write_text(json.dumps(recipe))
     with pytest.raises(ConfigError, match=f"the recipe sets no 'config.alignment.{key}'") as raised:
-        CcrkConfig(images=Path("i"), **_paths(), recipe=str(path))
+        resolve(CcrkConfig(images=Path("i"), **_paths(), recipe=str(path)), "train-ccrk")
     assert str(path) in str(raised.value)
 
 

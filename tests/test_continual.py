@@ -27,6 +27,7 @@ from mltk.metrics.retrieval import evaluate_retrieval
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import trim_tokens
 from mltk.recipes import load_recipe
+from mltk.settings import resolve
 from mltk.train import continual as C
 from mltk.train.loop import fit
 from mltk.train.stage import replace_settings
@@ -87,7 +88,7 @@ def config(world, out="unused", **changes) -> C.ContinualTrainConfig:
                              device="cpu", cache_dir=world["root"] / "cache")
     if "method" in changes:
         changes.setdefault("options", None)  # the options of plain CLL-CLIP do not fit another method
-    return replace_settings(base, lr=1e-2, **changes)
+    return resolve(replace_settings(base, lr=1e-2, **changes), "train-continual")
 
 
 def encoder_for(world, method: str = "cll-clip", **options) -> ContinualTextEncoder:

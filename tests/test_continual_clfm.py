@@ -17,7 +17,7 @@ from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.core.errors import ConfigError
 from mltk.losses import LogitScale, Temperature, make_temperature
 from mltk.train import continual as C
-from mltk.train.continual.config import temperature_range_option
+from mltk.train.continual.order import temperature_range_option
 from mltk.vocab import clip_vocabulary
 
 

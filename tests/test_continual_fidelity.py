@@ -255,7 +255,7 @@ def test_an_epoch_passes_over_every_caption_by_default(world):
 def test_gradients_are_clipped_by_their_global_norm(world):
     encoder = encoder_for(world)
     (task,) = start_tasks(world, encoder, 1)
-    assert C.CONTINUAL_LOOP.clip_mode == "global" and C.loop_config(task.config, task).clip_mode == "global"
+    assert task.config.loop.clip_mode == "global" and C.loop_config(task.config, task).clip_mode == "global"
 
 
 @pytest.mark.parametrize("parts, expected", [

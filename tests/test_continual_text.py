@@ -146,9 +146,10 @@ def config(world, **changes):
     base = C.ContinualTrainConfig(images=None, captions=world["captions_path"], out=world["root"] / "unused",
                                   model=str(world["bert"]), languages=("de", "fr"), vocab_size=300, steps=2,
                                   batch_size=8, device="cpu", cache_dir=world["root"] / "cache")
+    from mltk.settings import resolve
     from mltk.train.stage import replace_settings
 
-    return replace_settings(base, lr=1e-2, **changes)
+    return resolve(replace_settings(base, lr=1e-2, **changes), "train-continual")
 
 
 def test_teir_initialisation_differs_from_plain_cll_clip_on_a_trained_table(world):

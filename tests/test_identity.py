@@ -282,12 +282,14 @@ def test_the_loop_resumes_buffers_exactly_and_keeps_them_with_the_best_step(tmp_
 def test_an_interrupted_and_resumed_pretrain_is_bit_exact_with_an_uninterrupted_one(world, tmp_path, monkeypatch):
     import dataclasses
 
+    from mltk.recipes import load_recipe
+    from mltk.settings.resolve import recipe_loop
     from mltk.train import stage
     from mltk.train.loop import LoopConfig
-    from mltk.train.pretrain import PRETRAIN_LOOP, PretrainConfig, pretrain
+    from mltk.train.pretrain import PretrainConfig, pretrain
 
     images = world["root"] / "world" / "images"
-    loop = dataclasses.replace(PRETRAIN_LOOP, steps=6, eval_every=2, save_every=0)
+    loop = dataclasses.replace(recipe_loop(load_recipe("clip-pretrain")), steps=6, eval_every=2, save_every=0)
     assert isinstance(loop, LoopConfig)
 
     def config(out):

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("metrics", "present"),  # ranks and recall (scored as a loss's similarity says); tables and plots
     ("translate", "cll_clip", "ame"),  # seed-specific models and data: MT, CLL-CLIP and its baselines, AME
     ("encode",),        # frozen towers over data: images, videos, texts
+    ("settings",),      # the loop's and the stages' configs, resolved from their recipes; torch-free
     ("train",),         # the training loop and every training stage
     ("evaluate",),      # evaluation stages, zero-shot classification, comparisons
     ("export", "index"),  # the field's formats, nearest-neighbour indexes

@@ -12,12 +12,18 @@ from test_ccrk import config, world  # noqa: F401 (fixture)
 
 from mltk.core.errors import ConfigError
 from mltk.losses import MLMMELoss, pairwise_ranking_hinge
+from mltk.settings import resolve
 from mltk.train import ccrk
+
+
+def resolved(**fields) -> ccrk.CcrkConfig:
+    """A train-ccrk config of ``fields``, its recipe read."""
+    return resolve(ccrk.CcrkConfig(**fields), "train-ccrk")
 
 
 def mlmme(languages: list[str], **fields) -> ccrk.CcrkObjective:
     """The mlmme objective with the ccrk recipe's values (beta 0.5) and ``fields``."""
-    config = ccrk.CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), loss="mlmme", **fields)
+    config = resolved(images=Path("i"), captions=Path("c"), out=Path("o"), loss="mlmme", **fields)
     return ccrk.CcrkObjective.of(config, languages)
 
 
@@ -85,19 +91,19 @@ def test_max_violation_is_reachable_from_the_recipe_the_config_and_the_option(tm
 
     paths = {"images": tmp_path / "i", "captions": tmp_path / "c", "out": tmp_path / "o"}
     assert load_recipe("ccrk").config["max_violation"] is False
-    assert ccrk.CcrkConfig(**paths, loss="hinge").max_violation is False
+    assert resolved(**paths, loss="hinge").max_violation is False
     image, text = _features(0, (6, 8)), _features(1, (6, 2, 8))
     mask = torch.ones(6, 2, dtype=torch.bool)
     for loss in ("hinge", "mlmme"):
-        objective = ccrk.CcrkObjective.of(ccrk.CcrkConfig(**paths, loss=loss, max_violation=True), ["en", "de"])
-        summed = ccrk.CcrkObjective.of(ccrk.CcrkConfig(**paths, loss=loss), ["en", "de"])
+        objective = ccrk.CcrkObjective.of(resolved(**paths, loss=loss, max_violation=True), ["en", "de"])
+        summed = ccrk.CcrkObjective.of(resolved(**paths, loss=loss), ["en", "de"])
         assert objective(image, text, mask).loss < summed(image, text, mask).loss
-    hinge = ccrk.CcrkObjective.of(ccrk.CcrkConfig(**paths, loss="hinge", max_violation=True), ["en", "de"])
+    hinge = ccrk.CcrkObjective.of(resolved(**paths, loss="hinge", max_violation=True), ["en", "de"])
     expected = (pairwise_ranking_hinge(image, text[:, 0], max_violation=True)
                 + pairwise_ranking_hinge(image, text[:, 1], max_violation=True)) / 2
     assert torch.allclose(hinge(image, text, mask).loss, expected)
     with pytest.raises(ConfigError, match="--max-violation goes with --loss hinge or mlmme"):
-        ccrk.CcrkConfig(**paths, loss="one-to-k", max_violation=True)
+        resolved(**paths, loss="one-to-k", max_violation=True)
     help_text = CliRunner().invoke(app, ["train-ccrk", "--help"], terminal_width=200).stdout
     assert "--max-violation" in help_text and "English-language" not in help_text
     assert "English-language" not in load_recipe("mlmme").description

@@ -13,12 +13,12 @@ import pytest
 
 from mltk.core.errors import ConfigError
 from mltk.recipes import STAGE_RECIPES, load_recipe, recipe_names, stage_recipe
+from mltk.settings.resolve import recipe_loop, resolve
 from mltk.train.ccrk import CcrkConfig
 from mltk.train.continual import ContinualTrainConfig
 from mltk.train.loop import LoopConfig
 from mltk.train.mla import MlaConfig
 from mltk.train.pretrain import PretrainConfig
-from mltk.train.settings import recipe_loop, with_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"train-nlt": MlaConfig, "train-le": MlaConfig, "train-nlt-le": MlaConfig, "train-ccrk": CcrkConfig,
@@ -52,7 +52,7 @@ def test_a_recipe_without_extends_missing_a_loop_key_is_refused_naming_the_key_a
     path = tmp_path / "no-decay.json"
     path.write_text(json.dumps(recipe))
     with pytest.raises(ConfigError, match=r"no-decay\.json: the recipe sets no 'loop.weight_decay'"):
-        with_recipe(MlaConfig(**_paths(), recipe=str(path)), "train-nlt")
+        resolve(MlaConfig(**_paths(), recipe=str(path)), "train-nlt")
 
 
 def _paths():
@@ -65,13 +65,13 @@ BEFORE = {
     "train-nlt": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.1, schedule="constant", weight_decay=0.2,
                              betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="per_tensor"),
                   {"batch_size": 128, "acquirer": "mlp", "mse_form": "mean", "embedding_lr": None,
-                   "temperature": 0.01, "nlt_weight": 1.0, "le_weight": 1.0}),
+                   "temperature": None, "nlt_weight": None, "le_weight": None}),  # None: LE's keys, not NLT's
     "train-ccrk": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.03, schedule="constant", weight_decay=0.01,
                               betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="per_tensor"),
                    {"batch_size": 128, "loss": "one-to-k", "weighting": "paper", "temperature": 0.07,
                     "learn_temperature": True, "margin": None, "beta": 0.5, "hard_negatives": 0,
                     "temperature_range": (0.001, 0.5)}),
-    "train-continual": (LoopConfig(steps=1, lr=5e-5, warmup_fraction=0.1, schedule="constant", weight_decay=0.05,
+    "train-continual": (LoopConfig(steps=None, lr=5e-5, warmup_fraction=0.1, schedule="constant", weight_decay=0.05,
                                    betas=(0.9, 0.999), eps=1e-8, grad_clip=1.0, clip_mode="global"),
                         {"epochs": 3, "epoch_unit": "captions", "batch_size": 128, "vocab_size": 10000,
                          "vocab_min_frequency": 2, "token_sets": "occurrence", "method_lr": None, "gamma1": 0.01,
@@ -79,14 +79,16 @@ BEFORE = {
     "pretrain": (LoopConfig(steps=1500, lr=1e-3, warmup_fraction=0.1, schedule="cosine", weight_decay=0.1,
                             betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="global"), {"batch_size": 128}),
 }
-BEFORE["train-le"] = (dataclasses.replace(BEFORE["train-nlt"][0], lr=3e-6), BEFORE["train-nlt"][1])  # CLI: 3e-6
-BEFORE["train-nlt-le"] = BEFORE["train-nlt"]
+BEFORE["train-le"] = (dataclasses.replace(BEFORE["train-nlt"][0], lr=3e-6),  # CLI: 3e-6
+                      {**BEFORE["train-nlt"][1], "temperature": 0.01, "mse_form": None})
+BEFORE["train-nlt-le"] = (BEFORE["train-nlt"][0],
+                          {**BEFORE["train-nlt"][1], "temperature": 0.01, "nlt_weight": 1.0, "le_weight": 1.0})
 
 
 def _default_config(stage: str, **fields):
     paths = {**_paths(), **({"images": Path("i")} if stage != "train-nlt" else {})}
     config = CONFIGS[stage](**paths, loop={"seed": 0}, **fields)
-    return with_recipe(config, stage) if CONFIGS[stage] is MlaConfig else config
+    return resolve(config, stage)
 
 
 @pytest.mark.parametrize("stage", list(BEFORE))
@@ -101,14 +103,14 @@ def test_each_command_with_its_defaults_resolves_to_the_values_it_had_before_rec
 def test_a_given_option_replaces_the_recipe_value_and_grad_clip_0_turns_clipping_off():
     config = _default_config("train-le", batch_size=16)
     assert config.batch_size == 16 and config.loop.lr == 3e-6
-    config = with_recipe(MlaConfig(**_paths(), loop={"lr": 2e-5, "grad_clip": 0}), "train-le")
+    config = resolve(MlaConfig(**_paths(), loop={"lr": 2e-5, "grad_clip": 0}), "train-le")
     assert (config.loop.lr, config.loop.grad_clip, config.loop.weight_decay) == (2e-5, None, 0.2)
 
 
 def test_the_mlmme_recipe_is_the_ccrk_recipe_with_its_loss():
     ccrk, mlmme = load_recipe("ccrk"), load_recipe("mlmme")
     assert mlmme.loop == ccrk.loop and {**ccrk.config, "loss": "mlmme"} == mlmme.config
-    config = CcrkConfig(images=Path("i"), **_paths(), recipe="mlmme")
+    config = resolve(CcrkConfig(images=Path("i"), **_paths(), recipe="mlmme"), "train-ccrk")
     assert (config.loss, config.beta, config.recipe) == ("mlmme", 0.5, "mlmme")
 
 
@@ -116,14 +118,14 @@ def test_a_hugging_face_tower_defaults_to_the_real_text_recipes(tmp_path):
     tower = tmp_path / "minilm"
     tower.mkdir()
     (tower / "modules.json").write_text("[]")
-    nlt = with_recipe(MlaConfig(**_paths(), model=str(tower)), "train-nlt")
+    nlt = resolve(MlaConfig(**_paths(), model=str(tower)), "train-nlt")
     assert nlt.recipe == "real-text-minilm"
     assert (nlt.loop.lr, nlt.embedding_lr, nlt.batch_size, nlt.loop.weight_decay) == (2e-3, 2e-3, 64, 0.01)
     assert (nlt.loop.steps, nlt.loop.schedule, nlt.cpu_bf16) == (500, "cosine", True)  # the time-to-quality run
-    continual = ContinualTrainConfig(images=None, **_paths(), model=str(tower))
+    continual = resolve(ContinualTrainConfig(images=None, **_paths(), model=str(tower)), "train-continual")
     assert continual.recipe == "teir-minilm" and continual.gamma1 == 0.0
     assert (continual.loop.lr, continual.batch_size, continual.vocab_size) == (1e-3, 64, 4000)
-    explicit = with_recipe(MlaConfig(**_paths(), model=str(tower), recipe="mla-nlt"), "train-nlt")
+    explicit = resolve(MlaConfig(**_paths(), model=str(tower), recipe="mla-nlt"), "train-nlt")
     assert (explicit.recipe, explicit.loop.lr, explicit.cpu_bf16) == ("mla-nlt", 1e-4, False)
 
 
@@ -137,7 +139,7 @@ def test_a_recipe_file_missing_a_value_its_stage_needs_is_refused(tmp_path):
     path = tmp_path / "thin.json"
     path.write_text(json.dumps({"stage": "pretrain", "loop": {"steps": 5, "lr": 0.1}}))
     with pytest.raises(ConfigError, match="sets no 'config.batch_size'") as raised:
-        PretrainConfig(images=Path("i"), **_paths(), recipe=str(path))
+        resolve(PretrainConfig(images=Path("i"), **_paths(), recipe=str(path)), "pretrain")
     assert str(path) in str(raised.value)
 
 

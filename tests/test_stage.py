@@ -10,17 +10,17 @@ import pytest
 
 from mltk.core.errors import ConfigError
 from mltk.recipes import load_recipe
+from mltk.settings.resolve import recipe_loop, resolve
 from mltk.train.batches import draw_captions, group_by_image
 from mltk.train.ccrk import CcrkConfig
 from mltk.train.loop_state import changed_settings, settings_record
 from mltk.train.mla import MlaConfig as UnresolvedMlaConfig
-from mltk.train.settings import recipe_loop, with_recipe
 from mltk.train.stage import open_run, replace_settings, stage_writer
 
 
 def MlaConfig(**fields) -> UnresolvedMlaConfig:
     """train-nlt's config with its recipe's values filled in, as train_nlt records it."""
-    return with_recipe(UnresolvedMlaConfig(**fields), "train-nlt")
+    return resolve(UnresolvedMlaConfig(**fields), "train-nlt")
 
 
 def test_one_rule_lets_only_listed_settings_change_at_any_depth():
@@ -51,7 +51,7 @@ def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
 
 
 def test_replace_settings_routes_loop_fields_into_the_one_loop_config():
-    config = CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"))
+    config = resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o")), "train-ccrk")
     changed = replace_settings(config, steps=3, lr=1e-3, batch_size=8)
     defaults = recipe_loop(load_recipe("ccrk"))  # the CCR_k authors'
     assert changed.loop == dataclasses.replace(defaults, steps=3, lr=1e-3) and changed.batch_size == 8

@@ -3,7 +3,7 @@ RCSLS so that ``mltk --help`` can read its fields without importing torch.
 
 Every setting but the lexicon comes from the stage's recipe (its ``alignment`` section: ``weight``, ``k``, ``form``,
 ``every``, ``lr``, ``orthogonal``) unless given; a recipe that leaves one out is refused naming the key and the
-file (``mltk.train.settings``). Each field's ``metadata`` generates its option (``mltk.cli.config_options``).
+file (``mltk.settings.resolve``). Each field's ``metadata`` generates its option (``mltk.cli.config_options``).
 """
 
 from __future__ import annotations

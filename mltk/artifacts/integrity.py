@@ -149,6 +149,6 @@ def decode_file(path: Path) -> None:
                 image.load()
     except ArtifactError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every decoder has its own exception types; all mean "damaged"
+    except Exception as exc:  # every decoder has its own exception types; all mean "damaged"
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ArtifactError(f"cannot decode ({first})", path) from None

@@ -70,5 +70,5 @@ def cached_snapshot(name: str) -> Path | None:
 
     try:
         return Path(snapshot_download(name, local_files_only=True, cache_dir=constants.HF_HUB_CACHE))
-    except Exception:  # noqa: BLE001 - each hub library version reports "not cached" with its own error types
+    except Exception:  # each hub library version reports "not cached" with its own error types
         return None

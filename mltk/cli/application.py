@@ -78,7 +78,7 @@ class MltkGroup(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("mltk: interrupted", err=True)
             ctx.exit(130)
-        except Exception as exc:  # noqa: BLE001 - the last line of defence
+        except Exception as exc:  # the last line of defence
             if _from_cli_framework(exc):
                 if _is_usage_error(exc):  # one line, like every other bad input (not click's usage box)
                     _report(exc, f"{_speaker(ctx)}: error: {exc.format_message()}{list_hint(exc, words)} (see --help)")

@@ -24,7 +24,7 @@ from mltk.cli.options import (
     TensorboardOpt,
     TokenizerOpt,
 )
-from mltk.train.ccrk_config import CcrkConfig
+from mltk.settings.ccrk import CcrkConfig
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",

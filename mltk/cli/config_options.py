@@ -6,9 +6,9 @@
 - one option per field of the stage's config class (``MlaConfig``, ``CcrkConfig``, ``ContinualTrainConfig``,
   ``PretrainConfig``) that has ``help`` in its metadata, and one per such field of a nested settings dataclass
   (``alignment``: ``AlignmentConfig``'s ``--lexicon``, ``--align-k``, ...);
-- one option per field of ``LoopConfig`` (``mltk.train.loop_config``) likewise, unless the config or the command
+- one option per field of ``LoopConfig`` (``mltk.settings.loop``) likewise, unless the config or the command
   has that name (train-continual's ``--steps`` counts per task);
-- ``--set KEY=VALUE`` (repeatable): any loop or config key, typed by its field (``mltk.train.settings``);
+- ``--set KEY=VALUE`` (repeatable): any loop or config key, typed by its field (``mltk.settings.resolve``);
 
 and hands the command, in place of those options, one ``settings`` argument: the loop values and config values
 given (by name or by ``--set``; one key both ways is refused), to pass on as ``loop=settings.loop,
@@ -38,7 +38,7 @@ from typing import Any, List, Optional
 import typer
 
 from mltk.recipes import FROM_RECIPE, STAGE_RECIPES, load_recipe
-from mltk.train.loop_config import LoopConfig
+from mltk.settings.loop import LoopConfig
 
 SET_HELP = ("Set any recipe key, loop or config (e.g. --set lr=3e-4 --set betas=0.9,0.98); repeatable; wins over "
             "the recipe and is recorded in the manifest like a named option. `mltk recipes show NAME` lists the "
@@ -122,7 +122,7 @@ def _parameter(stage: str, option: GeneratedOption) -> inspect.Parameter:
         inner = typing.get_args(hint)[0] if typing.get_origin(hint) is not None else hint
         inner = str if "parse" in metadata else inner  # the parser reads the option's text
         annotation, default = Optional[inner], None
-    extra = {key: metadata[key] for key in ("min", "metavar") if key in metadata}
+    extra = {key: metadata[key] for key in ("min", "max", "metavar") if key in metadata}
     info = typer.Option(default, option_name(option.field), *metadata.get("aliases", ()),
                         help=_help_with_default(stage, option), **extra)
     return inspect.Parameter(option.parameter, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
@@ -169,7 +169,7 @@ def training_options(stage: str, config_class: type) -> Callable[[Callable], Cal
             received = {option: kwargs.pop(option.parameter) for option in options}
             loop = {o.parameter: raw for o, raw in received.items() if o.section == "loop"}
             config = given_config(config_class, {o: raw for o, raw in received.items() if o.section == "config"})
-            kwargs["settings"] = given_settings(config_class, loop, config, kwargs.pop("set_"))
+            kwargs["settings"] = given_settings(config_class, loop, config, kwargs.pop("set_"), stage)
             return function(*args, **kwargs)
 
         kept = [p for name, p in signature.parameters.items() if name != "settings"]
@@ -194,12 +194,13 @@ def given_config(config_class: type, received: dict[GeneratedOption, Any]) -> di
     return {**given, **{name: hints[name](**values) for name, values in nested.items()}}
 
 
-def given_settings(config_class: type, named_loop: dict, named_config: dict, pairs: list[str]) -> GivenSettings:
+def given_settings(config_class: type, named_loop: dict, named_config: dict, pairs: list[str],
+                   stage: str | None = None) -> GivenSettings:
     """The loop values given by name (None: not given), the config values given and every ``--set`` pair, typed
-    and merged (``mltk.train.settings``); a key given two ways is refused."""
-    from mltk.train.settings import merge_given, parse_overrides
+    and merged (``mltk.settings.resolve``); a key given two ways is refused."""
+    from mltk.settings.resolve import merge_given, parse_overrides
 
-    overrides = parse_overrides(pairs, config_class)
+    overrides = parse_overrides(pairs, config_class, stage)
     merge_given({key: True for key in named_config}, overrides["config"], "config")  # refuses a key given twice
     return GivenSettings(loop=merge_given(named_loop, overrides["loop"], "loop"),
                          config={**named_config, **overrides["config"]})

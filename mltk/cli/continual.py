@@ -33,7 +33,7 @@ from mltk.cli.options import (
     RecipeOpt,
     TensorboardOpt,
 )
-from mltk.train.continual_config import ContinualTrainConfig
+from mltk.settings.continual import ContinualTrainConfig
 
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "

@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mltk.train.loop_config import LOG_EVERY
+from mltk.settings.loop import LOG_EVERY
 
 # --- inputs -----------------------------------------------------------------------------------------------------
 ModelOpt = Annotated[Optional[str], typer.Option(

@@ -19,7 +19,7 @@ from mltk.cli.options import (
     RecipeOpt,
     TensorboardOpt,
 )
-from mltk.train.pretrain_config import PretrainConfig
+from mltk.settings.pretrain import PretrainConfig
 
 EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --steps 500")
 

@@ -36,17 +36,18 @@ def list_command(as_json: JsonOpt = False) -> None:
 def show_command(name: str = RecipeArg, as_json: JsonOpt = False) -> None:
     """Every value of a recipe and where it comes from: its own file, or the recipe it extends. Each key can be
     given to a training command as --set KEY=VALUE."""
-    from mltk.recipes.catalog import recipe_values
+    from mltk.settings.show import recipe_values
 
     recipe, rows = recipe_values(name)
     if as_json:
         typer.echo(json.dumps({"name": recipe.name, "stage": recipe.stage, "path": str(recipe.path),
-                               "values": [{"key": r.key, "value": r.value, "source": r.source} for r in rows]},
+                               "values": [{"key": r.key, "value": r.value, "source": r.source,
+                                           "meaning": r.meaning} for r in rows]},
                               ensure_ascii=False))
         return
     typer.echo(f"{recipe.name}: {recipe.stage} ({recipe.path})")
     for row in rows:
-        typer.echo(f"  {row.key:<28} {json.dumps(row.value):<16} {row.source}")
+        typer.echo(f"  {row.key:<28} {json.dumps(row.value):<16} {row.source:<18} {row.meaning}".rstrip())
 
 
 @recipes_app.command("cp", epilog=examples("mltk recipes cp mla-nlt my-nlt.json",

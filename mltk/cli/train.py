@@ -27,7 +27,7 @@ from mltk.cli.options import (
     TensorboardOpt,
     TokenizerOpt,
 )
-from mltk.train.mla_config import MlaConfig
+from mltk.settings.mla import MlaConfig
 
 LangOpt = lang_option("Languages to train (default: all non-English ones); repeat or comma-separate.")
 OutOpt = out_option("Checkpoint artifact to write.")

@@ -61,7 +61,7 @@ def model_download(model: str) -> Iterator[None]:
             yield
     except ModelDownloadError:
         raise
-    except Exception as exc:  # noqa: BLE001 - filtered below, re-raised when not a download failure
+    except Exception as exc:  # filtered below, re-raised when not a download failure
         refused = refusal_of(exc, model)
         if refused is not None:
             raise refused from None

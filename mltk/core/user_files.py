@@ -43,9 +43,29 @@ def read_user_json(path: str | Path, *, what: str = "JSON file", max_bytes: int 
     if depth > max_depth:
         raise ConfigError(f"this {what} nests {depth} levels deep, over the limit of {max_depth}", path)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
     except (json.JSONDecodeError, RecursionError) as error:
         raise ConfigError(f"this {what} is not valid JSON: {error}", path) from None
+    except DuplicateKeyError as error:
+        raise ConfigError(f"this {what} gives the key {error.key!r} twice in one object (JSON keeps the last one "
+                          f"silently); give it once", path) from None
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object naming one key twice (``json`` would keep the last value without a word)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise DuplicateKeyError(key)
+        seen.add(key)
+    return dict(pairs)
 
 
 def json_nesting_depth(text: str) -> int:

@@ -167,7 +167,7 @@ def expected_samples(shard: Path) -> int | None:
 
         try:
             statuses = pq.read_table(table_path, columns=["status"]).column("status").to_pylist()
-        except Exception as exc:  # noqa: BLE001 - a broken metadata file is named, not fatal to the stage
+        except Exception as exc:  # a broken metadata file is named, not fatal to the stage
             raise ArtifactError(f"is not img2dataset's shard table with a status column ({exc})"[:MAX_ERROR_CHARS],
                                 table_path) from None
         return sum(status == "success" for status in statuses)

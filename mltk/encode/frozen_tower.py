@@ -22,7 +22,7 @@ def decode_image(open_image: Callable[[], Image.Image], preprocess: Callable) ->
         image = open_image()
         image.load()
         return preprocess(image.convert("RGB")), None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # any failure to read one image is reported, not fatal
         return None, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
 
 

@@ -171,7 +171,7 @@ def _encode_all(records: ImageRecords, bundle, runtime, config: VideoEncodeConfi
             for row in range(start, min(start + config.batch_size, len(records))):
                 try:
                     images = read_frames(_video_source(records, row), config.frames)
-                except Exception as exc:  # noqa: BLE001 - one bad video is reported, not fatal
+                except Exception as exc:  # one bad video is reported, not fatal
                     skipped.append({"video_id": records.ids[row], "error": f"{type(exc).__name__}: {exc}"[:200]})
                     continue
                 pixels.append(torch.stack([bundle.preprocess(image) for image in images]))  # [N, 3, H, W]

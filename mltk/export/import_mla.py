@@ -148,7 +148,7 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     else:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - pickle, zip and torch errors all mean "cannot read this"
+        except Exception as exc:  # pickle, zip and torch errors all mean "cannot read this"
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ArtifactError(f"cannot read as a PyTorch state dict with weights_only=True ({first_line[:200]})",
                                 path)

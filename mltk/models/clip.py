@@ -78,7 +78,7 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
                                               pretrained_text=False, pretrained_image=False, weights_only=True)
         except ConfigError:  # a download failure, already one line (mltk.core.download)
             raise
-        except Exception as exc:  # noqa: BLE001 - torch's unpickler raises anything on a damaged file
+        except Exception as exc:  # torch's unpickler raises anything on a damaged file
             source = pretrained if pretrained and os.path.isfile(pretrained) else \
                 model[len("local-dir:"):] if model.startswith("local-dir:") else None
             if source is None:

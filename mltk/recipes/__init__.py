@@ -11,12 +11,12 @@ them, and ``--help`` reads its "default" from here. A recipe file holds::
 
 A recipe names every key its stage needs, or ``extends`` a packaged recipe that does; a key missing after the
 merge is refused naming the key and the file, and each value is checked against its field's type when a stage
-resolves it (``mltk.train.settings``). ``Recipe.sources`` says which file gave each value (``mltk recipes
+resolves it (``mltk.settings.resolve``). ``Recipe.sources`` says which file gave each value (``mltk recipes
 show``). A recipe file is known by its content, not by how its path was spelled (``Recipe.name``), so the same
 file given as ``./r.json`` or ``/abs/r.json`` makes the same settings.
 
-Resolving a stage config from its recipe (filling the fields left at ``FROM_RECIPE``) is the training layer's
-(``mltk.train.settings``); this package only reads recipes. Imported by ``mltk --help``: no torch, numpy or
+Resolving a stage config from its recipe (filling the fields left at ``FROM_RECIPE``) is the settings layer's
+(``mltk.settings.resolve``); this package only reads recipes. Imported by ``mltk --help``: no torch, numpy or
 pyarrow at import time.
 """
 

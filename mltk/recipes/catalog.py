@@ -21,6 +21,7 @@ class RecipeValue:
     key: str
     value: object
     source: str
+    meaning: str = ""  # the help of the key's config field
 
 
 def recipe_summaries() -> list[dict]:
@@ -35,19 +36,11 @@ def recipe_summaries() -> list[dict]:
     return rows
 
 
-def _source_name(recipe: Recipe, path: Path) -> str:
+def source_name(recipe: Recipe, path: Path) -> str:
     """A packaged recipe by its name, a user's file by its path."""
     if path.parent == recipe_path(recipe_names()[0]).parent:
         return path.stem
     return str(path)
-
-
-def recipe_values(name_or_path: str | Path) -> tuple[Recipe, list[RecipeValue]]:
-    """A recipe and each of its values with its source, loop keys first, in the file's order."""
-    recipe = load_recipe(name_or_path)
-    rows = [RecipeValue(f"{section}.{key}", value, _source_name(recipe, recipe.source_of(section, key)))
-            for section, values in (("loop", recipe.loop), ("config", recipe.config)) for key, value in values.items()]
-    return recipe, rows
 
 
 def copy_recipe(name_or_path: str | Path, out: str | Path) -> Path:

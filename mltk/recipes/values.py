@@ -2,13 +2,16 @@
 (``check_value``) or from the text of ``--set KEY=VALUE`` (``parse_value``). A wrong value fails with one line
 naming where it came from (the file, or ``--set``), the key and what was expected, never deep inside training.
 
-The field's ``metadata`` may add ``min`` (the smallest allowed number) and ``choices`` (the allowed strings).
+Every number must be finite (NaN passes every comparison, and an infinite eps trains nothing); the field's
+``metadata`` may add ``min`` and ``max`` (the smallest and largest allowed number) and ``choices`` (the allowed
+strings).
 Imported by ``mltk --help``: no torch, numpy or pyarrow.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import types
 import typing
 from pathlib import Path
@@ -40,7 +43,7 @@ def type_words(hint: Any) -> str:
     return words + (" or null" if optional else "")
 
 
-def check_value(value: Any, hint: Any, key: str, path: str | Path, *, what: str = "recipe",
+def check_value(value: Any, hint: Any, key: str, path: str | Path | None, *, what: str = "recipe",
                 metadata: typing.Mapping | None = None) -> Any:
     """``value`` (JSON) as a value of a field typed ``hint`` (a JSON list becomes a tuple), or ConfigError naming
     ``path``, ``key`` and the type; ``metadata``'s ``min`` and ``choices`` bound it."""
@@ -76,9 +79,14 @@ def _check_tuple(value: Any, inner: Any, key: str, path: str | Path, what: str, 
 
 
 def _check_bounds(value: Any, key: str, path: str | Path, what: str, metadata: typing.Mapping) -> None:
-    minimum, choices = metadata.get("min"), metadata.get("choices")
-    if minimum is not None and isinstance(value, (int, float)) and value < minimum:
+    minimum, maximum, choices = metadata.get("min"), metadata.get("max"), metadata.get("choices")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and not math.isfinite(value):  # NaN passes every comparison; Infinity trains nothing
+        raise ConfigError(f"{what} key {key!r} must be a finite number, not {value}", path)
+    if minimum is not None and number and value < minimum:
         raise ConfigError(f"{what} key {key!r} must be at least {minimum}, not {value}", path)
+    if maximum is not None and number and value > maximum:
+        raise ConfigError(f"{what} key {key!r} must be at most {maximum:,}, not {value:,}", path)
     if choices and value not in choices:
         raise ConfigError(f"{what} key {key!r} must be one of {', '.join(map(str, choices))}, not {value!r}", path)
 
@@ -90,14 +98,14 @@ def parse_value(text: str, hint: Any, key: str, *, metadata: typing.Mapping | No
     inner, optional = optional_inner(hint)
     stripped = text.strip()
     if optional and stripped.lower() in ("null", "none"):
-        return check_value(None, hint, key, "--set", what="--set", metadata=metadata)
+        return check_value(None, hint, key, None, what="--set", metadata=metadata)
     if inner is str:
         value: Any = text
     elif typing.get_origin(inner) is tuple and not stripped.startswith("["):
         value = [_json_or_text(part) for part in stripped.split(",")]
     else:
         value = _json_or_text(stripped.lower() if stripped.lower() in ("true", "false") else stripped)
-    return check_value(value, hint, key, "--set", what="--set", metadata=metadata)
+    return check_value(value, hint, key, None, what="--set", metadata=metadata)
 
 
 def _json_or_text(text: str) -> Any:

@@ -84,11 +84,10 @@ from mltk.losses.registry import build_loss
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
-from mltk.recipes import load_recipe
+from mltk.settings.ccrk import CcrkConfig
+from mltk.settings.resolve import resolve
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
-from mltk.train.ccrk_config import CcrkConfig
 from mltk.train.loop import StepCallback
-from mltk.train.settings import recipe_loop
 from mltk.train.stage import (
     StageInputs,
     load_inputs,
@@ -102,9 +101,6 @@ from mltk.train.stage import (
 from mltk.train.validate import RetrievalValidator
 
 LOSS_PREFIX = "loss."
-
-
-CCRK_LOOP = recipe_loop(load_recipe("ccrk"))  # the CCR_k authors' settings: mltk/recipes/ccrk.json
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -303,6 +299,7 @@ def ccrk_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
 
 def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     """Everything ``train_ccrk`` fits: loads the inputs, builds encoder, data, batches, objective, validator."""
+    config = resolve(config, "train-ccrk")
     require_model(config.model, config.init, "train-ccrk", "MLA or CLL-CLIP")
     if config.init is None and config.tokenizer is None and not names_hf_tower(config.model):
         raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF "
@@ -335,6 +332,7 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
 def train_ccrk(config: CcrkConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-ccrk``: returns the path of the checkpoint artifact it wrote (the format of the tower it
     trained: ``mla`` or ``cll``)."""
+    config = resolve(config, "train-ccrk")
     task, runtime = build_task(config)
     encoder, objective = task.encoder, task.objective
     encoder.train()

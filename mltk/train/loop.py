@@ -19,8 +19,8 @@ logit scale: open_clip's rule (``exclude = p.ndim < 2 or "bn"/"ln"/"bias"/"logit
 supply its own through ``make_optimizer(params, config)`` (CLL-CLIP's TEIR AdamW); then every bit of mutable
 state must live in ``optimizer.state[param]`` and the param groups must depend only on ``(params, config)``,
 because resume rebuilds the optimizer with ``make_optimizer`` and loads only that state.
-``LoopConfig`` (``mltk.train.loop_config``) has no hyper-parameter defaults: every value comes from a recipe
-(``mltk.recipes``, resolved by ``mltk.train.settings``).
+``LoopConfig`` (``mltk.settings.loop``) has no hyper-parameter defaults: every value comes from a recipe
+(``mltk.recipes``, resolved by ``mltk.settings.resolve``).
 
 Exact resume. ``state_dir`` holds ``loop.json`` (the commit record: step, best score and step, history, config,
 Python/NumPy RNG states, GradScaler state) naming ``state-<step>.safetensors`` (trained tensors ``trained/<name>``,
@@ -54,8 +54,8 @@ from mltk.core import distributed
 from mltk.core.errors import ArtifactError, MltkError
 from mltk.core.runtime import Runtime, console, progress_bar, seed_everything
 from mltk.losses.base import split_loss
+from mltk.settings.loop import LoopConfig
 from mltk.train import step_log
-from mltk.train.loop_config import LoopConfig
 from mltk.train.loop_state import (
     LoopState,
     capture_rng,

@@ -44,10 +44,10 @@ from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
+from mltk.settings.mla import MlaConfig
+from mltk.settings.resolve import resolve
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
 from mltk.train.loop import LoopConfig, StepCallback, adamw, default_optimizer
-from mltk.train.mla_config import MlaConfig
-from mltk.train.settings import with_recipe
 from mltk.train.stage import (
     StageInputs,
     check_image_width,
@@ -212,7 +212,7 @@ def preflight(config: MlaConfig, stage: str) -> None:
 
 def train_nlt(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-nlt``: Native Language Transfer. Returns the checkpoint artifact path."""
-    config = with_recipe(config, "train-nlt")
+    config = resolve(config, "train-nlt")
     require_model(config.model, config.init, "train-nlt", MLA_INIT)
     preflight(config, "train-nlt")
     inputs = _inputs(config)
@@ -292,7 +292,7 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
 def train_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-le``: Language Exposure, normally starting from an NLT checkpoint (``init``); without one it
     trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
-    config = with_recipe(config, "train-le")
+    config = resolve(config, "train-le")
     if config.init is None and not config.tokenizer and (config.model is None or not names_hf_tower(config.model)):
         raise ConfigError("train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
                           "--model and --tokenizer (the paper's LE-only ablation)")
@@ -351,7 +351,7 @@ class NltLeTask:
 def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     """``mltk train-nlt-le``: NLT and LE trained together in one stage (MLA's ablation). Needs image embeddings
     and translation pairs; returns the checkpoint path."""
-    config = with_recipe(config, "train-nlt-le")
+    config = resolve(config, "train-nlt-le")
     require_model(config.model, config.init, "train-nlt-le", MLA_INIT)
     if config.images is None:
         raise ConfigError("train-nlt-le needs image embeddings (positional IMAGES, or piped from encode-images)")
@@ -374,7 +374,7 @@ def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path
 
 
 def _inputs(config: MlaConfig) -> StageInputs:
-    if config.mse_form not in MSE_FORMS:
+    if config.mse_form is not None and config.mse_form not in MSE_FORMS:  # None: a stage that does not read it
         raise ConfigError(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {config.mse_form!r}")
     return load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
                        config.split, config.val_split, cpu_bf16=config.cpu_bf16)

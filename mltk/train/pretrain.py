@@ -29,14 +29,12 @@ from mltk.encode.texts import encode_texts
 from mltk.losses import InfoNCELoss
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
-from mltk.recipes import load_recipe
+from mltk.settings.pretrain import PretrainConfig
+from mltk.settings.resolve import resolve
 from mltk.train.batches import LanguageBatches, draw_captions, group_by_image
-from mltk.train.pretrain_config import PretrainConfig
-from mltk.train.settings import recipe_loop
 from mltk.train.stage import load_inputs, run_stage
 
 # CLIP's recipe (10% warm-up then cosine, global gradient clipping): mltk/recipes/clip-pretrain.json
-PRETRAIN_LOOP = recipe_loop(load_recipe("clip-pretrain"))
 
 
 def decode_images(table: pa.Table, preprocess, origin="<images>") -> torch.Tensor:
@@ -116,6 +114,7 @@ def paired_captions(images: Path) -> Path:
 
 def pretrain(config: PretrainConfig) -> Path:
     """``mltk pretrain``: train a CLIP from scratch on English captions; returns the checkpoint artifact path."""
+    config = resolve(config, "pretrain")
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions)
     runtime, captions = inputs.runtime, inputs.captions
     image_table = artifacts.load_images(config.images)

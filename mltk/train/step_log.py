@@ -60,7 +60,7 @@ from pathlib import Path
 import torch
 
 from mltk.core.errors import ConfigError
-from mltk.train.loop_config import LOG_EVERY
+from mltk.settings.loop import LOG_EVERY
 
 STEPS_CSV = "steps.csv"
 FIXED_BEFORE = ("step", "loss")

@@ -57,18 +57,17 @@ checkpoints are removed when the run completes unless ``keep_task_checkpoints``.
 """
 
 from mltk.cll_clip.teir import TeirAdamW
-from mltk.train.continual.config import (
-                                         CONTINUAL_FILE,
-                                         CONTINUAL_LOOP,
-                                         ContinualTrainConfig,
-                                         final_summary,
-                                         metric_value,
-                                         read_summary,
-                                         task_order,
-                                         teir_parts,
-)
 from mltk.train.continual.data import Corpus, Examples, TaskData, task_data
 from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, evaluate_languages
+from mltk.train.continual.order import (
+    CONTINUAL_FILE,
+    ContinualTrainConfig,
+    final_summary,
+    metric_value,
+    read_summary,
+    task_order,
+    teir_parts,
+)
 from mltk.train.continual.report import CURVE_PNG, MATRIX_PNG
 from mltk.train.continual.run import loop_config, prepare_task, split_task_data, train_continual, write_task_checkpoint  # noqa: F401
 from mltk.train.continual.task import (
@@ -80,7 +79,7 @@ from mltk.train.continual.task import (
     vocabulary_summary,
 )
 
-__all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "CURVE_PNG", "MATRIX_PNG", "CaptionRetrieval", "CllClipTask",
+__all__ = ["CONTINUAL_FILE", "CURVE_PNG", "MATRIX_PNG", "CaptionRetrieval", "CllClipTask",
            "ContinualTrainConfig", "ImageRetrieval",
            "Corpus", "Examples", "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary",
            "loop_config", "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed",

@@ -10,7 +10,7 @@ from mltk.artifacts import schema
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.options import options_dict
 from mltk.metrics import ranks as M
-from mltk.train.continual.config import CONTINUAL_FILE, ContinualTrainConfig
+from mltk.train.continual.order import CONTINUAL_FILE, ContinualTrainConfig
 from mltk.vocab import Vocabulary
 
 MATRIX_PNG, CURVE_PNG = "continual_matrix.png", "continual_curve.png"

@@ -23,9 +23,10 @@ from mltk.encode.text_encoders import TowerTextEncoder
 from mltk.losses import Temperature, make_temperature
 from mltk.models.clip import is_hf_model_folder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
-from mltk.train.continual.config import ContinualTrainConfig, metric_value, task_order
+from mltk.settings.resolve import resolve
 from mltk.train.continual.data import Corpus, caption_image_rows, task_data
 from mltk.train.continual.judges import CaptionRetrieval, ImageRetrieval, split_data
+from mltk.train.continual.order import ContinualTrainConfig, metric_value, task_order
 from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE, finish, fmt
 from mltk.train.continual.task import (
     CllClipTask,
@@ -108,6 +109,7 @@ def _restore_task(path: Path, encoder: ContinualTextEncoder) -> tuple[Vocabulary
 
 def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None) -> Path:
     """``mltk train-continual``: train the task sequence and write the checkpoint artifact; returns its path."""
+    config = resolve(config, "train-continual")
     require_model(config.model, None, "train-continual")
     check_growable_name(config.model)
     check_base(config)

@@ -20,8 +20,8 @@ from mltk.core.runtime import Runtime
 from mltk.losses import CLLCLIPLoss
 from mltk.losses.base import split_loss
 from mltk.train.batches import LanguageBatches, draw_captions
-from mltk.train.continual.config import ContinualTrainConfig
 from mltk.train.continual.data import Corpus, TaskData
+from mltk.train.continual.order import ContinualTrainConfig
 from mltk.train.loop import LoopConfig, adamw
 from mltk.train.validate import RetrievalValidator
 from mltk.vocab import (

@@ -1,12 +1,13 @@
 """``ContinualTrainConfig``: the options of ``mltk train-continual`` (``mltk.train.continual``), kept apart from
 the stage so that ``mltk --help`` can generate its options from the fields without importing torch (the checks that
-need the methods, losses and vocabularies import them when a config is built or checked). The fields left at
+need the methods, losses and vocabularies import them when the stage resolves or checks). The fields left at
 ``FROM_RECIPE`` and ``loop`` come from ``recipe`` (default: ``cll-clip``; on a Hugging Face text tower
 ``teir-minilm``); a field's ``metadata`` is its option (``mltk.cli.config_options``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,13 +16,28 @@ from typing import Any
 from mltk.ame.alignment_config import AlignmentConfig
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.train.config_fields import BATCH_SIZE, MSE_FORM, VAL_IMAGES
-from mltk.train.loop_config import LoopConfig
-from mltk.train.settings import fill_from_recipe
+from mltk.settings.fields import ALIGNMENT, BATCH_SIZE, MSE_FORM, VAL_IMAGES
+from mltk.settings.loop import LoopConfig
 
 EPOCH_UNITS = ("captions", "images")
 METRIC_PATTERN = re.compile(r"AR|(i2t|t2i|x2en|en2x)\.R@(1|5|10)")
 IMAGE_METRIC, TEXT_ONLY_METRIC = "t2i.R@1", "x2en.R@1"  # the default a_{j,i} with images, and text-only
+
+
+def completed(config: ContinualTrainConfig, unset: frozenset[str]) -> ContinualTrainConfig:
+    """``config`` once its recipe is read (``mltk.settings.resolve``), with the values that follow from the run
+    filled in so that the manifest records the values used: gamma1 0 on a text-only run (no images: no InfoNCE
+    term) unless given, the default metric of the run's kind, and the method's options."""
+    from mltk.cll_clip import METHODS, method_options  # torch: when a stage resolves, not for --help
+
+    derived: dict[str, Any] = {}
+    if config.images is None and "gamma1" in unset:
+        derived["gamma1"] = 0.0
+    if config.metric is None:
+        derived["metric"] = IMAGE_METRIC if config.images is not None else TEXT_ONLY_METRIC
+    if config.method in METHODS:  # an unknown method: refused by check
+        derived["options"] = method_options(config.method, config.options)
+    return dataclasses.replace(config, **derived) if derived else config
 
 
 def temperature_range_option(text: str | None) -> tuple[float, float] | None:
@@ -59,7 +75,9 @@ class ContinualTrainConfig:
     oracle_vocab: bool = False  # one vocabulary built from every task's text up front (implied by joint)
     vocab_dir: Path | None = None  # prebuilt vocab artifacts at vocab_dir/<lang>; built on the fly otherwise
     vocab_size: int = field(default=FROM_RECIPE, metadata={"help": "Tokens of each task's new vocabulary V̂."})
-    vocab_min_frequency: int = FROM_RECIPE
+    vocab_min_frequency: int = field(default=FROM_RECIPE, metadata={
+        "help": "The fewest occurrences in a task's text of a merge that its new vocabulary learns.", "cli": False,
+        "min": 1})
     protect_lang: str | None = None  # keep this language's parent ids when vocabularies are built (off: paper)
     wordpiece_growth: str = "keep"  # WordPiece: keep earlier tasks' word segmentation, or "resegment"
     epochs: int = field(default=FROM_RECIPE, metadata={
@@ -76,11 +94,12 @@ class ContinualTrainConfig:
     method_lr: float | None = field(default=FROM_RECIPE, metadata={
         "help": "Learning rate of the method's own tensors (adapters, LoRA, prompts); none: --lr, as the paper "
         "trains everything at one rate."})
-    gamma1: float | None = field(default=FROM_RECIPE, metadata={
+    gamma1: float = field(default=FROM_RECIPE, metadata={
         "help": "Weight of the image-text InfoNCE term (0 and off in a text-only run, which has no images)."})
     gamma2: float = field(default=FROM_RECIPE, metadata={"help": "Weight of the MSE to the English teacher."})
     mse_form: str = field(default=FROM_RECIPE, metadata=MSE_FORM)
-    temperature: float = FROM_RECIPE
+    temperature: float = field(default=FROM_RECIPE, metadata={
+        "help": "Initial temperature of the InfoNCE term (trained with it).", "cli": False})
     temperature_form: str = field(default=FROM_RECIPE, metadata={
         "help": "How the temperature trains: temperature (T itself, clamped to --temperature-range each step, "
         "reset at each task: the authors' code) or log (log 1/T, T >= 0.01, carried across tasks: mltk's earlier "
@@ -97,24 +116,10 @@ class ContinualTrainConfig:
     device: str = "auto"
     precision: str = "auto"
     cache_dir: Path | None = None
-    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon, in its language's task;
+    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=ALIGNMENT)  # in its language's task;
     #                                                 its options are its fields'
     loop: LoopConfig | dict | None = None  # lr, warm-up, AdamW settings, clipping, save_every, seed of every task
     recipe: str | None = None  # the recipe's name or file (None: cll-clip, or teir-minilm on a text tower)
-
-    def __post_init__(self):
-        # Resolved here so the manifest records the value used (and runs with images record what they always did).
-        gamma1_from_recipe = self.gamma1 is FROM_RECIPE or self.gamma1 is None
-        object.__setattr__(self, "gamma1", FROM_RECIPE if gamma1_from_recipe else self.gamma1)
-        fill_from_recipe(self, "train-continual")
-        if gamma1_from_recipe and self.images is None:
-            object.__setattr__(self, "gamma1", 0.0)  # no images: no InfoNCE term
-        if self.metric is None:
-            object.__setattr__(self, "metric", IMAGE_METRIC if self.images is not None else TEXT_ONLY_METRIC)
-        from mltk.cll_clip import METHODS, method_options  # torch: when a config is built, not for --help
-
-        if self.method in METHODS:  # resolved here so the manifest records every value (an unknown method: check)
-            object.__setattr__(self, "options", method_options(self.method, self.options))
 
     @property
     def variant(self) -> str:

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mltk.recipes import FROM_RECIPE
-from mltk.train.config_fields import BATCH_SIZE
-from mltk.train.loop_config import LoopConfig
-from mltk.train.settings import fill_from_recipe
+from mltk.settings.fields import BATCH_SIZE
+from mltk.settings.loop import LoopConfig
 
 
 @dataclass(frozen=True)
@@ -24,6 +23,3 @@ class PretrainConfig:
     precision: str = "auto"
     loop: LoopConfig | dict | None = None  # None, or a dict of the LoopConfig fields given: the recipe's
     recipe: str | None = None  # the recipe's name or file (None: clip-pretrain)
-
-    def __post_init__(self) -> None:
-        fill_from_recipe(self, "pretrain")

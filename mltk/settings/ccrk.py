@@ -1,6 +1,6 @@
 """``CcrkConfig``: the options of ``mltk train-ccrk`` (``mltk.train.ccrk``), kept apart from the stage so that
 ``mltk --help`` can generate its options from the fields without importing torch (the checks that need the losses'
-names import them when a config is built). ``FROM_RECIPE`` fields and ``loop`` come from ``recipe``
+names import them when the stage resolves). ``FROM_RECIPE`` fields and ``loop`` come from ``recipe``
 (``mltk.recipes``; default ccrk); a field's ``metadata`` is its option (``mltk.cli.config_options``).
 """
 
@@ -12,9 +12,8 @@ from pathlib import Path
 from mltk.ame.alignment_config import AlignmentConfig
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.train.config_fields import BATCH_SIZE, VAL_IMAGES
-from mltk.train.loop_config import LoopConfig
-from mltk.train.settings import fill_from_recipe
+from mltk.settings.fields import ALIGNMENT, BATCH_SIZE, VAL_IMAGES
+from mltk.settings.loop import LoopConfig
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class CcrkConfig:
         "help": "Margin of the hinge and mlmme losses (default: AME's margin of --similarity, "
         "mltk.losses.AME_MARGINS)."})
     similarity: str = "cosine"  # --loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation)
-    alignment: AlignmentConfig = AlignmentConfig()  # AME's RCSLS term over a lexicon; options: its fields'
+    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=ALIGNMENT)  # options: its fields'
     beta: float = field(default=FROM_RECIPE, metadata={
         "help": "mlmme: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017); 1 = the image-sentence terms alone."})
     mlmme_form: str = field(default=FROM_RECIPE, metadata={
@@ -64,15 +63,19 @@ class CcrkConfig:
     val_images: int | None = field(default=FROM_RECIPE, metadata=VAL_IMAGES)
     device: str = "auto"
     precision: str = "auto"
-    temperature_range: tuple[float, float] | None = FROM_RECIPE  # the learnt T is clamped to it
+    temperature_range: tuple[float, float] | None = field(default=FROM_RECIPE, metadata={
+        "help": "The clamp of the learnt temperature.", "cli": False})
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, eval_every, seed
     recipe: str | None = None  # the recipe's name or file (None: ccrk)
 
-    def __post_init__(self) -> None:
-        fill_from_recipe(self, "train-ccrk")
-        problems = ccrk_problems(self)
-        if problems:
-            raise ConfigError("; ".join(problems))
+
+
+def checked(config: CcrkConfig, unset: frozenset[str] = frozenset()) -> CcrkConfig:
+    """``config`` once resolved (``mltk.settings.resolve``), or ConfigError naming each wrong value."""
+    problems = ccrk_problems(config)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return config
 
 
 def ccrk_problems(config: CcrkConfig) -> list[str]:

@@ -21,35 +21,40 @@ from mltk.core.rates import learning_rate_problem
 
 SCHEDULES = ("constant", "cosine")
 CLIP_MODES = ("per_tensor", "global")
+# The largest seed and step count: a stage draws with seed + step (and seed + task) in 32-bit generators.
+MAX_SEED = 2**31 - 1
+MAX_STEPS = 10**9
 LOG_EVERY = 10  # steps between log lines and steps.csv rows when --log-every is not given
 
 
 @dataclass(frozen=True)
 class LoopConfig:
-    steps: int = field(metadata={"help": "Optimizer steps.", "min": 1})
+    steps: int = field(metadata={"help": "Optimizer steps (train-continual: per task, from its own steps or epochs).",
+                                 "min": 1, "max": MAX_STEPS})
     lr: float = field(metadata={"help": "Peak learning rate, after a linear warm-up."})
     warmup_fraction: float = field(metadata={"help": "Fraction of the steps of linear warm-up.",
-                                             "option": "--warmup"})
+                                             "option": "--warmup", "min": 0.0, "max": 1.0})
     schedule: str = field(metadata={"help": "After the warm-up: constant, or cosine to 0.", "choices": SCHEDULES,
                                     "cli": False})
     weight_decay: float = field(metadata={"help": "Decoupled (AdamW) weight decay on weight matrices (tensors "
-                                                  "with ndim >= 2)."})
+                                                  "with ndim >= 2).", "min": 0.0})
     betas: tuple[float, float] = field(metadata={"help": "AdamW's betas.", "cli": False})
-    eps: float = field(metadata={"help": "AdamW's eps.", "cli": False})
+    eps: float = field(metadata={"help": "AdamW's eps.", "cli": False, "min": 0.0})
     grad_clip: float | None = field(metadata={"help": "Gradient norm clip, per tensor or global as clip_mode says "
-                                                      "(0: off)."})
+                                                      "(0: off).", "min": 0.0})
     clip_mode: str = field(metadata={"help": "per_tensor (the MLA authors' code: each tensor's norm) or global.",
                                      "choices": CLIP_MODES, "cli": False})
     eval_every: int = field(default=0, metadata={"help": "Validate every N steps (0: at the end only); the best "
                                                          "validation state is kept.", "min": 0})
     save_every: int = field(default=50, metadata={"help": "Steps between resumable state saves (0: only at the end "
                                                           "or an interrupt).", "min": 0, "cli": False})
-    seed: int = field(default=0, metadata={"help": "Random seed; the same seed gives the same result on the CPU."})
+    seed: int = field(default=0, metadata={"help": "Random seed; the same seed gives the same result on the CPU.",
+                                           "min": 0, "max": MAX_SEED})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
         problems = []
-        if self.steps < 1:
+        if self.steps is not None and self.steps < 1:  # None: set per task (train-continual)
             problems.append(f"steps must be at least 1, got {self.steps}")
         if problem := learning_rate_problem(self.lr, "--lr"):
             problems.append(problem)

@@ -2,8 +2,9 @@
 apart from the stages so that ``mltk --help`` can generate their options from its fields without importing torch.
 
 The hyper-parameters left at ``FROM_RECIPE`` and ``loop`` (None, or a dict of the LoopConfig fields given) come from
-``recipe`` (a name or JSON file; default: the stage's, ``mltk.recipes``), filled in by each ``train_*`` function. A
-field's ``metadata`` is its option (``mltk.cli.config_options``); ``stages`` names the commands that offer it.
+``recipe`` (a name or JSON file; default: the stage's), filled in by ``mltk.settings.resolve`` when a ``train_*``
+function starts. A field's ``metadata`` is its option (``mltk.cli.config_options``); ``stages`` names the commands
+that offer it, ``read_by`` the stages that read it (the others refuse it).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 from mltk.ame.alignment_config import AlignmentConfig
 from mltk.core.errors import ConfigError
 from mltk.recipes import FROM_RECIPE
-from mltk.train.config_fields import BATCH_SIZE, MSE_FORM, only
-from mltk.train.loop_config import LoopConfig
+from mltk.settings.fields import ALIGNMENT, BATCH_SIZE, MSE_FORM, VAL_IMAGES, only, read_by
+from mltk.settings.loop import LoopConfig
 
 
 def temperature_or_clip(text: str) -> float | None:
@@ -51,25 +52,26 @@ class MlaConfig:
     train_embedding: bool | None = field(default=None, metadata={
         "option": "--train-embedding/--freeze-embedding", "help": "Train the shared non-native embedding (default: "
         "yes, unless languages are added to an --init checkpoint, which keeps the other languages bit-identical)."})
-    temperature: float | None = field(default=FROM_RECIPE, metadata=only({
+    temperature: float | None = field(default=FROM_RECIPE, metadata=read_by({
         "help": "Fixed InfoNCE temperature of LE (the paper's is OpenAI ViT-B/32's own), or 'clip': the frozen base "
         "CLIP's own learned one.", "parse": temperature_or_clip}, "train-le", "train-nlt-le"))
     split: str = "train"
     val_split: str = "val"
-    val_images: int | None = FROM_RECIPE  # validation gallery size cap (speed)
+    val_images: int | None = field(default=FROM_RECIPE, metadata={**VAL_IMAGES, "cli": False})
     device: str = "auto"
     precision: str = "auto"
-    cpu_bf16: bool = FROM_RECIPE  # --precision auto on a CPU with bf16 matrix units: bf16 autocast (a recipe key)
+    cpu_bf16: bool = field(default=FROM_RECIPE, metadata={
+        "help": "With --precision auto on a CPU with bf16 matrix units: bf16 autocast.", "cli": False})
     cache_dir: Path | None = None
     acquirer: str = field(default=FROM_RECIPE, metadata={
         "help": "Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or none (the "
         "non-native embedding alone): MLA's ablations. An --init checkpoint keeps its own."})
-    mse_form: str = field(default=FROM_RECIPE, metadata=only(MSE_FORM, "train-nlt", "train-nlt-le"))
-    nlt_weight: float = field(default=FROM_RECIPE, metadata=only({"help": "Weight of the NLT (MSE) term."},
-                                                                 "train-nlt-le"))
-    le_weight: float = field(default=FROM_RECIPE, metadata=only({"help": "Weight of the LE (InfoNCE) term."},
-                                                                "train-nlt-le"))
+    mse_form: str = field(default=FROM_RECIPE, metadata=read_by(MSE_FORM, "train-nlt", "train-nlt-le"))
+    nlt_weight: float = field(default=FROM_RECIPE, metadata=read_by({"help": "Weight of the NLT (MSE) term."},
+                                                                    "train-nlt-le"))
+    le_weight: float = field(default=FROM_RECIPE, metadata=read_by({"help": "Weight of the LE (InfoNCE) term."},
+                                                                   "train-nlt-le"))
     # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``); its options are its own fields'
-    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=only({}, "train-nlt"))
+    alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=only(ALIGNMENT, "train-nlt"))
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, seed (None / dict: the recipe's)
     recipe: str | None = None  # the recipe's name or file (None: the stage's default)

@@ -1,5 +1,5 @@
 """The task order and the metric of the continual matrix of ``mltk train-continual``; its options
-(``ContinualTrainConfig``) live in ``mltk.train.continual_config``, torch-free, and are re-exported here."""
+(``ContinualTrainConfig``) live in ``mltk.settings.continual``, torch-free, and are re-exported here."""
 
 from __future__ import annotations
 
@@ -12,19 +12,12 @@ from mltk import artifacts
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
 from mltk.core.names import check_names
-from mltk.recipes import load_recipe
-from mltk.train.continual_config import ContinualTrainConfig, temperature_range_option
-from mltk.train.settings import recipe_loop
+from mltk.settings.continual import ContinualTrainConfig, temperature_range_option
 
-__all__ = ["CONTINUAL_FILE", "CONTINUAL_LOOP", "TEIR_PARTS", "ContinualTrainConfig", "final_summary", "metric_value",
+__all__ = ["CONTINUAL_FILE", "TEIR_PARTS", "ContinualTrainConfig", "final_summary", "metric_value",
            "read_summary", "task_order", "teir_parts", "temperature_range_option"]
 
 CONTINUAL_FILE = "continual.json"
-# The paper's optimizer settings (AdamW lr 5e-5, decay 0.05, 10% warm-up then constant, global clipping 1.0): the
-# cll-clip recipe's (mltk/recipes/cll-clip.json). Each task fits with the config's LoopConfig, its ``steps``,
-# ``eval_every`` and ``seed`` replaced by the task's (``loop_config``): the recipe's ``steps`` is a placeholder, the
-# per-task count comes from ``ContinualTrainConfig.steps`` or ``epochs``.
-CONTINUAL_LOOP = recipe_loop(load_recipe("cll-clip"))
 
 
 TEIR_PARTS = ("init", "grad", "decay")

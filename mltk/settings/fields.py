@@ -12,6 +12,8 @@ from typing import Any
 
 BATCH_SIZE = {"help": "Examples per step.", "min": 2}
 VAL_IMAGES = {"help": "At most this many validation images.", "min": 1}
+ALIGNMENT = {"help": "AME's RCSLS term over a lexicon and its map: weight, k, form, every, lr, orthogonal (set with "
+                       "--align-*; a lexicon turns it on)."}
 MSE_FORM = {"help": "The MSE to the English teacher: mean over elements (the authors' code) or sum (over D, the "
                     "written form)."}
 
@@ -19,3 +21,9 @@ MSE_FORM = {"help": "The MSE to the English teacher: mean over elements (the aut
 def only(metadata: dict[str, Any], *stages: str) -> dict[str, Any]:
     """``metadata`` offered as an option by ``stages`` alone (a recipe and ``--set`` key for every stage)."""
     return {**metadata, "stages": stages}
+
+
+def read_by(metadata: dict[str, Any], *stages: str) -> dict[str, Any]:
+    """``metadata`` of a key that ``stages`` alone read: their option, their recipe and ``--set`` key; the other
+    stages sharing the config refuse it (``mltk.settings.resolve.unread_by``) and record it as None."""
+    return {**metadata, "stages": stages, "read_by": stages}

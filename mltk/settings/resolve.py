@@ -14,6 +14,7 @@ Torch-free: ``mltk --help`` reads the same fields to generate options.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -22,11 +23,15 @@ from mltk.core.errors import ConfigError
 from mltk.core.rates import check_learning_rates
 from mltk.recipes import FROM_RECIPE, Recipe, did_you_mean, stage_recipe
 from mltk.recipes.values import check_value, parse_value
-from mltk.train.loop_config import LoopConfig
+from mltk.settings.loop import LoopConfig
 
 LOOP_KEYS = tuple(f.name for f in dataclasses.fields(LoopConfig))
 # The loop's hyper-parameters: the keys every recipe must give (the fields without a default)
 RECIPE_LOOP_KEYS = tuple(f.name for f in dataclasses.fields(LoopConfig) if f.default is dataclasses.MISSING)
+
+
+# Loop keys a stage sets itself, per task, and why (its recipe and its callers leave them out; None until then).
+PER_TASK_LOOP_KEYS = {"train-continual": {"steps": "each task's steps come from its config's steps or epochs"}}
 
 
 def field_hints(config_class: type) -> dict[str, tuple[Any, typing.Mapping]]:
@@ -37,20 +42,27 @@ def field_hints(config_class: type) -> dict[str, tuple[Any, typing.Mapping]]:
 
 def recipe_loop(recipe: Recipe, **given: Any) -> LoopConfig:
     """The ``LoopConfig`` of ``recipe`` with the values given (None: the recipe's); ``grad_clip=0`` turns clipping
-    off. Every key of the recipe's loop is checked against its field's type; a missing one is refused."""
+    off. Every key of the recipe's loop is checked against its field's type; a missing one is refused, and so is a
+    loop key its stage does not read (``PER_TASK_LOOP_KEYS``: left None, set per task)."""
     hints = field_hints(LoopConfig)
-    values = {}
+    unread = PER_TASK_LOOP_KEYS.get(recipe.stage, {})
+    values: dict[str, Any] = dict.fromkeys(unread)
     for key, value in recipe.loop.items():
         path = recipe.source_of("loop", key)
         if key not in hints:
             raise ConfigError(f"unknown recipe key 'loop.{key}'{did_you_mean(key, hints)} (known: "
                               f"{', '.join(LOOP_KEYS)})", path)
+        if key in unread:
+            raise ConfigError(f"recipe key 'loop.{key}': {recipe.stage} does not read it ({unread[key]}); leave it "
+                              f"out", path)
         values[key] = check_value(value, hints[key][0], f"loop.{key}", path, metadata=hints[key][1])
     missing = [key for key in RECIPE_LOOP_KEYS if key not in values]
     if missing:
         raise ConfigError(f"the recipe sets no 'loop.{missing[0]}' (a recipe names every loop key "
                           f"{', '.join(RECIPE_LOOP_KEYS)}, or extends one that does)", recipe.path)
-    values.update({key: value for key, value in given.items() if value is not None})
+    for key in given.keys() & unread.keys():
+        raise ConfigError(f"loop key {key!r}: {recipe.stage} does not read it ({unread[key]})")
+    values.update({key: given_value(value, *hints[key], key) for key, value in given.items() if value is not None})
     if values.get("grad_clip") == 0:
         values["grad_clip"] = None
     try:
@@ -59,21 +71,72 @@ def recipe_loop(recipe: Recipe, **given: Any) -> LoopConfig:
         raise ConfigError(f"{error} (the recipe's or a given value)", recipe.path) from None
 
 
+# The config class of each training stage, imported when asked (the config modules import this one).
+STAGE_CONFIGS = {"train-nlt": "mltk.settings.mla:MlaConfig", "train-le": "mltk.settings.mla:MlaConfig",
+                 "train-nlt-le": "mltk.settings.mla:MlaConfig", "train-ccrk": "mltk.settings.ccrk:CcrkConfig",
+                 "train-continual": "mltk.settings.continual:ContinualTrainConfig",
+                 "pretrain": "mltk.settings.pretrain:PretrainConfig"}
+
+
+def stage_config(stage: str) -> type:
+    """The config class of ``stage``."""
+    module, _, name = STAGE_CONFIGS[stage].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def unread_by(stage: str, key: str, metadata: typing.Mapping) -> str | None:
+    """Why ``stage`` refuses ``key`` of a config that several stages share, when its field's ``read_by`` leaves
+    ``stage`` out (``train-nlt does not read 'temperature' (train-le and train-nlt-le read it)``); else None."""
+    readers = metadata.get("read_by")
+    if not readers or stage in readers:
+        return None
+    return f"{stage} does not read {key!r} ({' and '.join(readers)} {'reads' if len(readers) == 1 else 'read'} it)"
+
+
+def stage_keys(recipe: Recipe) -> dict:
+    """The config keys of ``recipe`` its stage reads: a key inherited from a recipe of another stage (``mla-le``
+    extends ``mla-nlt``, whose ``mse_form`` train-le does not read) is left out; a key the recipe's own file sets
+    for a stage that does not read it is refused, naming the key, the stage and the stages that read it."""
+    hints = field_hints(stage_config(recipe.stage))
+    kept = {}
+    for key, value in recipe.config.items():
+        if key not in hints or key in ("loop", "recipe"):
+            raise ConfigError(f"unknown recipe key 'config.{key}' for {recipe.stage}{did_you_mean(key, hints)}",
+                              recipe.source_of("config", key))
+        problem = unread_by(recipe.stage, key, hints[key][1])
+        if problem and recipe.source_of("config", key) == recipe.path:
+            raise ConfigError(f"recipe key 'config.{key}': {problem}; leave it out", recipe.path)
+        if not problem:
+            kept[key] = value
+    return kept
+
+
+def given_value(value: Any, hint: Any, metadata: typing.Mapping, key: str) -> Any:
+    """A value given by an option or a caller, checked like a recipe's (finite, within its field's bounds)."""
+    plain = list(value) if isinstance(value, tuple) else value
+    return check_value(plain, hint, key, None, what="given", metadata=metadata)
+
+
 def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
     """The fields of ``config`` (a stage's config dataclass) that its recipe fills: every ``FROM_RECIPE`` field,
-    ``loop`` when it is None or a dict of given LoopConfig fields, and ``recipe`` (the recipe's name)."""
+    ``loop`` when it is None or a dict of given LoopConfig fields, and ``recipe`` (the recipe's name). A field
+    ``stage`` does not read (``read_by``) is None, and refused when given."""
     recipe = stage_recipe(stage, config.recipe, getattr(config, "model", None))
     hints = field_hints(type(config))
-    for key in recipe.config:
-        if key not in hints or key in ("loop", "recipe"):
-            raise ConfigError(f"unknown recipe key 'config.{key}' for {stage}{did_you_mean(key, hints)}",
-                              recipe.source_of("config", key))
+    recipe = dataclasses.replace(recipe, config=stage_keys(recipe))
     filled: dict[str, Any] = {"recipe": recipe.name}
     for name, (hint, metadata) in hints.items():
         value = getattr(config, name)
+        if problem := unread_by(stage, name, metadata):
+            if value is not FROM_RECIPE and value is not None:
+                raise ConfigError(f"{problem}; leave it out")
+            filled[name] = None
+            continue
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             filled.update(_nested_fields(value, name, recipe, stage))
         if value is not FROM_RECIPE:
+            if type(config).__dataclass_fields__[name].default is FROM_RECIPE and value is not None:
+                given_value(value, hint, metadata, name)
             continue
         if name not in recipe.config:
             raise ConfigError(f"the recipe sets no 'config.{name}' (a {stage} recipe must, or extend one that does)",
@@ -107,15 +170,31 @@ def _nested_fields(value: Any, name: str, recipe: Recipe, stage: str) -> dict[st
     return {name: dataclasses.replace(value, **left)} if left else {}
 
 
-def with_recipe(config: Any, stage: str) -> Any:
-    """``config`` with its recipe's values filled in (``recipe_fields``)."""
-    return dataclasses.replace(config, **recipe_fields(config, stage))
+# The stage's own finishing step after its recipe is read: derived values and the checks across fields (module:
+# function, imported when a stage resolves so that the config modules stay plain).
+FINISHERS = {"train-ccrk": "mltk.settings.ccrk:checked", "train-continual": "mltk.settings.continual:completed"}
 
 
-def fill_from_recipe(config: Any, stage: str) -> None:
-    """``recipe_fields`` set on a frozen config in place (from its ``__post_init__``)."""
-    for name, value in recipe_fields(config, stage).items():
-        object.__setattr__(config, name, value)
+def resolve(config: Any, stage: str) -> Any:
+    """The one point where a stage's settings are settled: ``config`` (a plain value: what the caller gave, the
+    rest ``FROM_RECIPE``) with its recipe read, the given values kept, every value checked against its field and
+    the stage's derived values filled in (``FINISHERS``). Every training function calls it first; a resolved
+    config resolves to itself, so a function handing its config on to another changes nothing."""
+    unset = frozenset(name for name in field_hints(type(config)) if getattr(config, name) is FROM_RECIPE)
+    if not is_resolved(config):
+        config = dataclasses.replace(config, **recipe_fields(config, stage))
+    if stage in FINISHERS:
+        module, _, name = FINISHERS[stage].partition(":")
+        config = getattr(importlib.import_module(module), name)(config, unset)
+    return config
+
+
+def is_resolved(config: Any) -> bool:
+    """No field left to the recipe (a nested section's included) and a built ``LoopConfig``."""
+    values = [getattr(config, name) for name in field_hints(type(config))]
+    nested = [getattr(value, f.name) for value in values if dataclasses.is_dataclass(value)
+              and not isinstance(value, type) for f in dataclasses.fields(value)]
+    return isinstance(config.loop, LoopConfig) and all(value is not FROM_RECIPE for value in values + nested)
 
 
 def settable_keys(config_class: type) -> dict[str, tuple[str, Any, typing.Mapping]]:
@@ -130,16 +209,19 @@ def settable_keys(config_class: type) -> dict[str, tuple[str, Any, typing.Mappin
     return keys
 
 
-def parse_overrides(pairs: Iterable[str], config_class: type) -> dict[str, dict[str, Any]]:
+def parse_overrides(pairs: Iterable[str], config_class: type, stage: str | None = None) -> dict[str, dict[str, Any]]:
     """``--set KEY=VALUE`` items as ``{"loop": {...}, "config": {...}}``, each value typed by its field; an
-    unknown key or a key given twice is refused (with the closest known key)."""
+    unknown key, a key ``stage`` does not read or a key given twice is refused (with the closest known key). A key
+    may carry its section as ``mltk recipes show`` prints it (``loop.lr``, ``config.batch_size``)."""
     keys = settable_keys(config_class)
     parsed: dict[str, dict[str, Any]] = {"loop": {}, "config": {}}
     for pair in pairs:
         key, equals, text = pair.partition("=")
-        key = key.strip()
+        key = _without_section(key.strip(), keys)
         if not equals or not key:
             raise ConfigError(f"--set takes KEY=VALUE, got {pair!r}")
+        if key in keys and stage and (problem := unread_by(stage, key, keys[key][2])):
+            raise ConfigError(f"--set {key}: {problem}")
         if key not in keys:
             raise ConfigError(f"--set: unknown key {key!r}{did_you_mean(key, keys)} (known: "
                               f"{', '.join(sorted(keys))})")
@@ -148,6 +230,13 @@ def parse_overrides(pairs: Iterable[str], config_class: type) -> dict[str, dict[
             raise ConfigError(f"--set {key} given twice")
         parsed[section][key] = parse_value(text, hint, key, metadata=metadata)
     return parsed
+
+
+def _without_section(key: str, keys: dict[str, tuple[str, Any, typing.Mapping]]) -> str:
+    """``loop.lr`` -> ``lr`` when ``lr`` is a loop key (``config.batch_size`` likewise): the key as ``mltk recipes
+    show`` prints it."""
+    section, dot, rest = key.partition(".")
+    return rest if dot and rest in keys and keys[rest][0] == section else key
 
 
 def merge_given(named: dict[str, Any], overrides: dict[str, Any], what: str) -> dict[str, Any]:
