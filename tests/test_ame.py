@@ -295,16 +295,37 @@ def test_train_ccrk_hinge_with_order_similarity_and_the_term(tiny, tiny_images, 
     assert artifacts.load_metrics(tmp_path / "m")["settings"]["similarity"] == "order"  # the scorer it trained
 
 
-@pytest.mark.slow
-def test_train_continual_aligns_only_the_lexicon_languages_task(tiny, tiny_images, tmp_path):
+def test_train_continual_aligns_only_the_lexicon_languages_task_with_its_own_recipe(tiny, tiny_images, tmp_path):
     result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
                                  "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
                                  "8", "--vocab-size", "600", "--val-images", "8", "--device", "cpu",
-                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "--align-form", "table",
-                                 "-o", str(tmp_path / "cll")])
+                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "-o", str(tmp_path / "cll")])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("alignment: RCSLS over") == 1  # task de only, not task en
     result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "cll"), "--metric", "bli", "--lexicon",
                                  str(tiny["lexicon"]), "--device", "cpu", "-o", str(tmp_path / "m")])
     assert result.exit_code == 0, result.stderr
     assert artifacts.load_metrics(tmp_path / "m")["bli"]["queries"] > 10
+
+
+def test_train_continual_refuses_the_map_form_before_task_0(tiny, tiny_images, tmp_path):
+    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
+                                 "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
+                                 "8", "--vocab-size", "600", "--device", "cpu", "--lexicon", str(tiny["lexicon"]),
+                                 "--align-form", "map", "-o", str(tmp_path / "cll")])
+    assert result.exit_code == 2
+    assert "--align-form table" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "cll").exists()
+
+
+def test_train_ccrk_refuses_the_map_form_on_a_cll_clip_checkpoint(tiny, tiny_images, tmp_path):
+    out = tmp_path / "cll"
+    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
+                                 "--model", str(tiny["native"]), "--lang", "de", "--steps", "1", "--batch-size", "8",
+                                 "--vocab-size", "600", "--val-images", "8", "--device", "cpu", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    result = runner.invoke(app, ["train-ccrk", str(tiny_images), "--captions", str(tiny["captions"]), "--init",
+                                 str(out), "--lang", "en,de", "--lexicon", str(tiny["lexicon"]), "--align-form", "map",
+                                 "--steps", "1", "--batch-size", "8", "--device", "cpu", "-o", str(tmp_path / "c")])
+    assert result.exit_code == 2
+    assert "CLL-CLIP checkpoint" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -308,6 +308,8 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
         raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF "
                           "(a Hugging Face tower reads with its own tokenizer by default)")
     refuse_text_only_tower("train-ccrk", config.model, config.init)
+    cll_init = config.init is not None and artifacts.checkpoint_format(config.init) == CLL_FORMAT
+    config.alignment.check_form(takes_map=not cll_init, encoder="a CLL-CLIP checkpoint (--init)")
     require_weights(config.model, config.pretrained, config.init, "train-ccrk")
     check_image_embeddings(config.images, config.model, config.pretrained, config.init)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,

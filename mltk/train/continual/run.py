@@ -112,6 +112,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     check_growable_name(config.model)
     check_base(config)
     config.check()
+    config.alignment.check_form(takes_map=False, encoder="a CLL-CLIP token table")
     require_weights(config.model, config.pretrained, None, "train-continual")
     check_image_embeddings(config.images, config.model, config.pretrained)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
