@@ -30,6 +30,7 @@ from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE
 from mltk.train.continual.task import (
     CllClipTask,
     RecallSumValidator,
+    replayed_token_ids,
     task_seed,
     task_vocabulary,
     teir_lambdas,
@@ -227,6 +228,9 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
     task = CllClipTask(encoder, corpus, data, index, lang, config, runtime, validator, lambdas)
     encoder.train()
     encoder.method.begin_task(task.context)
+    if lambdas is not None and config.teir_memory_tokens and config.token_sets == "occurrence":
+        memory = replayed_token_ids(encoder, encoder.method.memory_tokens())
+        task.lambdas = lambdas if memory is None else teir_lambdas(vocabulary, config.token_sets, memory)
     return task
 
 
