@@ -156,10 +156,11 @@ def test_dice_induction_keeps_mutual_best_matches():
     # By hand: c(kreis) = c(circle) = c(kreis, circle) = 3 -> Dice 1. "der" ties between "circle" and "the" (2*2/5)
     # and takes the smaller word, "circle", which prefers "kreis": not kept. "rote" prefers "red" (2/3) but "red"
     # prefers "kreis" (2*2/5). "ein"/"roter" tie for "a" (1.0): "ein" wins; "das"/"quadrat" tie for "square": "das".
-    kept = {(s, t): (round(dice, 6), c) for s, t, dice, c in dice_lexicon(pairs, min_count=1)}
+    kept = {(s, t): (round(dice, 6), c) for s, t, dice, c in dice_lexicon(pairs, "de", "en", min_count=1)}
     assert kept == {("kreis", "circle"): (1.0, 3), ("blaue", "blue"): (1.0, 2), ("ein", "a"): (1.0, 1),
                     ("das", "square"): (1.0, 1)}
-    assert {(s, t) for s, t, _, _ in dice_lexicon(pairs, min_count=2)} == {("kreis", "circle"), ("blaue", "blue")}
+    kept = {(s, t) for s, t, _, _ in dice_lexicon(pairs, "de", "en", min_count=2)}
+    assert kept == {("kreis", "circle"), ("blaue", "blue")}
 
 
 def test_the_world_lexicon_pairs_words_its_captions_use(tmp_path):
@@ -172,7 +173,7 @@ def test_the_world_lexicon_pairs_words_its_captions_use(tmp_path):
     captions = artifacts.load_captions(world.captions_path)
     words = {lang: set() for lang in ("en", "de")}
     for lang, text in zip(captions.column("lang").to_pylist(), captions.column("caption").to_pylist()):
-        words[lang] |= caption_words(text)
+        words[lang] |= caption_words(text, lang)
     used = [(s, t) for s, t in pairs if s.lower() in words["de"] and t.lower() in words["en"]]
     assert len(used) >= len(pairs) // 3  # a small world does not say every form, but says many
     assert {"kreis", "quadrat", "rote"} <= words["de"]
