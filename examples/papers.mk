@@ -24,8 +24,8 @@
 #                           task 2's independent English descriptions, the English originals as the translations
 #                           (an oracle upper bound: no MT model is needed); runs offline on MULTI30K
 #   zero-shot               MLA's appendix: zero-shot classification (CLIP's prompt ensemble) by the frozen CLIP, the
-#                           MLA model and a full fine-tune of the text tower (train-nlt --train full, the MKD
-#                           baseline), per language; ZS_TASK (a task JSON: class names per language, templates,
+#                           MLA model and a full fine-tune of the text tower for the non-native languages
+#                           (train-nlt --train full; English stays the frozen tower), per language; ZS_TASK (a task JSON: class names per language, templates,
 #                           image labels) over ZS_IMAGES (embedded: the world's 64 colour-shape classes)
 #   video-msrvtt            MLA's video-text retrieval: VIDEO_FRAMES frames per video through the frozen image tower,
 #                           mean-pooled; MSR-VTT with its translations (MSRVTT, MSRVTT_VIDEOS), tested on JSFusion's
