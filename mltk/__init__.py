@@ -135,13 +135,13 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, importe
     from mltk.index.faiss_index import IndexConfig, build_index, query
     from mltk.metrics.retrieval import evaluate_retrieval
     from mltk.recipes import load_recipe
-    from mltk.train.ccrk import train_ccrk
     from mltk.settings.ccrk import CcrkConfig
-    from mltk.train.continual import train_continual
     from mltk.settings.continual import ContinualTrainConfig
-    from mltk.train.mla import train_le, train_nlt, train_nlt_le
     from mltk.settings.mla import MlaConfig
-    from mltk.train.pretrain import pretrain
     from mltk.settings.pretrain import PretrainConfig
+    from mltk.train.ccrk import train_ccrk
+    from mltk.train.continual import train_continual
+    from mltk.train.mla import train_le, train_nlt, train_nlt_le
+    from mltk.train.pretrain import pretrain
     from mltk.translate import JoinConfig, TranslateConfig, translate_data
     from mltk.vocab import build_vocab, load_vocabulary

@@ -158,10 +158,11 @@ def test_dice_induction_keeps_mutual_best_matches():
     # By hand: c(kreis) = c(circle) = c(kreis, circle) = 3 -> Dice 1. "der" ties between "circle" and "the" (2*2/5)
     # and takes the smaller word, "circle", which prefers "kreis": not kept. "rote" prefers "red" (2/3) but "red"
     # prefers "kreis" (2*2/5). "ein"/"roter" tie for "a" (1.0): "ein" wins; "das"/"quadrat" tie for "square": "das".
-    kept = {(s, t): (round(dice, 6), c) for s, t, dice, c in dice_lexicon(pairs, min_count=1)}
+    kept = {(s, t): (round(dice, 6), c) for s, t, dice, c in dice_lexicon(pairs, "de", "en", min_count=1)}
     assert kept == {("kreis", "circle"): (1.0, 3), ("blaue", "blue"): (1.0, 2), ("ein", "a"): (1.0, 1),
                     ("das", "square"): (1.0, 1)}
-    assert {(s, t) for s, t, _, _ in dice_lexicon(pairs, min_count=2)} == {("kreis", "circle"), ("blaue", "blue")}
+    kept = {(s, t) for s, t, _, _ in dice_lexicon(pairs, "de", "en", min_count=2)}
+    assert kept == {("kreis", "circle"), ("blaue", "blue")}
 
 
 def test_the_world_lexicon_pairs_words_its_captions_use(tmp_path):
@@ -174,7 +175,7 @@ def test_the_world_lexicon_pairs_words_its_captions_use(tmp_path):
     captions = artifacts.load_captions(world.captions_path)
     words = {lang: set() for lang in ("en", "de")}
     for lang, text in zip(captions.column("lang").to_pylist(), captions.column("caption").to_pylist()):
-        words[lang] |= caption_words(text)
+        words[lang] |= caption_words(text, lang)
     used = [(s, t) for s, t in pairs if s.lower() in words["de"] and t.lower() in words["en"]]
     assert len(used) >= len(pairs) // 3  # a small world does not say every form, but says many
     assert {"kreis", "quadrat", "rote"} <= words["de"]
@@ -297,16 +298,37 @@ def test_train_ccrk_hinge_with_order_similarity_and_the_term(tiny, tiny_images, 
     assert artifacts.load_metrics(tmp_path / "m")["settings"]["similarity"] == "order"  # the scorer it trained
 
 
-@pytest.mark.slow
-def test_train_continual_aligns_only_the_lexicon_languages_task(tiny, tiny_images, tmp_path):
+def test_train_continual_aligns_only_the_lexicon_languages_task_with_its_own_recipe(tiny, tiny_images, tmp_path):
     result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
                                  "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
                                  "8", "--vocab-size", "600", "--val-images", "8", "--device", "cpu",
-                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "--align-form", "table",
-                                 "-o", str(tmp_path / "cll")])
+                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "-o", str(tmp_path / "cll")])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("alignment: RCSLS over") == 1  # task de only, not task en
     result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "cll"), "--metric", "bli", "--lexicon",
                                  str(tiny["lexicon"]), "--device", "cpu", "-o", str(tmp_path / "m")])
     assert result.exit_code == 0, result.stderr
     assert artifacts.load_metrics(tmp_path / "m")["bli"]["queries"] > 10
+
+
+def test_train_continual_refuses_the_map_form_before_task_0(tiny, tiny_images, tmp_path):
+    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
+                                 "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
+                                 "8", "--vocab-size", "600", "--device", "cpu", "--lexicon", str(tiny["lexicon"]),
+                                 "--align-form", "map", "-o", str(tmp_path / "cll")])
+    assert result.exit_code == 2
+    assert "--align-form table" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "cll").exists()
+
+
+def test_train_ccrk_refuses_the_map_form_on_a_cll_clip_checkpoint(tiny, tiny_images, tmp_path):
+    out = tmp_path / "cll"
+    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
+                                 "--model", str(tiny["native"]), "--lang", "de", "--steps", "1", "--batch-size", "8",
+                                 "--vocab-size", "600", "--val-images", "8", "--device", "cpu", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    result = runner.invoke(app, ["train-ccrk", str(tiny_images), "--captions", str(tiny["captions"]), "--init",
+                                 str(out), "--lang", "en,de", "--lexicon", str(tiny["lexicon"]), "--align-form", "map",
+                                 "--steps", "1", "--batch-size", "8", "--device", "cpu", "-o", str(tmp_path / "c")])
+    assert result.exit_code == 2
+    assert "CLL-CLIP checkpoint" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -218,7 +219,7 @@ def test_the_loss_choice_is_honoured(world, tmp_path, loss):
         assert list(terms) == [name, "logit_scale"] if loss in ccrk.CONTRASTIVE_LOSSES else [name]
         assert torch.equal(terms[name], got)
         assert "logit_scale" not in terms or terms["logit_scale"].item() == pytest.approx(1 / 0.07)
-    trains_temperature = "loss.logit_scale.log_scale" in task.parameters_to_train()
+    trains_temperature = "loss.logit_scale.value" in task.parameters_to_train()  # T itself, as the authors
     assert trains_temperature == (loss in ccrk.CONTRASTIVE_LOSSES)
 
 
@@ -382,8 +383,16 @@ def test_ccrk_defaults_are_the_authors():
     config = resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o")), "train-ccrk")
     assert config.loop == authors and config.temperature_range == (0.001, 0.5)
     objective = CcrkObjective.of(config, ["en", "de"])
-    with torch.no_grad():
-        objective.criterion.logit_scale.log_scale.fill_(0.0)  # T = 1
+    objective.criterion.logit_scale.load_log_scale(torch.tensor(0.0))  # T = 1
     assert objective.temperature() == pytest.approx(0.5)
+    params = {"table": torch.nn.Parameter(torch.zeros(3, 2)), "bias": torch.nn.Parameter(torch.zeros(2)),
+              **objective.trainable()}
+    task = SimpleNamespace(temperature_lr_scale=config.temperature_lr_scale,
+                           temperature_weight_decay=config.temperature_weight_decay)
+    groups = ccrk.CcrkTask.make_optimizer(task, params, config.loop).param_groups
+    # CCR_k's create_optimizer: the temperature at twice the lr with the run's decay 0.01; matrices decayed
+    assert [(len(g["params"]), g["lr"], g["weight_decay"]) for g in groups] == [
+        (1, 1e-4, 0.01), (1, 1e-4, 0.0), (1, 2e-4, 0.01)]
+    assert groups[2]["params"][0] is objective.criterion.logit_scale.value
     with pytest.raises(ConfigError, match="clamp range"):
         resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), temperature=0.9), "train-ccrk")

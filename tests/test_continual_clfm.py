@@ -18,6 +18,7 @@ from mltk.core.errors import ConfigError
 from mltk.losses import LogitScale, Temperature, make_temperature
 from mltk.train import continual as C
 from mltk.train.continual.order import temperature_range_option
+from mltk.train.continual.task import replayed_token_ids
 from mltk.vocab import clip_vocabulary
 
 
@@ -146,3 +147,27 @@ def test_bad_temperature_options_are_refused_in_one_line(world):
     with pytest.raises(ConfigError, match="--temperature-range expects two numbers LOW,HIGH"):
         temperature_range_option("0.001")
     assert temperature_range_option("0.001,0.5") == (0.001, 0.5)
+
+
+def _de_lambdas_after_en_filled_the_memory(world, **changes):
+    """TEIR's lambda of task de under ER, the memory holding 24 of task en's captions; and those captions' ids."""
+    encoder = encoder_for(world, "er", memory_size=24)
+    (en,) = start_tasks(world, encoder, 1, teir_reg=True, **changes)
+    encoder.method.end_task(en)
+    de = C.prepare_task(config(world, teir_reg=True, **changes), encoder, world["corpus"], world["vocab"]["de"], 1,
+                        "de", world["val"], world["runtime"])
+    return de.lambdas, replayed_token_ids(encoder, encoder.method.memory_tokens())
+
+
+def test_teir_counts_the_tokens_of_the_replay_memory_as_clfm_does(world):
+    lambdas, memory_ids = _de_lambdas_after_en_filled_the_memory(world)
+    vocabulary = world["vocab"]["de"]
+    task_ids, counts = vocabulary.token_set("occurrence")
+    special = set(vocabulary.tokenizer.all_special_ids)
+    memory_only = sorted(set(memory_ids.tolist()) - set(task_ids.tolist()) - special)
+    assert memory_only  # English words of the replayed captions that the German text never uses
+    expected = torch.tensor([1.0 / (1.0 + counts[j]) for j in memory_only], dtype=torch.float32)
+    assert (lambdas[memory_only] > 0).all() and torch.allclose(lambdas[memory_only], expected)
+    old, _ = _de_lambdas_after_en_filled_the_memory(world, teir_memory_tokens=False)  # the task's text alone
+    assert (old[memory_only] == 0).all()
+    assert torch.equal(old[torch.from_numpy(task_ids)], lambdas[torch.from_numpy(task_ids)])

@@ -207,9 +207,10 @@ def test_paper_recipes_on_real_data_use_openai_vit_b32_and_m_bert(tmp_path):
     # the paper's lr 3e-6 and temperature 0.01 come from the recipe, not restated
     assert (option(le, "--steps"), option(le, "--recipe")) == ("11715", "mla-le")
     assert "--lr" not in le and "--temperature" not in le and "--batch-size" not in le
-    recipes = {c.split()[1]: option(c, "--recipe") for c in commands if c.startswith("mltk train-")}
-    assert recipes == {"train-nlt": "mla-nlt", "train-le": "mla-le", "train-continual": "cll-clip",
-                       "train-ccrk": "ccrk"}
+    recipes = {(c.split()[1], option(c, "--recipe")) for c in commands if c.startswith("mltk train-")}
+    assert recipes == {("train-nlt", "mla-nlt"), ("train-le", "mla-le"), ("train-continual", "cll-clip"),
+                       ("train-ccrk", "ccrk"), ("train-ccrk", "ame")}
+    assert_ame_runs_the_authors_settings(commands, align_every=500)
     # five tables; AME: 2 similarities x (without, with RCSLS) x (recall, BLI) and the NLT start's BLI; fusion
     assert len([c for c in commands if c.startswith("mltk evaluate")]) == 5 + 2 * 2 * 2 + 1 + 1
 
@@ -222,6 +223,26 @@ def test_paper_recipes_run_on_the_embedded_default_through_the_same_variables(tm
     assert option(next(c for c in commands if "train-nlt" in c and "/p/nlt" in c), "--steps") == "50"
     assert all(f"--model {tmp_path}/q/native" in c for c in commands if c.startswith("mltk encode-images"))
     assert order.count("evaluate") == 5 + 2 * 2 * 2 + 1 + 1  # the tables, AME, fusion; not the quickstart's own
+    assert_ame_runs_the_authors_settings(commands, align_every=None)
+
+
+def assert_ame_runs_the_authors_settings(commands: list[str], align_every: int | None) -> None:
+    """AME's runs: its recipe (Adam 1.1e-4, step decay, global clip 2.0), no --align-weight (the map form ignores
+    it), the lexicon filtered to the training words on real data, and more steps than the map's interval, so
+    that the map is updated (``align_every``: the recipe's, when the command gives none)."""
+    from mltk.recipes import load_recipe
+
+    runs = [c for c in commands if c.startswith("mltk train-ccrk") and "/ame-" in c]
+    assert len(runs) == 4 and all(option(c, "--recipe") == "ame" for c in runs)
+    assert not any("--align-weight" in c or "--lr" in c for c in runs)
+    aligned = [c for c in runs if "--lexicon" in c]
+    assert len(aligned) == 2
+    for run in aligned:
+        every = int(option(run, "--align-every")) if "--align-every" in run else \
+            load_recipe("ame").config["alignment"]["every"]
+        assert every == (align_every or every) and int(option(run, "--steps")) >= 2 * every
+    lexicon = [c for c in commands if c.startswith("mltk import-data lexicon")]
+    assert all("--vocab-from" in c for c in lexicon)
 
 
 def test_real_text_plan_trains_each_language_twice_at_equal_steps(tmp_path):

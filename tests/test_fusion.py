@@ -150,3 +150,17 @@ def test_fusion_curve_draws_one_line_per_r1_series():
     assert sorted(line.get_label() for line in lines) == ["de t2i R@1", "de->en R@1"]
     assert [list(line.get_ydata()) for line in lines if line.get_label() == "de->en R@1"] == [[5.0, 7.0]]
     assert plots.fusion_curve(fusion)[:4] == b"\x89PNG"
+
+
+def test_the_fusion_form_names_the_similarity_that_ranks_the_fused_query():
+    from mltk.evaluate.fusion import FUSION_FORM, fusion_curve
+
+    table = pa.table({"lang": ["de", "en"], "caption_id": ["c0", "c1"]})
+    vectors, translated = np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32)[:1]
+    def evaluate(fused):
+        return {"per_language": {"de": {"t2i": {"R@1": 100.0}, "i2t": {"R@1": 100.0}}}}
+
+    cosine = fusion_curve([0.0, 1.0], table, vectors, translated, np.array([0]), evaluate)
+    order = fusion_curve([0.0, 1.0], table, vectors, translated, np.array([0]), evaluate, similarity="order")
+    assert cosine["form"] == FUSION_FORM and "cosine scores" in FUSION_FORM
+    assert "order-violation" in order["form"] and "not a fusion of cosine scores" in order["form"]

@@ -103,7 +103,7 @@ def assert_same_tensors(a: dict, b: dict) -> None:
 
 
 def test_warmup_then_constant():
-    cfg = loop_config(steps=10, lr=1.0, warmup_fraction=0.3)
+    cfg = loop_config(steps=10, lr=1.0, warmup_fraction=0.3, schedule="constant")
     assert warmup_steps(cfg) == 3
     assert [lr_factor(s, cfg) for s in range(10)] == pytest.approx([1 / 3, 2 / 3, 1, 1, 1, 1, 1, 1, 1, 1])
 
@@ -117,11 +117,35 @@ def test_warmup_then_cosine_to_zero():
     assert lr_factor(12, cfg) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_linear_decays_to_zero_after_the_warmup_as_ccrk_create_scheduler():
+    cfg = loop_config(steps=10, lr=1.0, warmup_fraction=0.2, schedule="linear")
+    factors = [lr_factor(s, cfg) for s in range(10)]
+    # X-VLM / CCR_k: max(0, (total - step) / (total - warmup)) after the warm-up
+    assert factors == pytest.approx([1 / 2, 1, 1, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+    assert lr_factor(10, cfg) == 0.0
+
+
+def test_warmup_cosine_is_bertadam_over_the_fraction_of_all_steps():
+    cfg = loop_config(steps=10, lr=1.0, warmup_fraction=0.2, schedule="warmup_cosine")
+    factors = [lr_factor(s, cfg) for s in range(10)]
+    assert factors[:2] == pytest.approx([1 / 2, 1])
+    # BertAdam: warmup_cosine(x) = 0.5 (1 + cos(pi x)), x = its 1-based step / t_total
+    assert factors[2] == pytest.approx(0.5 * (1 + math.cos(math.pi * 3 / 10)))
+    assert factors[4] == pytest.approx(0.5)
+    assert factors[9] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_step_decay_divides_the_lr_by_ten_at_half_the_steps_as_ame():
+    cfg = loop_config(steps=10, lr=1.0, warmup_fraction=0.0, schedule="step")
+    assert [lr_factor(s, cfg) for s in range(10)] == pytest.approx([1] * 5 + [0.1] * 5)
+
+
 def test_no_warmup_starts_at_full_lr():
-    assert lr_factor(0, loop_config(steps=5, lr=1.0, warmup_fraction=0.0)) == 1.0
+    assert lr_factor(0, loop_config(steps=5, lr=1.0, warmup_fraction=0.0, schedule="constant")) == 1.0
 
 
-def test_loop_applies_the_schedule_like_lambda_lr(tmp_path):
+@pytest.mark.parametrize("schedule", ["cosine", "linear", "warmup_cosine", "step"])
+def test_loop_applies_the_schedule_like_lambda_lr(tmp_path, schedule):
     applied: list[float] = []
 
     class Recording(ToyTask):
@@ -136,7 +160,7 @@ def test_loop_applies_the_schedule_like_lambda_lr(tmp_path):
             optimizer.step = recording_step
             return optimizer
 
-    cfg = config(steps=10, schedule="cosine", warmup_fraction=0.3)
+    cfg = config(steps=10, schedule=schedule, warmup_fraction=0.3)
     run(tmp_path, cfg, Recording())
     reference = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(reference, lambda s: lr_factor(s, cfg))
@@ -148,7 +172,7 @@ def test_loop_applies_the_schedule_like_lambda_lr(tmp_path):
     assert applied == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("bad", [dict(schedule="linear"), dict(clip_mode="norm"), dict(steps=0),
+@pytest.mark.parametrize("bad", [dict(schedule="exponential"), dict(clip_mode="norm"), dict(steps=0),
                                  dict(warmup_fraction=1.5), dict(grad_clip=-1.0)])
 def test_bad_config_is_a_config_error(bad):
     with pytest.raises(ConfigError):

@@ -45,7 +45,7 @@ BAD_RECIPES = {
     "one beta": (lambda r: r["loop"].update(betas=[0.9]), "'loop.betas' must be a list of 2 numbers"),
     "bool lr": (lambda r: r["loop"].update(lr=True), "'loop.lr' must be a number"),
     "null steps": (lambda r: r["loop"].update(steps=None), "'loop.steps' must be an integer, not null"),
-    "bad schedule": (lambda r: r["loop"].update(schedule="linear"), "'loop.schedule' must be one of constant, "
+    "bad schedule": (lambda r: r["loop"].update(schedule="exponential"), "'loop.schedule' must be one of constant, "
                                                                      "cosine"),
     "unknown loop key": (lambda r: r["loop"].update(lrr=1e-3), "unknown recipe key 'loop.lrr' (did you mean lr?)"),
     "unknown config key": (lambda r: r["config"].update(batch=8), "unknown recipe key 'config.batch'"),
@@ -185,6 +185,31 @@ def test_recipes_show_lists_every_value_with_its_source():
     assert set(values) == read  # mla-nlt's mse_form, which train-le does not read, is left out
     text = invoke("recipes", "show", "mla-le").stdout
     assert re.search(r"loop\.lr\s+3e-06\s+mla-le", text) and re.search(r"loop\.eps\s+1e-06\s+mla-nlt", text)
+
+
+# The authors' optimizer settings of each recipe, as their code runs them (docs/fidelity.md).
+AUTHORS_VALUES = {
+    "cll-clip": {"loop.eps": 1e-6, "loop.schedule": "constant", "loop.clip_mode": "global",
+                 "config.alignment": {"weight": 1.0, "k": 5, "form": "table", "every": 500, "lr": 2.0,
+                                      "orthogonal": False}},
+    "ccrk": {"loop.schedule": "linear", "loop.eps": 1e-8, "loop.clip_mode": "global", "loop.grad_clip": 1.0,
+             "config.temperature_form": "temperature", "config.temperature_lr_scale": 2.0,
+             "config.temperature_weight_decay": 0.01},
+    "mla-nlt": {"loop.schedule": "warmup_cosine"},
+    "mla-le": {"loop.schedule": "warmup_cosine"},
+    "mla-nlt-le": {"loop.schedule": "warmup_cosine"},
+    "ame": {"loop.lr": 1.1e-4, "loop.weight_decay": 0.0, "loop.warmup_fraction": 0.0, "loop.schedule": "step",
+            "loop.grad_clip": 2.0, "loop.clip_mode": "global", "config.loss": "hinge",
+            "config.alignment": {"weight": 1.0, "k": 5, "form": "map", "every": 500, "lr": 2.0, "orthogonal": False}},
+}
+
+
+@pytest.mark.parametrize("name", list(AUTHORS_VALUES))
+def test_recipes_show_prints_the_authors_values(name):
+    result = invoke("recipes", "show", name, "--json")
+    assert result.exit_code == 0, result.stderr
+    values = {row["key"]: row["value"] for row in json.loads(result.stdout)["values"]}
+    assert {key: values.get(key) for key in AUTHORS_VALUES[name]} == AUTHORS_VALUES[name]
 
 
 def test_recipes_cp_writes_a_recipe_that_loads_and_never_replaces_a_file_without_overwrite(tmp_path):

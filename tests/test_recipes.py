@@ -60,19 +60,20 @@ def _paths():
 
 
 # The resolved configuration of each command run with its defaults (the CLI passes the seed, 0), as it was before
-# the recipes: the quickstart and every example that leaves a value out must give the same numbers.
+# the recipes, with the authors' schedules, eps and clipping since put in (MLA warmup_cosine; CCR_k linear, eps 1e-8,
+# global clipping; CLL-CLIP eps 1e-6): the quickstart and every example that leaves a value out runs these.
 BEFORE = {
-    "train-nlt": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.1, schedule="constant", weight_decay=0.2,
+    "train-nlt": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.1, schedule="warmup_cosine", weight_decay=0.2,
                              betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="per_tensor"),
                   {"batch_size": 128, "acquirer": "mlp", "mse_form": "mean", "embedding_lr": None,
                    "temperature": None, "nlt_weight": None, "le_weight": None}),  # None: LE's keys, not NLT's
-    "train-ccrk": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.03, schedule="constant", weight_decay=0.01,
-                              betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="per_tensor"),
+    "train-ccrk": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.03, schedule="linear", weight_decay=0.01,
+                              betas=(0.9, 0.98), eps=1e-8, grad_clip=1.0, clip_mode="global"),
                    {"batch_size": 128, "loss": "one-to-k", "weighting": "paper", "temperature": 0.07,
                     "learn_temperature": True, "margin": None, "beta": 0.5, "hard_negatives": 0,
                     "temperature_range": (0.001, 0.5)}),
     "train-continual": (LoopConfig(steps=None, lr=5e-5, warmup_fraction=0.1, schedule="constant", weight_decay=0.05,
-                                   betas=(0.9, 0.999), eps=1e-8, grad_clip=1.0, clip_mode="global"),
+                                   betas=(0.9, 0.999), eps=1e-6, grad_clip=1.0, clip_mode="global"),
                         {"epochs": 3, "epoch_unit": "captions", "batch_size": 128, "vocab_size": 10000,
                          "vocab_min_frequency": 2, "token_sets": "occurrence", "method_lr": None, "gamma1": 0.01,
                          "gamma2": 1.0, "mse_form": "mean", "temperature": 0.07}),

@@ -278,12 +278,18 @@ def test_train_le_from_python_with_the_default_config_trains_at_the_le_recipe_ra
     Only the step count is set here; every other value, lr included, is the config's default (the mla-le recipe)."""
     nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
     config = replace_settings(mla.MlaConfig(captions=world["captions"], out=tmp_path / "le", images=world["images"],
-                                            init=nlt, device="cpu"), steps=3)
+                                            init=nlt, device="cpu"), steps=20)
     out = mla.train_le(config)
     loop = artifacts.read_manifest(out, "checkpoint")["created_by"]["config"]["loop"]
-    assert loop["lr"] == 3e-6 and loop["steps"] == 3
-    rates = [float(row["lr"]) for row in read_steps_csv(out / STEPS_CSV)]
-    assert max(rates) == pytest.approx(3e-6)  # the rate the optimizer stepped at (after the warm-up)
+    assert loop["lr"] == 3e-6 and loop["steps"] == 20
+    from mltk.recipes import load_recipe
+    from mltk.train.loop import lr_factor
+    from mltk.settings.resolve import recipe_loop
+
+    rows = read_steps_csv(out / STEPS_CSV)
+    schedule = recipe_loop(load_recipe("mla-le"), steps=20)  # the rates the optimizer stepped at: 3e-6 x its schedule
+    assert any(float(row["lr"]) > 1e-6 for row in rows) and [float(row["lr"]) for row in rows] == pytest.approx(
+        [3e-6 * lr_factor(int(row["step"]) - 1, schedule) for row in rows], abs=1e-15)
 
 
 def test_recipe_file_sets_the_hyper_parameters_and_the_options_given_replace_them(world, tmp_path):

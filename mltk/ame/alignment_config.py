@@ -51,3 +51,10 @@ class AlignmentConfig:
         every, lr = (None if value is FROM_RECIPE else value for value in (self.every, self.lr))
         if (every is not None and every < 1) or (lr is not None and not lr > 0):
             raise ConfigError(f"--align-every must be >= 1 and --align-lr > 0, got {self.every} and {self.lr}")
+
+    def check_form(self, takes_map: bool, encoder: str) -> None:
+        """Refuse, before any training, a lexicon aligned by the map form on an ``encoder`` whose source words have
+        no projection of their own to fold the map into (a CLL-CLIP table: English reads the same rows)."""
+        if self.lexicon is not None and self.form == "map" and not takes_map:
+            raise ConfigError(f"alignment form 'map' (--align-form, recipe key alignment.form) folds AME's map into "
+                              f"MLA's non-native projection, which {encoder} does not have: use --align-form table")

@@ -19,7 +19,7 @@ over the same candidates; like MUSE, it scores only the queries the model knows 
 number. AME defines CSLS in its code but never calls it.
 
 **The model's vocabulary** (``vocabulary``): AME's words are those of its training captions. mltk takes the words
-(lower-cased ``\\w+`` runs, ``mltk.ame.vocabulary``) of the ``train`` split of the captions the model was
+(its language's tokenizer, lower-cased: ``mltk.ame.segment``) of the ``train`` split of the captions the model was
 trained on, found through the checkpoint's manifests, or of ``--bli-vocab CAPTIONS`` when given; a model whose
 training captions cannot be found falls back to the lexicon's own words (said in ``vocabulary.source``; nothing is
 then out of vocabulary). Word vectors: ``mltk.ame.words`` (the trainable table for the source language, the

@@ -3,8 +3,8 @@
 Method (word co-occurrence across translation pairs; Dice 1945, as used for word alignment by Smadja et al. 1996):
 
 1. Translation pairs are the captions of the source and target language sharing a ``caption_id`` (in ``split``
-   when given). Each caption becomes its set of words: lower-cased, ``\\w+`` runs (Unicode letters and digits),
-   so a word counts once per caption.
+   when given). Each caption becomes its set of words (its language's tokenizer, lower-cased, punctuation dropped:
+   ``mltk.ame.segment``), so a word counts once per caption.
 2. ``c(s)``, ``c(t)``: pairs whose source (target) caption holds word s (t); ``c(s, t)``: pairs holding both.
 3. ``Dice(s, t) = 2 c(s, t) / (c(s) + c(t))``.
 4. A pair (s, t) is kept when ``c(s, t) >= min_count`` and it is a mutual best match: t has the highest Dice of
@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from mltk import artifacts
 from mltk.ame.lexicon import check_pair_languages, lexicon_table, write_lexicon
+from mltk.ame.segment import require_tokenizer, tokenizer_name
 from mltk.ame.vocabulary import caption_words
 from mltk.core.errors import ConfigError
 
@@ -39,11 +40,13 @@ def parallel_pairs(captions: pa.Table, src_lang: str, tgt_lang: str, split: str 
     return [(text, by_lang[tgt_lang][cid]) for cid, text in by_lang[src_lang].items() if cid in by_lang[tgt_lang]]
 
 
-def dice_lexicon(pairs: list[tuple[str, str]], min_count: int = 3) -> list[tuple[str, str, float, int]]:
-    """(s, t, Dice, c(s, t)) of every mutual best match with ``c(s, t) >= min_count`` (see the module docstring)."""
+def dice_lexicon(pairs: list[tuple[str, str]], src_lang: str, tgt_lang: str,
+                 min_count: int = 3) -> list[tuple[str, str, float, int]]:
+    """(s, t, Dice, c(s, t)) of every mutual best match with ``c(s, t) >= min_count`` (see the module docstring);
+    ``pairs`` are (``src_lang`` caption, ``tgt_lang`` caption)."""
     count_s, count_t, joint = Counter(), Counter(), Counter()
     for source, target in pairs:
-        words_s, words_t = caption_words(source), caption_words(target)
+        words_s, words_t = caption_words(source, src_lang), caption_words(target, tgt_lang)
         count_s.update(words_s)
         count_t.update(words_t)
         joint.update((s, t) for s in words_s for t in words_t)
@@ -72,8 +75,10 @@ def induce_lexicon(captions_path: str | Path, out_dir: str | Path, src_lang: str
     if min_count < 1:
         raise ConfigError(f"--min-count must be at least 1, got {min_count}")
     captions_path = Path(captions_path)
+    for lang in (src_lang, tgt_lang):
+        require_tokenizer(lang)
     config = {"method": "dice-mutual-best", "src_lang": src_lang, "tgt_lang": tgt_lang, "split": split,
-              "min_count": min_count}
+              "min_count": min_count, "words": {lang: tokenizer_name(lang) for lang in (src_lang, tgt_lang)}}
     reused = artifacts.reusable(out_dir, "lexicon", stage="induce-lexicon", config=config, inputs=[captions_path])
     if reused is not None:
         return reused
@@ -81,7 +86,7 @@ def induce_lexicon(captions_path: str | Path, out_dir: str | Path, src_lang: str
     if not pairs:
         raise ConfigError(f"no {src_lang}-{tgt_lang} captions share a caption_id"
                           + (f" in split {split}" if split else ""), captions_path)
-    rows = dice_lexicon(pairs, min_count)
+    rows = dice_lexicon(pairs, src_lang, tgt_lang, min_count)
     table = lexicon_table(((s, t) for s, t, _, _ in rows), src_lang, tgt_lang)
     return write_lexicon(out_dir, table, stage="induce-lexicon", config=config, inputs=[captions_path],
                          translation_pairs=len(pairs), method="Dice coefficient, mutual best match")

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from mltk import artifacts
+from mltk.ame.segment import tokenizer_name
 from mltk.ame.vocabulary import vocabulary_words
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
@@ -123,6 +124,8 @@ def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_
         raise ArtifactError("no such file (expected MUSE's 'src tgt' dictionary)", src)
     config = {"importer": "muse", "source": str(src.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang,
               "vocab_from": str(Path(vocab_from).resolve()) if vocab_from is not None else None}
+    if vocab_from is not None:  # the words the pairs were kept to, by each language's tokenizer
+        config["words"] = {lang: tokenizer_name(lang) for lang in (src_lang, tgt_lang)}
     inputs = [src, *([Path(vocab_from)] if vocab_from is not None else [])]
     reused = artifacts.reusable(out_dir, "lexicon", stage="import-data", config=config, inputs=inputs)
     if reused is not None:

@@ -120,6 +120,11 @@ class ContinualMethod(nn.Module):
     def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         self.load_state_dict(tensors, strict=True)
 
+    def memory_tokens(self) -> torch.Tensor | None:
+        """Token rows [n, L] of the examples this method replays during the current task (a rehearsal memory,
+        tokenised with the current vocabulary), or None: TEIR counts their tokens as the task's own."""
+        return None
+
     def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         return {}, {}
 

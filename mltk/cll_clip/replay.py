@@ -96,6 +96,10 @@ class ExperienceReplay(ContinualMethod):
     def begin_task(self, task: TaskContext) -> None:
         self.replay = task.corpus.examples(self.memory.items, task.encoder) if len(self.memory) else None
 
+    def memory_tokens(self) -> torch.Tensor | None:
+        """The memory's captions [n, L], tokenised with the current vocabulary (None before the first memory)."""
+        return None if self.replay is None else self.replay.tokens
+
     def replay_indices(self, task: TaskContext, step: int) -> np.ndarray:
         """The memory rows replayed at ``step`` (distinct; a pure function of (seed, task, step))."""
         size = min(self.options.replay_batch or task.batch_size, len(self.memory))

@@ -39,9 +39,10 @@ def check_seed_options(config: Any) -> None:
                           "both encoded")
 
 
-def fusion_section(config: Any, texts: Any, runtime: Runtime, evaluate: Callable[[np.ndarray], dict]) -> dict:
+def fusion_section(config: Any, texts: Any, runtime: Runtime, evaluate: Callable[[np.ndarray], dict],
+                   similarity: str = "cosine") -> dict:
     """Encode the translations of the evaluated captions through the model's English path and evaluate the fused
-    vectors at every eta (``mltk.evaluate.fusion``)."""
+    vectors at every eta (``mltk.evaluate.fusion``), ranked by ``similarity`` (named in the section's form)."""
     from mltk.encode.text_encoders import load_model_encoder
     from mltk.encode.texts import encode_captions
 
@@ -56,4 +57,4 @@ def fusion_section(config: Any, texts: Any, runtime: Runtime, evaluate: Callable
                                      languages=[NATIVE_LANG])
     order = {cid: i for i, cid in enumerate(table.column("caption_id").to_pylist())}
     translated = vectors[[order[c] for c in english.column("caption_id").to_pylist()]]  # row i: text_rows[i]
-    return fusion_curve(config.fusion, texts.table, texts.vectors, translated, text_rows, evaluate)
+    return fusion_curve(config.fusion, texts.table, texts.vectors, translated, text_rows, evaluate, similarity)

@@ -38,6 +38,11 @@ from mltk.core.errors import ConfigError, SchemaError
 
 FUSION_FORM = ("(1 - eta) * s(model, native caption) + eta * s(model's English path, its English translation); "
                "cosine scores, not renormalised")
+# A model ranked by order violation (AME's --similarity order) scores the fused query (1 - eta) m + eta t of the two
+# unit vectors by that similarity: not the eta-weighted sum of two scores, since order violation is not linear.
+ORDER_FUSION_FORM = ("the query (1 - eta) * m + eta * t of the unit vectors of the native caption (m) and its "
+                     "English translation (t), not renormalised, ranked by order-violation similarity (not a fusion "
+                     "of cosine scores)")
 AUTHORS_ETAS = tuple(i / 10 for i in range(11))  # CLL-CLIP's Figure 5: eta = 0, 0.1, ..., 1
 DEFAULT_GRID = "default"
 CURVE_KEYS = ("R@1", "R@5", "R@10")
@@ -121,15 +126,17 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def fusion_curve(etas: Sequence[float], text_table: pa.Table, vectors: np.ndarray, translation_vectors: np.ndarray,
-                 rows: np.ndarray, evaluate: Callable[[np.ndarray], dict]) -> dict:
-    """Evaluate the fused vectors at each eta (``evaluate(vectors) -> metrics dict``) and collect the curve."""
+                 rows: np.ndarray, evaluate: Callable[[np.ndarray], dict], similarity: str = "cosine") -> dict:
+    """Evaluate the fused vectors at each eta (``evaluate(vectors) -> metrics dict``, ranking by ``similarity``)
+    and collect the curve."""
     langs = sorted(set(np.asarray(text_table.column("lang").to_pylist())[rows].tolist()))
     per_eta = {}
     for eta in etas:
         result = evaluate(fuse(vectors, translation_vectors, rows, eta))
         per_eta[f"{eta:g}"] = {key: result[key] for key in ("per_language", "c2c") if key in result}
     foreign = np.asarray(text_table.column("lang").to_pylist()) != NATIVE_LANG
-    return {"form": FUSION_FORM, "etas": list(etas), "languages": langs, "per_eta": per_eta,
+    form = ORDER_FUSION_FORM if similarity == "order" else FUSION_FORM
+    return {"form": form, "etas": list(etas), "languages": langs, "per_eta": per_eta,
             "curves": _curves(per_eta, langs), "translated": int(len(rows)),
             "untranslated": int(foreign.sum()) - int(len(rows)),
             "pure_systems": {"0": "the model alone on the native caption",

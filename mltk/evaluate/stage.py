@@ -246,7 +246,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     _note_ties(result.get("ties", {}))
     extra = {}
     if config.translations is not None:
-        result["fusion"] = fusion_section(config, texts, runtime, evaluate)
+        result["fusion"] = fusion_section(config, texts, runtime, evaluate, similarity)
         extra["fusion_curve.png"] = plots.fusion_curve(result["fusion"])
     if "bli" in config.metrics:
         result["bli"] = _bli_of_model(config, runtime)

@@ -65,6 +65,15 @@ class CcrkConfig:
     precision: str = "auto"
     temperature_range: tuple[float, float] | None = field(default=FROM_RECIPE, metadata={
         "help": "The clamp of the learnt temperature.", "cli": False})
+    temperature_form: str = field(default=FROM_RECIPE, metadata={
+        "help": "How the learnt temperature trains: temperature (T itself, clamped to temperature_range: the "
+        "authors') or log (log(1/T), open_clip's).", "choices": ("temperature", "log"), "cli": False})
+    temperature_lr_scale: float = field(default=FROM_RECIPE, metadata={
+        "help": "The learnt temperature's learning rate as a multiple of --lr (CCR_k's code: 2).", "min": 0.0,
+        "cli": False})
+    temperature_weight_decay: float = field(default=FROM_RECIPE, metadata={
+        "help": "Decoupled weight decay on the learnt temperature (CCR_k's code: 0.01, the run's decay).",
+        "min": 0.0, "cli": False})
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, eval_every, seed
     recipe: str | None = None  # the recipe's name or file (None: ccrk)
 
@@ -80,7 +89,7 @@ def checked(config: CcrkConfig, unset: frozenset[str] = frozenset()) -> CcrkConf
 
 def ccrk_problems(config: CcrkConfig) -> list[str]:
     """What is wrong with ``config``'s values, each as one phrase."""
-    from mltk.losses import MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES
+    from mltk.losses import MLMME_FORMS, ONE_TO_K_WEIGHTINGS, SIMILARITIES, TEMPERATURE_FORMS
     from mltk.losses.registry import LOSSES
 
     problems = []
@@ -97,6 +106,11 @@ def ccrk_problems(config: CcrkConfig) -> list[str]:
         problems.append(f"--temperature must be positive, got {config.temperature}")
     elif config.temperature_range and not low <= config.temperature <= high:
         problems.append(f"--temperature must lie in the clamp range [{low}, {high}], got {config.temperature}")
+    if config.temperature_form not in TEMPERATURE_FORMS:
+        problems.append(f"temperature_form must be one of {', '.join(TEMPERATURE_FORMS)}, got "
+                        f"{config.temperature_form!r}")
+    elif config.temperature_form == "temperature" and config.learn_temperature and not config.temperature_range:
+        problems.append("temperature_form temperature trains T itself inside temperature_range; give the range")
     if config.mlmme_form not in MLMME_FORMS:
         problems.append(f"--mlmme-form must be one of {', '.join(MLMME_FORMS)}, got {config.mlmme_form!r}")
     if config.max_violation and config.loss not in ("hinge", "mlmme"):

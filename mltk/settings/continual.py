@@ -71,6 +71,10 @@ class ContinualTrainConfig:
     token_sets: str = field(default=FROM_RECIPE, metadata={
         "help": "TEIR's token sets: occurrence (tokens in the task's text, the authors' code) or vocabulary (tokens "
         "of the task's new vocabulary, the paper's wording)."})
+    teir_memory_tokens: bool = field(default=FROM_RECIPE, metadata={
+        "option": "--teir-memory-tokens/--teir-task-tokens", "help": "Under ER/DER, TEIR's occurrence token set "
+        "holds the replay memory's tokens as well as the task's (CLFM's prepare_token_mapping), so replayed "
+        "captions train their tokens; or the task's text alone (mltk's earlier form)."})
     joint: bool = False  # the upper bound: one task over every language at once (with the oracle vocabulary)
     oracle_vocab: bool = False  # one vocabulary built from every task's text up front (implied by joint)
     vocab_dir: Path | None = None  # prebuilt vocab artifacts at vocab_dir/<lang>; built on the fly otherwise

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from mltk.core.errors import ConfigError
 from mltk.core.rates import learning_rate_problem
 
-SCHEDULES = ("constant", "cosine")
+SCHEDULES = ("constant", "cosine", "linear", "warmup_cosine", "step")
 CLIP_MODES = ("per_tensor", "global")
 # The largest seed and step count: a stage draws with seed + step (and seed + task) in 32-bit generators.
 MAX_SEED = 2**31 - 1
@@ -34,8 +34,11 @@ class LoopConfig:
     lr: float = field(metadata={"help": "Peak learning rate, after a linear warm-up."})
     warmup_fraction: float = field(metadata={"help": "Fraction of the steps of linear warm-up.",
                                              "option": "--warmup", "min": 0.0, "max": 1.0})
-    schedule: str = field(metadata={"help": "After the warm-up: constant, or cosine to 0.", "choices": SCHEDULES,
-                                    "cli": False})
+    schedule: str = field(metadata={"help": "After the warm-up: constant; cosine to 0 over the steps after it; "
+                                            "linear to 0 (CCR_k's create_scheduler); warmup_cosine, "
+                                            "0.5 (1 + cos(pi x)) with x the fraction of all the steps (MLA's "
+                                            "BertAdam); step, lr / 10 from half the steps on (AME).",
+                                    "choices": SCHEDULES, "cli": False})
     weight_decay: float = field(metadata={"help": "Decoupled (AdamW) weight decay on weight matrices (tensors "
                                                   "with ndim >= 2).", "min": 0.0})
     betas: tuple[float, float] = field(metadata={"help": "AdamW's betas.", "cli": False})

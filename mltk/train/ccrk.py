@@ -40,7 +40,10 @@ Losses (``mltk.losses``; ``--loss``):
   pair (``mltk.losses:MLMMELoss``). ``--mlmme-form english-pivot``: per non-English language the
   two-language loss with English, averaged over the languages (mltk's earlier form; the same for K = 2).
 
-The learnable temperature trains under the key ``loss.logit_scale.log_scale``; it is saved in the training state,
+The learnable temperature trains as T itself, clamped to its range (``temperature_form`` temperature, the authors':
+key ``loss.logit_scale.value``), or as log(1/T) (``log``: key ``loss.logit_scale.log_scale``), in a param group of
+its own at ``temperature_lr_scale`` x the lr with ``temperature_weight_decay`` (the authors': 2 and 0.01); it is
+saved in the training state,
 and its value at the best step is written to the checkpoint config (``train_ccrk.temperature``), not into
 ``model.safetensors``, so the checkpoint is an ordinary checkpoint of the tower's format (``mla``, or ``cll`` with
 its vocabulary copied beside it) that ``evaluate`` and ``index`` read as they are.
@@ -78,16 +81,17 @@ from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log
 from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.encode.texts import encode_texts
-from mltk.losses import AME_MARGINS, LossOutput
+from mltk.losses import AME_MARGINS, LossOutput, make_temperature
 from mltk.losses.registry import LOSSES as LOSS_REGISTRY
 from mltk.losses.registry import build_loss
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
 from mltk.settings.ccrk import CcrkConfig
+from mltk.settings.loop import LoopConfig
 from mltk.settings.resolve import resolve
 from mltk.train.ccrk_batches import NO_CAPTION, ImageCaptions, MultilingualBatches, group_captions, nearest_images
-from mltk.train.loop import StepCallback
+from mltk.train.loop import StepCallback, adamw, decay_groups
 from mltk.train.stage import (
     StageInputs,
     load_inputs,
@@ -120,7 +124,7 @@ class CcrkObjective(nn.Module):
     def __init__(self, loss: str, languages: list[str], weighting: str, temperature: float,
                  learn_temperature: bool, margin: float | None, beta: float,
                  temperature_range: tuple[float, float] | None, similarity: str = "cosine",
-                 mlmme_form: str = "paper", max_violation: bool = False):
+                 mlmme_form: str = "paper", max_violation: bool = False, temperature_form: str = "log"):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
@@ -136,13 +140,15 @@ class CcrkObjective(nn.Module):
             "temperature_range": temperature_range, "english_index": self.english, "margin": self.margin,
             "similarity": similarity, "beta": beta, "mlmme_form": mlmme_form,
             "max_violation": max_violation})
+        if temperature_form == "temperature" and learn_temperature and hasattr(self.criterion, "logit_scale"):
+            self.criterion.logit_scale = make_temperature(temperature_form, temperature, temperature_range)
 
     @classmethod
     def of(cls, config: CcrkConfig, languages: list[str]) -> CcrkObjective:
         """The objective ``config`` (its recipe's values filled in) names."""
         return cls(config.loss, languages, config.weighting, config.temperature, config.learn_temperature,
                    config.margin, config.beta, config.temperature_range, config.similarity, config.mlmme_form,
-                   config.max_violation)
+                   config.max_violation, config.temperature_form)
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
                 teacher: torch.Tensor | None = None) -> LossOutput:
@@ -180,8 +186,10 @@ class CcrkTask:
 
     def __init__(self, encoder: LanguageAcquisitionEncoder | ContinualTextEncoder, objective: CcrkObjective,
                  data: ImageCaptions, batches: MultilingualBatches, image_vectors: torch.Tensor, train_embedding: bool,
-                 runtime: Runtime, validator: RetrievalValidator):
+                 runtime: Runtime, validator: RetrievalValidator, *, temperature_lr_scale: float,
+                 temperature_weight_decay: float):
         self.encoder, self.objective, self.data, self.batches = encoder, objective, data, batches
+        self.temperature_lr_scale, self.temperature_weight_decay = temperature_lr_scale, temperature_weight_decay
         self.image_vectors = image_vectors  # [N_all, D] L2-normalised, CPU
         self.train_embedding, self.runtime, self.validator = train_embedding, runtime, validator
         self.languages = list(data.languages)
@@ -200,6 +208,17 @@ class CcrkTask:
     def parameters_to_train(self) -> dict[str, nn.Parameter]:
         return {**self.encoder.trainable_tensors(self.trained_languages, embedding=self.train_embedding),
                 **self.objective.trainable()}
+
+    def make_optimizer(self, params: dict[str, nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
+        """The loop's AdamW (decay on matrices only), with the loss's learnt temperature in a group of its own at
+        ``temperature_lr_scale`` x the lr and ``temperature_weight_decay`` (CCR_k's ``create_optimizer`` gives the
+        newly initialised temperature twice the lr and the run's decay)."""
+        loss_params = {name: p for name, p in params.items() if name.startswith(LOSS_PREFIX)}
+        others = {name: p for name, p in params.items() if name not in loss_params}
+        groups = decay_groups(others, loop.weight_decay)
+        groups.append({"params": list(loss_params.values()), "lr": loop.lr * self.temperature_lr_scale,
+                       "weight_decay": self.temperature_weight_decay})
+        return adamw([g for g in groups if g["params"]], loop)
 
     def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         images, captions = self.batches.batch(step)
@@ -305,6 +324,8 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
         raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF "
                           "(a Hugging Face tower reads with its own tokenizer by default)")
     refuse_text_only_tower("train-ccrk", config.model, config.init)
+    cll_init = config.init is not None and artifacts.checkpoint_format(config.init) == CLL_FORMAT
+    config.alignment.check_form(takes_map=not cll_init, encoder="a CLL-CLIP checkpoint (--init)")
     require_weights(config.model, config.pretrained, config.init, "train-ccrk")
     check_image_embeddings(config.images, config.model, config.pretrained, config.init)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
@@ -324,7 +345,9 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
                                   one_language=config.loss == "one-to-one")
     objective = CcrkObjective.of(config, languages).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
-    task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
+    task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator,
+                    temperature_lr_scale=config.temperature_lr_scale,
+                    temperature_weight_decay=config.temperature_weight_decay)
     return with_alignment(task, encoder, config.alignment, config.loop.seed, languages,
                           captions=config.captions), runtime
 

@@ -115,24 +115,56 @@ def lr_factor(step: int, config: LoopConfig) -> float:
     """Multiplier of each param group's base lr for the update of 0-based ``step`` (a LambdaLR lambda).
 
     Warm-up ``W = round(warmup_fraction * steps)``: ``(step + 1) / W`` for ``step < W``, so the first update
-    already moves and update ``W - 1`` reaches the full lr. Then ``1`` ("constant"), or ("cosine")
-    ``0.5 * (1 + cos(pi * (step - W) / (steps - W)))``, which would reach 0 at ``step = steps``.
+    already moves and update ``W - 1`` reaches the full lr. Then, with ``S = steps``:
+
+    - ``constant``: 1.
+    - ``cosine``: ``0.5 * (1 + cos(pi * (step - W) / (S - W)))``, which would reach 0 at ``step = S``.
+    - ``linear``: ``(S - step) / (S - W)``, which would reach 0 at ``step = S`` (CCR_k's ``create_scheduler``,
+      transformers' ``get_linear_schedule_with_warmup``).
+    - ``warmup_cosine``: ``0.5 * (1 + cos(pi * x))`` with ``x = (step + 1) / S`` the fraction of *all* the steps
+      done after this update, warm-up included (MLA's ``BertAdam``, which counts its steps from 1 and schedules
+      ``lr * warmup_cosine(step / t_total)``): it starts a little below 1 after the warm-up and the last update
+      runs at 0.
+    - ``step``: 1, then 0.1 from update ``S // 2`` on (AME: ``lr * 0.1 ** (epoch // lr_update)``, lr_update 15
+      of 30 epochs).
     """
     warmup = warmup_steps(config)
     if step < warmup:
         return (step + 1) / warmup
-    if config.schedule == "constant":
-        return 1.0
-    progress = (step - warmup) / max(1, config.steps - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return AFTER_WARMUP[config.schedule](step, warmup, config.steps)
+
+
+def _cosine(step: int, warmup: int, steps: int) -> float:
+    return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+def _linear(step: int, warmup: int, steps: int) -> float:
+    return max(0.0, (steps - step) / max(1, steps - warmup))
+
+
+def _warmup_cosine(step: int, warmup: int, steps: int) -> float:
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step + 1) / steps)))
+
+
+def _step_decay(step: int, warmup: int, steps: int) -> float:
+    return 0.1 if step >= steps // 2 else 1.0
+
+
+AFTER_WARMUP: dict[str, Callable[[int, int, int], float]] = {
+    "constant": lambda step, warmup, steps: 1.0, "cosine": _cosine, "linear": _linear,
+    "warmup_cosine": _warmup_cosine, "step": _step_decay}
 
 
 def default_optimizer(params: dict[str, torch.nn.Parameter], config: LoopConfig) -> torch.optim.AdamW:
     """AdamW with decoupled weight decay on tensors with ndim >= 2 only (open_clip's rule)."""
+    return adamw([g for g in decay_groups(params, config.weight_decay) if g["params"]], config)
+
+
+def decay_groups(params: dict[str, torch.nn.Parameter], weight_decay: float) -> list[dict]:
+    """Two param groups: the tensors with ndim >= 2 at ``weight_decay``, the others at none (possibly empty)."""
     matrices = [p for p in params.values() if p.ndim >= 2]
     others = [p for p in params.values() if p.ndim < 2]
-    groups = [{"params": matrices, "weight_decay": config.weight_decay}, {"params": others, "weight_decay": 0.0}]
-    return adamw([g for g in groups if g["params"]], config)
+    return [{"params": matrices, "weight_decay": weight_decay}, {"params": others, "weight_decay": 0.0}]
 
 
 def adamw(groups: list[dict], config: LoopConfig) -> torch.optim.AdamW:

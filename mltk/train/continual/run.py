@@ -31,6 +31,7 @@ from mltk.train.continual.report import TASK_FILE, TRAINING_INFO, TRAINING_STATE
 from mltk.train.continual.task import (
     CllClipTask,
     RecallSumValidator,
+    replayed_token_ids,
     task_seed,
     task_vocabulary,
     teir_lambdas,
@@ -114,6 +115,7 @@ def train_continual(config: ContinualTrainConfig, on_step: OnStep | None = None)
     check_growable_name(config.model)
     check_base(config)
     config.check()
+    config.alignment.check_form(takes_map=False, encoder="a CLL-CLIP token table")
     require_weights(config.model, config.pretrained, None, "train-continual")
     check_image_embeddings(config.images, config.model, config.pretrained)
     inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
@@ -228,6 +230,9 @@ def prepare_task(config: ContinualTrainConfig, encoder: ContinualTextEncoder, co
     task = CllClipTask(encoder, corpus, data, index, lang, config, runtime, validator, lambdas)
     encoder.train()
     encoder.method.begin_task(task.context)
+    if lambdas is not None and config.teir_memory_tokens and config.token_sets == "occurrence":
+        memory = replayed_token_ids(encoder, encoder.method.memory_tokens())
+        task.lambdas = lambdas if memory is None else teir_lambdas(vocabulary, config.token_sets, memory)
     return task
 
 

@@ -253,12 +253,28 @@ def oracle_task_vocabulary(config: ContinualTrainConfig, index: int, order: list
     return load_vocabulary(path)
 
 
-def teir_lambdas(vocabulary: Vocabulary, token_sets: str = "occurrence") -> torch.Tensor:
+def teir_lambdas(vocabulary: Vocabulary, token_sets: str = "occurrence",
+                 memory_ids: np.ndarray | None = None) -> torch.Tensor:
     """TEIR's lambda [V] for the task of ``vocabulary`` (``mltk.cll_clip.teir.token_lambdas``) over its token set
-    (``Vocabulary.token_set``: occurrence in the task's text, or membership of its new vocabulary)."""
+    (``Vocabulary.token_set``: occurrence in the task's text, or membership of its new vocabulary), together with
+    ``memory_ids``, the tokens of the captions a rehearsal method replays during the task (CLFM's
+    ``prepare_token_mapping`` maps the task's and the memory's tokens alike; c_j, the earlier tasks' count, is
+    unchanged, so a token only the memory uses gets 1 / (1 + c_j) > 0 instead of staying frozen)."""
     ids, counts = vocabulary.token_set(token_sets)
+    if memory_ids is not None:
+        ids = np.union1d(ids, memory_ids)
     # the special tokens (CLIP's start and end; BERT's [CLS], [SEP], [PAD], [UNK], [MASK]) stay frozen
     return token_lambdas(ids, counts, special_ids=vocabulary.tokenizer.all_special_ids)
+
+
+def replayed_token_ids(encoder: ContinualTextEncoder, tokens: torch.Tensor | None) -> np.ndarray | None:
+    """The distinct token ids of replayed caption rows ``tokens`` [n, L], each row up to its end token (the
+    padding after it is not text); None without a memory."""
+    if tokens is None:
+        return None
+    lengths = encoder.tower.lengths(tokens)  # [n]
+    kept = torch.arange(tokens.shape[1]) < lengths[:, None]  # [n, L]
+    return torch.unique(tokens[kept]).numpy().astype(np.int64)
 
 
 def vocabulary_summary(vocabulary: Vocabulary, lambdas: torch.Tensor | None) -> dict[str, Any]:
