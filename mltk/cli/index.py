@@ -76,7 +76,7 @@ def query(
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
     overwrite: bool = typer.Option(False, "--overwrite", envvar="MLTK_OVERWRITE",
-                                   help="Replace an existing --contact-sheet file."),
+                                   help="Replace a --contact-sheet mltk wrote earlier (never a file it did not make)."),
     keep_self: bool = typer.Option(False, "--keep-self", help="--images queries: keep the query's own id in its "
                                    "results (left out by default: a query is its own first hit)."),
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
