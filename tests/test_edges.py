@@ -67,3 +67,65 @@ def test_an_export_folder_and_an_artifact_are_mltks_and_a_plain_folder_is_not(tm
     (tmp_path / "plain").mkdir()
     assert ownership.made_by_mltk(metrics) and ownership.made_by_mltk(export)
     assert not ownership.made_by_mltk(tmp_path / "plain")
+
+
+# -- the scorer travels with the model to every command that ranks --------------------------------------------------
+
+def _order_checkpoint(path):
+    """A checkpoint config as train-ccrk --similarity order writes it (its tensors are never loaded here)."""
+    import torch
+
+    from mltk import artifacts
+
+    config = {"format": "mla", "base": {"model": "mltk-tiny"}, "native_lang": "en", "languages": ["de"],
+              "non_native": {"kind": "vocab", "source": "vocab", "vocab_size": 10, "embed_dim": 4},
+              "acquirer_hidden": 8, "train_ccrk": {"loss": "hinge", "similarity": "order"}}
+    return artifacts.write_checkpoint(path, {"w": torch.zeros(1)}, config, stage="train-ccrk")
+
+
+@pytest.fixture
+def order_world(tmp_path):
+    """An order-trained checkpoint, image embeddings it encoded, an index over them; and an index over
+    embeddings no checkpoint made."""
+    import numpy as np
+
+    from mltk import artifacts
+    from mltk.index.faiss_index import IndexConfig, build_index
+
+    vectors = np.eye(4, dtype=np.float32)
+    checkpoint = _order_checkpoint(tmp_path / "ckpt")
+    encoded = artifacts.write_embeddings(tmp_path / "emb", [f"i{n}" for n in range(4)], vectors,
+                                         stage="encode-images", inputs=[checkpoint])
+    plain = artifacts.write_embeddings(tmp_path / "plain", [f"i{n}" for n in range(4)], vectors)
+    return {"ckpt": checkpoint, "emb": encoded, "plain": plain,
+            "index": build_index(IndexConfig(embeddings=encoded, out=tmp_path / "idx")),
+            "plain_index": build_index(IndexConfig(embeddings=plain, out=tmp_path / "plain_idx"))}
+
+
+@pytest.mark.parametrize("query", ["an index of its vectors", "its image embeddings as queries", "its text side"])
+def test_index_query_refuses_to_rank_an_order_trained_models_vectors_by_cosine(order_world, query):
+    from tests.test_hostile import assert_refused, invoke
+
+    args = {"an index of its vectors": [order_world["index"], "--images", order_world["plain"]],
+            "its image embeddings as queries": [order_world["plain_index"], "--images", order_world["emb"]],
+            "its text side": [order_world["plain_index"], "--text", "ein Hund", "--lang", "de",
+                              "--model", order_world["ckpt"]]}[query]
+    assert_refused(invoke("index", "query", *args, "--k", "2"), "order similarity", "mltk evaluate")
+    plain = invoke("index", "query", order_world["plain_index"], "--images", order_world["plain"], "--k", "2")
+    assert plain.exit_code == 0, plain.stderr
+
+
+def test_zero_shot_ranks_by_order_similarity_when_asked_and_it_differs_from_cosine():
+    import numpy as np
+    import torch
+
+    from mltk.evaluate.zero_shot import true_class_ranks
+    from mltk.losses.ranking import order_violation_similarity
+
+    generator = np.random.default_rng(0)
+    images, classes = generator.random((30, 5), dtype=np.float32), generator.random((7, 5), dtype=np.float32)
+    labels = generator.integers(0, 7, 30)
+    order = true_class_ranks(images, labels, classes, "order")
+    scores = order_violation_similarity(torch.from_numpy(images), torch.from_numpy(classes)).numpy()  # [30, 7]
+    expected = [(row >= row[label]).sum() - 1 for row, label in zip(scores, labels)]
+    assert order.tolist() == expected and order.tolist() != true_class_ranks(images, labels, classes).tolist()
