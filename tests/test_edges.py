@@ -129,3 +129,49 @@ def test_zero_shot_ranks_by_order_similarity_when_asked_and_it_differs_from_cosi
     scores = order_violation_similarity(torch.from_numpy(images), torch.from_numpy(classes)).numpy()  # [30, 7]
     expected = [(row >= row[label]).sum() - 1 for row, label in zip(scores, labels)]
     assert order.tolist() == expected and order.tolist() != true_class_ranks(images, labels, classes).tolist()
+
+
+# -- the network is never reached from data; a hub id that cannot be had fails at once -----------------------------
+
+@pytest.fixture
+def no_network(monkeypatch, tmp_path):
+    """Every name lookup fails as on a machine without a network, and is counted; an empty hub cache."""
+    import socket
+
+    lookups = []
+
+    def unreachable(host, *args, **kwargs):
+        lookups.append(host)
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unreachable)
+    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    return lookups
+
+
+@pytest.mark.parametrize("fmt", ["open_clip", "mla", "transformers"])
+def test_export_of_a_checkpoint_naming_a_hub_repository_refuses_without_a_connection(tmp_path, no_network, fmt):
+    import torch
+
+    from mltk import artifacts
+    from mltk.models.clip import clip_checkpoint_config, load_clip
+    from tests.test_hostile import assert_refused, invoke
+
+    config = {**clip_checkpoint_config("mltk-tiny"), "model": "hf-hub:someone/tiny-clip"}
+    torch.manual_seed(0)
+    checkpoint = artifacts.write_checkpoint(tmp_path / "ckpt", load_clip("mltk-tiny").model.state_dict(), config,
+                                            stage="pretrain")
+    assert_refused(invoke("export", checkpoint, "--format", fmt, "-o", tmp_path / "out"), "config.json",
+                   "hf-hub:someone/tiny-clip", "never fetches")
+    assert no_network == [] and not (tmp_path / "out").exists()
+
+
+def test_a_hub_tokenizer_that_cannot_be_fetched_fails_in_one_line_at_the_first_try(no_network):
+    from mltk.core.errors import ModelDownloadError
+    from mltk.models.nonnative import load_non_native_tokenizer
+
+    with pytest.raises(ModelDownloadError, match=r"'someorg/sometok'.*offline \(no connection"):
+        load_non_native_tokenizer("someorg/sometok")
+    assert 1 <= len(no_network) <= 2, no_network  # no retries
