@@ -175,3 +175,134 @@ def test_a_hub_tokenizer_that_cannot_be_fetched_fails_in_one_line_at_the_first_t
     with pytest.raises(ModelDownloadError, match=r"'someorg/sometok'.*offline \(no connection"):
         load_non_native_tokenizer("someorg/sometok")
     assert 1 <= len(no_network) <= 2, no_network  # no retries
+
+
+# -- exit 2, one line, for what the user fixes ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("length", [200, 250, 255])
+def test_a_legal_long_out_name_is_written_and_reused_by_the_artifact_writer(tmp_path, length):
+    from mltk import artifacts
+
+    out = tmp_path / ("m" * length)
+    assert artifacts.write_metrics(out, {"a": 1}, stage="s", config={"x": 1}) == out.resolve()
+    assert artifacts.reusable(out, "metrics", stage="s", config={"x": 1}) == out.resolve()
+    with policy.overwriting():
+        artifacts.write_metrics(out, {"a": 2}, stage="s", config={"x": 2})
+    assert artifacts.load_metrics(out) == {"a": 2} and [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_a_full_disk_at_the_lock_file_is_exit_2_naming_it(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from mltk import artifacts
+    from mltk.artifacts import locks
+    from tests.test_hostile import assert_refused, invoke
+
+    out = artifacts.write_metrics(tmp_path / "m", {"a": 1})
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "ftruncate", full)
+    assert_refused(invoke("prune", out), "no space left on device", ".m.lock")
+    assert not locks.lock_path(out).exists() and artifacts.load_metrics(out) == {"a": 1}
+
+
+def test_a_refused_write_anywhere_in_a_command_is_exit_2_naming_the_file(monkeypatch):
+    import errno
+
+    from mltk.artifacts import prune
+    from tests.test_hostile import assert_refused, invoke
+
+    def refused(path):
+        raise PermissionError(errno.EACCES, "Permission denied", "/somewhere/state")
+
+    monkeypatch.setattr(prune, "prune_state", refused)
+    assert_refused(invoke("prune", "ckpt"), "/somewhere/state: permission denied")
+
+
+def test_an_error_line_shows_a_file_name_with_a_newline_whole(tmp_path):
+    from tests.test_hostile import assert_refused, invoke
+
+    line = assert_refused(invoke("inspect", tmp_path / "first\nsecond"), "first\\nsecond")
+    assert "\n" not in line
+
+
+# -- every read of user input and every user-made size is bounded ----------------------------------------------------
+
+def test_sentences_from_an_endless_file_are_read_up_to_the_bound_and_refused_saying_it(monkeypatch):
+    from mltk.core import user_files
+    from mltk.core.errors import ConfigError
+    from mltk.encode.texts import sentences_of
+
+    monkeypatch.setattr(user_files, "MAX_TEXT_BYTES", 4096)
+    with pytest.raises(ConfigError, match=r"/dev/zero: .* more than 4,096 bytes, the most mltk reads"):
+        sentences_of([], "/dev/zero")
+
+
+def test_sentences_from_a_pipe_are_read(tmp_path):
+    import os
+    import threading
+
+    from mltk.encode.texts import sentences_of
+
+    fifo = tmp_path / "sentences"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("ein Hund\n\neine Katze\n"))
+    writer.start()
+    assert sentences_of([], fifo) == [("1", "ein Hund"), ("3", "eine Katze")]
+    writer.join()
+
+
+@pytest.mark.parametrize("grid", ["0,0.000001,...,1", "0,0.001,...,1", ",".join(str(i / 1000) for i in range(200))])
+def test_a_fusion_grid_from_a_typo_is_refused_before_it_is_built(grid):
+    from mltk.core.errors import ConfigError
+    from mltk.evaluate.fusion import MAX_ETAS, parse_etas
+
+    with pytest.raises(ConfigError, match=f"over the most mltk evaluates \\({MAX_ETAS}"):
+        parse_etas([grid])
+    assert len(parse_etas(["0,0.01,...,1"])) == MAX_ETAS
+
+
+# -- lines that say what is wrong ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["", " , "])
+def test_an_empty_fusion_value_says_it_holds_no_weight(value):
+    from mltk.core.errors import ConfigError
+    from mltk.evaluate.fusion import parse_etas
+
+    with pytest.raises(ConfigError, match="holds no weight"):
+        parse_etas([value])
+
+
+def test_a_fifo_given_as_an_input_is_called_a_fifo(tmp_path, order_world):
+    import os
+
+    from tests.test_hostile import assert_refused, invoke
+
+    fifo = tmp_path / "task.json"
+    os.mkfifo(fifo)
+    result = invoke("classify", order_world["plain"], "--classes", fifo, "-m", "mltk-tiny", "-o", tmp_path / "z")
+    line = assert_refused(result, "task.json", "FIFO (named pipe)")
+    assert "no such file" not in line
+
+
+def test_a_directory_as_a_test_list_is_called_a_directory(tmp_path):
+    from mltk.core.errors import MltkError
+    from mltk.data.importers.msrvtt import read_test_list
+
+    with pytest.raises(MltkError, match="is a directory"):
+        read_test_list(tmp_path)
+
+
+def test_a_language_column_of_numbers_is_a_wrong_type_not_a_missing_language(tmp_path):
+    import pyarrow as pa
+
+    from mltk import artifacts
+    from mltk.core.errors import SchemaError
+
+    table = pa.table({"image_id": ["a"], "lang": pa.array([0]), "caption": ["ein Hund"], "caption_id": [1],
+                      "split": ["train"]})
+    with pytest.raises(SchemaError, match="column lang has type int64, expected string"):
+        artifacts.validate_captions(table, tmp_path / "c.parquet")

@@ -145,7 +145,7 @@ def test_a_killed_export_leaves_nothing_the_next_run_does_not_clean(models, tmp_
     killed = subprocess.run([sys.executable, "-c", KILLED, str(models["clip"]), str(out)], env=env,
                             capture_output=True, text=True, timeout=600)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    left = sorted(p.name for p in tmp_path.iterdir() if p.name != f".{out.name}.lock")  # a stale lock is no lock
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name != locks.lock_path(out).name)  # a stale lock: no lock
     assert len(left) == 2, left  # the export (or nothing at its place) and the killed run's folder
     again = export(models, out)
     assert_refused(again, "exists; pass --overwrite")  # the previous export is back in its place

@@ -20,7 +20,7 @@ from mltk.artifacts.writer import disk_full
 from mltk.core import policy
 from mltk.core.errors import ArtifactError
 from mltk.core.file_modes import give_normal_mode
-from mltk.core.names import check_output_path
+from mltk.core.names import check_output_path, sibling_stem
 
 
 def enclosing_artifact(path: Path) -> Path | None:
@@ -68,7 +68,7 @@ def write_file(path: str | Path, data: bytes, inputs: Iterable[str | Path] = (),
     target = check_target(path, inputs, what=what, overwrite=overwrite)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".mltk-tmp", dir=target.parent)
+        handle, temporary = tempfile.mkstemp(prefix=f".{sibling_stem(target)}.", suffix=".mltk-tmp", dir=target.parent)
     except OSError as exc:
         raise ArtifactError(f"cannot write the {what} ({exc.strerror or exc})", target) from None
     try:

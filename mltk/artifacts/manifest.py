@@ -90,7 +90,9 @@ def fingerprint(path: PathLike) -> str:
         for child in sorted(p for p in path.rglob("*") if p.is_file()):
             digest.update(f"{child.relative_to(path)}\0{child.stat().st_size}\n".encode())
     else:
-        raise ArtifactError("no such file or directory", path)
+        from mltk.core.user_files import not_a_file
+
+        raise ArtifactError(not_a_file(path) or "no such file or directory", path)
     return "sha256:" + digest.hexdigest()
 
 

@@ -34,6 +34,7 @@ from mltk.artifacts import locks, schema
 from mltk.artifacts.swap import replace_directory
 from mltk.artifacts.writer import disk_full
 from mltk.core.errors import ArtifactError
+from mltk.core.names import sibling_stem
 from mltk.core.runtime import log
 
 PARTIAL_MARKER = ".mltk-prune-partial"  # inside a staging directory until it is complete
@@ -63,7 +64,7 @@ def prune_state(path: Path | str) -> Path:
             return artifact
         staging = _stage_without(artifact, manifest, dropped)
         (staging / PARTIAL_MARKER).unlink()
-        old = artifact.parent / f".{artifact.name}.pruned-original-{os.getpid()}-{secrets.token_hex(6)}"
+        old = artifact.parent / f".{sibling_stem(artifact)}.pruned-original-{os.getpid()}-{secrets.token_hex(6)}"
         shutil.rmtree(replace_directory(staging, artifact, old), ignore_errors=True)
     finally:
         lock.release()
@@ -91,7 +92,7 @@ def _kept_files(artifact: Path) -> list[str]:
 
 def _stage_without(artifact: Path, manifest: dict, dropped: list[str]) -> Path:
     """A copy of the artifact (hard links) without ``dropped``, its manifest written last."""
-    staging = artifact.parent / f".{artifact.name}.prune-{secrets.token_hex(6)}"  # never a user's name
+    staging = artifact.parent / f".{sibling_stem(artifact)}.prune-{secrets.token_hex(6)}"  # never a user's name
     try:
         staging.mkdir()
         staging.chmod(artifact.stat().st_mode & 0o7777)
@@ -132,7 +133,7 @@ def _user_error(exc: BaseException, artifact: Path, staging: Path) -> ArtifactEr
 def _clean_leftovers(artifact: Path) -> None:
     """Under the lock: put back an original that a run killed between two renames moved away, and remove what
     killed runs left beside the artifact (staging directories, replaced originals)."""
-    name = re.escape(f".{artifact.name}")
+    name = re.escape(f".{sibling_stem(artifact)}")
     staging = re.compile(name + r"\.prune-[0-9a-f]{12}")
     original = re.compile(name + r"\.pruned-original-[0-9]+-[0-9a-f]{12}")
     entries = [p for p in artifact.parent.iterdir() if not p.is_symlink() and p.is_dir()]

@@ -28,7 +28,7 @@ from mltk.artifacts.manifest import (  # noqa
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, MltkError
 from mltk.core.file_modes import give_normal_modes
-from mltk.core.names import check_output_path
+from mltk.core.names import check_output_path, sibling_stem
 from mltk.core.version import __version__
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -41,17 +41,17 @@ PARTIAL_SETTINGS = ".mltk-settings.json"  # inside a partial directory: the sett
 def partial_dir(out_dir: PathLike) -> Path:
     """Where an artifact is built before it is renamed into place (stable, so a rerun can resume)."""
     out_dir = Path(out_dir).resolve()
-    return out_dir.parent / f".{out_dir.name}.partial"
+    return out_dir.parent / f".{sibling_stem(out_dir)}.partial"
 
 
 def _trash_dir(out_dir: Path) -> Path:
     """A fresh name for the artifact being replaced, which no user artifact has (pid and random suffix)."""
-    return out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{secrets.token_hex(6)}"
+    return out_dir.parent / f".{sibling_stem(out_dir)}.old-{os.getpid()}-{secrets.token_hex(6)}"
 
 
 def _our_trash(out_dir: Path) -> list[Path]:
     """Replaced artifacts left by a crash between the two renames of ``commit`` (names ``_trash_dir`` made)."""
-    pattern = re.compile(re.escape(f".{out_dir.name}.old-") + r"[0-9]+-[0-9a-f]{12}")
+    pattern = re.compile(re.escape(f".{sibling_stem(out_dir)}.old-") + r"[0-9]+-[0-9a-f]{12}")
     if not out_dir.parent.is_dir():
         return []
     return sorted((p for p in out_dir.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()

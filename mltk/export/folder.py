@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import secrets
@@ -36,19 +35,9 @@ from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.file_modes import give_normal_modes
 from mltk.core.names import check_output_path
+from mltk.core.names import sibling_stem as stem
 
 PARTIAL_MARKER = ".mltk-export-partial"  # inside a folder being built, until it is complete
-STEM_BYTES = 160  # an --out name longer than this is shortened (plus a hash) in mltk's own names beside it
-
-
-def stem(out: Path) -> str:
-    """The name mltk's own names beside ``out`` start from: ``out.name``, or for a long one its first bytes and a
-    hash of the whole (``.NAME.export-partial-RANDOM`` must fit in 255 bytes)."""
-    raw = out.name.encode("utf-8", "surrogateescape")
-    if len(raw) <= STEM_BYTES:
-        return out.name
-    head = raw[:STEM_BYTES - 17].decode("utf-8", "ignore")
-    return f"{head}~{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
 def _refuse_overlap(out: Path, protected: Iterable[tuple[Path, str]]) -> None:
