@@ -306,3 +306,21 @@ def test_a_language_column_of_numbers_is_a_wrong_type_not_a_missing_language(tmp
                       "split": ["train"]})
     with pytest.raises(SchemaError, match="column lang has type int64, expected string"):
         artifacts.validate_captions(table, tmp_path / "c.parquet")
+
+
+# -- what a failed run leaves behind --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("work", [False, True])
+def test_a_resumable_run_that_fails_before_any_work_leaves_nothing(tmp_path, work):
+    from mltk import artifacts
+
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError), artifacts.ArtifactWriter(out, "checkpoint", stage="s", resume=True) as writer:
+        writer.bookkeeping.add("run.json")
+        artifacts.write_json(writer.dir / "run.json", {"lr": "nan"})  # settings, not work
+        if work:
+            (writer.dir / "state").mkdir()
+            (writer.dir / "state" / "state-10.safetensors").write_bytes(b"moments")
+        raise RuntimeError("the first step failed")
+    partial = artifacts.writer.partial_dir(out)
+    assert partial.exists() == work and not out.exists()  # only work is kept for a rerun to continue

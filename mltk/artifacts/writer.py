@@ -25,6 +25,7 @@ from mltk.artifacts.manifest import (  # noqa
     read_manifest,
     write_json,
 )
+from mltk.artifacts.prune_leftovers import clean_leftovers
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, MltkError
 from mltk.core.file_modes import give_normal_modes
@@ -100,8 +101,8 @@ class ArtifactWriter:
     directory that is no artifact is never replaced. One writer per output holds a lock beside the partial
     directory. On success the manifest (with each file's size and sha256) is written last and the directory
     renamed to ``out``; the old artifact stays until the new one is complete. On an exception the partial
-    directory is kept when ``resume`` is true (so the next run continues from it), except after bad input
-    (``MltkError``) in a run that started it; otherwise it is removed.
+    directory is kept when ``resume`` is true (so the next run continues from it), except in a run that started
+    it after bad input (``MltkError``) or before any work (nothing but ``bookkeeping``); otherwise it is removed.
     """
 
     def __init__(
@@ -134,6 +135,7 @@ class ArtifactWriter:
         }
         self._lock = locks.OutputLock(self.path)
         self._started_partial = False
+        self.bookkeeping = {PARTIAL_SETTINGS}  # files of a partial that record settings, not work (a stage adds)
         self.existing: Path | None = self._existing_policy()
 
     # -- the policy -------------------------------------------------------------------------------------------
@@ -227,7 +229,7 @@ class ArtifactWriter:
         try:
             if exc_type is not None:
                 full = self._disk_full_error(exc) if disk_full(exc) else None
-                if not self.resume or (isinstance(exc, MltkError) and self._started_partial):
+                if not self.resume or (self._started_partial and (isinstance(exc, MltkError) or not self._did_work())):
                     shutil.rmtree(self.dir, ignore_errors=True)
                 if full is not None:
                     raise full from None
@@ -243,6 +245,13 @@ class ArtifactWriter:
                 raise full from None
         finally:
             self._lock.release()
+
+    def _did_work(self) -> bool:
+        """Whether the partial holds anything a rerun could continue from: a file besides the records of the
+        settings (``bookkeeping``). A run that failed before its first step leaves nothing, so the corrected
+        rerun is not taken for "an interrupted run started with other settings"."""
+        return any(p.is_file() and p.relative_to(self.dir).as_posix() not in self.bookkeeping
+                   for p in self.dir.rglob("*")) if self.dir.is_dir() else False
 
     def _disk_full_error(self, exc: OSError) -> ArtifactError:
         """"no space left on device" naming the file being written (the previous artifact, if any, is intact)."""
@@ -274,6 +283,7 @@ class ArtifactWriter:
             shutil.rmtree(trash, ignore_errors=True)
         else:
             os.replace(self.dir, self.path)
+        clean_leftovers(self.path)  # what a killed prune left beside the artifact it replaced
         return self.path
 
 

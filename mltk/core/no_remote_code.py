@@ -43,26 +43,6 @@ def refuse_custom_code(source: str | Path) -> None:
             raise ConfigError(REFUSAL.format(where=f"auto_map in {name}"), path)
 
 
-def from_pretrained(auto_class, source: str | Path, **kwargs):
-    """``auto_class.from_pretrained(source, trust_remote_code=False, **kwargs)``, refusing custom code with one
-    line (a hub repository that needs it is refused by transformers; that refusal is turned into a
-    ``ConfigError``)."""
-    from mltk.core.download import model_download
-    from mltk.models.hub import hub_text_folder
-
-    forbid_prompt()
-    source = hub_text_folder(source) or source  # a hub id: its cached snapshot, fetched the way --model is
-    refuse_custom_code(source)
-    try:
-        with model_download(str(source)):  # a hub id that cannot be had: one line at the first failed connection
-            return auto_class.from_pretrained(source, trust_remote_code=False, **kwargs)
-    except ValueError as exc:
-        refused = refusal_of(exc, source)
-        if refused is not None:
-            raise refused from None
-        raise
-
-
 def refusal_of(exc: BaseException, source: str | Path) -> ConfigError | None:
     """transformers' refusal to load a repository's own code (a ``ValueError`` naming ``trust_remote_code``) as
     one line naming ``source``; None for any other exception."""
