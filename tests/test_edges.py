@@ -324,3 +324,18 @@ def test_a_resumable_run_that_fails_before_any_work_leaves_nothing(tmp_path, wor
         raise RuntimeError("the first step failed")
     partial = artifacts.writer.partial_dir(out)
     assert partial.exists() == work and not out.exists()  # only work is kept for a rerun to continue
+
+
+# -- what the help promises ---------------------------------------------------------------------------------------
+
+def test_overwrite_reuses_an_up_to_date_output_and_replaces_one_made_otherwise(tmp_path):
+    from mltk.data.synth import SynthConfig, synthesize
+
+    config = SynthConfig(train=2, val=1, test=1, langs=("en",))
+    world = synthesize(tmp_path / "w", config)
+    made = (world.images_path / "manifest.json").stat().st_mtime_ns
+    with policy.overwriting():  # MLTK_OVERWRITE=1, as the example Makefiles export it
+        again = synthesize(tmp_path / "w", config)
+        assert (again.images_path / "manifest.json").stat().st_mtime_ns == made  # reused, not rebuilt
+        other = synthesize(tmp_path / "w", SynthConfig(train=3, val=1, test=1, langs=("en",)))
+    assert (other.images_path / "manifest.json").stat().st_mtime_ns != made

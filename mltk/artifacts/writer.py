@@ -95,7 +95,8 @@ class ArtifactWriter:
 
     The policy, decided on construction (so a stage can ask before its expensive work; ``reusable()`` is the same
     question without a writer): ``out`` overlapping an input is refused; a complete artifact made by the same
-    stage, configuration and input fingerprints is ``existing`` (a stage returns it instead of building; entering
+    stage, configuration and input fingerprints is ``existing``, with ``--overwrite`` too (a stage returns it
+    instead of building; entering
     the writer anyway builds and replaces it, since data handed to the writer directly is not in the settings);
     one made otherwise, or damaged, is refused unless ``--overwrite`` (``policy.OVERWRITE``); a
     directory that is no artifact is never replaced. One writer per output holds a lock beside the partial
@@ -168,18 +169,18 @@ class ArtifactWriter:
             if self.overwrite:
                 return None
             raise ArtifactError(f"exists but is damaged ({_reason(exc)}); pass --overwrite to replace it", self.path)
-        if self.overwrite:
-            return None
         difference = _difference(made, self._settings())
         if difference is None:
-            return self.path
+            return self.path  # up to date: reused, --overwrite or not (it replaces only what differs)
+        if self.overwrite:
+            return None
         raise ArtifactError(f"exists, made {difference}; pass --overwrite to replace it", self.path)
 
     def reuse(self) -> Path | None:
         """``existing``, saying on stderr that it is reused."""
         if self.existing is not None:
-            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (--overwrite "
-                  "rebuilds it)", file=sys.stderr)
+            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (remove it "
+                  "to rebuild it)", file=sys.stderr)
         return self.existing
 
     # -- building -----------------------------------------------------------------------------------------------
