@@ -339,3 +339,26 @@ def test_overwrite_reuses_an_up_to_date_output_and_replaces_one_made_otherwise(t
         assert (again.images_path / "manifest.json").stat().st_mtime_ns == made  # reused, not rebuilt
         other = synthesize(tmp_path / "w", SynthConfig(train=3, val=1, test=1, langs=("en",)))
     assert (other.images_path / "manifest.json").stat().st_mtime_ns != made
+
+
+@pytest.mark.parametrize("sizes", [{"train": 10**9}, {"translated_per_image": 10**6}])
+def test_a_synthetic_world_of_a_typo_size_is_refused_saying_the_bound(sizes):
+    from mltk.core.errors import ConfigError
+    from mltk.data.synth import SynthConfig
+
+    with pytest.raises(ConfigError, match="over the most"):
+        SynthConfig(**sizes)
+
+
+@pytest.mark.parametrize("option", ["beams", "max_length", "batch_size"])
+def test_translation_sizes_from_a_typo_are_refused_saying_the_bound(tmp_path, option):
+    import dataclasses
+
+    from mltk.core.errors import ConfigError
+    from mltk.translate.pipeline import TranslateConfig, validate_config
+
+    fields = {f.name for f in dataclasses.fields(TranslateConfig) if f.default is dataclasses.MISSING}
+    base = {name: tmp_path / name for name in fields}
+    base.update(source_lang="en", targets=("de",))
+    with pytest.raises(ConfigError, match="must be between 1 and"):
+        validate_config(TranslateConfig(**{**base, option: 10**9}))
