@@ -92,7 +92,9 @@ def test_an_empty_folder_or_an_earlier_export_is_replaced(models, tmp_path):
     assert export(models, out).exit_code == 0  # an empty folder takes the export without --overwrite
     info = json.loads((out / "mltk_export.json").read_text())
     assert info["made_by"] == "mltk export" and info["format"] == "open_clip"
-    assert_refused(export(models, out), "exists; pass --overwrite")
+    again = export(models, out)  # the same checkpoint in the same format: reused, as the help of --overwrite says
+    assert again.exit_code == 0 and "up to date" in again.stderr and again.stdout.strip() == str(out.resolve())
+    assert_refused(export(models, out, checkpoint=models["mla"]), "exists; pass --overwrite")
     (out / "stale.txt").write_text("from an older export")
     assert export(models, out, "--overwrite").exit_code == 0
     assert not (out / "stale.txt").exists() and (out / "open_clip_model.safetensors").is_file()
@@ -145,10 +147,10 @@ def test_a_killed_export_leaves_nothing_the_next_run_does_not_clean(models, tmp_
     killed = subprocess.run([sys.executable, "-c", KILLED, str(models["clip"]), str(out)], env=env,
                             capture_output=True, text=True, timeout=600)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    left = sorted(p.name for p in tmp_path.iterdir() if p.name != f".{out.name}.lock")  # a stale lock is no lock
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name != locks.lock_path(out).name)  # a stale lock: no lock
     assert len(left) == 2, left  # the export (or nothing at its place) and the killed run's folder
     again = export(models, out)
-    assert_refused(again, "exists; pass --overwrite")  # the previous export is back in its place
+    assert again.exit_code == 0 and "up to date" in again.stderr  # the previous export is back in its place
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
     assert export(models, out, "--overwrite").exit_code == 0

@@ -227,14 +227,18 @@ def test_a_contact_sheet_inside_an_input_is_refused_and_the_input_stays_intact(w
     assert artifacts.verify_artifact(world[inside])["verified"]
 
 
-def test_a_contact_sheet_replaces_a_file_only_with_overwrite(world, tmp_path):
+def test_a_contact_sheet_replaces_only_its_own_earlier_sheet_and_only_with_overwrite(world, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLTK_CACHE_DIR", str(tmp_path / "cache"))
     sheet = tmp_path / "sheet.png"
     sheet.write_bytes(b"mine")
-    assert_refused(_query_with_sheet(world, sheet), "--overwrite")
+    assert_refused(_query_with_sheet(world, sheet, "--overwrite"), "mltk did not write it")
     assert sheet.read_bytes() == b"mine"
+    sheet.unlink()
+    assert _query_with_sheet(world, sheet).exit_code == 0
+    assert_refused(_query_with_sheet(world, sheet), "--overwrite")
     result = _query_with_sheet(world, sheet, "--overwrite")
     assert result.exit_code == 0, result.stderr
-    assert sheet.read_bytes()[:4] == b"\x89PNG" and [p.name for p in tmp_path.iterdir()] == ["sheet.png"]
+    assert sheet.read_bytes()[:4] == b"\x89PNG" and [p.name for p in tmp_path.iterdir()] == ["cache", "sheet.png"]
 
 
 @pytest.mark.parametrize("where", ["into the texts artifact", "into the metrics --out", "over a picture"])

@@ -135,3 +135,28 @@ def test_an_unwritable_folder_is_refused_before_anything(tmp_path, monkeypatch):
     result = runner.invoke(app, ["prune", str(checkpoint)])
     assert result.exit_code == 2 and f"{tmp_path} is not writable" in result.stderr, result.stderr
     assert (checkpoint / schema.CHECKPOINT_STATE_DIR).is_dir()
+
+
+def _kill_prune_at(checkpoint: Path, where: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KILL_AT": where}
+    killed = subprocess.run([sys.executable, "-c", KILLED, str(checkpoint)], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+
+
+def test_a_rewrite_after_a_killed_prune_leaves_nothing_beside_the_checkpoint(tmp_path):
+    checkpoint = checkpoint_with_state_and_vocab(tmp_path / "ck")
+    _kill_prune_at(checkpoint, "after the swap")  # the complete original is left under the staging name
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".ck.prune-")]
+    with artifacts.ArtifactWriter(checkpoint, "checkpoint", stage="retrain", overwrite=True) as writer:
+        artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, {"format": "open_clip", "model": "mltk-tiny"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
+
+
+def test_a_reader_after_a_killed_prune_says_where_the_checkpoint_is_and_how_to_put_it_back(tmp_path):
+    checkpoint = checkpoint_with_state_and_vocab(tmp_path / "ck")
+    _kill_prune_at(checkpoint, "between the renames")
+    result = runner.invoke(app, ["inspect", str(checkpoint)])
+    assert result.exit_code == 2 and ".ck.pruned-original-" in result.stderr and "mltk prune" in result.stderr
+    assert runner.invoke(app, ["prune", str(checkpoint)]).exit_code == 0
+    assert_pruned(checkpoint)

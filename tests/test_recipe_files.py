@@ -212,16 +212,19 @@ def test_recipes_show_prints_the_authors_values(name):
     assert {key: values.get(key) for key in AUTHORS_VALUES[name]} == AUTHORS_VALUES[name]
 
 
-def test_recipes_cp_writes_a_recipe_that_loads_and_never_replaces_a_file_without_overwrite(tmp_path):
+def test_recipes_cp_writes_a_recipe_that_loads_and_never_replaces_a_file_without_overwrite(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLTK_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "mine.json"
     result = invoke("recipes", "cp", "mla-le", out)
     assert result.exit_code == 0 and result.stdout.strip() == str(out.resolve())
     assert load_recipe(out).values() == load_recipe("mla-le").values()
-    out.write_text("my edits")
     again = invoke("recipes", "cp", "mla-nlt", out)
-    assert again.exit_code == 2 and "pass --overwrite" in again.stderr and out.read_text() == "my edits"
+    assert again.exit_code == 2 and "pass --overwrite" in again.stderr
     assert invoke("recipes", "cp", "mla-nlt", "-o", out, "--overwrite").exit_code == 0
     assert load_recipe(out).loop["lr"] == 1e-4
+    out.write_text("my edits")  # the user's edits are never replaced, not even with --overwrite
+    edited = invoke("recipes", "cp", "mla-le", "-o", out, "--overwrite")
+    assert edited.exit_code == 2 and "mltk did not write it" in edited.stderr and out.read_text() == "my edits"
     assert invoke("recipes", "cp", "mla-nlt").exit_code == 2  # no file to write
     unknown = invoke("recipes", "show", "mla-lee")
     assert unknown.exit_code == 2 and "did you mean mla-le?" in unknown.stderr

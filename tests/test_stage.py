@@ -38,7 +38,9 @@ def test_one_rule_lets_only_listed_settings_change_at_any_depth():
 def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
     config = MlaConfig(captions=Path("c"), out=tmp_path / "out", loop={"steps": 5, "lr": 1e-3})
     with pytest.raises(KeyboardInterrupt):
-        with open_run(stage_writer(config.out, "train-nlt", config, []), config):
+        with open_run(stage_writer(config.out, "train-nlt", config, []), config) as writer:
+            (writer.dir / "state").mkdir()
+            (writer.dir / "state" / "loop.json").write_text("{}")  # work a rerun continues from
             raise KeyboardInterrupt
     with pytest.raises(ConfigError, match=r"other settings: batch_size=128 \(now 4\); loop.steps=5 \(now 6\)"):
         changed = replace_settings(config, batch_size=4, steps=6)
@@ -48,6 +50,17 @@ def test_a_partial_run_continues_only_with_the_same_settings(tmp_path):
     with open_run(stage_writer(config.out, "train-nlt", allowed, []), allowed) as writer:
         assert (writer.dir / "run.json").is_file()
     assert not (config.out / "run.json").exists()  # the finished artifact does not keep it
+
+
+def test_a_run_interrupted_before_any_work_leaves_nothing_and_a_corrected_rerun_starts(tmp_path):
+    config = MlaConfig(captions=Path("c"), out=tmp_path / "out", loop={"steps": 5, "lr": 1e-3})
+    with pytest.raises(RuntimeError):
+        with open_run(stage_writer(config.out, "train-nlt", config, []), config):
+            raise RuntimeError("the first step failed")
+    assert list(tmp_path.iterdir()) == []
+    corrected = replace_settings(config, lr=1e-4)
+    with open_run(stage_writer(config.out, "train-nlt", corrected, []), corrected) as writer:
+        assert (writer.dir / "run.json").is_file()
 
 
 def test_replace_settings_routes_loop_fields_into_the_one_loop_config():

@@ -119,3 +119,19 @@ def test_classify_refuses_a_language_the_task_lacks(world, tmp_path):
     result = runner.invoke(app, ["classify", str(world["images"]), "--classes", str(world["world"]), "-m",
                                  str(world["native"]), "--lang", "xx", "--device", "cpu", "-o", str(tmp_path / "z")])
     assert result.exit_code == 2 and "no class names in xx" in result.stderr
+
+
+def test_classify_ranks_by_the_similarity_the_checkpoint_trained_with(world, tmp_path):
+    from mltk.models.clip import clip_checkpoint_config, load_clip
+
+    torch.manual_seed(0)
+    config = {**clip_checkpoint_config("mltk-tiny"), "train_ccrk": {"similarity": "order"}}
+    ordered = artifacts.write_checkpoint(tmp_path / "order", load_clip("mltk-tiny").model.state_dict(), config,
+                                         stage="train-ccrk")
+    found = {}
+    for name, model in (("cosine", world["native"]), ("order", ordered)):
+        result = runner.invoke(app, ["classify", str(world["images"]), "--classes", str(world["world"]), "-m",
+                                     str(model), "--lang", "de", "--device", "cpu", "-o", str(tmp_path / f"m-{name}")])
+        assert result.exit_code == 0, result.stderr
+        found[name] = artifacts.load_metrics(tmp_path / f"m-{name}")
+    assert [found[n]["settings"]["similarity"] for n in ("cosine", "order")] == ["cosine", "order"]

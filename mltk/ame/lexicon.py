@@ -27,6 +27,7 @@ from mltk.ame.vocabulary import vocabulary_words
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.names import check_name
+from mltk.core.user_files import require_file
 from mltk.data.importers.common import normalize_lang, read_lines
 
 Pair = tuple[str, str]
@@ -120,8 +121,7 @@ def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_
     lexicon artifact (with ``vocab_from``, only the pairs of the captions' words)."""
     src = Path(src)
     src_lang, tgt_lang = check_pair_languages(src_lang, tgt_lang)
-    if not src.is_file():
-        raise ArtifactError("no such file (expected MUSE's 'src tgt' dictionary)", src)
+    require_file(src, "MUSE's 'src tgt' dictionary")
     config = {"importer": "muse", "source": str(src.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang,
               "vocab_from": str(Path(vocab_from).resolve()) if vocab_from is not None else None}
     if vocab_from is not None:  # the words the pairs were kept to, by each language's tokenizer

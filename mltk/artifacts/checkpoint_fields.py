@@ -1,7 +1,9 @@
 """The types of the fields a checkpoint's ``config.json`` hands to mltk's loaders, checked when it is read.
 
 A checkpoint names what rebuilds it: the base model (an open_clip name, a folder, an hf-hub repo), the non-native
-tokenizer, the vocabulary folder inside it. A crafted ``config.json`` with a list where a name belongs, a number
+tokenizer, the vocabulary folder inside it. A whole CLIP names only its architecture: a hub repository there
+(``hf-hub:ORG/NAME``) would make any reader, ``mltk export`` included, reach the network on the checkpoint's word.
+A crafted ``config.json`` with a list where a name belongs, a number
 for a path, or a vocabulary name that climbs out of the artifact is refused here with one line naming the file,
 before any loader acts on it. (Whatever the names point to is loaded without running code it carries:
 ``mltk.core.no_remote_code``.)
@@ -16,9 +18,10 @@ from mltk.core.errors import ArtifactError
 from mltk.core.names import check_name, control_characters
 
 TEXT, OPTIONAL_TEXT, COUNT, NAMES, FILE_NAME = "text", "optional text", "count", "names", "file name"
+ARCHITECTURE = "architecture"  # a whole CLIP's model: the open_clip architecture it was trained as
 BASE = {"base": dict, "base.model": TEXT, "base.pretrained": OPTIONAL_TEXT}
 FIELDS = {  # format -> dotted field -> what it must be
-    "open_clip": {"model": TEXT},
+    "open_clip": {"model": ARCHITECTURE},
     "mla": {**BASE, "native_lang": TEXT, "languages": NAMES, "non_native": dict, "non_native.kind": TEXT,
             "non_native.source": TEXT, "non_native.vocab_size": COUNT, "non_native.embed_dim": COUNT,
             "acquirer_hidden": COUNT},
@@ -58,7 +61,10 @@ def _problem(value, kind, path: Path) -> str | None:
         return None if isinstance(value, kind) else f"is {type(value).__name__}, expected an object"
     if kind == OPTIONAL_TEXT and value is None:
         return None
-    if kind in (TEXT, OPTIONAL_TEXT):
+    if kind == ARCHITECTURE and isinstance(value, str) and any(mark in value for mark in (":", "/", "\\")):
+        return (f"is {value[:80]!r}, a hub repository or a folder, not an open_clip architecture: a whole CLIP "
+                f"names the architecture it was trained as, and mltk never fetches what a checkpoint names")
+    if kind in (TEXT, OPTIONAL_TEXT, ARCHITECTURE):
         if not isinstance(value, str) or not value.strip():
             return f"is {type(value).__name__} {str(value)[:40]!r}, expected a non-empty name"
         return f"holds the control character {control_characters(value)[0]}" if control_characters(value) else None

@@ -10,6 +10,7 @@ names the holder (pid and process start time, from ``/proc/PID/stat``), for the 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -17,13 +18,14 @@ import stat
 from pathlib import Path
 
 from mltk.core.errors import ArtifactError
+from mltk.core.names import sibling_stem
 
 LOCK_TEXT = re.compile(r"(\d+( \S+)?)?")  # what a lock file holds: "PID START_TIME", or nothing yet
 
 
 def lock_path(out_dir: Path) -> Path:
     out_dir = Path(out_dir).resolve()
-    return out_dir.parent / f".{out_dir.name}.lock"
+    return out_dir.parent / f".{sibling_stem(out_dir)}.lock"
 
 
 def _other_rank_of_a_job() -> bool:
@@ -122,13 +124,25 @@ class OutputLock:
                 os.close(handle)  # a user's own file of that name: never overwritten or removed
                 raise ArtifactError(f"{self.path.name} beside it is not an mltk lock; mltk locks the output there, "
                                     f"so move it away", self.out_dir)
-            os.ftruncate(handle, 0)
-            os.lseek(handle, 0, os.SEEK_SET)
-            os.write(handle, f"{os.getpid()} {process_start_time(os.getpid()) or '-'}\n".encode("ascii"))
             self._handle, self.held = handle, True
+            self._write_holder()
             return
         refuse_if_held(self.out_dir)
         raise ArtifactError("could not take the output lock (another writer keeps racing for it)", self.out_dir)
+
+    def _write_holder(self) -> None:
+        """Name this process in the held lock file; a full disk or a refused write there is one line (exit 2), the
+        lock given back, like any other write of a command."""
+        try:
+            os.ftruncate(self._handle, 0)
+            os.lseek(self._handle, 0, os.SEEK_SET)
+            os.write(self._handle, f"{os.getpid()} {process_start_time(os.getpid()) or '-'}\n".encode("ascii"))
+        except OSError as exc:
+            self.release()
+            reason = "no space left on device" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else \
+                f"cannot write ({exc.strerror or exc})"
+            raise ArtifactError(f"{reason} while writing its lock {self.path.name}; nothing was changed",
+                                self.out_dir) from None
 
     def _still_at_path(self, handle: int) -> bool:
         try:

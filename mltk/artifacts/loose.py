@@ -1,7 +1,8 @@
 """Files mltk writes outside an artifact (a contact sheet, evaluation pictures), under the artifact policy.
 
 Such a file is refused inside any mltk artifact (an input of the command or not: a stray file breaks its
-manifest) and refuses to replace an existing file unless ``--overwrite`` (``policy.OVERWRITE``); it is written
+manifest), never replaces a file mltk did not write (``mltk.artifacts.ownership``: not even with
+``--overwrite``), and replaces one it wrote only with ``--overwrite`` (``policy.OVERWRITE``); it is written
 under a temporary name of its own and renamed into place, so a reader never sees half a picture, and a full disk
 says which file could not be written and leaves the previous one intact.
 """
@@ -14,11 +15,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mltk.artifacts.manifest import is_artifact
+from mltk.artifacts.ownership import made_by_mltk, remember_written
 from mltk.artifacts.writer import disk_full
 from mltk.core import policy
 from mltk.core.errors import ArtifactError
 from mltk.core.file_modes import give_normal_mode
-from mltk.core.names import check_output_path
+from mltk.core.names import check_output_path, sibling_stem
 
 
 def enclosing_artifact(path: Path) -> Path | None:
@@ -32,7 +34,8 @@ def enclosing_artifact(path: Path) -> Path | None:
 def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: str = "output",
                  directory: bool = False, overwrite: bool | None = None) -> Path:
     """``path`` resolved, when writing it is allowed: not an input nor inside one or any artifact, not an
-    existing file unless overwriting, and not a directory where a file goes (or a file where a folder goes)."""
+    existing file unless mltk wrote it and the user lets it be replaced, and not a directory where a file goes
+    (or a file where a folder goes)."""
     check_output_path(path, what)
     if Path(path).is_symlink():  # never write through a link: it may lead anywhere
         raise ArtifactError(f"{what} is a symlink; refusing to write through it", path)
@@ -51,6 +54,9 @@ def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: s
     overwrite = policy.OVERWRITE.get() if overwrite is None else overwrite
     if target.exists() and not target.is_file():
         raise ArtifactError(f"{what} exists and is not a regular file; refusing to replace it", target)
+    if target.exists() and not made_by_mltk(target):
+        raise ArtifactError(f"{what} exists and mltk did not write it (or it changed since); refusing to replace it, "
+                            "even with --overwrite: move it away or choose another name", target)
     if target.exists() and not overwrite:
         raise ArtifactError(f"{what} exists; pass --overwrite to replace it", target)
     return target
@@ -62,7 +68,7 @@ def write_file(path: str | Path, data: bytes, inputs: Iterable[str | Path] = (),
     target = check_target(path, inputs, what=what, overwrite=overwrite)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".mltk-tmp", dir=target.parent)
+        handle, temporary = tempfile.mkstemp(prefix=f".{sibling_stem(target)}.", suffix=".mltk-tmp", dir=target.parent)
     except OSError as exc:
         raise ArtifactError(f"cannot write the {what} ({exc.strerror or exc})", target) from None
     try:
@@ -70,6 +76,7 @@ def write_file(path: str | Path, data: bytes, inputs: Iterable[str | Path] = (),
             file.write(data)
         give_normal_mode(temporary)  # mkstemp makes it private (0600); the umask's mode, as open() would
         os.replace(temporary, target)
+        remember_written(target, data)
     except OSError as exc:
         Path(temporary).unlink(missing_ok=True)
         full = disk_full(exc)

@@ -26,13 +26,24 @@ def is_artifact(path: PathLike) -> bool:
     return (Path(path) / schema.MANIFEST).is_file()
 
 
+def missing_reason(path: Path) -> str:
+    """"no such file or directory", or where a killed ``mltk prune`` left the complete artifact meanwhile."""
+    from mltk.artifacts.prune_leftovers import interrupted_originals
+
+    originals = interrupted_originals(Path(path).absolute())
+    if originals:
+        return (f"no such file or directory: a killed mltk prune left the complete checkpoint at {originals[-1]}; "
+                f"run mltk prune {path} to put it back")
+    return "no such file or directory"
+
+
 def read_manifest(path: PathLike, kind: str | None = None) -> dict:
     """Read and validate ``path/manifest.json``; with ``kind``, insist on that artifact kind.
 
     Every file the manifest names must lie inside the artifact, exist, and have its recorded size."""
     path = Path(path)
     if not path.exists():
-        raise ArtifactError("no such file or directory", path)
+        raise ArtifactError(missing_reason(path), path)
     manifest_path = path / schema.MANIFEST
     if not manifest_path.is_file():
         raise ArtifactError("not an mltk artifact (no manifest.json)", path)
@@ -90,7 +101,9 @@ def fingerprint(path: PathLike) -> str:
         for child in sorted(p for p in path.rglob("*") if p.is_file()):
             digest.update(f"{child.relative_to(path)}\0{child.stat().st_size}\n".encode())
     else:
-        raise ArtifactError("no such file or directory", path)
+        from mltk.core.user_files import not_a_file
+
+        raise ArtifactError(not_a_file(path) or "no such file or directory", path)
     return "sha256:" + digest.hexdigest()
 
 

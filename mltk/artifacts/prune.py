@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import secrets
 import shutil
 from datetime import datetime, timezone
@@ -31,12 +30,12 @@ from pathlib import Path
 
 from mltk import artifacts
 from mltk.artifacts import locks, schema
+from mltk.artifacts.prune_leftovers import PARTIAL_MARKER, clean_leftovers
 from mltk.artifacts.swap import replace_directory
 from mltk.artifacts.writer import disk_full
 from mltk.core.errors import ArtifactError
+from mltk.core.names import sibling_stem
 from mltk.core.runtime import log
-
-PARTIAL_MARKER = ".mltk-prune-partial"  # inside a staging directory until it is complete
 
 
 def state_files(manifest: dict) -> list[str]:
@@ -52,7 +51,7 @@ def prune_state(path: Path | str) -> Path:
     lock = locks.OutputLock(artifact)
     lock.acquire()
     try:
-        _clean_leftovers(artifact)
+        clean_leftovers(artifact)
         report = artifacts.verify_artifact(artifact, decode=False)
         manifest = report["manifest"]
         if manifest["kind"] != "checkpoint":
@@ -63,7 +62,7 @@ def prune_state(path: Path | str) -> Path:
             return artifact
         staging = _stage_without(artifact, manifest, dropped)
         (staging / PARTIAL_MARKER).unlink()
-        old = artifact.parent / f".{artifact.name}.pruned-original-{os.getpid()}-{secrets.token_hex(6)}"
+        old = artifact.parent / f".{sibling_stem(artifact)}.pruned-original-{os.getpid()}-{secrets.token_hex(6)}"
         shutil.rmtree(replace_directory(staging, artifact, old), ignore_errors=True)
     finally:
         lock.release()
@@ -91,7 +90,7 @@ def _kept_files(artifact: Path) -> list[str]:
 
 def _stage_without(artifact: Path, manifest: dict, dropped: list[str]) -> Path:
     """A copy of the artifact (hard links) without ``dropped``, its manifest written last."""
-    staging = artifact.parent / f".{artifact.name}.prune-{secrets.token_hex(6)}"  # never a user's name
+    staging = artifact.parent / f".{sibling_stem(artifact)}.prune-{secrets.token_hex(6)}"  # never a user's name
     try:
         staging.mkdir()
         staging.chmod(artifact.stat().st_mode & 0o7777)
@@ -127,25 +126,3 @@ def _user_error(exc: BaseException, artifact: Path, staging: Path) -> ArtifactEr
     reason = "no space left on device" if full else f"cannot write ({exc.strerror or exc})"
     return ArtifactError(f"{reason} while writing {shown.removesuffix('.tmp')}; the checkpoint was not changed",
                          artifact)
-
-
-def _clean_leftovers(artifact: Path) -> None:
-    """Under the lock: put back an original that a run killed between two renames moved away, and remove what
-    killed runs left beside the artifact (staging directories, replaced originals)."""
-    name = re.escape(f".{artifact.name}")
-    staging = re.compile(name + r"\.prune-[0-9a-f]{12}")
-    original = re.compile(name + r"\.pruned-original-[0-9]+-[0-9a-f]{12}")
-    entries = [p for p in artifact.parent.iterdir() if not p.is_symlink() and p.is_dir()]
-    originals = sorted((p for p in entries if original.fullmatch(p.name) and artifacts.is_artifact(p)),
-                       key=lambda p: p.stat().st_mtime)
-    if originals and not artifact.exists() and not artifact.is_symlink():
-        os.replace(originals.pop(), artifact)
-        log(f"{artifact}: put back the checkpoint an interrupted prune had moved aside")
-    if not artifacts.is_artifact(artifact):
-        return  # nothing complete at the path: leave everything else as it is
-    for entry in originals:
-        shutil.rmtree(entry, ignore_errors=True)
-    for entry in entries:
-        if staging.fullmatch(entry.name) and ((entry / PARTIAL_MARKER).is_file() or artifacts.is_artifact(entry)
-                                              or not any(entry.iterdir())):
-            shutil.rmtree(entry, ignore_errors=True)

@@ -46,14 +46,19 @@ def require_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> 
         raise SchemaError(f"missing column(s) {', '.join(missing)} (has {', '.join(table.column_names)})", path)
 
 
+TEXT_ONLY_COLUMNS = ("lang", "caption", "split")  # names and sentences: a number there is a wrong column, not a name
+
+
 def as_string_columns(table: pa.Table, columns: Iterable[str], path: PathLike) -> pa.Table:
-    """Cast id-like columns to string (ids may arrive as ints) and reject nulls."""
+    """Cast id-like columns to string (ids may arrive as ints) and reject nulls; a language, a caption or a split
+    of another type is refused as such (cast, ``lang`` 0 would read as "no captions in language de")."""
     for name in columns:
         column = table.column(name)
         if column.null_count:
             raise SchemaError(f"column {name} has {column.null_count} null value(s)", path)
         if not pa.types.is_string(column.type):
-            if pa.types.is_large_string(column.type) or pa.types.is_integer(column.type):
+            integer_id = pa.types.is_integer(column.type) and name not in TEXT_ONLY_COLUMNS
+            if pa.types.is_large_string(column.type) or integer_id:
                 table = table.set_column(table.schema.get_field_index(name), name, column.cast(pa.string()))
             else:
                 raise SchemaError(f"column {name} has type {column.type}, expected string", path)

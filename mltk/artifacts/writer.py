@@ -25,10 +25,11 @@ from mltk.artifacts.manifest import (  # noqa
     read_manifest,
     write_json,
 )
+from mltk.artifacts.prune_leftovers import clean_leftovers
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, MltkError
 from mltk.core.file_modes import give_normal_modes
-from mltk.core.names import check_output_path
+from mltk.core.names import check_output_path, sibling_stem
 from mltk.core.version import __version__
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -41,17 +42,17 @@ PARTIAL_SETTINGS = ".mltk-settings.json"  # inside a partial directory: the sett
 def partial_dir(out_dir: PathLike) -> Path:
     """Where an artifact is built before it is renamed into place (stable, so a rerun can resume)."""
     out_dir = Path(out_dir).resolve()
-    return out_dir.parent / f".{out_dir.name}.partial"
+    return out_dir.parent / f".{sibling_stem(out_dir)}.partial"
 
 
 def _trash_dir(out_dir: Path) -> Path:
     """A fresh name for the artifact being replaced, which no user artifact has (pid and random suffix)."""
-    return out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{secrets.token_hex(6)}"
+    return out_dir.parent / f".{sibling_stem(out_dir)}.old-{os.getpid()}-{secrets.token_hex(6)}"
 
 
 def _our_trash(out_dir: Path) -> list[Path]:
     """Replaced artifacts left by a crash between the two renames of ``commit`` (names ``_trash_dir`` made)."""
-    pattern = re.compile(re.escape(f".{out_dir.name}.old-") + r"[0-9]+-[0-9a-f]{12}")
+    pattern = re.compile(re.escape(f".{sibling_stem(out_dir)}.old-") + r"[0-9]+-[0-9a-f]{12}")
     if not out_dir.parent.is_dir():
         return []
     return sorted((p for p in out_dir.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
@@ -94,14 +95,15 @@ class ArtifactWriter:
 
     The policy, decided on construction (so a stage can ask before its expensive work; ``reusable()`` is the same
     question without a writer): ``out`` overlapping an input is refused; a complete artifact made by the same
-    stage, configuration and input fingerprints is ``existing`` (a stage returns it instead of building; entering
+    stage, configuration and input fingerprints is ``existing``, with ``--overwrite`` too (a stage returns it
+    instead of building; entering
     the writer anyway builds and replaces it, since data handed to the writer directly is not in the settings);
     one made otherwise, or damaged, is refused unless ``--overwrite`` (``policy.OVERWRITE``); a
     directory that is no artifact is never replaced. One writer per output holds a lock beside the partial
     directory. On success the manifest (with each file's size and sha256) is written last and the directory
     renamed to ``out``; the old artifact stays until the new one is complete. On an exception the partial
-    directory is kept when ``resume`` is true (so the next run continues from it), except after bad input
-    (``MltkError``) in a run that started it; otherwise it is removed.
+    directory is kept when ``resume`` is true (so the next run continues from it), except in a run that started
+    it after bad input (``MltkError``) or before any work (nothing but ``bookkeeping``); otherwise it is removed.
     """
 
     def __init__(
@@ -134,6 +136,7 @@ class ArtifactWriter:
         }
         self._lock = locks.OutputLock(self.path)
         self._started_partial = False
+        self.bookkeeping = {PARTIAL_SETTINGS}  # files of a partial that record settings, not work (a stage adds)
         self.existing: Path | None = self._existing_policy()
 
     # -- the policy -------------------------------------------------------------------------------------------
@@ -166,18 +169,18 @@ class ArtifactWriter:
             if self.overwrite:
                 return None
             raise ArtifactError(f"exists but is damaged ({_reason(exc)}); pass --overwrite to replace it", self.path)
-        if self.overwrite:
-            return None
         difference = _difference(made, self._settings())
         if difference is None:
-            return self.path
+            return self.path  # up to date: reused, --overwrite or not (it replaces only what differs)
+        if self.overwrite:
+            return None
         raise ArtifactError(f"exists, made {difference}; pass --overwrite to replace it", self.path)
 
     def reuse(self) -> Path | None:
         """``existing``, saying on stderr that it is reused."""
         if self.existing is not None:
-            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (--overwrite "
-                  "rebuilds it)", file=sys.stderr)
+            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (remove it "
+                  "to rebuild it)", file=sys.stderr)
         return self.existing
 
     # -- building -----------------------------------------------------------------------------------------------
@@ -227,7 +230,7 @@ class ArtifactWriter:
         try:
             if exc_type is not None:
                 full = self._disk_full_error(exc) if disk_full(exc) else None
-                if not self.resume or (isinstance(exc, MltkError) and self._started_partial):
+                if not self.resume or (self._started_partial and (isinstance(exc, MltkError) or not self._did_work())):
                     shutil.rmtree(self.dir, ignore_errors=True)
                 if full is not None:
                     raise full from None
@@ -243,6 +246,13 @@ class ArtifactWriter:
                 raise full from None
         finally:
             self._lock.release()
+
+    def _did_work(self) -> bool:
+        """Whether the partial holds anything a rerun could continue from: a file besides the records of the
+        settings (``bookkeeping``). A run that failed before its first step leaves nothing, so the corrected
+        rerun is not taken for "an interrupted run started with other settings"."""
+        return any(p.is_file() and p.relative_to(self.dir).as_posix() not in self.bookkeeping
+                   for p in self.dir.rglob("*")) if self.dir.is_dir() else False
 
     def _disk_full_error(self, exc: OSError) -> ArtifactError:
         """"no space left on device" naming the file being written (the previous artifact, if any, is intact)."""
@@ -274,6 +284,7 @@ class ArtifactWriter:
             shutil.rmtree(trash, ignore_errors=True)
         else:
             os.replace(self.dir, self.path)
+        clean_leftovers(self.path)  # what a killed prune left beside the artifact it replaced
         return self.path
 
 

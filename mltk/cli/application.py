@@ -15,7 +15,8 @@ from typer.core import TyperGroup
 
 from mltk.cli.common import HELP_SETTINGS, add_shared_options
 from mltk.core import policy
-from mltk.core.errors import MltkError
+from mltk.core.errors import MltkError, user_os_error
+from mltk.core.names import one_line
 from mltk.core.version import __version__
 
 # Every command and the module that registers it (``register(app)``), in pipeline order (the order of --help).
@@ -73,12 +74,16 @@ class MltkGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except MltkError as exc:
-            _report(exc, f"{_speaker(ctx)}: error: {exc}")
+            _report(exc, f"{_speaker(ctx)}: error: {one_line(str(exc))}")
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             typer.echo("mltk: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # the last line of defence
+            refused = user_os_error(exc)  # a full disk, a refused write: bad input of the machine, exit 2
+            if refused is not None:
+                _report(exc, f"{_speaker(ctx)}: error: {one_line(str(refused))}")
+                ctx.exit(refused.exit_code)
             if _from_cli_framework(exc):
                 if _is_usage_error(exc):  # one line, like every other bad input (not click's usage box)
                     _report(exc, f"{_speaker(ctx)}: error: {exc.format_message()}{list_hint(exc, words)} (see --help)")

@@ -34,7 +34,8 @@ def classify_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Zero-shot classification: each class's prompts in a language are encoded by the model and averaged (CLIP's
-    prompt ensemble); each image takes the class of highest cosine similarity; top-1 and top-5 accuracy per
+    prompt ensemble); each image takes the class of highest similarity (cosine, or
+    order for a checkpoint trained with it); top-1 and top-5 accuracy per
     language are written to metrics.json and shown on stderr."""
     from mltk.evaluate.zero_shot import ClassifyConfig, classify
 

@@ -231,7 +231,7 @@ def resolve_input(path: str | None, *, what: str = "input", stdin=None) -> Path:
     if path not in (None, "-"):
         resolved = Path(path)
         if not resolved.exists():
-            raise ArtifactError("no such file or directory", resolved)
+            raise ArtifactError(_missing(resolved), resolved)
         return resolved
     if path is None and (stdin is None or stdin.isatty()):
         raise ArtifactError(f"no {what} given (pass a path or pipe one on stdin)", "<stdin>")
@@ -295,7 +295,7 @@ def route_input(value: str | None, slots: dict[str, Any], *, default: str, optio
     else:
         path, source = Path(value), value
         if not path.exists():
-            raise ArtifactError("no such file or directory", path)
+            raise ArtifactError(_missing(path), path)
     role = artifact_role(path)
     if role is None:
         role = default
@@ -324,3 +324,10 @@ def require(routed: dict[str, Path | None], role: str, option: str) -> Path:
 def examples(*commands: str) -> str:
     """The epilog of a command's --help: its example command lines, kept as written (click's ``\\b``)."""
     return "\b\nExample" + ("s" if len(commands) > 1 else "") + ":\n" + "\n".join(f"  {c}" for c in commands)
+
+
+def _missing(path: Path) -> str:
+    """Why an input is not there, in one phrase (``mltk.artifacts.manifest.missing_reason``)."""
+    from mltk.artifacts.manifest import missing_reason
+
+    return missing_reason(path)

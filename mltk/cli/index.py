@@ -76,7 +76,7 @@ def query(
     image_source: Optional[Path] = typer.Option(None, "--image-source", help="Images artifact (raw images) that "
                                                 "--contact-sheet draws from."),
     overwrite: bool = typer.Option(False, "--overwrite", envvar="MLTK_OVERWRITE",
-                                   help="Replace an existing --contact-sheet file."),
+                                   help="Replace a --contact-sheet mltk wrote earlier (never a file it did not make)."),
     keep_self: bool = typer.Option(False, "--keep-self", help="--images queries: keep the query's own id in its "
                                    "results (left out by default: a query is its own first hit)."),
     device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
@@ -86,12 +86,14 @@ def query(
     Queries are image vectors (--images or --vectors) or texts (--text / --text-file with --model and --lang;
     the query id is the text). An --images query's own id is left out of its results unless --keep-self."""
     from mltk.core.runtime import log
+    from mltk.evaluate.scorer import refuse_unless_cosine
     from mltk.index.faiss_index import check_contact_sheet, open_index, write_contact_sheet
 
     if contact_sheet is not None and image_source is None:
         raise ConfigError("--contact-sheet needs --image-source (the images artifact to draw from)")
     image_emb = either(images, image_emb, "--images", "--image-emb")
     opened = open_index(resolve_input(index, what="index"))
+    refuse_unless_cosine("index query", [model, opened.path, image_emb])  # a FAISS index ranks by cosine only
     sheet_inputs = [p for p in (image_emb, vectors, text_file) if p is not None]
     if contact_sheet is not None:  # refused before any query work (inside an input, an existing file)
         check_contact_sheet(contact_sheet, [image_source, opened.path, *sheet_inputs], overwrite)

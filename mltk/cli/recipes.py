@@ -55,7 +55,7 @@ def show_command(name: str = RecipeArg, as_json: JsonOpt = False) -> None:
 def cp_command(
     name: str = RecipeArg,
     file: Optional[Path] = typer.Argument(None, metavar="[FILE]", help="The JSON file to write (or -o/--out)."),
-    out: Optional[Path] = out_option("The JSON file to write (refused if it exists, unless --overwrite).",
+    out: Optional[Path] = out_option("The JSON file to write (over mltk's own earlier copy only, with --overwrite).",
                                      required=False),
     as_json: JsonOpt = False,
 ) -> None:

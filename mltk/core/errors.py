@@ -6,6 +6,7 @@ exception to exit code 1 (``MLTK_DEBUG=1`` shows the traceback).
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
@@ -33,3 +34,17 @@ class ConfigError(MltkError):
 
 class ModelDownloadError(ConfigError):
     """A named model (open_clip tag, ``hf-hub:`` repository, Hugging Face id) could not be fetched."""
+
+
+# a write the user's machine refused, which the user fixes (space, permissions, a name's length), not mltk
+USER_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+               errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+               errno.EROFS: "read-only file system", errno.ENAMETOOLONG: "file name too long"}
+
+
+def user_os_error(exc: BaseException) -> MltkError | None:
+    """An ``OSError`` the user's machine raised (a full disk, a refused write, a name too long) as a one-line
+    ``MltkError`` naming the file, wherever in a command it happened; None for any other exception."""
+    if not isinstance(exc, OSError) or exc.errno not in USER_ERRNOS:
+        return None
+    return MltkError(USER_ERRNOS[exc.errno], exc.filename)

@@ -7,18 +7,37 @@ newline in ``--out`` would put two lines on stdout, and the next stage of a pipe
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from pathlib import Path
 
 from mltk.core.errors import ConfigError
 
 MAX_NAME = 100  # characters: a language code, a task name
+STEM_BYTES = 160  # an output name longer than this is shortened (plus a hash) in mltk's own names beside it
+
+
+def sibling_stem(out: Path) -> str:
+    """The name mltk's own names beside ``out`` start from (``.NAME.partial``, ``.NAME.lock``, ``.NAME.old-...``,
+    ``.NAME.export-partial-...``): ``out.name``, or for a long one its first bytes and a hash of the whole, so that
+    every such name stays within the file system's 255 bytes when ``out``'s own name does."""
+    raw = Path(out).name.encode("utf-8", "surrogateescape")
+    if len(raw) <= STEM_BYTES:
+        return Path(out).name
+    head = raw[:STEM_BYTES - 17].decode("utf-8", "ignore")
+    return f"{head}~{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
 def control_characters(text: str) -> list[str]:
     """The control characters of ``text`` (newline, tab, NUL, DEL, U+2028 line separator ...), as escapes."""
     found = [ch for ch in text if unicodedata.category(ch) in ("Cc", "Zl", "Zp")]
     return [ascii(ch)[1:-1] for ch in dict.fromkeys(found)]
+
+
+def one_line(text: str) -> str:
+    """``text`` with each control character written as its escape (``\\n``), so that a file name holding a newline
+    shows whole in an error's one line instead of cutting it."""
+    return "".join(ascii(ch)[1:-1] if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
 
 
 def check_name(value: object, what: str, source: str | Path | None = None) -> str:

@@ -43,21 +43,6 @@ def refuse_custom_code(source: str | Path) -> None:
             raise ConfigError(REFUSAL.format(where=f"auto_map in {name}"), path)
 
 
-def from_pretrained(auto_class, source: str | Path, **kwargs):
-    """``auto_class.from_pretrained(source, trust_remote_code=False, **kwargs)``, refusing custom code with one
-    line (a hub repository that needs it is refused by transformers; that refusal is turned into a
-    ``ConfigError``)."""
-    forbid_prompt()
-    refuse_custom_code(source)
-    try:
-        return auto_class.from_pretrained(source, trust_remote_code=False, **kwargs)
-    except ValueError as exc:
-        refused = refusal_of(exc, source)
-        if refused is not None:
-            raise refused from None
-        raise
-
-
 def refusal_of(exc: BaseException, source: str | Path) -> ConfigError | None:
     """transformers' refusal to load a repository's own code (a ``ValueError`` naming ``trust_remote_code``) as
     one line naming ``source``; None for any other exception."""

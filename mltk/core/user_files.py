@@ -8,6 +8,7 @@ fails with exit code 2 and one line naming the file, the key and what was expect
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,69 @@ MAX_JSON_BYTES = 512 * 1024 * 1024
 MAX_JSON_DEPTH = 32
 """Deeper than any schema mltk reads; deeper nesting is refused before it can exhaust the stack."""
 
+MAX_TEXT_BYTES = 256 * 1024 * 1024
+"""Sentences or queries one command encodes (``encode-texts --lines``, ``index query --text-file``): a corpus larger
+than this belongs in a captions artifact (``mltk import-data``), which is read in batches."""
+
+MAX_CORPUS_BYTES = 4 * 1024 * 1024 * 1024
+"""A dataset's caption or annotation file read whole by an importer (COCO's is about 100 MB, CC3M's TSV 500 MB)."""
+
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
                dict: "an object"}
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """What ``path`` is when it is no regular file, in the words a user recognises ("no such file or directory",
+    "a directory", "a FIFO (named pipe)", ...); None for a regular file."""
+    try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        return "no such file or directory"
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISSOCK: "a socket",
+             stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device"}
+    return "is " + next((name for test, name in kinds.items() if test(mode)), "a special file") + \
+        ", not a regular file"
+
+
+def require_file(path: str | Path, expected: str) -> Path:
+    """``path`` when it is a regular file, else an error saying what it is and what was expected."""
+    problem = not_a_file(path)
+    if problem is not None:
+        raise ConfigError(f"{problem} (expected {expected})", path)
+    return Path(path)
+
+
+def read_user_bytes(path: str | Path, *, what: str = "file", max_bytes: int | None = None) -> bytes:
+    """The bytes of a file a user names, read up to ``max_bytes``: a FIFO, a device or an endless file (``/dev/zero``)
+    is read no further than a regular file could be, and refused past the bound; a missing path, a directory and an
+    unreadable file are each said as what they are."""
+    path, max_bytes = Path(path), MAX_TEXT_BYTES if max_bytes is None else max_bytes
+    if not path.exists():
+        raise ConfigError(f"cannot read this {what}: no such file or directory", path)
+    if path.is_dir():
+        raise ConfigError(f"this {what} is a directory, not a file", path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as error:
+        raise ConfigError(f"cannot read this {what}: {error.strerror or error}", path) from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"this {what} holds more than {max_bytes:,} bytes, the most mltk reads of one; it was not "
+                          f"read further", path)
+    return data
+
+
+def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int | None = None,
+                   encoding: str = "utf-8") -> str:
+    """``read_user_bytes`` decoded as UTF-8, a byte that is not UTF-8 named by its offset."""
+    try:
+        return read_user_bytes(path, what=what, max_bytes=max_bytes).decode(encoding)
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"this {what} is not UTF-8 text ({error.reason} at byte {error.start})", path) from None
 
 
 def read_user_json(path: str | Path, *, what: str = "JSON file", max_bytes: int = MAX_JSON_BYTES,
@@ -31,14 +93,9 @@ def read_user_json(path: str | Path, *, what: str = "JSON file", max_bytes: int 
         size = path.stat().st_size
     except OSError as error:
         raise ConfigError(f"cannot read this {what}: {error.strerror or error}", path) from None
-    if not path.is_file():
-        raise ConfigError(f"this {what} is not a regular file", path)
-    if size > max_bytes:
+    if path.is_file() and size > max_bytes:
         raise ConfigError(f"this {what} is {size:,} bytes, over the limit of {max_bytes:,}", path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read this {what} as UTF-8 text: {error}", path) from None
+    text = read_user_text(path, what=what, max_bytes=max_bytes)
     depth = json_nesting_depth(text)
     if depth > max_depth:
         raise ConfigError(f"this {what} nests {depth} levels deep, over the limit of {max_depth}", path)

@@ -16,6 +16,7 @@ import pyarrow as pa
 from mltk import artifacts
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.runtime import log
+from mltk.core.user_files import require_file
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 NO_SPLIT = ""  # the split of images from a folder or a Parquet file without a ``split`` column
@@ -143,8 +144,7 @@ def read_image_map(path: Path) -> dict[str, str]:
     ``image_id<TAB>path`` lines (a header line ``image_id<TAB>path`` is allowed); relative paths are relative to
     the mapping file's folder."""
     path = Path(path)
-    if not path.is_file():
-        raise ArtifactError("no such file (expected an image map: image_id<TAB>path per line, or Parquet)", path)
+    require_file(path, "an image map: image_id<TAB>path per line, or Parquet")
     if path.suffix == ".parquet":
         table = artifacts.read_table(path)
         artifacts.require_columns(table, ["image_id", "path"], path)

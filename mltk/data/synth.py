@@ -60,6 +60,10 @@ N_OBJECTS_WEIGHTS = (0.3, 0.35, 0.35)  # 1, 2, 3 objects
 P_GROUP = 0.2  # a scene with >= 2 objects repeats one shape+colour (so captions can count)
 
 
+MAX_IMAGES = 1_000_000  # a synthetic world is a test bed: a million 64-pixel images is a few GB already
+MAX_CAPTIONS_PER_IMAGE = 100
+
+
 @dataclass(frozen=True)
 class SynthConfig:
     """Everything that determines the world. ``langs`` is a tuple of codes from ``mltk.data.lang``."""
@@ -79,6 +83,13 @@ class SynthConfig:
         for name in ("train", "val", "test", "translated_per_image", "independent_per_image"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.train + self.val + self.test > MAX_IMAGES:  # a typo would fill the disk image by image
+            raise ConfigError(f"--train + --val + --test is {self.train + self.val + self.test:,} images, over the "
+                              f"most a synthetic world holds ({MAX_IMAGES:,})")
+        per_image = self.translated_per_image + self.independent_per_image
+        if per_image > MAX_CAPTIONS_PER_IMAGE:
+            raise ConfigError(f"--translated + --independent is {per_image} captions per image, over the most "
+                              f"({MAX_CAPTIONS_PER_IMAGE})")
         if self.train + self.val + self.test == 0:
             raise ConfigError("the world needs at least one image (--train/--val/--test are all 0)")
         if self.translated_per_image + self.independent_per_image == 0:

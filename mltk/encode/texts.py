@@ -16,6 +16,7 @@ from mltk import artifacts
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError, SchemaError
 from mltk.core.runtime import Runtime, track
+from mltk.core.user_files import read_user_text
 
 # the encoders' home is mltk.encode.text_encoders; imported here under their names of before it existed
 from mltk.encode.text_encoders import (  # noqa: F401
@@ -158,12 +159,7 @@ def sentences_of(texts: list[str], lines: str | Path | None) -> list[tuple[str, 
     if lines is None:
         pairs = [(str(n), text) for n, text in enumerate(texts, 1)]
     else:
-        try:
-            content = Path(lines).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"not UTF-8 text (byte {exc.start})", lines) from None
-        except OSError as exc:
-            raise ConfigError(f"cannot read the sentences: {exc.strerror or exc}", lines) from None
+        content = read_user_text(lines, what="--lines file of sentences")  # bounded: a device or FIFO too
         pairs = [(str(n), line.strip()) for n, line in enumerate(content.splitlines(), 1) if line.strip()]
     if not pairs or not all(text.strip() for _, text in pairs):
         raise ConfigError("no sentences to encode (an empty --text, or no non-blank line)", lines or "--text")

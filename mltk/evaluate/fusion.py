@@ -46,6 +46,7 @@ ORDER_FUSION_FORM = ("the query (1 - eta) * m + eta * t of the unit vectors of t
 AUTHORS_ETAS = tuple(i / 10 for i in range(11))  # CLL-CLIP's Figure 5: eta = 0, 0.1, ..., 1
 DEFAULT_GRID = "default"
 CURVE_KEYS = ("R@1", "R@5", "R@10")
+MAX_ETAS = 101  # the finest grid worth a table row each: steps of 0.01 (the authors' is 11 points)
 
 
 def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
@@ -54,6 +55,9 @@ def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
     etas: list[float] = []
     for value in values:
         parts = [part.strip() for part in str(value).split(",") if part.strip()]
+        if not parts:
+            raise ConfigError(f"--fusion {str(value)!r} holds no weight; give numbers in [0, 1], default, or a range "
+                              f"such as 0,0.1,...,1")
         if parts == [DEFAULT_GRID]:
             etas.extend(AUTHORS_ETAS)
             continue
@@ -62,7 +66,11 @@ def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
     for eta in etas:
         if not 0.0 <= eta <= 1.0:
             raise ConfigError(f"--fusion weights must lie in [0, 1], got {eta:g}")
-    return tuple(sorted(set(etas)))
+    etas = sorted(set(etas))
+    if len(etas) > MAX_ETAS:
+        raise ConfigError(f"--fusion gives {len(etas):,} weights, over the most mltk evaluates ({MAX_ETAS}: steps of "
+                          f"0.01); give a coarser grid")
+    return tuple(etas)
 
 
 def _eta(text: str) -> float:
@@ -84,6 +92,9 @@ def _expand_range(numbers: list[float | None], text: str) -> list[float]:
     if count < 1 or abs(count - round(count)) > 1e-6:
         raise ConfigError(f"--fusion {text}: the range must climb from {first:g} to {last:g} in whole steps of "
                           f"{step:g}")
+    if count + 1 > MAX_ETAS:  # refused before it is expanded: a typo (0,0.000001,...,1) is a million points
+        raise ConfigError(f"--fusion {text}: a grid of {int(round(count)) + 1:,} weights, over the most mltk "
+                          f"evaluates ({MAX_ETAS}: steps of 0.01); give a coarser step")
     return numbers[:at - 2] + [round(first + i * step, 10) for i in range(int(round(count)) + 1)]
 
 

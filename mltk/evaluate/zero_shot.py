@@ -4,7 +4,8 @@ Zhang et al. (MLA, arXiv:2206.11091, appendix) classify CIFAR-100 and ImageNet v
 language acquirers keep the native CLIP's ability (English bypasses them) while a full fine-tune of the text tower
 (multilingual knowledge distillation) loses some. The protocol is CLIP's (Radford et al. 2021, section 3.1.4):
 each class name is put into several prompt templates; the class vector is the mean of the L2-normalised prompt
-embeddings, normalised again (the "ensemble"); an image is assigned the class of highest cosine similarity.
+embeddings, normalised again (the "ensemble"); an image is assigned the class of highest
+similarity: cosine, or order similarity for a checkpoint trained with it (``mltk.evaluate.scorer``).
 
     class_c = normalize(mean_t normalize(f_text(template_t(name_c))))        # [C, D]
     predicted(image) = argmax_c <normalize(f_image(image)), class_c>
@@ -91,12 +92,18 @@ def class_vectors(prompt_vectors: list[np.ndarray]) -> np.ndarray:
     return np.stack(rows).astype(np.float32)
 
 
-def true_class_ranks(image_vectors: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """0-based rank of each image's true class ([N] int): how many other classes score at least as high.
+def true_class_ranks(image_vectors: np.ndarray, labels: np.ndarray, classes: np.ndarray,
+                     similarity: str = "cosine") -> np.ndarray:
+    """0-based rank of each image's true class ([N] int): how many other classes score at least as high, by the
+    similarity the model trained with (cosine, or order violation with the image specific and the class general,
+    as evaluate ranks captions).
 
     ``image_vectors`` [N, D] and ``classes`` [C, D] L2-normalised; ``labels`` [N] class row indices."""
-    scores = torch.from_numpy(np.ascontiguousarray(image_vectors, dtype=np.float32)) @ \
-        torch.from_numpy(np.ascontiguousarray(classes, dtype=np.float32)).T  # [N, C]
+    from mltk.losses.ranking import ranking_scores
+
+    images = torch.from_numpy(np.ascontiguousarray(image_vectors, dtype=np.float32))
+    scores = ranking_scores(images, torch.from_numpy(np.ascontiguousarray(classes, dtype=np.float32)),
+                            similarity)  # [N, C]
     truth = scores[torch.arange(len(labels)), torch.from_numpy(labels)]  # [N]
     at_least = (scores >= truth[:, None]).sum(dim=1) - 1  # ties count against the image (pessimistic)
     return at_least.numpy()
@@ -232,6 +239,7 @@ def load_task(source: Path, languages: tuple[str, ...], split: str) -> ClassTask
 def classify(config: ClassifyConfig) -> Path:
     """``mltk classify``: top-k zero-shot accuracy per language; writes a metrics artifact and returns its path."""
     from mltk.encode.text_encoders import load_model_encoder, readable_languages
+    from mltk.evaluate.scorer import model_similarity
     from mltk.evaluate.stage import load_normalized_embeddings
 
     inputs = [config.images, config.classes, *([Path(config.model)] if Path(config.model).exists() else [])]
@@ -247,14 +255,17 @@ def classify(config: ClassifyConfig) -> Path:
     runtime = resolve_runtime(config.device, config.precision)
     encoder = load_model_encoder(config.model, config.pretrained, runtime.device)
     languages = readable_languages(encoder, config.languages, task.languages, config.model)
+    similarity = model_similarity(config.model)  # the scorer travels with the model, as in evaluate
     results = {}
     for code in languages:
         classes = _encode_classes(encoder, task, code, runtime, config.batch_size)
-        results[code] = {**top_k_accuracy(true_class_ranks(image_vectors[rows], labels, classes), config.ks),
+        results[code] = {**top_k_accuracy(true_class_ranks(image_vectors[rows], labels, classes, similarity),
+                                         config.ks),
                          "images": int(len(rows)), "classes": len(task.class_ids)}
         log(f"classify {code}: " + "  ".join(f"{k} {v:.1f}" for k, v in results[code].items() if k.startswith("top"))
             + f"  ({len(rows)} images, {len(task.class_ids)} classes)")
     metrics = {"zero_shot": results, "settings": {"model": config.model, "task": task.source, "split": config.split,
+                                                  "similarity": similarity,
                                                   "ensemble": "mean of normalised prompt vectors",
                                                   "ties": "counted against the image (pessimistic rank)"}}
     return artifacts.write_metrics(config.out, metrics, stage="classify", config=config, inputs=inputs)

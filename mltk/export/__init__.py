@@ -17,15 +17,17 @@ and what it may replace: ``mltk.export.folder``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from mltk import artifacts
 from mltk.artifacts.dependencies import local_dependencies
+from mltk.core import policy
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
 from mltk.core.version import __version__
-from mltk.export.folder import MADE_BY, check_out, staged_folder, tidy
+from mltk.export.folder import EXPORT_INFO, MADE_BY, check_out, is_export, staged_folder, tidy
 
 FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA = "open_clip", "transformers", \
     "sentence-transformers", "mla"
@@ -49,6 +51,10 @@ def export_checkpoint(config: ExportConfig) -> Path:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {config.format!r}")
     path = Path(config.checkpoint)
     tidy(Path(config.out))
+    if not policy.OVERWRITE.get() and same_export(Path(config.out), config.format, path):
+        log(f"{Path(config.out).resolve()} is up to date (the same checkpoint exported as {config.format}); reusing "
+            f"it (remove it to export again)")
+        return Path(config.out).resolve()
     check_out(Path(config.out), [(path, "input checkpoint")])  # before its dependencies are hashed
     artifacts.read_manifest(path, "checkpoint")
     recorded = artifacts.read_checkpoint_config(path, resolve=False)
@@ -78,3 +84,18 @@ def export_checkpoint(config: ExportConfig) -> Path:
     out = Path(config.out).resolve()
     log(f"exported {path} as {config.format} to {out}")
     return out
+
+
+def same_export(out: Path, fmt: str, checkpoint: Path) -> bool:
+    """Whether ``out`` is an export of ``checkpoint``, as it is now (its fingerprint), in ``fmt``: reused as every
+    output made with the same settings and inputs is. An export holds no checksums to show it is intact, so
+    ``--overwrite`` exports it again."""
+    if not is_export(out) or not artifacts.is_artifact(checkpoint):
+        return False
+    try:
+        record = json.loads((out / EXPORT_INFO).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return (record.get("made_by") == MADE_BY and record.get("format") == fmt
+            and record.get("from") == str(checkpoint.resolve()) and record.get("fingerprint") ==
+            artifacts.fingerprint(checkpoint))

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import json
 import os
 import re
 import secrets
@@ -31,45 +29,15 @@ from pathlib import Path
 
 from mltk.artifacts import locks
 from mltk.artifacts.loose import enclosing_artifact
+from mltk.artifacts.ownership import EXPORT_INFO, MADE_BY, is_export  # noqa: F401 (the export's marker)
 from mltk.artifacts.writer import check_writable, disk_full
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.file_modes import give_normal_modes
 from mltk.core.names import check_output_path
+from mltk.core.names import sibling_stem as stem
 
-EXPORT_INFO = "mltk_export.json"  # what was exported from what, and what the folder keeps (read by no loader)
-MADE_BY = "mltk export"  # EXPORT_INFO's "made_by": the marker of a folder this command wrote
 PARTIAL_MARKER = ".mltk-export-partial"  # inside a folder being built, until it is complete
-MAX_INFO_BYTES = 1 << 20  # an EXPORT_INFO is a few hundred bytes
-STEM_BYTES = 160  # an --out name longer than this is shortened (plus a hash) in mltk's own names beside it
-
-
-def is_export(folder: Path) -> bool:
-    """Whether ``folder`` is a folder ``mltk export`` wrote: its ``mltk_export.json`` says so (``made_by``; an
-    export made before the marker by its ``format``, ``from`` and ``fingerprint``)."""
-    info = folder / EXPORT_INFO
-    if folder.is_symlink() or not folder.is_dir() or info.is_symlink() or not info.is_file():
-        return False
-    try:
-        if info.stat().st_size > MAX_INFO_BYTES:
-            return False
-        record = json.loads(info.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return False
-    if not isinstance(record, dict):
-        return False
-    return record.get("made_by") == MADE_BY or all(isinstance(record.get(key), str)
-                                                   for key in ("format", "from", "fingerprint"))
-
-
-def stem(out: Path) -> str:
-    """The name mltk's own names beside ``out`` start from: ``out.name``, or for a long one its first bytes and a
-    hash of the whole (``.NAME.export-partial-RANDOM`` must fit in 255 bytes)."""
-    raw = out.name.encode("utf-8", "surrogateescape")
-    if len(raw) <= STEM_BYTES:
-        return out.name
-    head = raw[:STEM_BYTES - 17].decode("utf-8", "ignore")
-    return f"{head}~{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
 def _refuse_overlap(out: Path, protected: Iterable[tuple[Path, str]]) -> None:

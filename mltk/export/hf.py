@@ -67,8 +67,8 @@ def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str,
     ``words`` [V, W] as its word embeddings (``config.vocab_size`` = V)."""
     from transformers import AutoModel
 
-    from mltk.core.no_remote_code import from_pretrained
     from mltk.models.hf_text import quiet_transformers
+    from mltk.models.hub import from_pretrained
 
     with quiet_transformers():
         model = from_pretrained(AutoModel, transformer_folder(base)).eval()

@@ -69,9 +69,9 @@ def _write_base(encoder, base_dir: Path, checkpoint: Path) -> dict:
         return {"base": "open_clip", "normalize": False}  # CLIP's users normalise, as open_clip's encode_text
     from transformers import AutoModel
 
-    from mltk.core.no_remote_code import from_pretrained
     from mltk.export.hf import dense_layers, transformer_folder
     from mltk.models.hf_text import quiet_transformers
+    from mltk.models.hub import from_pretrained
 
     with quiet_transformers():
         from_pretrained(AutoModel, transformer_folder(Path(encoder.spec["model"]))).save_pretrained(base_dir)

@@ -197,13 +197,10 @@ def query_vectors_from_texts(texts: Sequence[str], lang: str, model: str, *, pre
 
 def read_query_lines(path: Path) -> list[str]:
     """The non-blank lines of a UTF-8 text file, stripped (one query per line; blank lines are skipped)."""
+    from mltk.core.user_files import read_user_text
+
     path = Path(path)
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    except FileNotFoundError:
-        raise ArtifactError("no such file or directory", path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"cannot read the query lines ({exc})", path)
+    lines = [line.strip() for line in read_user_text(path, what="--text-file of queries").splitlines()]
     lines = [line for line in lines if line]
     if not lines:
         raise ArtifactError("holds no query (every line is blank)", path)

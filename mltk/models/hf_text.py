@@ -318,7 +318,8 @@ def _load_folder(path: Path) -> HFTextTower:
     Normalize)."""
     from transformers import AutoModel, AutoTokenizer
 
-    from mltk.core.no_remote_code import from_pretrained, refuse_custom_code
+    from mltk.core.no_remote_code import refuse_custom_code
+    from mltk.models.hub import from_pretrained
 
     refuse_custom_code(path)
     modules = _read_json(path / "modules.json") if (path / "modules.json").is_file() else []

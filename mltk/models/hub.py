@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mltk.core.download import looks_local, model_download, offline_by_setting
 from mltk.core.errors import ModelDownloadError
+from mltk.core.no_remote_code import forbid_prompt, refusal_of, refuse_custom_code
 
 HUB_SCHEMA = "hf-hub:"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -97,3 +98,22 @@ def hub_text_folder(name: str | os.PathLike | None) -> Path | None:
     if name is None or repo_id_of(name) is None:
         return None
     return _resolve(os.fspath(name), str(hub_cache_dir()), offline_by_setting())
+
+
+def from_pretrained(auto_class, source: str | Path, **kwargs):
+    """``auto_class.from_pretrained(source, trust_remote_code=False, **kwargs)``, refusing custom code with one
+    line (a hub repository that needs it is refused by transformers; that refusal is turned into a
+    ``ConfigError``). Every model and tokenizer a user names goes through here, and a hub id is had the way
+    ``--model`` has it: its cached snapshot, or one line (``ModelDownloadError``) at the first failed connection
+    rather than after the hub client's retries."""
+    forbid_prompt()
+    source = hub_text_folder(source) or source  # a hub id: its cached snapshot, fetched the way --model is
+    refuse_custom_code(source)
+    try:
+        with model_download(str(source)):  # a hub id that cannot be had: one line at the first failed connection
+            return auto_class.from_pretrained(source, trust_remote_code=False, **kwargs)
+    except ValueError as exc:
+        refused = refusal_of(exc, source)
+        if refused is not None:
+            raise refused from None
+        raise

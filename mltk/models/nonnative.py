@@ -45,7 +45,7 @@ class HFTokenizer:
     def __init__(self, name_or_path: str):
         from transformers import AutoTokenizer
 
-        from mltk.core.no_remote_code import from_pretrained
+        from mltk.models.hub import from_pretrained
 
         try:
             self._tok = from_pretrained(AutoTokenizer, name_or_path)
@@ -72,7 +72,7 @@ class HFTokenizer:
         """The pretrained word-embedding table of the model that ships with this tokenizer ([V, E])."""
         from transformers import AutoModel
 
-        from mltk.core.no_remote_code import from_pretrained
+        from mltk.models.hub import from_pretrained
 
         try:
             model = from_pretrained(AutoModel, self.source)

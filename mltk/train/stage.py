@@ -237,6 +237,7 @@ def stage_writer(out: Path, stage: str, config: Any, inputs: Iterable[Path]) -> 
 def open_run(writer: artifacts.ArtifactWriter, config: Any) -> Iterator[artifacts.ArtifactWriter]:
     """Enter ``writer`` (from ``stage_writer``). The first run records its settings (``run.json``); a rerun that
     finds the partial artifact continues it only when ``changed_settings`` allows every difference."""
+    writer.bookkeeping.add(RUN_FILE)  # settings, not work: a run that fails before its first step leaves nothing
     with writer:
         record = writer.dir / RUN_FILE
         current = settings_record(config)

@@ -118,6 +118,9 @@ def translate_captions(input_path: str | Path, out_dir: str | Path, config: Tran
     return writer.path
 
 
+MAX_BEAMS = 64  # beam search keeps beams x batch hypotheses; the MT papers use 4 to 12
+
+
 def validate_config(config: TranslateConfig) -> TranslateConfig:
     """Normalise language codes and reject impossible values with a ``ConfigError`` naming the option."""
     source = check_language_code(config.source_lang, "--source-lang")
@@ -128,10 +131,11 @@ def validate_config(config: TranslateConfig) -> TranslateConfig:
         raise ConfigError(f"--target {source} is the source language")
     if config.family not in FAMILIES:
         raise ConfigError(f"--family must be one of {', '.join(FAMILIES)}, got {config.family!r}")
-    for option, value in (("--beams", config.beams), ("--max-length", config.max_length),
-                          ("--batch-size", config.batch_size), ("--shard-size", config.shard_size)):
-        if value < 1:
-            raise ConfigError(f"{option} must be at least 1, got {value}")
+    for option, value, most in (("--beams", config.beams, MAX_BEAMS), ("--max-length", config.max_length, 4096),
+                                ("--batch-size", config.batch_size, 65536),
+                                ("--shard-size", config.shard_size, 10_000_000)):
+        if not 1 <= value <= most:  # the most: beyond it a typo costs the machine's memory, not a better result
+            raise ConfigError(f"{option} must be between 1 and {most:,}, got {value}")
     if config.guards.max_length_ratio <= 0:
         raise ConfigError(f"--max-length-ratio must be positive, got {config.guards.max_length_ratio}")
     return replace(config, source_lang=source, targets=targets)

@@ -142,7 +142,7 @@ def _load(name: str, runtime: Runtime):
     ``ConfigError`` naming it (no traceback for a typo)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from mltk.core.no_remote_code import from_pretrained
+    from mltk.models.hub import from_pretrained
 
     if is_local_model(name) and not Path(name).expanduser().is_dir():
         raise ConfigError("translation model directory not found", name)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.errors import SchemaError
+from mltk.core.user_files import require_file
 from mltk.data.importers.common import Imported, ImportRequest, read_lines
 from mltk.data.importers.image_ids import canonical_image_id
 
@@ -33,8 +34,7 @@ def looks_like_caption(value: str) -> bool:
 
 
 def import_cc(src: Path, request: ImportRequest) -> Imported:
-    if not src.is_file():
-        raise ArtifactError("no such file (expected a Conceptual Captions TSV, caption<TAB>url per line)", src)
+    require_file(src, "a Conceptual Captions TSV, caption<TAB>url per line")
     name = src.name.lower()
     split = "val" if "valid" in name or re.search(r"(^|[^a-z])val([^a-z]|$)", name) else "train"
     imported = Imported()

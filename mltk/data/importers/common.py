@@ -4,6 +4,7 @@ what it was asked for (``ImportRequest``)."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import pyarrow as pa
 
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.user_files import MAX_CORPUS_BYTES, read_user_bytes
 
 # Codes seen in public files that are not ISO 639-1 although an ISO 639-1 code exists.
 LANGUAGE_ALIASES = {"jp": "ja", "cz": "cs", "gr": "el", "dk": "da", "iw": "he", "in": "id", "ji": "yi"}
@@ -118,16 +120,20 @@ class Imported:
 
 def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file (optionally gzipped), without a trailing CR. Splits on ``\\n`` only: captions
-    may contain other Unicode line separators, and ``str.splitlines`` would cut them."""
+    may contain other Unicode line separators, and ``str.splitlines`` would cut them. Read up to
+    ``MAX_CORPUS_BYTES`` (a FIFO, a device or a gzip bomb no further), a directory or a special file said as such."""
+    data = read_user_bytes(path, what="dataset file", max_bytes=MAX_CORPUS_BYTES)
     try:
         if path.suffix == ".gz":
-            with gzip.open(path, "rb") as handle:
-                text = handle.read().decode("utf-8-sig")
-        else:
-            text = path.read_text(encoding="utf-8-sig")
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+                data = handle.read(MAX_CORPUS_BYTES + 1)
+            if len(data) > MAX_CORPUS_BYTES:
+                raise ArtifactError(f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one "
+                                    f"dataset file", path)
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path)
-    except OSError as exc:
+    except (OSError, EOFError) as exc:
         raise ArtifactError(f"cannot read ({exc})", path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -136,9 +142,7 @@ def read_lines(path: Path) -> list[str]:
 
 
 def read_text(path: Path) -> str:
-    if not path.is_file():
-        raise ArtifactError("no such file", path)
-    return "\n".join(read_lines(path))
+    return "\n".join(read_lines(Path(path)))
 
 
 def read_json_lines(path: Path) -> Iterator[tuple[int, dict]]:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mltk.core.errors import ArtifactError, SchemaError
+from mltk.core.errors import SchemaError
+from mltk.core.user_files import require_file
 from mltk.data.importers.common import Imported, ImportRequest, normalize_lang, read_json_lines
 
 
 def import_crossmodal3600(src: Path, request: ImportRequest) -> Imported:
     path = src / "captions.jsonl" if src.is_dir() else src
-    if not path.is_file():
-        raise ArtifactError("no such file (expected Crossmodal-3600 captions.jsonl)", path)
+    require_file(path, "Crossmodal-3600 captions.jsonl")
     imported = Imported()
     if not request.wants("test"):
         return imported
