@@ -33,3 +33,12 @@ def test_a_list_with_spaces_and_no_input_says_why_the_word_was_read_as_a_path(tm
     assert "a list takes commas, not spaces: --lang de,zh" in result.stderr
     missing = runner.invoke(app, ["train-nlt", str(tmp_path / "nothere"), "--lang", "de", "-o", str(tmp_path / "x")])
     assert missing.exit_code == 2 and "commas" not in missing.stderr
+
+
+def test_the_recipes_commands_help_speaks_of_recipes_not_artifacts():
+    """They read and copy recipe files: no artifact path to print, no artifact to overwrite."""
+    for command in ("list", "show", "cp"):
+        result = runner.invoke(app, ["recipes", command, "--help"])
+        assert result.exit_code == 0 and "--json" in result.stdout
+        assert "artifact" not in result.stdout, command
+    assert "Replace the file if it exists" in runner.invoke(app, ["recipes", "cp", "--help"]).stdout
