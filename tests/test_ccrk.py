@@ -372,6 +372,34 @@ def test_compare_prints_mean_ar_mrv_and_recall_spread_side_by_side(tmp_path):
     assert result.exit_code == 2 and "ja" in result.stderr
 
 
+def _c2c_metrics(ar: dict[str, float]) -> dict:
+    side = {"R@1": 0.0, "R@5": 0.0, "R@10": 0.0, "median_rank": 1.0, "mean_rank": 1.0}
+    return {"c2c": {pair: {f"{pair[:2]}->{pair[3:]}": side, f"{pair[3:]}->{pair[:2]}": side, "AR": value,
+                           "relevance": "caption_id"} for pair, value in ar.items()}}
+
+
+def test_compare_puts_caption_to_caption_results_side_by_side(tmp_path):
+    """Text-only runs (evaluate --metric c2c): the same table over language pairs, MRV left empty."""
+    first = artifacts.write_metrics(tmp_path / "m1", _c2c_metrics({"de-en": 90.0, "fr-en": 80.0}))
+    second = artifacts.write_metrics(tmp_path / "m2", _c2c_metrics({"de-en": 70.0, "fr-en": 40.0, "cs-en": 9.0}))
+    out = tmp_path / "cmp"
+    result = runner.invoke(app, ["compare", str(first), str(second), "--out", str(out), "--name", "a,b",
+                                 "--format", "markdown"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"{out.resolve()}\n"
+    assert "| a | 85.00 | – | – | 10.00 | fr-en 80.0 | de-en 90.0 |" in result.stderr
+    assert "| b | 55.00 | – | – | 30.00 | fr-en 40.0 | de-en 70.0 |" in result.stderr
+    comparison = artifacts.load_metrics(out)["c2c_comparison"]
+    assert comparison["languages"] == ["de-en", "fr-en"]  # cs-en is not shared
+    assert [r["mean_AR"] for r in comparison["runs"]] == [85.0, 55.0]
+    only_de = runner.invoke(app, ["compare", str(first), str(second), "--out", str(tmp_path / "c2"), "--lang",
+                                  "de,en"])
+    assert only_de.exit_code == 0, only_de.stderr
+    assert artifacts.load_metrics(tmp_path / "c2")["c2c_comparison"]["languages"] == ["de-en"]
+    none = runner.invoke(app, ["compare", str(first), "--out", str(tmp_path / "c3"), "--lang", "ja,en"])
+    assert none.exit_code == 2 and "no caption-to-caption language pair within ja, en" in none.stderr
+
+
 def test_ccrk_defaults_are_the_authors():
     from mltk.recipes import load_recipe
     from mltk.settings import resolve

@@ -369,5 +369,17 @@ def test_evaluate_without_split_says_it_scores_every_split(tmp_path, embeddings)
     result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path),
                                  "--out", str(tmp_path / "m")])
     assert result.exit_code == 0, result.stderr
-    assert "every split of the data is scored together" in result.stderr and "--split test" in result.stderr
+    assert "the data holds one split (test), scored as it is" in result.stderr
+    assert "train" not in result.stderr  # no split the data does not have
     assert artifacts.load_metrics(tmp_path / "m")["settings"]["split"] == "all splits"
+    split_of = {"img0": "test", "img1": "val"}
+    table = artifacts.load_embeddings(text_path)[0]
+    with_splits = artifacts.write_embeddings(
+        tmp_path / "split-txt", table.column("id").to_pylist(), artifacts.load_embeddings(text_path)[1],
+        **{c: table.column(c).to_pylist() for c in ("image_id", "lang", "caption_id")},
+        split=[split_of.get(i, "test") for i in table.column("image_id").to_pylist()])
+    named = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(with_splits),
+                                "--out", str(tmp_path / "m2")])
+    assert named.exit_code == 0, named.stderr
+    assert "the data's splits (val, test) are scored together; --split test scores" in named.stderr
+    assert "train" not in named.stderr

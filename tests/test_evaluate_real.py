@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.data.importers import import_dataset
+from mltk.data.importers import import_dataset, merge_captions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 runner = CliRunner()
@@ -77,7 +78,7 @@ def test_xtd10_mrv_over_all_seven_languages_including_independent_japanese(tmp_p
 
 def test_multi30k_task2_c2c_by_image_from_text_embeddings_alone(tmp_path):
     """Five independent descriptions per image and language: a hit is a caption of the same image (AME)."""
-    imported = import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "m30k", splits=["test"])
+    imported = import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "m30k", splits=["test"], task="task2")
     _, texts = embed(imported, tmp_path)
     result = evaluate(tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de", "--lang", "en,de")
     assert result.exit_code == 0, result.stderr
@@ -85,22 +86,48 @@ def test_multi30k_task2_c2c_by_image_from_text_embeddings_alone(tmp_path):
     metrics = artifacts.load_metrics(tmp_path / "m")
     pair = metrics["c2c"]["en-de"]
     assert pair["relevance"] == "image" and pair["instances"] == 2
-    assert pair["queries"] == {"en->de": 12, "de->en": 11}  # task 1 (1 per image) + task 2 (5 en, 4 de)
+    assert pair["queries"] == {"en->de": 10, "de->en": 9}  # 5 en and 5 de per image, one de line empty
     assert "per_language" not in metrics and metrics["settings"]["counts"]["images"] is None
     by_id = evaluate(tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de", "--c2c-relevance",
                      "caption_id", name="by-id")
-    assert by_id.exit_code == 0, by_id.stderr  # task 1's translations share caption_ids
-    assert artifacts.load_metrics(tmp_path / "by-id")["c2c"]["en-de"]["queries"] == {"en->de": 2, "de->en": 2}
+    assert by_id.exit_code == 2 and "share no caption_id" in by_id.stderr  # no description translates another
     no_images = evaluate(tmp_path, None, texts, "--metric", "mrv", name="x")
     assert no_images.exit_code == 2 and "image embeddings" in no_images.stderr
 
 
+def test_c2c_refuses_translations_mixed_with_independent_descriptions(tmp_path):
+    """Multi30K's two tasks in one test split (as an earlier import-data merged them): by image, the translations'
+    near-certain hits and the descriptions' frequent misses would make one number that is neither benchmark."""
+    task1 = import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "task1", splits=["test"])
+    task2 = import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "task2", task="task2")
+    merged = merge_captions([task1 / "captions", task2 / "captions"], tmp_path / "both" / "captions").parent
+    shutil.copytree(task1 / "images", merged / "images")
+    _, texts = embed(merged, tmp_path)
+    mixed = evaluate(tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de")
+    assert mixed.exit_code == 2 and mixed.stdout == "" and mixed.stderr.count("\n") == 1
+    assert "10 of 12 en captions have no translation partner in de" in mixed.stderr  # 2 task 1, 10 task 2
+    assert "--c2c-relevance caption_id" in mixed.stderr and "--task" in mixed.stderr
+    by_id = evaluate(tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de", "--c2c-relevance",
+                     "caption_id", name="by-id")
+    assert by_id.exit_code == 0, by_id.stderr  # task 1's translations alone
+    assert artifacts.load_metrics(tmp_path / "by-id")["c2c"]["en-de"]["queries"] == {"en->de": 2, "de->en": 2}
+
+
+def test_c2c_refuses_multi30k_tasks_merged_on_the_shared_data(shared_data, tmp_path):
+    src = shared_data / "multi30k"
+    if not (src / "task2").is_dir():
+        pytest.skip(f"Multi30K task 2 not found at {src}")
+    task1 = import_dataset("multi30k", src, tmp_path / "task1", splits=["test"])
+    task2 = import_dataset("multi30k", src, tmp_path / "task2", task="task2")
+    merged = merge_captions([task1 / "captions", task2 / "captions"], tmp_path / "both" / "captions").parent
+    shutil.copytree(task1 / "images", merged / "images")
+    _, texts = embed(merged, tmp_path)
+    mixed = evaluate(tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "de:en")
+    assert mixed.exit_code == 2 and "5000 of 6000 de captions have no translation partner in en" in mixed.stderr
+
+
 def test_multi30k_task2_mrv_needs_one_caption_per_language_or_first_caption(tmp_path):
-    src_task2 = tmp_path / "task2only"
-    (src_task2 / "task2").mkdir(parents=True)
-    import shutil
-    shutil.copytree(FIXTURES / "multi30k" / "task2", src_task2 / "task2", dirs_exist_ok=True)
-    imported = import_dataset("multi30k", src_task2, tmp_path / "m30k")
+    imported = import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "m30k", task="task2")
     images, texts = embed(imported, tmp_path)
     result = evaluate(tmp_path, images, texts, "--metric", "mrv")
     assert result.exit_code == 2 and result.stdout == ""

@@ -301,7 +301,7 @@ def test_formats_that_do_not_apply_are_refused_in_one_line(tmp_path):
     clip, mla = tiny_clip_and_mla(tmp_path)
     cases = [
         (mla, "transformers", "cannot be folded"),
-        (mla, "sentence-transformers", "cannot be folded"),
+        (mla, "sentence-transformers", "without remote code (why: docs/export.md)"),
         (mla, "open_clip", "open_clip cannot run"),
         (clip, "mla", "takes an MLA acquirer checkpoint"),
         (clip, "transformers", "exports with --format open_clip"),

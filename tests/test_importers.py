@@ -58,9 +58,12 @@ def test_multi30k_translations_share_caption_ids_and_task2_is_independent(tmp_pa
     out = import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "m30k")
     rows, manifest, images = load(out)
     task1 = [r for r in rows if r["source"] == "task1"]
-    task2 = [r for r in rows if r["source"] == "task2"]
+    assert len(task1) == len(rows) and manifest["created_by"]["config"]["task"] == "task1"  # task 2 when asked
+    task2, manifest2, _ = load(import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "task2", task="task2"))
+    assert {r["source"] for r in task2} == {"task2"}
     assert Counter(r["split"] for r in task1) == {"train": 12, "val": 7, "test": 8}
-    assert manifest["dropped_empty"] == 2 and manifest["dropped_empty_by_lang"] == {"fr": 1, "de": 1}
+    assert manifest["dropped_empty"] == 1 and manifest["dropped_empty_by_lang"] == {"fr": 1}
+    assert manifest2["dropped_empty_by_lang"] == {"de": 1}
     groups = by_caption_id(task1)
     assert set(groups["train-1"]) == {"en", "de", "fr", "cs"}
     assert groups["train-1"]["cs"] == "Několik mužů v přilbách obsluhuje obří kladkostroj."
@@ -85,9 +88,36 @@ def test_multi30k_split_filter_gzip_and_images_root(tmp_path):
     raw.unlink()
     out = import_dataset("multi30k", src, tmp_path / "out", splits=["test"], images_root=tmp_path / "flickr30k")
     rows, _, images = load(out)
-    assert {r["split"] for r in rows} == {"test"} and len(rows) == 8 + 19
+    assert {r["split"] for r in rows} == {"test"} and len(rows) == 8
     assert by_caption_id(rows)["test-0"]["en"] == "The man with pierced ears is wearing glasses and an orange hat."
     assert images["flickr30k:1009434119"]["path"] == str(tmp_path / "flickr30k" / "1009434119.jpg")
+
+
+def test_multi30k_split_filter_takes_the_file_stem_too(tmp_path):
+    by_stem = load(import_dataset("multi30k", FIXTURES / "multi30k", tmp_path / "a", splits=["test_2016_flickr"]))[0]
+    assert {r["split"] for r in by_stem} == {"test"} and len(by_stem) == 8
+
+
+def test_multi30k_imports_one_task_and_says_what_it_read(tmp_path):
+    """Task 2's independent descriptions stay out of the translations' test split unless asked for, and stderr
+    names the files, the languages and the captions per split (and the task left out)."""
+    result = runner.invoke(app, ["import-data", "multi30k", str(FIXTURES / "multi30k"), "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.stderr
+    assert "read 12 caption file(s): raw/test_2016_flickr.cs" in result.stderr
+    assert "(cs 7, de 7, en 7, fr 6)" in result.stderr
+    assert "captions per split: test 8, train 12, val 7" in result.stderr
+    assert "task2 not imported (independent descriptions; --task task2" in result.stderr
+    assert {r["source"] for r in load(tmp_path / "a")[0]} == {"task1"}
+    task2 = runner.invoke(app, ["import-data", "multi30k", str(FIXTURES / "multi30k"), "--task", "task2", "--out",
+                                str(tmp_path / "b")])
+    assert task2.exit_code == 0, task2.stderr
+    assert "read 10 caption file(s)" in task2.stderr and "captions per split: test 19" in task2.stderr
+    wrong = runner.invoke(app, ["import-data", "xtd10", str(FIXTURES / "xtd10"), "--task", "task2", "--out",
+                                str(tmp_path / "c")])
+    assert wrong.exit_code == 2 and wrong.stderr.count("\n") == 1 and "--task is for multi30k" in wrong.stderr
+    unknown = runner.invoke(app, ["import-data", "multi30k", str(FIXTURES / "multi30k"), "--task", "3", "--out",
+                                  str(tmp_path / "d")])
+    assert unknown.exit_code == 2 and "expected one of task1, task2" in unknown.stderr
 
 
 def test_multi30k_unequal_line_counts_name_the_file(tmp_path):
@@ -117,9 +147,11 @@ def test_multi30k_on_the_shared_data(shared_data, tmp_path):
         assert ids["en"] == ids["de"] == ids["fr"] == ids["cs"]
     first = by_caption_id(task1)["val-0"]
     assert first["cs"] == "Skupina mužů nakládá bavlnu na náklaďák."
-    task2 = Counter(r["lang"] for r in rows if r["source"] == "task2")
-    assert task2 == {"en": 5000, "de": 5000}
+    assert len(task1) == len(rows)  # task 2's descriptions stay out of the translations' test split
     assert manifest["dropped_empty"] == 0 and len(images) == 29000 + 1014 + 1000
+    task2, manifest2, images2 = load(import_dataset("multi30k", src, tmp_path / "task2", task="task2"))
+    assert Counter((r["split"], r["lang"]) for r in task2) == {("test", "en"): 5000, ("test", "de"): 5000}
+    assert set(images2) <= {i for i, row in images.items() if row["split"] == "test"} and len(images2) == 1000
 
 
 # ----------------------------------------------------------------------------------------------------------------

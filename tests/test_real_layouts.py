@@ -105,7 +105,7 @@ def test_multi30k_task2_files_numbered_from_zero_are_read(tmp_path):
     for path in sorted(raw.iterdir()):
         stem, k, lang = path.name.split(".")
         path.rename(raw / f"{stem}.{int(k) - 1}.{lang}")
-    rows = [r for r in rows_of(import_dataset("multi30k", src, tmp_path / "out")) if r["source"] == "task2"]
+    rows = rows_of(import_dataset("multi30k", src, tmp_path / "out", task="task2"))
     assert len(rows) == 19 and Counter(r["lang"] for r in rows) == {"en": 10, "de": 9}
     assert {r["caption_id"].split("-")[-2] for r in rows} == {"0", "1", "2", "3", "4"}
 
@@ -127,7 +127,8 @@ def test_multi30k_unexpected_file_names_are_named_on_stderr(tmp_path):
     src = tmp_path / "multi30k"
     shutil.copytree(FIXTURES / "multi30k", src)
     (src / "task2" / "raw" / "test_2016.en.orig").write_text("x\n")
-    result = runner.invoke(app, ["import-data", "multi30k", str(src), "--out", str(tmp_path / "out")])
+    result = runner.invoke(app, ["import-data", "multi30k", str(src), "--task", "task2", "--out",
+                                 str(tmp_path / "out")])
     assert result.exit_code == 0, result.stderr
     assert "skipped" in result.stderr and "test_2016.en.orig" in result.stderr
     assert artifacts.read_manifest(tmp_path / "out" / "captions")["skipped_files"][0].startswith(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -81,6 +83,27 @@ def test_nlt_resumes_exactly_after_an_interruption(world, tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
+
+def test_a_resumed_run_records_the_time_of_every_stretch(world, tmp_path, monkeypatch):
+    """The manifest's train_seconds is the sum over the interrupted stretch and the resumed one (a fake clock: the
+    stage reads it once at each stretch's start and end)."""
+    import mltk.train.stage as stage
+
+    readings = iter([100.0, 105.5, 200.0, 207.25])
+    monkeypatch.setattr(stage, "time", SimpleNamespace(perf_counter=lambda: next(readings)))
+
+    def interrupt(step, loss):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        mla.train_nlt(nlt_config(world, tmp_path / "run"), on_step=interrupt)
+    resumed = mla.train_nlt(nlt_config(world, tmp_path / "run"))
+    manifest = artifacts.read_manifest(resumed)
+    assert manifest["train_stretches_seconds"] == [5.5, 7.2]
+    assert manifest["train_seconds"] == 12.7
+    assert not (resumed / stage.STRETCHES_FILE).exists()
 
 
 def test_adding_a_language_leaves_the_others_bit_identical(world, tmp_path):

@@ -74,11 +74,14 @@ class MltkGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except MltkError as exc:
-            _report(exc, f"{_speaker(ctx)}: error: {one_line(str(exc))}")
+            _report(exc, f"{_speaker(ctx)}: error: {one_line(str(exc))}{missing_path_hint(exc, words)}")
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             typer.echo("mltk: interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:  # `mltk recipes list | head`: the reader left, a normal end for every command
+            _discard_stdout()
+            ctx.exit(0)
         except Exception as exc:  # the last line of defence
             refused = user_os_error(exc)  # a full disk, a refused write: bad input of the machine, exit 2
             if refused is not None:
@@ -94,6 +97,16 @@ class MltkGroup(TyperGroup):
             ctx.exit(1)
 
 
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush at exit does not hit the closed pipe
+    again (Python's documented way out of a broken pipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (a test runner's capture): nothing to flush
+        pass
+
+
 def list_hint(exc: BaseException, words: list[str]) -> str:
     """For ``--lang de zh``: the extra word follows an option's value, so the user meant a list, which takes
     commas (``--lang de,zh``); empty for any other usage error."""
@@ -101,12 +114,29 @@ def list_hint(exc: BaseException, words: list[str]) -> str:
     if not extra:
         return ""
     first = extra.group(1).split()[0]
-    spot = next((i for i in range(2, len(words)) if words[i] == first and words[i - 2].startswith("--")
-                 and not words[i - 1].startswith("-")), None)
+    spot = _after_option_value(words, first)
     if spot is None:
         return ""
     items = [words[spot - 1], *extra.group(1).split()]
     return f"; lists take commas, not spaces: {words[spot - 2]} {','.join(items)}"
+
+
+def missing_path_hint(exc: MltkError, words: list[str]) -> str:
+    """For ``mltk train-nlt --lang de zh`` without its input: ``zh`` became the missing positional path, so the
+    file error says why that word was read as a path (a list option takes commas); empty otherwise."""
+    if exc.path is None or not str(exc).endswith("no such file or directory"):
+        return ""
+    spot = _after_option_value(words, exc.path)
+    if spot is None:
+        return ""
+    return (f" ({exc.path} was read as the command's input path; if it belongs to {words[spot - 2]}, a list takes "
+            f"commas, not spaces: {words[spot - 2]} {words[spot - 1]},{exc.path})")
+
+
+def _after_option_value(words: list[str], word: str) -> int | None:
+    """Where ``word`` follows ``--option value`` in ``words`` (the spot a space-separated list leaves it at)."""
+    return next((i for i in range(2, len(words)) if words[i] == word and words[i - 2].startswith("--")
+                 and not words[i - 1].startswith("-")), None)
 
 
 def _speaker(ctx) -> str:

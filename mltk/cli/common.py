@@ -117,9 +117,14 @@ def _grant(variable):
 
 # Options every command of a kind gets, attached by ``with_shared_options`` when the app is built, so that no
 # command can lack them: --overwrite on each command with an --out, --trust-torchscript on each with --pretrained.
-OverwriteOption = typer.Option(
-    False, "--overwrite", expose_value=False, callback=_grant(policy.OVERWRITE), envvar="MLTK_OVERWRITE",
-    help="Replace an existing --out artifact made by another command, with other settings or from inputs that "
+def overwrite_option(help_text: str) -> Any:
+    """``--overwrite`` (granting ``policy.OVERWRITE``) with the help of the command that takes it."""
+    return typer.Option(False, "--overwrite", expose_value=False, callback=_grant(policy.OVERWRITE),
+                        envvar="MLTK_OVERWRITE", help=help_text)
+
+
+OverwriteOption = overwrite_option(
+    "Replace an existing --out artifact made by another command, with other settings or from inputs that "
     "changed (and discard an interrupted run started with other settings). Without it such an output is refused; "
     "one made by this command with the same settings and inputs is reused as it is.")
 TrustTorchscriptOption = typer.Option(

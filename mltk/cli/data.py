@@ -87,6 +87,10 @@ def import_data(
                                              "(JSFusion's MSRVTT_JSFUSION_test.csv: key,vid_key,video_id,sentence); "
                                              "the test split becomes its 1,000 videos, one caption each (MLA's "
                                              "split)."),
+    task: Optional[str] = typer.Option(None, "--task", help="multi30k: task1 (translations sharing caption_id; the "
+                                       "default) or task2 (five independent descriptions per image and language). "
+                                       "One task per import: they are different benchmarks on the same test "
+                                       "images, so import each into its own folder."),
     src_lang: Optional[str] = typer.Option(None, "--src", help="lexicon, synth-lexicon: the source language."),
     tgt_lang: Optional[str] = typer.Option(None, "--tgt", help="lexicon, synth-lexicon: the target language."),
     vocab_from: Optional[Path] = typer.Option(
@@ -105,7 +109,8 @@ def import_data(
         return
     path = import_dataset(fmt, src, out, splits=list(split_list(split)) or None, images_root=images_root or None,
                           lang=lang,
-                          image_list=image_list, translation_of=translation_of, parent=parent, test_list=test_list)
+                          image_list=image_list, translation_of=translation_of, parent=parent, test_list=test_list,
+                          task=task)
     manifest = artifacts.read_manifest(path / CAPTIONS_DIR, "captions")
     images = path / IMAGES_DIR
     emit(path, as_json, captions=str(path / CAPTIONS_DIR), images=str(images) if images.is_dir() else None,

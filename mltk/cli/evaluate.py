@@ -85,7 +85,8 @@ C2cPairOpt = Annotated[List[str], typer.Option(
     "--c2c-pair", help="SRC:TGT language pair for --metric c2c (default: every pair); repeatable.")]
 C2cRelevanceOpt = Annotated[str, typer.Option(
     "--c2c-relevance", help="c2c hit: any caption of the same image (image, AME's definition) or the translation "
-    "with the same caption_id (caption_id).")]
+    "with the same caption_id (caption_id). By image, a pair where some captions have a translation and others "
+    "do not (Multi30K's two tasks merged) is refused.")]
 FormatOpt = Annotated[str, typer.Option(
     "--format", help="table (rich on stderr), markdown or csv (also written into the artifact), or clip-benchmark "
     "(CLIP_benchmark's JSON per language in clip_benchmark/LANG.json; `clip_benchmark build ARTIFACT/clip_benchmark` "

@@ -10,16 +10,19 @@ from typing import Optional
 
 import typer
 
-from mltk.cli.common import HELP_SETTINGS, emit, examples, out_option
-from mltk.cli.options import JsonOpt
+from mltk.cli.common import HELP_SETTINGS, emit, examples, out_option, overwrite_option
 
 recipes_app = typer.Typer(help="The recipes: the published hyper-parameters of each training command, as data.",
                           no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_SETTINGS)
 RecipeArg = typer.Argument(..., metavar="NAME", help="A packaged recipe (mltk recipes list) or a recipe JSON file.")
+ShowJsonOpt = typer.Option(False, "--json", help="Print the recipe as one JSON object (name, stage, path, values "
+                           "with their sources) instead of the table.")
+CopyOverwriteOpt = overwrite_option("Replace the file if it exists (without it an existing file is refused).")
 
 
 @recipes_app.command("list", epilog=examples("mltk recipes list", "mltk recipes list --json"))
-def list_command(as_json: JsonOpt = False) -> None:
+def list_command(as_json: bool = typer.Option(False, "--json", help="Print the recipes as one JSON array (name, "
+                                              "stage, default, extends) instead of the table.")) -> None:
     """The packaged recipes: name, the training command it is for (* its default), what it extends."""
     from mltk.recipes.catalog import recipe_summaries
 
@@ -33,7 +36,7 @@ def list_command(as_json: JsonOpt = False) -> None:
 
 
 @recipes_app.command("show", epilog=examples("mltk recipes show mla-le", "mltk recipes show mla-le --json"))
-def show_command(name: str = RecipeArg, as_json: JsonOpt = False) -> None:
+def show_command(name: str = RecipeArg, as_json: bool = ShowJsonOpt) -> None:
     """Every value of a recipe and where it comes from: its own file, or the recipe it extends. Each key can be
     given to a training command as --set KEY=VALUE."""
     from mltk.settings.show import recipe_values
@@ -57,7 +60,9 @@ def cp_command(
     file: Optional[Path] = typer.Argument(None, metavar="[FILE]", help="The JSON file to write (or -o/--out)."),
     out: Optional[Path] = out_option("The JSON file to write (over mltk's own earlier copy only, with --overwrite).",
                                      required=False),
-    as_json: JsonOpt = False,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the written file's path "
+                                 "instead of the bare path."),
+    overwrite: bool = CopyOverwriteOpt,
 ) -> None:
     """Copy a recipe to a file, to edit and give as --recipe FILE (it keeps the 'extends' of the packaged one)."""
     from mltk.core.errors import ConfigError

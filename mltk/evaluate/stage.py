@@ -9,6 +9,7 @@ embeddings are optional when only caption-to-caption retrieval is asked for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -241,7 +242,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     )
     result = evaluate(texts.vectors)
     result["settings"]["texts"] = texts.settings
-    _note_all_splits(config, result)
+    _note_all_splits(config, result, (texts.table, image_table))
     result["warnings"] = guard.warnings
     _note_ties(result.get("ties", {}))
     extra = {}
@@ -270,13 +271,26 @@ def _bli_of_model(config: EvaluateConfig, runtime: Runtime) -> dict:
                         config.bli_k, config.model, config.bli_vocab)
 
 
-def _note_all_splits(config: EvaluateConfig, result: dict) -> None:
+SPLIT_ORDER = ("train", "val", "test")
+
+
+def _note_all_splits(config: EvaluateConfig, result: dict, tables: Sequence[pa.Table | None]) -> None:
     """No --split: every split is scored together, and the run says so (the overlap warning's "test images" are
-    then every image), on stderr and in the metrics' settings."""
-    if config.split is None:
-        result["settings"]["split"] = "all splits"
-        log("evaluate: no --split, so every split of the data is scored together (train, val and test); "
-            "--split test scores the test split alone")
+    then every image), on stderr and in the metrics' settings, naming the splits the data holds."""
+    if config.split is not None:
+        return
+    result["settings"]["split"] = "all splits"
+    columns = [split_column(table) for table in tables if table is not None]
+    found = {name for column in columns if column is not None for name in column.tolist() if name}
+    names = [*(name for name in SPLIT_ORDER if name in found), *sorted(found - set(SPLIT_ORDER))]
+    if len(names) > 1:
+        alone = "test" if "test" in names else names[0]
+        log(f"evaluate: no --split, so the data's splits ({', '.join(names)}) are scored together; "
+            f"--split {alone} scores the {alone} split alone")
+    elif names:
+        log(f"evaluate: no --split; the data holds one split ({names[0]}), scored as it is")
+    else:
+        log("evaluate: no --split, and the data names no splits: every row is scored together")
 
 
 def _note_ties(ties: dict) -> None:

@@ -13,8 +13,9 @@ from mltk.core.errors import ConfigError
 from mltk.export.hf import HFTextModel, dense_layers, encoder_with_words
 
 ACQUIRERS_REFUSAL = ("MLA acquirers run after every layer of the frozen tower and cannot be folded into its weights, "
-                     "so no transformers or sentence-transformers model can hold them; export them with --format "
-                     "mla (a self-contained folder with a standalone loader)")
+                     "so no transformers or sentence-transformers model can hold them without remote code (why: "
+                     "docs/export.md); export them with --format mla (a self-contained folder with a standalone "
+                     "loader), or train with --train full for a model sentence-transformers loads")
 
 
 def hf_text_model(checkpoint: Path, config: dict) -> HFTextModel:

@@ -391,7 +391,26 @@ def _c2c_rows(texts: _TextRows, src: str, tgt: str,
                           f" nothing to retrieve{hint}", texts.source)
     src_rows = rows[src][np.isin(key[rows[src]], shared)]
     tgt_rows = rows[tgt][np.isin(key[rows[tgt]], shared)]
+    if relevance == "image":
+        _refuse_partly_translated(texts, src, tgt, src_rows, tgt_rows)
     return src_rows, tgt_rows, np.searchsorted(shared, key[src_rows]), np.searchsorted(shared, key[tgt_rows])
+
+
+def _refuse_partly_translated(texts: _TextRows, src: str, tgt: str, src_rows: np.ndarray,
+                              tgt_rows: np.ndarray) -> None:
+    """Translations (a caption_id in both languages) and independent descriptions of the same images mixed in one
+    c2c pair are two benchmarks blended into one number: a translation is retrieved almost always, an independent
+    description far less often, so the blend reports neither (Multi30K's task 1 and task 2 in one test split).
+    Refused, naming how many captions lack a translation partner and the ways out."""
+    for lang, other, lang_rows, other_rows in ((src, tgt, src_rows, tgt_rows), (tgt, src, tgt_rows, src_rows)):
+        partnered = np.isin(texts.caption_ids[lang_rows], texts.caption_ids[other_rows])
+        if partnered.any() and not partnered.all():
+            lonely = int((~partnered).sum())
+            raise ConfigError(f"c2c {src}-{tgt}: {lonely} of {len(lang_rows)} {lang} captions have no translation "
+                              f"partner in {other} (same caption_id) while the others do: translations and "
+                              f"independent descriptions would be scored as one number; evaluate them apart "
+                              f"(import-data multi30k --task task1 or task2) or score the translations alone "
+                              f"with --c2c-relevance caption_id", texts.source)
 
 
 def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split: str | None,

@@ -253,6 +253,30 @@ def open_run(writer: artifacts.ArtifactWriter, config: Any) -> Iterator[artifact
         record.unlink(missing_ok=True)
 
 
+STRETCHES_FILE = "train_stretches.json"
+
+
+@contextlib.contextmanager
+def timed_stretches(directory: Path) -> Iterator[list[float]]:
+    """The seconds of each stretch of training in ``directory`` (a partial artifact), this one appended when it
+    ends, finished or interrupted (Ctrl-C and SIGTERM reach here as exceptions): a resumed run's time is the sum
+    of every stretch, not only the last. The list yielded holds every stretch once the block has run; the file
+    keeping them between stretches is removed when the block finishes."""
+    path = Path(directory) / STRETCHES_FILE
+    stretches: list[float] = list(artifacts.read_json(path)) if path.is_file() else []
+    started = time.perf_counter()
+    finished = False
+    try:
+        yield stretches
+        finished = True
+    finally:
+        stretches.append(round(time.perf_counter() - started, 1))
+        if finished:
+            path.unlink(missing_ok=True)
+        else:
+            artifacts.write_json(path, stretches)
+
+
 def check_image_width(text_dim: int, image_vectors: np.ndarray | None, path: Path | None) -> None:
     """Image embeddings must have the text tower's output width; checked before the output directory exists."""
     if image_vectors is not None and image_vectors.shape[1] != text_dim:
@@ -289,10 +313,11 @@ def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *,
     if writer.existing is not None:
         return writer.reuse()
     with open_run(writer, run_config):
-        started = time.perf_counter()
-        result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
-                     steps_csv=writer.dir / STEPS_CSV)
-        manifest_fields.setdefault("train_seconds", round(time.perf_counter() - started, 1))  # this run's fit
+        with timed_stretches(writer.dir) as stretches:
+            result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
+                         steps_csv=writer.dir / STEPS_CSV)
+        manifest_fields.setdefault("train_seconds", round(sum(stretches), 1))  # every stretch of the run
+        manifest_fields.setdefault("train_stretches_seconds", stretches)
         # what --device auto / --precision auto became on this machine
         manifest_fields.setdefault("runtime", {"device": runtime.device.type, "precision": runtime.precision})
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state

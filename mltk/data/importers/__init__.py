@@ -52,7 +52,7 @@ from mltk.data.importers.img2dataset import import_webdataset
 from mltk.data.importers.lines import import_lines
 from mltk.data.importers.merge import merge_captions
 from mltk.data.importers.msrvtt import import_msrvtt
-from mltk.data.importers.multi30k import import_multi30k, multi30k_split_name
+from mltk.data.importers.multi30k import DEFAULT_TASK, import_multi30k, multi30k_split_name
 from mltk.data.importers.xflickrco import import_xflickrco
 from mltk.data.importers.xtd10 import import_xtd10
 
@@ -83,12 +83,14 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
                    images_root: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
                    lang: str | None = None, image_list: str | os.PathLike | None = None,
                    translation_of: str | None = None, parent: str | os.PathLike | None = None,
-                   test_list: str | os.PathLike | None = None) -> Path:
+                   test_list: str | os.PathLike | None = None, task: str | None = None) -> Path:
     """Import ``src`` in format ``fmt`` into ``out_dir/captions`` (a captions artifact) and ``out_dir/images``
     (an images artifact of absolute paths: the dataset's names resolved against ``images_root``, one folder or
     several tried in order; by default the folder of ``src``). ``lang`` names the language of a single file
     (xflickrco, lines); ``image_list``, ``translation_of`` and ``parent`` are for ``lines``; ``test_list`` for
-    ``msrvtt`` (the 1K-A test split, ``mltk.data.importers.msrvtt``). Returns ``out_dir``."""
+    ``msrvtt`` (the 1K-A test split, ``mltk.data.importers.msrvtt``); ``task`` for ``multi30k`` (``task1``, the
+    translations, by default, or ``task2``, the independent descriptions: one task per import, since the two are
+    different benchmarks on the same images). Returns ``out_dir``."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     sources = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
@@ -96,20 +98,23 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
         raise ConfigError(f"import-data {fmt} needs a source")
     if len(sources) > 1 and fmt not in MULTI_FILE_FORMATS:
         raise ConfigError(f"import-data {fmt} reads one source, got {len(sources)}")
-    _check_format_options(fmt, test_list)
+    _check_format_options(fmt, test_list, task)
+    if fmt == "multi30k":
+        task = task or DEFAULT_TASK
     for source in [*sources, *(Path(p) for p in (image_list, parent, test_list) if p is not None)]:
         if not source.exists():
             raise ArtifactError("no such file or directory", source)
     first = sources[0]
     roots = _roots(images_root, first if first.is_dir() else first.parent)
     request = ImportRequest(ImageRoots(roots), tuple(splits or ()), lang, *_optional_paths(image_list),
-                            translation_of, *_optional_paths(parent, test_list))
+                            translation_of, *_optional_paths(parent, test_list), task)
     inputs = [*sources, *(path for path in (request.parent, request.test_list) if path is not None)]
     config = {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
               str(first.resolve()), "splits": list(splits or []), "images_root": [str(r) for r in request.images.roots],
               "lang": lang, "image_list": str(image_list) if image_list else None,
               "translation_of": translation_of, "parent": str(parent) if parent else None,
-              **({"test_list": str(Path(test_list).resolve())} if test_list is not None else {})}
+              **({"test_list": str(Path(test_list).resolve())} if test_list is not None else {}),
+              **({"task": task} if task is not None else {})}
     reused = artifacts.reusable(Path(out_dir) / CAPTIONS_DIR, "captions", stage="import-data", config=config,
                                 inputs=inputs)
     if reused is not None:  # the same import, already done: nothing to read again
@@ -117,6 +122,8 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     imported = FORMATS[fmt](sources if fmt in MULTI_FILE_FORMATS else first, request)
     for skipped in imported.skipped:
         log(f"import-data ({fmt}): skipped {skipped}")
+    for note in imported.notes:
+        log(f"import-data ({fmt}): {note}")
     table = imported.captions_table()
     if table.num_rows == 0:
         raise ArtifactError(f"no captions found for format {fmt}"
@@ -140,9 +147,11 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     return out_dir.resolve()
 
 
-def _check_format_options(fmt: str, test_list: str | os.PathLike | None) -> None:
+def _check_format_options(fmt: str, test_list: str | os.PathLike | None, task: str | None) -> None:
     if test_list is not None and fmt != "msrvtt":
         raise ConfigError(f"--test-list is for msrvtt (the 1K-A test list), not {fmt}")
+    if task is not None and fmt != "multi30k":
+        raise ConfigError(f"--task is for multi30k (task1 or task2), not {fmt}")
 
 
 def _optional_paths(*values: str | os.PathLike | None) -> list[Path | None]:
@@ -156,6 +165,11 @@ def _roots(images_root, default: Path) -> list[Path]:
     return roots or [default]
 
 
+def _short_names(paths: Sequence[Path]) -> list[str]:
+    """File names with their parent folder (``raw/train.de``): enough to tell the files apart on one line."""
+    return [f"{path.parent.name}/{path.name}" for path in paths]
+
+
 def _check_unique_caption_ids(table: pa.Table, src: Path) -> None:
     keys = Counter(zip(table.column("caption_id").to_pylist(), table.column("lang").to_pylist()))
     repeated = [key for key, count in keys.items() if count > 1]
@@ -166,9 +180,16 @@ def _check_unique_caption_ids(table: pa.Table, src: Path) -> None:
 
 
 def _report(imported: Imported, table: pa.Table, fmt: str, images: ImageRoots) -> None:
+    """What was imported, on stderr: the files read (where the importer names them), captions per language and
+    per split, images."""
+    if imported.read:
+        log(f"import-data ({fmt}): read {len(imported.read)} caption file(s): "
+            f"{', '.join(_short_names(imported.read))}")
     per_lang = Counter(table.column("lang").to_pylist())
+    per_split = Counter(table.column("split").to_pylist())
     log(f"import-data ({fmt}): {table.num_rows} captions in {len(per_lang)} language(s) "
         f"({', '.join(f'{lang} {n}' for lang, n in sorted(per_lang.items()))}), {len(imported.images)} images")
+    log(f"import-data ({fmt}): captions per split: {', '.join(f'{split} {n}' for split, n in per_split.items())}")
     dropped = sum(imported.dropped_empty.values())
     if dropped:
         detail = ", ".join(f"{lang} {n}" for lang, n in sorted(imported.dropped_empty.items()))

@@ -73,6 +73,7 @@ class ImportRequest:
     translation_of: str | None = None   # import-data lines: the language the lines translate ...
     parent: Path | None = None          # ... in this captions artifact
     test_list: Path | None = None       # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
+    task: str | None = None             # import-data multi30k: task1 (translations) or task2 (descriptions)
 
     def wants(self, split: str) -> bool:
         return not self.splits or split in self.splits
@@ -88,6 +89,8 @@ class Imported:
     dropped_empty: Counter = field(default_factory=Counter)  # lang -> captions dropped because empty
     image_split_conflicts: int = 0
     skipped: list[str] = field(default_factory=list)  # files not read, each with why (logged by the stage)
+    read: list[Path] = field(default_factory=list)  # caption files read (named on stderr by the stage)
+    notes: list[str] = field(default_factory=list)  # what the user should know about the import (stderr)
 
     def add(self, image_id: str, lang: str, caption: str | None, caption_id: str, split: str, **extra: str) -> None:
         text = (caption or "").strip()

@@ -7,6 +7,11 @@ Task 2: ``task2/raw/SPLIT.K.LANG`` holds the K-th description (numbered from 1, 
 image of ``task2/image_splits/SPLIT_images.txt``, written independently per language: each gets its own
 caption_id. Files may be gzipped (``.gz``). A caption file without its image list is an error naming both; a
 file whose name fits neither pattern is skipped and named in the log.
+
+One import reads one task (``ImportRequest.task``, ``task1`` by default). The two are different benchmarks on
+the same 1,000 test images: merged into one ``test`` split, every image would hold one translated caption and five
+independent descriptions per language, and caption-to-caption retrieval would score a blend of translation
+retrieval and description retrieval (AME reports task 2 alone). Import each task into its own folder instead.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mltk.core.errors import ArtifactError
+from mltk.core.errors import ArtifactError, ConfigError
 from mltk.data.importers.common import (
     Imported,
     ImportRequest,
@@ -26,6 +31,9 @@ from mltk.data.importers.common import (
 )
 from mltk.data.importers.image_ids import FLICKR30K, canonical_image_id
 
+MULTI30K_TASKS = ("task1", "task2")
+DEFAULT_TASK = "task1"
+_TASK_NAMES = {"task1": "translations", "task2": "independent descriptions"}
 MULTI30K_SPLITS = {"train": "train", "val": "val", "test_2016_flickr": "test", "test_2016": "test", "test": "test"}
 _TASK1_FILE = re.compile(r"^(?P<stem>.+?)\.(?P<lang>[a-z]{2,3})(\.gz)?$")
 _TASK2_FILE = re.compile(r"^(?P<stem>.+?)\.(?P<k>\d)\.(?P<lang>[a-z]{2,3})(\.gz)?$")
@@ -46,11 +54,17 @@ def import_multi30k(src: Path, request: ImportRequest) -> Imported:
     root = src / "data" if (src / "data" / "task1").is_dir() or (src / "data" / "task2").is_dir() else src
     if not (root / "task1").is_dir() and not (root / "task2").is_dir():
         raise ArtifactError("not a Multi30K folder (no task1/ or task2/ inside)", src)
+    task = request.task or DEFAULT_TASK
+    if task not in MULTI30K_TASKS:
+        raise ConfigError(f"--task {task!r} is not a Multi30K task; expected one of {', '.join(MULTI30K_TASKS)}")
+    if not (root / task).is_dir():
+        raise ArtifactError(f"has no {task}/ folder (--task {task})", src)
     imported = Imported()
-    if (root / "task1").is_dir():
-        _task1(root / "task1", request, imported)
-    if (root / "task2").is_dir():
-        _task2(root / "task2", request, imported)
+    {"task1": _task1, "task2": _task2}[task](root / task, request, imported)
+    for other in MULTI30K_TASKS:
+        if other != task and (root / other).is_dir():
+            imported.notes.append(f"{root / other} not imported ({_TASK_NAMES[other]}; --task {other} imports it "
+                                  f"into a folder of its own)")
     return imported
 
 
@@ -76,7 +90,7 @@ def _task1(task: Path, request: ImportRequest, imported: Imported) -> None:
         groups.setdefault(match["stem"], {})[normalize_lang(match["lang"])] = path
     for stem, files in groups.items():
         split = multi30k_split_name(stem)
-        if not request.wants(split):
+        if not (request.wants(split) or request.wants(stem)):  # --split test or --split test_2016_flickr
             continue
         image_list = text_file(task / "image_splits", f"{stem}.txt")
         if image_list is None:
@@ -90,6 +104,7 @@ def _task1(task: Path, request: ImportRequest, imported: Imported) -> None:
         for lang, path in files.items():
             lines = read_lines(path)
             require_aligned(lines, len(names), path, image_list)
+            imported.read.append(path)
             for i, (name, caption) in enumerate(zip(names, lines)):
                 imported.add(image_id(name), lang, caption, f"{split}-{i}", split, source="task1")
 
@@ -100,7 +115,7 @@ def _task2(task: Path, request: ImportRequest, imported: Imported) -> None:
         groups.setdefault(match["stem"], []).append((int(match["k"]), normalize_lang(match["lang"]), path))
     for stem, files in groups.items():
         split = multi30k_split_name(stem)
-        if not request.wants(split):
+        if not (request.wants(split) or request.wants(stem)):  # --split test or --split test_2016_flickr
             continue
         image_list = text_file(task / "image_splits", f"{stem}_images.txt") or text_file(task, f"{stem}_images.txt")
         if image_list is None:
@@ -112,5 +127,6 @@ def _task2(task: Path, request: ImportRequest, imported: Imported) -> None:
         for k, lang, path in files:
             lines = read_lines(path)
             require_aligned(lines, len(names), path, image_list)
+            imported.read.append(path)
             for i, (name, caption) in enumerate(zip(names, lines)):
                 imported.add(image_id(name), lang, caption, f"task2-{split}-{i}-{k}-{lang}", split, source="task2")
