@@ -15,7 +15,8 @@ ODD_CAPTIONS = ["", "   ", "\u3000tabbed\tcaption\u00a0", "nul\x00inside", "trai
 def write_corpus(folder: Path, images: int, seed: int = 0, languages: tuple[str, ...] = ("en", "de"),
                  captions_per_image: int = 2, flickr_names: bool = True) -> dict:
     """``folder/images.txt`` and ``folder/{lang}.{k}`` (k = 1..captions_per_image): line i of every file describes
-    image i; the first language has no blank line (the others translate it). Returns the paths: ``{"images": path, lang: [files]}``."""
+    image i; the first language has no blank line (the others translate it). Returns the paths:
+    ``{"images": path, lang: [files]}``."""
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"{1000 + 7 * i}.jpg" if flickr_names else f"photos/img_{i:05d}.JPG" for i in range(images)]

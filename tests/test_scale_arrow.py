@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pyarrow
+import pyarrow as pa
+import pyarrow.parquet  # noqa: F401  (pa.parquet)
 import pytest
 from helpers_scale import write_corpus
 
@@ -88,7 +90,8 @@ def _run_stages(root: Path, en_files: list, de_files: list, image_list: Path, sp
 @pytest.fixture(autouse=True)
 def _same_pyarrow():
     if pyarrow.__version__ != RECORDED_WITH:
-        pytest.skip(f"the recorded Parquet bytes were written by pyarrow {RECORDED_WITH}, this is {pyarrow.__version__}")
+        pytest.skip(f"the recorded Parquet bytes were written by pyarrow {RECORDED_WITH}, this is "
+                    f"{pyarrow.__version__}")
 
 
 @pytest.mark.parametrize("name, images, seed, flickr, split", [("generated", 500, 3, True, "train"),
@@ -105,3 +108,40 @@ def test_multi30k_same_bytes(tmp_path, shared_data):
     result = _run_stages(tmp_path, [task1 / "raw/train.en"], [task1 / "raw/train.de"],
                          task1 / "image_splits/train.txt", "train")
     assert result == EXPECTED["multi30k"]
+
+
+def test_plain_names_never_go_through_python_one_by_one(tmp_path, monkeypatch):
+    """The import of plain names works on whole columns: the per-name functions are never called (before, each
+    line cost a canonical_image_id and an ImageRoots.path call)."""
+    import mltk.data.importers.common as common
+    import mltk.data.importers.image_ids as image_ids
+
+    calls = []
+    monkeypatch.setattr(image_ids, "canonical_image_id", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(common.ImageRoots, "path", lambda self, name: calls.append(name))
+    corpus = write_corpus(tmp_path / "corpus", 50, seed=1)
+    out = import_dataset("lines", corpus["en"], tmp_path / "en", lang="en", image_list=corpus["images"],
+                         splits=["train"], images_root="/images")
+    assert calls == []
+    assert (out / "captions" / "captions.parquet").is_file()
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([("c2", "a", "i2", "train"), ("c2", "a", "i2", "train"), ("c3", "b", "i1", "test")], "'c2' in a is twice"),
+    ([("c1", "b", "i2", "train"), ("c2", "a", "i2", "test")], "'c1' names image 'i2' here but 'i1'"),
+    ([("c3", "a", "i1", "test"), ("c1", "a", "i1", "train")], "image 'i1' is in split 'test'"),
+    ([("c1", "a", "i1", "train"), ("c3", "a", "i1", "test")], "'c1' in a is also in"),
+])
+def test_merge_names_the_first_conflicting_row(tmp_path, rows, message):
+    """Of several conflicts, the one on the earliest row (in input order) is named, as the row loop did."""
+    from mltk import artifacts
+    from mltk.core.errors import SchemaError
+
+    first = artifacts.write_captions(tmp_path / "a", pa.table({"image_id": ["i1"], "lang": ["a"], "caption": ["x"],
+                                                               "caption_id": ["c1"], "split": ["train"]}))
+    table = pa.table({"caption_id": [r[0] for r in rows], "lang": [r[1] for r in rows], "caption": ["x"] * len(rows),
+                      "image_id": [r[2] for r in rows], "split": [r[3] for r in rows]})
+    second = tmp_path / "b.parquet"
+    pa.parquet.write_table(table, second)
+    with pytest.raises(SchemaError, match=message):
+        merge_captions([first, second], tmp_path / "out")
