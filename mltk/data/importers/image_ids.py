@@ -85,21 +85,39 @@ def canonical_image_ids(names: pa.Array, namespace: str | None = None) -> pa.Arr
         raise ValueError(f"unknown image id namespace {namespace!r}; expected one of {NAMESPACES}")
     names = pc.cast(names, pa.string())
     plain = pc.fill_null(pc.match_substring_regex(names, _PLAIN_NAME), False)
-    ids = _plain_ids(names, namespace)
-    return _with_odd_names(ids, names, plain, lambda name: canonical_image_id(name, namespace))
+    return _canonical(names, plain, _plain_stems(names), namespace)
+
+
+def image_list_ids(names: pa.Array) -> tuple[pa.Array, str | None]:
+    """(canonical ids, namespace) of an image list: ``flickr30k`` when every name is a Flickr photo id
+    (``looks_like_flickr30k``), else None; the names' stems computed once for both."""
+    names = pc.cast(names, pa.string())
+    plain = pc.fill_null(pc.match_substring_regex(names, _PLAIN_NAME), False)
+    stems = _plain_stems(names)
+    namespace = FLICKR30K if _all_flickr30k(names, plain, stems) else None
+    return _canonical(names, plain, stems, namespace), namespace
 
 
 def looks_like_flickr30k_array(names: pa.Array) -> bool:
     """``looks_like_flickr30k`` of a string array, vectorised."""
-    if len(names) == 0:
-        return False
     names = pc.cast(names, pa.string())
     plain = pc.fill_null(pc.match_substring_regex(names, _PLAIN_NAME), False)
-    photo = pc.match_substring_regex(_plain_stems(names), _FLICKR30K_PHOTO.pattern)
+    return _all_flickr30k(names, plain, _plain_stems(names))
+
+
+def _all_flickr30k(names: pa.Array, plain: pa.Array, stems: pa.Array) -> bool:
+    if len(names) == 0:
+        return False
+    photo = pc.match_substring_regex(stems, _FLICKR30K_PHOTO.pattern)
     if not pc.all(pc.or_(pc.invert(plain), photo)).as_py():
         return False
     odd = pc.filter(names, pc.invert(plain)).to_pylist()
     return all(_FLICKR30K_PHOTO.match(_stem(name)) for name in odd)
+
+
+def _canonical(names: pa.Array, plain: pa.Array, stems: pa.Array, namespace: str | None) -> pa.Array:
+    return _with_odd_names(_plain_ids(stems, namespace), names, plain,
+                           lambda name: canonical_image_id(name, namespace))
 
 
 def _plain_stems(names: pa.Array) -> pa.Array:
@@ -107,9 +125,9 @@ def _plain_stems(names: pa.Array) -> pa.Array:
     return pc.replace_substring_regex(pc.replace_substring_regex(names, r"^.*/", ""), r"\.[A-Za-z0-9]+$", "")
 
 
-def _plain_ids(names: pa.Array, namespace: str | None) -> pa.Array:
-    """Canonical ids of plain names (rows of other names hold something meaningless; the caller replaces them)."""
-    stems = _plain_stems(names)
+def _plain_ids(stems: pa.Array, namespace: str | None) -> pa.Array:
+    """Canonical ids of plain names from their stems (rows of other names hold something meaningless; the caller
+    replaces them)."""
     ids, digits = stems, pc.match_substring_regex(stems, r"^\d+$")
     if namespace == COCO:
         ids = pc.if_else(digits, _coco_ids(stems), ids)

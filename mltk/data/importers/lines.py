@@ -28,7 +28,7 @@ from mltk import artifacts
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.runtime import log
 from mltk.data.importers.common import Imported, ImportRequest, normalize_lang, read_lines_array, require_aligned
-from mltk.data.importers.image_ids import FLICKR30K, canonical_image_ids, looks_like_flickr30k_array
+from mltk.data.importers.image_ids import image_list_ids
 
 _NUMBERED = re.compile(r"\.(\d+)\.[A-Za-z_-]{2,8}(\.gz)?$|\.(\d+)(\.gz)?$")
 
@@ -50,8 +50,7 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     names = read_lines_array(request.image_list)
     if len(names) == 0:
         raise ArtifactError("is empty (expected one image name per line)", request.image_list)
-    namespace = FLICKR30K if looks_like_flickr30k_array(names) else None
-    ids = canonical_image_ids(names, namespace)
+    ids, namespace = image_list_ids(names)
     if namespace:
         log(f"import-data (lines): the image names are Flickr photo ids; image ids are {ids[0].as_py()}, ...")
     images = _ImageCodes(ids)
