@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +47,7 @@ class TeacherRows:
         self.where: dict[bytes, tuple[int, int]] = {}  # sentence digest -> (chunk, row)
         self.chunks: list[np.ndarray] = []  # [n_chunk, D] each, memory-mapped
         self.read_files: set[str] = set()
+        self.listed = None  # the folder's modification time when it was last listed (a new chunk changes it)
         self.encoded = 0  # sentences this process encoded (the others came from the cache)
 
     def rows(self, texts: Sequence[str]) -> np.ndarray:
@@ -72,8 +74,15 @@ class TeacherRows:
         return missing
 
     def _read_new_chunks(self) -> None:
-        if not self.dir.is_dir():
+        """Read the chunks written since the folder was last listed (listing it only when it changed: a long run
+        asks on every step that draws a new sentence)."""
+        try:
+            changed = os.stat(self.dir).st_mtime_ns
+        except OSError:
             return
+        if changed == self.listed:
+            return
+        self.listed = changed
         for rows_file in sorted(self.dir.glob("*.parquet")):
             if rows_file.name in self.read_files:
                 continue
@@ -100,6 +109,8 @@ class TeacherRows:
         self.encoded += len(texts)
         name = self._store(keys, vectors)
         self._add_chunk(name or f"memory-{len(self.chunks)}", keys, vectors)
+        if name is not None and self.listed is not None:  # our own chunk needs no listing (another run's written
+            self.listed = os.stat(self.dir).st_mtime_ns  # meanwhile waits for the next change: re-encoded at worst)
 
     def _store(self, keys: list[bytes], vectors: np.ndarray) -> str | None:
         """Write one chunk (vectors, then the digests that make it complete); the chunk's name, or None when the
