@@ -89,7 +89,7 @@ def write_captions(out_dir: PathLike, table: pa.Table, *, stage: str = "captions
     with ArtifactWriter(out_dir, "captions", stage=stage, config=config, inputs=inputs) as writer:
         write_table(writer.dir / schema.CAPTIONS_FILE, table)
         writer.manifest["rows"] = table.num_rows
-        writer.manifest["languages"] = sorted(set(table.column("lang").to_pylist()))
+        writer.manifest["languages"] = sorted(pc.unique(table.column("lang")).to_pylist())
         writer.manifest.update(jsonable(manifest_fields))
     return writer.path
 

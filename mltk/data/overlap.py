@@ -22,12 +22,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError
 from mltk.core.runtime import log
-from mltk.data.importers.image_ids import canonical_image_id
+from mltk.data.importers.image_ids import canonical_image_id, canonical_image_ids
 
 TRAINING_STAGE_PREFIXES = ("train", "pretrain")
 MAX_EXAMPLES = 5
@@ -52,6 +53,11 @@ class OverlapReport:
 
 def image_ids(path: str | os.PathLike, *, training: bool = False) -> set[str]:
     """Canonical image ids of a captions, images or embeddings artifact (or a captions Parquet file)."""
+    return set(image_id_array(path, training=training).to_pylist())
+
+
+def image_id_array(path: str | os.PathLike, *, training: bool = False) -> pa.Array:
+    """``image_ids`` as an Arrow array of distinct keys (``overlap_key``), computed on the column at once."""
     path = Path(path)
     if path.is_file() and path.suffix == ".parquet":
         table, kind = artifacts.read_table(path), "captions"
@@ -69,11 +75,10 @@ def image_ids(path: str | os.PathLike, *, training: bool = False) -> set[str]:
     if column not in table.column_names:
         raise ArtifactError("has no image_id (or id) column", path)
     if training and kind == "captions" and "split" in table.column_names:
-        splits = table.column("split").to_pylist()
-        if "train" in splits:
-            table = table.filter(pa.array([s == "train" for s in splits]))
-    return {overlap_key(value) for value in table.column(column).cast(pa.string()).to_pylist()
-            if value is not None}
+        train = pc.equal(table.column("split"), "train")
+        if pc.any(train).as_py():
+            table = table.filter(train)
+    return overlap_keys(pc.drop_null(table.column(column).cast(pa.string())))
 
 
 def overlap_key(image_id: str) -> str:
@@ -81,15 +86,34 @@ def overlap_key(image_id: str) -> str:
     return unicodedata.normalize("NFC", canonical_image_id(image_id))
 
 
+def overlap_keys(ids: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The distinct ``overlap_key`` of a column of ids."""
+    distinct = pc.unique(ids)
+    if isinstance(distinct, pa.ChunkedArray):
+        distinct = distinct.combine_chunks()
+    return pc.unique(pc.utf8_normalize(canonical_image_ids(distinct), "NFC"))
+
+
 def check_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
                   test_ids: Iterable[str] = ()) -> OverlapReport:
     """How many of the test images (those of ``test_paths`` plus ``test_ids``) appear in the training artifacts."""
-    train = set().union(*(image_ids(p, training=True) for p in train_paths)) if train_paths else set()
-    test = set().union(*(image_ids(p) for p in test_paths)) if test_paths else set()
-    test |= {overlap_key(i) for i in test_ids}
-    shared = sorted(train & test)
+    train = _union([image_id_array(p, training=True) for p in train_paths])
+    test = _union([image_id_array(p) for p in test_paths] + [overlap_keys(pa.array(list(test_ids), pa.string()))])
+    shared = shared_ids(train, test)
     return OverlapReport([str(p) for p in train_paths], [str(p) for p in test_paths], len(train), len(test),
-                         len(shared), shared[:MAX_EXAMPLES])
+                         len(shared), shared[:MAX_EXAMPLES].to_pylist())
+
+
+def shared_ids(train: pa.Array, test: pa.Array) -> pa.Array:
+    """The ids in both, sorted (by code point, as Python sorts strings)."""
+    shared = test.filter(pc.is_in(test, value_set=train))
+    return shared.take(pc.sort_indices(shared))
+
+
+def _union(arrays: list[pa.Array]) -> pa.Array:
+    if not arrays:
+        return pa.array([], pa.string())
+    return pc.unique(pa.chunked_array(arrays, pa.string()).combine_chunks())
 
 
 def describe(report: OverlapReport) -> str:
@@ -150,7 +174,7 @@ def run_check_overlap(train: str | os.PathLike, test: str | os.PathLike,
     log(f"check-overlap: {describe(report)}")
     if out is None:
         return report, None
-    shared = sorted(image_ids(train, training=True) & image_ids(test))
+    shared = shared_ids(image_id_array(train, training=True), image_id_array(test)).to_pylist()
     path = artifacts.write_metrics(out, {"overlap": {**report.as_dict(), "shared_image_ids": shared}},
                                    stage="check-overlap", config={"train": str(train), "test": str(test)},
                                    inputs=[train, test])

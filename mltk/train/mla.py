@@ -3,8 +3,9 @@
 Zhang et al., "Generalizing Multimodal Pre-training into Multilingual via Language Acquisition".
 
 - NLT: for a translation pair (English S, target T), minimise MSE(f_en(S), f_lang(T)) where f_en is the frozen,
-  unnormalised English CLIP text embedding (computed once and cached, ``mltk.train.teacher``) and f_lang the
-  acquisition encoder. Paper: batch 128, lr 1e-4, 117,150 steps.
+  unnormalised English CLIP text embedding (computed for the pairs a step draws and cached on disk,
+  ``mltk.train.teacher``; the pairs are tokenised per step too, so the first step never waits for the corpus) and
+  f_lang the acquisition encoder. Paper: batch 128, lr 1e-4, 117,150 steps.
 - LE: symmetric InfoNCE between frozen image embeddings (from ``encode-images``) and the non-native text, both
   L2-normalised, temperature 0.01 (fixed logit scale 100). Paper: batch 128, lr 3e-6, 11,715 steps. 0.01 is
   OpenAI ViT-B/32's own learned temperature (its logit scale ends at CLIP's clamp of 100); ``temperature=None``
@@ -60,7 +61,7 @@ from mltk.train.stage import (
     retrieval_validator,
     run_stage,
 )
-from mltk.train.teacher import teacher_embeddings
+from mltk.train.teacher import TeacherRows
 
 # ----------------------------------------------------------------------------------------------------------------
 # Building the encoder and choosing what trains
@@ -70,7 +71,7 @@ from mltk.train.teacher import teacher_embeddings
 def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
                 ) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
     """The encoder, the languages to train, and whether the shared embedding trains."""
-    available = sorted(set(captions.column("lang").to_pylist()) - {NATIVE_LANG})
+    available = sorted(set(pc.unique(captions.column("lang")).to_pylist()) - {NATIVE_LANG})
     if config.train not in TRAIN_MODES:
         raise ConfigError(f"--train must be one of {', '.join(TRAIN_MODES)}, got {config.train!r}")
     encoder, languages, added = prepare_encoder(
@@ -132,16 +133,40 @@ def _rows(captions: pa.Table, split: str, langs: list[str]) -> pa.Table:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+class NltPairs:
+    """Translation pairs of one split, per language: the translated text and its English source (row-aligned
+    Arrow string arrays). Nothing is tokenised or encoded here: a step asks for its rows (``tokens``, ``teacher``)."""
+
+    def __init__(self, texts: dict[str, pa.Array], english: dict[str, pa.Array], teacher: TeacherRows):
+        self.texts, self.english, self.teacher = texts, english, teacher
+
+    def sizes(self) -> dict[str, int]:
+        return {lang: len(texts) for lang, texts in self.texts.items()}
+
+    def tokens(self, encoder: LanguageAcquisitionEncoder, lang: str, index: np.ndarray) -> torch.Tensor:
+        """[b, L] token ids of the pairs ``index`` of ``lang``."""
+        return encoder.tokenize(self.texts[lang].take(pa.array(index, pa.int64())).to_pylist(), lang)
+
+    def targets(self, lang: str, index: np.ndarray) -> torch.Tensor:
+        """[b, D] unnormalised English teacher embeddings of the pairs ``index`` of ``lang``."""
+        return torch.from_numpy(self.teacher.rows(self.english[lang].take(pa.array(index, pa.int64())).to_pylist()))
+
+    def head(self, limit: int) -> NltPairs:
+        """The first ``limit`` pairs of each language (a capped validation set)."""
+        return NltPairs({lang: texts[:limit] for lang, texts in self.texts.items()},
+                        {lang: english[:limit] for lang, english in self.english.items()}, self.teacher)
+
+
 class NltTask(_EmbeddingLr):
     """MSE between the cached English teacher embedding and the acquisition encoder's embedding of a translation."""
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder, tokens: dict[str, torch.Tensor],
-                 teacher: dict[str, torch.Tensor], languages: list[str], train_embedding: bool, batch_size: int,
-                 steps: int, seed: int, runtime: Runtime, validator=None, val_pairs=None, mse_form: str = "mean"):
-        self.encoder, self.tokens, self.teacher = encoder, tokens, teacher  # per language: [N, L], [N, D]
+    def __init__(self, encoder: LanguageAcquisitionEncoder, pairs: NltPairs, languages: list[str],
+                 train_embedding: bool, batch_size: int, steps: int, seed: int, runtime: Runtime, validator=None,
+                 val_pairs: NltPairs | None = None, mse_form: str = "mean"):
+        self.encoder, self.pairs = encoder, pairs
         self.criterion = MSEDistillLoss(mse_form)
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
-        self.batches = LanguageBatches({lang: len(tokens[lang]) for lang in languages}, batch_size, steps, seed)
+        self.batches = LanguageBatches({lang: pairs.sizes()[lang] for lang in languages}, batch_size, steps, seed)
         self.validator, self.val_pairs = validator, val_pairs
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
@@ -149,57 +174,70 @@ class NltTask(_EmbeddingLr):
 
     def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         lang, index = self.batches.batch(step)
-        index = torch.as_tensor(shard(index))
-        student = self.encoder.encode_tokens(self.tokens[lang][index].to(self.runtime.device), lang)
-        return self.criterion(student.float(), self.teacher[lang][index].to(self.runtime.device)).prefixed("nlt_")
+        index = np.asarray(shard(index))
+        device = self.runtime.device
+        student = self.encoder.encode_tokens(self.pairs.tokens(self.encoder, lang, index).to(device), lang)
+        return self.criterion(student.float(), self.pairs.targets(lang, index).to(device)).prefixed("nlt_")
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
         if self.validator is not None:
             return self.validator()
         losses = {}  # no images given: the score is minus the validation MSE
-        for lang, (tokens, teacher) in self.val_pairs.items():
+        for lang, size in self.val_pairs.sizes().items():
+            index = np.arange(size)
+            tokens, teacher = self.val_pairs.tokens(self.encoder, lang, index), self.val_pairs.targets(lang, index)
             student = self.encoder.encode_tokens(tokens.to(self.runtime.device), lang).float()
             losses[f"mse_{lang}"] = float(mse_distill(student, teacher.to(self.runtime.device)))
         return {**losses, "score": -float(np.mean(list(losses.values())))}
 
 
-def translation_pairs(captions: pa.Table, split: str, languages: list[str]
-                      ) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, str]]:
-    """Per language (caption_ids, texts) of captions with an English caption of the same ``caption_id``, and the
-    English caption of each id."""
-    english_rows = _rows(captions, split, [NATIVE_LANG])
-    english = dict(zip(english_rows.column("caption_id").to_pylist(), english_rows.column("caption").to_pylist()))
+def translation_columns(captions: pa.Table, split: str, languages: list[str]
+                        ) -> tuple[dict[str, pa.Table], pa.Table]:
+    """Per language the rows (``caption_id``, ``caption``, ``english``) of its captions that share a caption_id
+    with an English caption of ``split``, in row order; and the English rows (``caption_id``, ``caption``)."""
+    english = _rows(captions, split, [NATIVE_LANG]).select(["caption_id", "caption"]).combine_chunks()
     pairs = {}
     for lang in languages:
         rows = _rows(captions, split, [lang])
-        ids, texts = rows.column("caption_id").to_pylist(), rows.column("caption").to_pylist()
-        kept = [(i, t) for i, t in zip(ids, texts) if i in english]
-        pairs[lang] = ([i for i, _ in kept], [t for _, t in kept])
+        position = pc.index_in(rows.column("caption_id"), value_set=english.column("caption_id"))
+        kept = pc.is_valid(position)
+        pairs[lang] = pa.table({"caption_id": rows.column("caption_id").filter(kept),
+                                "caption": rows.column("caption").filter(kept),
+                                "english": english.column("caption").take(position.filter(kept))})
     return pairs, english
 
 
-def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, languages: list[str], runtime: Runtime):
-    """Tokens [N, L] and teacher embeddings [N, D] per trained language; with English through the student
-    (``train="mkd"``) also English itself, each English caption distilled to the frozen tower's embedding of it."""
-    pairs, english = translation_pairs(captions, split, languages)
-    needed = sorted({cid for ids, _ in pairs.values() for cid in ids})
-    if not needed:
+def translation_pairs(captions: pa.Table, split: str, languages: list[str]
+                      ) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, str]]:
+    """Per language (caption_ids, texts) of captions with an English caption of the same ``caption_id``, and the
+    English caption of each id (Python lists of ``translation_columns``)."""
+    pairs, english = translation_columns(captions, split, languages)
+    return ({lang: (rows.column("caption_id").to_pylist(), rows.column("caption").to_pylist())
+             for lang, rows in pairs.items()},
+            dict(zip(english.column("caption_id").to_pylist(), english.column("caption").to_pylist())))
+
+
+def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, languages: list[str],
+              runtime: Runtime) -> NltPairs:
+    """The translation pairs per trained language; with English through the student (``train="mkd"``) also
+    English itself, each English caption (by caption_id, sorted) distilled to the frozen tower's embedding of it."""
+    pairs, english = translation_columns(captions, split, languages)
+    if not any(rows.num_rows for rows in pairs.values()):
         raise ConfigError(f"no translation pairs (captions sharing caption_id with English) in split {split!r}",
                           config.captions)
+    texts = {lang: rows.column("caption").combine_chunks() for lang, rows in pairs.items()}
+    sources = {lang: rows.column("english").combine_chunks() for lang, rows in pairs.items()}
     if encoder.english_student:
-        pairs[NATIVE_LANG] = (needed, [english[c] for c in needed])
+        needed = pc.unique(pa.chunked_array([rows.column("caption_id") for rows in pairs.values()]))
+        needed = needed.take(pc.sort_indices(needed))
+        own = english.column("caption").take(pc.index_in(needed, value_set=english.column("caption_id")))
+        texts[NATIVE_LANG] = sources[NATIVE_LANG] = own
     teacher_model = TowerTextEncoder(encoder.base) if encoder.english_student else encoder  # the frozen tower
-    teacher_all = teacher_embeddings(teacher_model, encoder.spec, needed, [english[c] for c in needed], runtime,
-                                     config.cache_dir)
-    row_of = {cid: i for i, cid in enumerate(needed)}
-    teacher_all = torch.from_numpy(np.array(teacher_all, dtype=np.float32))  # a writable copy of the memmap
-    tokens, teacher = {}, {}
-    for lang, (ids, texts) in pairs.items():
-        tokens[lang] = encoder.tokenize(texts, lang)
-        teacher[lang] = teacher_all[[row_of[c] for c in ids]]
-    return tokens, teacher
+    return NltPairs(texts, sources, TeacherRows(teacher_model, encoder.spec, runtime, config.cache_dir))
 
+
+NLT_VALIDATION_PAIRS = 512  # per language, when no image embeddings give a retrieval validation
 
 MLA_INIT = "an MLA checkpoint to go on from"
 
@@ -219,13 +257,13 @@ def train_nlt(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     runtime = inputs.runtime
     encoder, languages, train_embedding = mla_encoder(config, inputs.captions, runtime)
     check_image_width(encoder.tower.output_dim, inputs.image_vectors, config.images)
-    tokens, teacher = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
-    log_sizes("NLT translation pairs", tokens)
+    pairs = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
+    log_sizes("NLT translation pairs", pairs.texts)
     validator, val_pairs = _validator(config, encoder, inputs, languages), None
     if validator is None:
-        val_tokens, val_teacher = _nlt_data(encoder, config, inputs.captions, config.val_split, languages, runtime)
-        val_pairs = {lang: (val_tokens[lang][:512], val_teacher[lang][:512]) for lang in val_tokens}
-    task = NltTask(encoder, tokens, teacher, list(tokens), train_embedding, config.batch_size, config.loop.steps,
+        val_pairs = _nlt_data(encoder, config, inputs.captions, config.val_split, languages,
+                              runtime).head(NLT_VALIDATION_PAIRS)
+    task = NltTask(encoder, pairs, list(pairs.texts), train_embedding, config.batch_size, config.loop.steps,
                    config.loop.seed, runtime, validator, val_pairs, config.mse_form)
     return _run(task, encoder, config, runtime, "train-nlt", languages, on_step)
 
@@ -261,8 +299,8 @@ class LeTask(_EmbeddingLr):
         captions = draw_captions(self.seed, step, 0x1E, images, data["offsets"], data["counts"])
         images, captions = shard(images), shard(captions)
         device = self.runtime.device
-        text = F.normalize(self.encoder.encode_tokens(data["tokens"][captions].to(device), lang).float(),
-                           dim=-1)
+        tokens = self.encoder.tokenize(data["texts"].take(pa.array(captions, pa.int64())).to_pylist(), lang)
+        text = F.normalize(self.encoder.encode_tokens(tokens.to(device), lang).float(), dim=-1)
         image = self.image_vectors[data["image_rows"][images]].to(device)  # [b, D], L2-normalised, frozen
         return self.criterion(gather_with_grad(image), gather_with_grad(text), self.logit_scale).prefixed("le_")
 
@@ -271,7 +309,8 @@ class LeTask(_EmbeddingLr):
 
 
 def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], image_row: dict[str, int]) -> dict:
-    """Per language: distinct image rows, and their captions' tokens grouped by image (offsets, counts)."""
+    """Per language: distinct image rows, and their captions' texts grouped by image (offsets, counts); a step
+    tokenises only the captions it draws."""
     data = {}
     for lang in languages:
         rows = _rows(captions, split, [lang])
@@ -284,7 +323,7 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
             "image_rows": image_rows,
             "counts": counts,
             "offsets": offsets,
-            "tokens": encoder.tokenize([t for _, t in pairs], lang),
+            "texts": pa.array([t for _, t in pairs], pa.string()),  # tokenised per step, for the drawn captions
         }
     return data
 
@@ -360,9 +399,9 @@ def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path
                           f"{config.le_weight}")
     le, encoder, languages, inputs = _le_task(config)
     runtime = inputs.runtime
-    tokens, teacher = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
-    log_sizes("NLT translation pairs", tokens)
-    nlt = NltTask(encoder, tokens, teacher, languages, le.train_embedding, config.batch_size, config.loop.steps,
+    pairs = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
+    log_sizes("NLT translation pairs", pairs.texts)
+    nlt = NltTask(encoder, pairs, languages, le.train_embedding, config.batch_size, config.loop.steps,
                   config.loop.seed + 1, runtime, mse_form=config.mse_form)
     task = NltLeTask(nlt, le, config.nlt_weight, config.le_weight)
     return _run(task, encoder, config, runtime, "train-nlt-le", languages, on_step)

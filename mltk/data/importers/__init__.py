@@ -24,14 +24,15 @@ surrounding whitespace and a trailing carriage return are stripped; every file i
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from mltk import artifacts
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
+from mltk.artifacts.columns import first_rows, value_counts
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.runtime import log
 from mltk.data.importers.cc import import_cc
@@ -138,10 +139,10 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     dropped = sum(imported.dropped_empty.values())
     artifacts.write_captions(out_dir / CAPTIONS_DIR, table, stage="import-data", config=config, inputs=inputs,
                              format=fmt, dropped_empty=dropped, dropped_empty_by_lang=dict(imported.dropped_empty),
-                             splits=dict(Counter(table.column("split").to_pylist())),
+                             splits=value_counts(table.column("split")),
                              skipped_files=imported.skipped,
                              **({"test_protocol": "1k-a"} if request.test_list is not None else {}))
-    if imported.images:
+    if imported.image_count():
         artifacts.write_images(out_dir / IMAGES_DIR, imported.images_table(), stage="import-data", config=config,
                                inputs=inputs, format=fmt, images_root=[str(r) for r in request.images.roots])
     return out_dir.resolve()
@@ -171,11 +172,14 @@ def _short_names(paths: Sequence[Path]) -> list[str]:
 
 
 def _check_unique_caption_ids(table: pa.Table, src: Path) -> None:
-    keys = Counter(zip(table.column("caption_id").to_pylist(), table.column("lang").to_pylist()))
-    repeated = [key for key, count in keys.items() if count > 1]
-    if repeated:
-        caption_id, lang = repeated[0]
-        raise SchemaError(f"{len(repeated)} caption_id/lang pair(s) occur more than once (e.g. {caption_id!r} in "
+    """Refuse a (caption_id, lang) pair on two rows, naming the repeated pair that appears first."""
+    first = first_rows(table.column("caption_id"), table.column("lang"))
+    repeats = np.flatnonzero(first != np.arange(len(first)))
+    if len(repeats):
+        pairs = len(np.unique(first[repeats]))
+        row = int(first[repeats].min())
+        caption_id, lang = table.column("caption_id")[row].as_py(), table.column("lang")[row].as_py()
+        raise SchemaError(f"{pairs} caption_id/lang pair(s) occur more than once (e.g. {caption_id!r} in "
                           f"{lang}); the source repeats an id", src)
 
 
@@ -185,10 +189,10 @@ def _report(imported: Imported, table: pa.Table, fmt: str, images: ImageRoots) -
     if imported.read:
         log(f"import-data ({fmt}): read {len(imported.read)} caption file(s): "
             f"{', '.join(_short_names(imported.read))}")
-    per_lang = Counter(table.column("lang").to_pylist())
-    per_split = Counter(table.column("split").to_pylist())
+    per_lang = value_counts(table.column("lang"))
+    per_split = value_counts(table.column("split"))
     log(f"import-data ({fmt}): {table.num_rows} captions in {len(per_lang)} language(s) "
-        f"({', '.join(f'{lang} {n}' for lang, n in sorted(per_lang.items()))}), {len(imported.images)} images")
+        f"({', '.join(f'{lang} {n}' for lang, n in sorted(per_lang.items()))}), {imported.image_count()} images")
     log(f"import-data ({fmt}): captions per split: {', '.join(f'{split} {n}' for split, n in per_split.items())}")
     dropped = sum(imported.dropped_empty.values())
     if dropped:

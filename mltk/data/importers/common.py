@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, SchemaError
@@ -29,6 +30,9 @@ def normalize_lang(code: str) -> str:
     base = re.split(r"[-_]", code.strip().lower(), maxsplit=1)[0]
     return LANGUAGE_ALIASES.get(base, base)
 
+
+# What ``str.strip()`` strips (``str.isspace``), for Arrow's ``utf8_trim``.
+PYTHON_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
 NOT_LANGUAGES = frozenset({"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py",
                            "sh"})
@@ -59,6 +63,19 @@ class ImageRoots:
                     return str(candidate)
             self.missing += 1
         return str(self.roots[0] / name)
+
+    def paths(self, names: pa.Array) -> pa.Array:
+        """``path`` of every name of a string array: joined in Arrow under a single root when the name is a plain
+        relative one (no ``.`` or empty part, no trailing slash), one by one otherwise."""
+        names = pc.cast(names, pa.string())
+        if len(self.roots) > 1:
+            return pa.array([self.path(name) for name in names.to_pylist()], pa.string())
+        odd = pc.match_substring_regex(names, r"^$|^/|://|//|/$|(^|/)\.(/|$)")
+        joined = pc.binary_join_element_wise(str(self.roots[0]).rstrip("/") + "/", names, "")
+        if not pc.any(odd).as_py():
+            return joined
+        values = [self.path(name) for name in pc.filter(names, odd).to_pylist()]
+        return pc.replace_with_mask(joined, odd, pa.array(values, pa.string()))
 
 
 @dataclass(frozen=True)
@@ -91,6 +108,24 @@ class Imported:
     skipped: list[str] = field(default_factory=list)  # files not read, each with why (logged by the stage)
     read: list[Path] = field(default_factory=list)  # caption files read (named on stderr by the stage)
     notes: list[str] = field(default_factory=list)  # what the user should know about the import (stderr)
+    caption_tables: list[pa.Table] = field(default_factory=list)  # rows added a column at a time, after ``rows``
+    image_table: pa.Table | None = None  # image_id, split, path: the images of an importer that works in columns
+
+    def add_columns(self, image_id: pa.Array, lang: str, caption: pa.Array, caption_id: pa.Array, split: str) -> None:
+        """``add`` for whole columns (Arrow arrays of one length): captions stripped as ``str.strip`` does, empty
+        ones dropped and counted."""
+        text = pc.utf8_trim(pc.fill_null(caption, ""), PYTHON_WHITESPACE)
+        empty = pc.equal(pc.utf8_length(text), 0)
+        dropped = pc.sum(empty).as_py() or 0
+        if dropped:
+            self.dropped_empty[lang] += dropped
+        rows = pa.table({"image_id": image_id, "lang": pa.nulls(len(text), pa.string()).fill_null(lang),
+                         "caption": text, "caption_id": caption_id,
+                         "split": pa.nulls(len(text), pa.string()).fill_null(split)})
+        self.caption_tables.append(rows.filter(pc.invert(empty)) if dropped else rows)
+
+    def image_count(self) -> int:
+        return self.image_table.num_rows if self.image_table is not None else len(self.images)
 
     def add(self, image_id: str, lang: str, caption: str | None, caption_id: str, split: str, **extra: str) -> None:
         text = (caption or "").strip()
@@ -112,9 +147,15 @@ class Imported:
 
     def captions_table(self) -> pa.Table:
         columns = {**self.rows, **self.extra}
-        return pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
+        table = pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
+        if not self.caption_tables:
+            return table
+        parts = ([table] if table.num_rows else []) + self.caption_tables
+        return pa.concat_tables(parts, promote_options="default").combine_chunks()
 
     def images_table(self) -> pa.Table:
+        if self.image_table is not None:
+            return self.image_table
         ids = list(self.images)
         return pa.table({"image_id": pa.array(ids, pa.string()),
                          "split": pa.array([self.images[i][0] for i in ids], pa.string()),
@@ -125,6 +166,22 @@ def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file (optionally gzipped), without a trailing CR. Splits on ``\\n`` only: captions
     may contain other Unicode line separators, and ``str.splitlines`` would cut them. Read up to
     ``MAX_CORPUS_BYTES`` (a FIFO, a device or a gzip bomb no further), a directory or a special file said as such."""
+    lines = _decoded(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_lines_array(path: Path) -> pa.Array:
+    """``read_lines`` as an Arrow string array, split by Arrow (no Python string per line)."""
+    text = _decoded(path)
+    lines = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
+    if len(lines) and lines[-1].as_py() == "":
+        lines = lines.slice(0, len(lines) - 1)
+    return pc.replace_substring_regex(lines, "\r$", "").cast(pa.string())
+
+
+def _decoded(path: Path) -> str:
     data = read_user_bytes(path, what="dataset file", max_bytes=MAX_CORPUS_BYTES)
     try:
         if path.suffix == ".gz":
@@ -133,15 +190,11 @@ def read_lines(path: Path) -> list[str]:
             if len(data) > MAX_CORPUS_BYTES:
                 raise ArtifactError(f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one "
                                     f"dataset file", path)
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path)
     except (OSError, EOFError) as exc:
         raise ArtifactError(f"cannot read ({exc})", path)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def read_text(path: Path) -> str:
@@ -169,7 +222,7 @@ def text_file(folder: Path, name: str) -> Path | None:
     return None
 
 
-def require_aligned(lines: list[str], expected: int, path: Path, reference: Path) -> None:
+def require_aligned(lines: Sequence[str] | pa.Array, expected: int, path: Path, reference: Path) -> None:
     if len(lines) != expected:
         raise SchemaError(f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
                           f"by line, so their line counts must be equal", path)

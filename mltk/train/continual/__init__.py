@@ -13,7 +13,7 @@ Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Conti
        loss = gamma1 * InfoNCE(image, text) + gamma2 * MSE(English teacher, text)      (0.01 and 1)
 
    (``mltk.losses.CLLCLIPLoss``), where the teacher is the frozen CLIP's unnormalised English embedding of the
-   caption with the same ``caption_id`` (computed once and cached, ``mltk.train.teacher``); captions without an
+   caption with the same ``caption_id`` (encoded once, cached on disk: ``mltk.train.teacher``); captions without an
    English counterpart are left out. AdamW lr 5e-5, weight decay 0.05, 10% linear warm-up then constant,
    gradients clipped by their global norm (1.0), batch 128, 3 epochs; an epoch is one pass over the task's
    captions (the authors' definition; ``epoch_unit="images"``: one pass over its images, one caption of each
