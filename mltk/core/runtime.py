@@ -15,6 +15,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from mltk.core.cpu_bf16 import cpu_bf16_choice
 from mltk.core.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -32,14 +33,20 @@ def log(message: str) -> None:
 
 @dataclass(frozen=True)
 class Runtime:
-    """Where and how tensors are computed: ``device`` plus the autocast dtype (``None`` means fp32)."""
+    """Where and how tensors are computed: ``device`` plus the autocast dtype (``None`` means fp32), and why that
+    precision (what ``--precision`` asked for, or what ``auto`` found on this machine)."""
 
     device: torch.device
     autocast_dtype: torch.dtype | None
+    reason: str = ""
 
     @property
     def precision(self) -> str:
         return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.autocast_dtype]
+
+    def describe(self) -> dict[str, str]:
+        """What the manifest records: the device and precision a run used, and why that precision."""
+        return {"device": self.device.type, "precision": self.precision, "reason": self.reason}
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """Autocast context for forward passes (a no-op in fp32)."""
@@ -51,8 +58,8 @@ class Runtime:
 def resolve_runtime(device: str = "auto", precision: str = "auto", cpu_bf16: bool = False) -> Runtime:
     """``auto`` device: CUDA when available. ``auto`` precision: bf16 autocast on CUDA (fp16 where bf16 is not
     supported); on the CPU fp32, or bf16 autocast when ``cpu_bf16`` (the stage's recipe measured it faster at the
-    same quality) and the CPU has bf16 matrix units. ``bf16`` on the CPU is autocast on request; ``fp16`` needs
-    CUDA."""
+    same quality) and the CPU multiplies bf16 in hardware (AMX or AVX512-BF16, confirmed by a calibration cached per
+    machine: ``mltk.core.cpu_bf16``). ``bf16`` on the CPU is autocast on request; ``fp16`` needs CUDA."""
     if device not in DEVICES:
         raise ConfigError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
     if precision not in PRECISIONS:
@@ -62,26 +69,21 @@ def resolve_runtime(device: str = "auto", precision: str = "auto", cpu_bf16: boo
     dev = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
     if precision == "fp16" and dev.type != "cuda":
         raise ConfigError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
-    return Runtime(dev, _autocast_dtype(dev, precision, cpu_bf16))
+    return Runtime(dev, *_autocast_dtype(dev, precision, cpu_bf16))
 
 
-def _autocast_dtype(device: torch.device, precision: str, cpu_bf16: bool) -> torch.dtype | None:
-    if precision == "fp32":
-        return None
+def _autocast_dtype(device: torch.device, precision: str, cpu_bf16: bool) -> tuple[torch.dtype | None, str]:
+    """The autocast dtype and why it was chosen."""
     if precision != "auto":
-        return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision], "--precision " + precision
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_bf16 and cpu_has_bf16_matrix_units() else None
-
-
-def cpu_has_bf16_matrix_units() -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (Intel AMX): there bf16 autocast runs MiniLM's matrix
-    products about 4x faster than fp32; on a CPU without them it is several times slower."""
-    try:
-        return bool(torch.cpu._is_amx_tile_supported()) and torch.backends.mkldnn.is_available()
-    except AttributeError:  # a torch without the probe
-        return False
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16, "cuda device supports bf16"
+        return torch.float16, "cuda device without bf16"
+    if not cpu_bf16:
+        return None, "cpu default (the stage's recipe does not set cpu_bf16)"
+    choice = cpu_bf16_choice()
+    return (torch.bfloat16 if choice.use_bf16 else None), choice.reason
 
 
 def seed_everything(seed: int) -> None:

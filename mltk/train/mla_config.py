@@ -59,7 +59,7 @@ class MlaConfig:
     val_images: int | None = FROM_RECIPE  # validation gallery size cap (speed)
     device: str = "auto"
     precision: str = "auto"
-    cpu_bf16: bool = FROM_RECIPE  # --precision auto on a CPU with bf16 matrix units: bf16 autocast (a recipe key)
+    cpu_bf16: bool = FROM_RECIPE  # --precision auto on a CPU with bf16 instructions: bf16 autocast (a recipe key)
     cache_dir: Path | None = None
     acquirer: str = field(default=FROM_RECIPE, metadata={
         "help": "Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or none (the "
