@@ -5,10 +5,10 @@ as embeddings artifacts; both sides start from those artifacts on disk):
   - mltk: ``mltk.evaluate.run_evaluation`` (what ``mltk evaluate --images I --texts T --out M`` runs after
     parsing its options): load the artifacts, chunked products, ranks by counting the scores above each ground
     truth in both directions from one pass, metrics artifact written, report rendered (to /dev/null here).
-  - reference: load the same artifacts, compute the full similarity matrix (the same torch product, so the same
-    float32 scores), ``np.argsort`` every row (images x captions for image-to-text, then the transposed matrix,
-    captions x images, for text-to-image) and find the ground truth's place in its sorted row (ties resolved the
-    same pessimistic way, so the results can match).
+  - reference: load the same artifacts, compute the full similarity matrix (the same numpy product as mltk's
+    CPU ranking, so the same float32 scores), ``np.argsort`` every row (images x captions for image-to-text, then
+    the transposed matrix, captions x images, for text-to-image) and find the ground truth's place in its sorted
+    row (ties resolved the same pessimistic way, so the results can match).
   - the command a user types: ``mltk evaluate --images I --texts T --out M`` as a subprocess (its imports count;
     on the CPU it imports no torch: numpy ranks the vectors).
   Runs alternate (mltk, CLI, reference, mltk, ...); medians are reported, and the metrics must be identical. The
@@ -88,7 +88,7 @@ def reference_metrics(image_path: Path, text_path: Path) -> tuple[dict, dict]:
     row_of = {image_id: row for row, image_id in enumerate(image_table.column("id").to_pylist())}
     owner = [row_of[image_id] for image_id in text_table.column("image_id").to_pylist()]
     seconds["load"], start = time.perf_counter() - start, time.perf_counter()
-    scores = (torch.from_numpy(np.array(images)) @ torch.from_numpy(np.array(captions)).T).numpy()  # [N, M]
+    scores = np.array(images) @ np.array(captions).T  # [N, M], the product mltk's CPU ranking computes
     seconds["product"], start = time.perf_counter() - start, time.perf_counter()
     captions_of = [[] for _ in range(len(images))]
     for caption, image in enumerate(owner):
@@ -138,8 +138,8 @@ def mltk_metrics(image_path: Path, text_path: Path, out: Path, device: torch.dev
 
 def product_alone(image_path: Path, text_path: Path) -> float:
     """Seconds of the full float32 similarity product of the loaded vectors (the floor of any exact method)."""
-    images = torch.from_numpy(np.array(artifacts.load_embeddings(image_path)[1]))
-    captions = torch.from_numpy(np.array(artifacts.load_embeddings(text_path)[1]))
+    images = np.array(artifacts.load_embeddings(image_path)[1])
+    captions = np.array(artifacts.load_embeddings(text_path)[1])
     return timed(lambda: images @ captions.T)[0]
 
 

@@ -133,7 +133,8 @@ def _counting_pass(ops: NumpyOps | TorchOps, left_t, right_t, owner, by_owner, b
     mismatched = ops.zeros(n_right, "bool")
     rows = _rows_per_chunk(n_right, chunk_mb)
     scores_buffer = ops.empty((min(rows, n_left), n_right))
-    mask_buffer = np.empty(tuple(scores_buffer.shape), dtype=bool) if ops.is_cpu else None  # reused by every chunk
+    block = _rows_per_count_block(n_right) if ops.is_cpu else rows
+    mask_buffer = np.empty((block, n_right), dtype=bool) if ops.is_cpu else None  # reused by every block
     right_t_transposed = right_t.T
     starts = range(0, n_left, rows)
     for start in track(starts, progress) if progress else starts:
@@ -146,23 +147,32 @@ def _counting_pass(ops: NumpyOps | TorchOps, left_t, right_t, owner, by_owner, b
         own_rows = owner[own] - start
         own_scores = scores[own_rows, own]
         mismatched[own] = own_scores != thresholds[own]
-        left_ranks[start:stop], left_above[start:stop] = _best_own_ranks(ops, scores, own_rows, own_scores,
-                                                                         mask_buffer)
-        above, at_or_above = _count_above(ops, scores, thresholds[None, :], dim=0, mask=mask_buffer)
-        right_above += above
-        right_at_or_above += at_or_above
+        best, own_at_best = _best_own_scores(ops, scores, own_rows, own_scores)  # [c], [c]
+        for first in range(0, stop - start, block):  # the four counts of a block while it is in the cache
+            last = min(first + block, stop - start)
+            part = scores[first:last]                                   # [b, M]
+            above, at_or_above = _count_above(ops, part, best[first:last, None], dim=1, mask=mask_buffer)
+            left_ranks[start + first:start + last] = at_or_above - own_at_best[first:last]
+            left_above[start + first:start + last] = above
+            above, at_or_above = _count_above(ops, part, thresholds[None, :], dim=0, mask=mask_buffer)
+            right_above += above
+            right_at_or_above += at_or_above
     return left_ranks, left_above, right_above, right_at_or_above, mismatched
 
 
-def _best_own_ranks(ops: NumpyOps | TorchOps, scores, own_rows, own_scores,
-                    mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of a score chunk [c, M]: the count of items scoring at or above its best own item, less its
-    own items at that score (the pessimistic rank), and the count strictly above (the two differ on a tie)."""
+def _best_own_scores(ops: NumpyOps | TorchOps, scores, own_rows, own_scores) -> tuple[Any, np.ndarray]:
+    """For each row of a score chunk [c, M]: its best own item's score, and how many of its own items reach it
+    (they do not count against it: the pessimistic rank is the count at or above, less these)."""
     best = ops.full(scores.shape[0], -math.inf)                        # best own score per row [c]
     ops.scatter_max(best, own_rows, own_scores)
-    own_at_best = ops.bincount(own_rows, own_scores == best[own_rows], scores.shape[0])  # [c]
-    above, at_or_above = _count_above(ops, scores, best[:, None], dim=1, mask=mask)
-    return at_or_above - own_at_best, above
+    return best, ops.bincount(own_rows, own_scores == best[own_rows], scores.shape[0])
+
+
+def _rows_per_count_block(n_columns: int) -> int:
+    """Rows of a score chunk compared and counted at a time on the CPU: about 4 MiB of scores (at most 255 rows),
+    so that the four passes over a block (both directions, strictly above and at or above) read it from the
+    cache, not memory."""
+    return min(255, max(8, 2**20 // max(n_columns, 1)))  # at most 255: _count_true sums columns as bytes
 
 
 def ranks_from_scores(scores, positives: Sequence[Iterable[int]]) -> np.ndarray:
@@ -254,9 +264,20 @@ def _count_above(ops: NumpyOps | TorchOps, scores, thresholds, dim: int,
                 (scores >= thresholds).sum(dim=dim).cpu().numpy())
     values, limits = ops.numpy(scores), ops.numpy(thresholds)
     out = mask[: values.shape[0]] if mask is not None and mask.shape[1:] == values.shape[1:] else None
-    above = np.count_nonzero(np.greater(values, limits, out=out), axis=dim).astype(np.int64)
-    at_or_above = np.count_nonzero(np.greater_equal(values, limits, out=out), axis=dim).astype(np.int64)
+    above = _count_true(np.greater(values, limits, out=out), dim)
+    at_or_above = _count_true(np.greater_equal(values, limits, out=out), dim)
     return above, at_or_above
+
+
+def _count_true(mask: np.ndarray, dim: int) -> np.ndarray:
+    """The count of True along ``dim`` of a 2-d bool array, as int64. ``np.count_nonzero(axis=...)`` converts
+    to integers first; a column sum of at most 255 rows as bytes and a row-by-row ``count_nonzero`` (which counts
+    a contiguous row's bytes directly) are 6-12x faster."""
+    if dim == 0 and mask.shape[0] <= 255:
+        return np.add.reduce(mask.view(np.uint8), axis=0, dtype=np.uint8).astype(np.int64)
+    if dim == 1:
+        return np.fromiter((np.count_nonzero(row) for row in mask), dtype=np.int64, count=mask.shape[0])
+    return np.count_nonzero(mask, axis=dim).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------------------------------------------
