@@ -76,7 +76,7 @@ def test_report_formats_are_written_into_the_artifact_and_shown(tmp_path, embedd
     assert f"{en['AR']:.2f}" in text if report_format == "markdown" else str(round(en["AR"], 6)) in text
 
 
-MODEL_LIBRARIES = ("torch", "open_clip", "torchvision", "transformers")
+MODEL_LIBRARIES = ("torch", "open_clip", "torchvision", "transformers", "matplotlib")
 EVALUATE_PROBE = """
 import json, sys
 from mltk.cli.application import main
@@ -93,7 +93,8 @@ def test_evaluate_on_embeddings_never_imports_torch_or_a_model_library(tmp_path,
     """Scoring precomputed vectors loads no model and ranks in numpy on the CPU: importing torch, open_clip (with
     torchvision) and transformers costs seconds, more than the evaluation itself on a mid-sized set, so they are
     imported only by paths that read a model (or rank on a GPU: the GPUs are hidden here, as on a machine without
-    one). Run in a fresh interpreter, since this test process has imported them already."""
+    one); matplotlib neither, as nothing is drawn. Run in a fresh interpreter, since this test process has imported
+    them already."""
     image_path, text_path = embeddings
     root = Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-c", EVALUATE_PROBE, "--images", str(image_path), "--texts",
