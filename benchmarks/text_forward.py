@@ -1,15 +1,23 @@
 """Trimmed text forward against open_clip's ``encode_text`` on realistic caption lengths.
 
-    .venv/bin/python benchmarks/text_forward.py [--model ViT-B-32] [--batch 128] [--repeats 5]
+    .venv/bin/python benchmarks/text_forward.py [--model ViT-B-32] [--batch 128] [--repeats 5] [--threads 1,2]
 
 Both run side by side in one process (interleaved, median of repeats) on a random-weight text tower, over lines of
-``../shared/data/multi30k/task1/raw/val.en`` when present (else synthetic captions of similar length). Prints the
-speed ratio and the max abs difference. Target: >= 3x on CPU, difference <= 1e-5.
+``../shared/data/multi30k/task1/raw/val.en`` when present (else synthetic captions of similar length), in fp32, at
+each thread count of ``--threads`` in turn (default: torch's). Prints the speed ratio of wall time and of the
+process's CPU time, the share of a core the process got (CPU / wall / threads: below 1 the machine is shared), the
+load average, and the max abs difference. Target: >= 3x on CPU, difference <= 1e-5.
+
+On a 2-core machine that others load, 2 threads measure the neighbours: every operator waits at its thread
+barrier for a thread the scheduler has put aside, and the trimmed forward runs 4 times as many operators (its
+length groups), each a quarter the size, so it waits more often for the same work. The CPU-time ratio and the
+1-thread run show the forward itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -36,6 +44,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", default=str(torch.get_num_threads()),
+                        help="comma-separated intra-op thread counts, each measured in turn (default: torch's)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -44,28 +54,42 @@ def main() -> None:
     texts, source = captions(args.batch * args.batches)
     batches = [bundle.tokenizer(texts[i:i + args.batch]) for i in range(0, len(texts), args.batch)]
 
-    def run(fn):
-        start = time.perf_counter()
-        outputs = [fn(tokens) for tokens in batches]
-        return time.perf_counter() - start, torch.cat(outputs)
-
-    full_times, trimmed_times = [], []
-    with torch.inference_mode():
-        run(bundle.model.encode_text), run(tower.encode)  # warm-up
-        for _ in range(args.repeats):
-            t_full, full = run(bundle.model.encode_text)
-            t_trim, trimmed = run(tower.encode)
-            full_times.append(t_full)
-            trimmed_times.append(t_trim)
-    diff = (full - trimmed).abs().max().item()
     lengths = torch.cat([(b != 0).sum(1) for b in batches]).float()
-    n = len(texts)
-    print(f"model {args.model} (random weights), {source}, batch {args.batch}, threads {torch.get_num_threads()}")
+    print(f"model {args.model} (random weights), {source}, batch {args.batch}, fp32")
     print(f"tokens per caption: mean {lengths.mean():.1f}, max {int(lengths.max())} (context 77)")
-    print(f"encode_text : {n / statistics.median(full_times):8.1f} captions/s")
-    print(f"trimmed     : {n / statistics.median(trimmed_times):8.1f} captions/s")
-    print(f"speed ratio trimmed/encode_text: {statistics.median(full_times) / statistics.median(trimmed_times):.2f}x")
-    print(f"max abs difference: {diff:.2e}")
+    for threads in (int(t) for t in args.threads.split(",")):
+        torch.set_num_threads(threads)
+        compare(bundle.model.encode_text, tower.encode, batches, args.repeats, len(texts))
+
+
+def compare(full_forward, trimmed_forward, batches: list[torch.Tensor], repeats: int, n: int) -> None:
+    """Both forwards interleaved ``repeats`` times at torch's current thread count: wall and CPU-time ratios."""
+    def run(fn):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        outputs = [fn(tokens) for tokens in batches]
+        return time.perf_counter() - start, time.process_time() - cpu_start, torch.cat(outputs)
+
+    times = {"full": ([], []), "trimmed": ([], [])}
+    outputs: dict[str, torch.Tensor] = {}
+    with torch.inference_mode():
+        run(full_forward), run(trimmed_forward)  # warm-up
+        for _ in range(repeats):
+            for name, forward in (("full", full_forward), ("trimmed", trimmed_forward)):
+                wall, cpu, output = run(forward)
+                times[name][0].append(wall)
+                times[name][1].append(cpu)
+                outputs[name] = output
+    wall = {name: statistics.median(t[0]) for name, t in times.items()}
+    cpu = {name: statistics.median(t[1]) for name, t in times.items()}
+    threads = torch.get_num_threads()
+    share = sum(cpu.values()) / sum(wall.values()) / threads
+    print(f"threads {threads} (load average {os.getloadavg()[0]:.1f}; this process got {share:.2f} of each "
+          "thread's core)")
+    print(f"  encode_text : {n / wall['full']:8.1f} captions/s")
+    print(f"  trimmed     : {n / wall['trimmed']:8.1f} captions/s")
+    print(f"  speed ratio trimmed/encode_text: {wall['full'] / wall['trimmed']:.2f}x wall, "
+          f"{cpu['full'] / cpu['trimmed']:.2f}x CPU time")
+    print(f"  max abs difference: {(outputs['full'] - outputs['trimmed']).abs().max().item():.2e}")
 
 
 if __name__ == "__main__":

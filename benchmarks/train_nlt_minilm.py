@@ -3,7 +3,7 @@ sentence-transformers-style distillation loop, side by side in one run, with eac
 
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD .venv/bin/python benchmarks/train_nlt.py --tower minilm \\
         [--steps 12] [--batch-size 32] [--pairs 1024] [--pad longest|max] [--threads 1] [--data MULTI30K_TASK1] \\
-        [--precision fp32|bf16]
+        [--precision auto|fp32|bf16]
 
 Both sides train the same parameters from the same weights on the same batches with the same optimizer settings:
 MLA's acquirers for German after each of MiniLM's 6 layers (hidden 256, up-projection zero-initialised, lr 1e-3) and
@@ -193,8 +193,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-length", type=int, default=128, help="--pad max: the fixed batch length")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
-                        help="mltk's side (train-nlt --precision); the straightforward side stays fp32")
+    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                        help="mltk's side (train-nlt --precision); auto: what train-nlt's default recipe on a Hugging "
+                        "Face tower picks on this CPU (bf16 where it multiplies bf16 in hardware, calibrated); the "
+                        "straightforward side stays fp32")
     parser.add_argument("--memory-steps", type=int, default=4, help="steps of each side alone, for peak memory")
     parser.add_argument("--memory-only", choices=("mltk", "straightforward"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -203,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps < 4:
         parser.error("--steps must be at least 4 (the first and last steps are not timed)")
     torch.set_num_threads(args.threads)
-    runtime = resolve_runtime(args.device, args.precision)  # the teacher cache is keyed by precision too
+    runtime = resolve_runtime(args.device, args.precision, cpu_bf16=True)  # the teacher cache is keyed by it too
+    args.precision = runtime.precision  # what auto became, for train_nlt and the memory runs alike
 
     with tempfile.TemporaryDirectory() as tmp:
         table, config, english, german = setup(args, Path(tmp))
@@ -235,7 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     amortised = teacher_seconds / max(straight_step - mltk_step, 1e-9)
     padded = f"{args.max_length} tokens" if args.pad == "max" else "the longest row of each batch"
     print(f"tower all-MiniLM-L6-v2 (6 layers, width 384) + MLA acquirers ({LANG}) + table copy, device "
-          f"{runtime.device}, mltk {args.precision} (straightforward fp32), threads {torch.get_num_threads()}")
+          f"{runtime.device}, mltk {args.precision} ({runtime.reason}; straightforward fp32), threads "
+          f"{torch.get_num_threads()}")
     print(f"data: {len(german)} Multi30K train pairs en-{LANG}; German WordPiece tokens per caption mean/max "
           f"{statistics.mean(lengths):.1f}/{max(lengths)}; straightforward pads to {padded}")
     print(f"batch {b}, {args.steps} steps each, interleaved; timed steps 1..{args.steps - 2}, medians")

@@ -76,7 +76,7 @@ def test_report_formats_are_written_into_the_artifact_and_shown(tmp_path, embedd
     assert f"{en['AR']:.2f}" in text if report_format == "markdown" else str(round(en["AR"], 6)) in text
 
 
-MODEL_LIBRARIES = ("open_clip", "torchvision", "transformers")
+MODEL_LIBRARIES = ("torch", "open_clip", "torchvision", "transformers", "matplotlib")
 EVALUATE_PROBE = """
 import json, sys
 from mltk.cli.application import main
@@ -89,16 +89,19 @@ print(json.dumps({"code": code, "loaded": sorted(m for m in %r if m in sys.modul
 """ % (MODEL_LIBRARIES,)
 
 
-def test_evaluate_on_embeddings_never_imports_a_model_library(tmp_path, embeddings):
-    """Scoring precomputed vectors loads no model: importing open_clip (with torchvision) and transformers costs
-    seconds, more than the evaluation itself on a mid-sized set, so they are imported only by paths that read a
-    model. Run in a fresh interpreter, since this test process has imported them already."""
+def test_evaluate_on_embeddings_never_imports_torch_or_a_model_library(tmp_path, embeddings):
+    """Scoring precomputed vectors loads no model and ranks in numpy on the CPU: importing torch, open_clip (with
+    torchvision) and transformers costs seconds, more than the evaluation itself on a mid-sized set, so they are
+    imported only by paths that read a model (or rank on a GPU: the GPUs are hidden here, as on a machine without
+    one); matplotlib neither, as nothing is drawn. Run in a fresh interpreter, since this test process has imported
+    them already."""
     image_path, text_path = embeddings
     root = Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-c", EVALUATE_PROBE, "--images", str(image_path), "--texts",
-                             str(text_path), "--metric", "recall", "--metric", "c2c", "--out", str(tmp_path / "m")],
+                             str(text_path), "--metric", "recall,mrv,c2c", "--folds", "2", "--out",
+                             str(tmp_path / "m")],
                             capture_output=True, text=True, cwd=root, stdin=subprocess.DEVNULL, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(root)})
+                            env={**os.environ, "PYTHONPATH": str(root), "CUDA_VISIBLE_DEVICES": ""})
     probe = json.loads(result.stderr.strip().splitlines()[-1])
     assert probe["code"] in (0, None), result.stderr
     assert artifacts.load_metrics(tmp_path / "m")["per_language"]["en"]["i2t"]["R@1"] >= 0

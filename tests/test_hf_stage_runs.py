@@ -82,17 +82,20 @@ def test_train_nlt_on_a_text_only_tower_with_its_own_tokenizer(world, tmp_path, 
 def test_auto_precision_of_train_nlt_on_an_hf_tower_is_bf16_where_the_cpu_multiplies_bf16(world, tmp_path,
                                                                                          monkeypatch, matrix_units):
     """train-nlt's recipe on a Hugging Face tower sets cpu_bf16: --precision auto trains in bf16 autocast on a CPU
-    with bf16 matrix units and in fp32 elsewhere; the manifest records what auto became. Two bf16 runs with one
-    seed write the same weights."""
-    from mltk.core import runtime as runtime_module
+    with bf16 matrix instructions and in fp32 elsewhere; the manifest records what auto became and why. Two bf16
+    runs with one seed write the same weights."""
+    from mltk.core import cpu_bf16
 
-    monkeypatch.setattr(runtime_module, "cpu_has_bf16_matrix_units", lambda: matrix_units)
+    monkeypatch.setattr(cpu_bf16, "cpu_flags", lambda: frozenset({"avx512_bf16"} if matrix_units else {"avx2"}))
+    monkeypatch.setattr(cpu_bf16, "measure_bf16_speedup", lambda: 1.6)
     outs = [tmp_path / "a", tmp_path / "b"] if matrix_units else [tmp_path / "a"]
     for out in outs:
         result = nlt(world, out, "--model", str(world["bert"]))
         assert result.exit_code == 0, result.stderr
         manifest = artifacts.read_manifest(out, "checkpoint")
-        assert manifest["runtime"] == {"device": "cpu", "precision": "bf16" if matrix_units else "fp32"}
+        assert manifest["runtime"]["device"] == "cpu"
+        assert manifest["runtime"]["precision"] == ("bf16" if matrix_units else "fp32")
+        assert manifest["runtime"]["reason"].startswith("cpu has avx512_bf16" if matrix_units else "cpu has no bf16")
     if matrix_units:
         first, second = (artifacts.load_checkpoint(out)[0] for out in outs)
         assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)

@@ -59,13 +59,21 @@ def test_ties_count_against_the_ground_truth_and_are_flagged():
         [[2, 2], [1, 1, 1, 1]]
 
 
-def test_chunked_ranks_equal_a_full_matrix_reference():
+def engine_inputs(engine: str, *arrays: np.ndarray) -> list:
+    """The ranking engine's inputs for ``engine``: numpy arrays (the CPU's numpy pass) or torch tensors (the torch
+    pass, as on CUDA)."""
+    return [torch.from_numpy(a) if engine == "torch" else a for a in arrays]
+
+
+@pytest.mark.parametrize("engine", ["numpy", "torch"])
+def test_chunked_ranks_equal_a_full_matrix_reference(engine):
     rng = np.random.default_rng(0)
     images = rng.standard_normal((97, 8)).astype(np.float32)
     captions = rng.standard_normal((300, 8)).astype(np.float32)
     owners = rng.integers(0, 90, size=300)          # images 90..96 own no caption
     threads = torch.get_num_threads()
-    image_ranks, caption_ranks = M.bidirectional_ranks(images, captions, owners, chunk_mb=0.01)  # 8-row chunks
+    image_ranks, caption_ranks = M.bidirectional_ranks(*engine_inputs(engine, images, captions), owners,
+                                                       chunk_mb=0.01)  # 8-row chunks
     assert torch.get_num_threads() == threads       # the one-thread pre-pass gives the caller's threads back
     scores = torch.from_numpy(images) @ torch.from_numpy(captions).T
     expected_images = M.ranks_from_scores(scores, [np.flatnonzero(owners == i) for i in range(97)])
@@ -75,16 +83,36 @@ def test_chunked_ranks_equal_a_full_matrix_reference():
     assert (image_ranks[90:] == -1).all()
 
 
-def test_a_ground_truth_score_that_differs_in_the_last_bit_is_re_ranked(monkeypatch):
+def test_the_numpy_and_torch_passes_give_the_same_ranks_and_ties():
+    """Quantised vectors make many exact ties: both engines count them alike, in both directions."""
+    rng = np.random.default_rng(2)
+    images = np.round(rng.standard_normal((60, 4)) * 2).astype(np.float32) / 2
+    captions = np.round(rng.standard_normal((240, 4)) * 2).astype(np.float32) / 2
+    owners = rng.integers(0, 60, size=240)
+    results = [M.rank_both_directions(*engine_inputs(engine, images, captions), owners, chunk_mb=0.005)
+               for engine in ("numpy", "torch")]
+    assert results[0].right_tied.any() and results[0].left_tied.any()
+    for field in ("left", "right", "left_tied", "right_tied"):
+        assert getattr(results[0], field).tolist() == getattr(results[1], field).tolist()
+
+
+@pytest.mark.parametrize("engine", ["numpy", "torch"])
+def test_a_ground_truth_score_that_differs_in_the_last_bit_is_re_ranked(monkeypatch, engine):
     """If the small pre-pass products disagree with the big one (another BLAS kernel), ranks stay exact."""
     rng = np.random.default_rng(1)
     images = rng.standard_normal((40, 6)).astype(np.float32)
     captions = rng.standard_normal((120, 6)).astype(np.float32)
     owners = np.arange(120) // 3
     original = M._owner_scores
-    monkeypatch.setattr(M, "_owner_scores", lambda *a, **kw: torch.nextafter(original(*a, **kw),
-                                                                             torch.tensor(-math.inf)))
-    _, caption_ranks = M.bidirectional_ranks(images, captions, owners, chunk_mb=0.01)
+
+    def one_bit_lower(*args, **kwargs):
+        scores = original(*args, **kwargs)
+        if isinstance(scores, torch.Tensor):
+            return torch.nextafter(scores, torch.tensor(-math.inf))
+        return np.nextafter(scores, np.float32(-np.inf))
+
+    monkeypatch.setattr(M, "_owner_scores", one_bit_lower)
+    _, caption_ranks = M.bidirectional_ranks(*engine_inputs(engine, images, captions), owners, chunk_mb=0.01)
     scores = torch.from_numpy(images) @ torch.from_numpy(captions).T
     assert caption_ranks.tolist() == M.ranks_from_scores(scores.T, [[o] for o in owners]).tolist()
 

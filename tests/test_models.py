@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -117,16 +121,63 @@ def test_runtime_resolution_on_cpu():
         resolve_runtime("tpu")
 
 
-@pytest.mark.parametrize("matrix_units", [True, False])
-def test_auto_precision_on_cpu_is_bf16_only_where_asked_and_the_cpu_multiplies_bf16(monkeypatch, matrix_units):
-    """``cpu_bf16`` (a recipe that measured bf16 faster at equal quality) turns ``auto`` into bf16 autocast on a
-    CPU with bf16 matrix units only; elsewhere bf16 is several times slower than fp32, so auto stays fp32."""
-    from mltk.core import runtime as runtime_module
+def inject_cpu(monkeypatch, cache: Path, flags: set[str], speedup: float) -> list[int]:
+    """Make this CPU one with ``flags`` whose calibration measures bf16 ``speedup`` times faster than fp32, cached
+    in ``cache``; the returned list counts the calibrations that ran."""
+    from mltk.core import cpu_bf16
 
-    monkeypatch.setattr(runtime_module, "cpu_has_bf16_matrix_units", lambda: matrix_units)
-    assert resolve_runtime("cpu", "auto", cpu_bf16=True).precision == ("bf16" if matrix_units else "fp32")
+    calibrations: list[int] = []
+    monkeypatch.setattr(cpu_bf16, "cache_root", lambda: cache)
+    monkeypatch.setattr(cpu_bf16, "cpu_flags", lambda: frozenset(flags | {"sse2", "avx2"}))
+    monkeypatch.setattr(cpu_bf16, "measure_bf16_speedup", lambda: calibrations.append(1) or speedup)
+    return calibrations
+
+
+@pytest.mark.parametrize(("flags", "speedup", "precision", "reason"), [
+    ({"amx_bf16", "amx_tile", "avx512_bf16"}, 4.0, "bf16", "cpu has amx_bf16 (calibrated 4.0x)"),
+    ({"avx512_bf16", "avx512f"}, 1.6, "bf16", "cpu has avx512_bf16 (calibrated 1.6x)"),
+    ({"avx512f"}, 9.0, "fp32", "cpu has no bf16 matrix instructions (amx_bf16 or avx512_bf16)"),
+    ({"avx512_bf16"}, 0.8, "fp32", "cpu has avx512_bf16 but bf16 calibrated 0.80x fp32 (below 1.1x)"),
+], ids=["amx", "avx512-bf16", "neither", "calibrated-slower"])
+def test_auto_precision_on_cpu_is_bf16_where_the_cpu_multiplies_bf16_and_calibration_confirms_it(
+        monkeypatch, tmp_path, flags, speedup, precision, reason):
+    """``cpu_bf16`` (a recipe that measured bf16 faster at equal quality) turns ``auto`` into bf16 autocast on a CPU
+    with bf16 instructions (AMX or AVX512-BF16) whose calibration measures bf16 faster; the runtime says why. A CPU
+    without the instructions is never calibrated (bf16 is emulated there, several times slower)."""
+    calibrations = inject_cpu(monkeypatch, tmp_path, flags, speedup)
+    runtime = resolve_runtime("cpu", "auto", cpu_bf16=True)
+    assert (runtime.precision, runtime.reason) == (precision, reason)
+    assert runtime.describe() == {"device": "cpu", "precision": precision, "reason": reason}
+    assert len(calibrations) == (1 if flags & {"amx_bf16", "avx512_bf16"} else 0)
     assert resolve_runtime("cpu", "auto").precision == "fp32"
-    assert resolve_runtime("cpu", "fp32", cpu_bf16=True).precision == "fp32"  # asked for by name: as asked
+    assert resolve_runtime("cpu", "fp32", cpu_bf16=True).describe()["reason"] == "--precision fp32"  # as asked
+
+
+def test_the_bf16_calibration_runs_once_per_machine_and_is_kept_in_the_cache(monkeypatch, tmp_path):
+    """The calibration is cached per machine (CPU, instructions, torch, threads): a second stage on the same
+    machine reads it; another thread count measures again."""
+    from mltk.core import cpu_bf16
+
+    calibrations = inject_cpu(monkeypatch, tmp_path, {"avx512_bf16"}, 1.5)
+    assert [resolve_runtime("cpu", "auto", cpu_bf16=True).precision for _ in range(2)] == ["bf16", "bf16"]
+    assert len(calibrations) == 1
+    (entry,) = json.loads((tmp_path / cpu_bf16.CALIBRATION_FILE).read_text()).items()
+    assert "avx512_bf16" in entry[0] and entry[1] == 1.5
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        resolve_runtime("cpu", "auto", cpu_bf16=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(calibrations) == 2
+
+
+def test_the_bf16_calibration_measures_both_precisions_on_this_cpu():
+    """The real calibration returns a finite positive ratio of fp32 to bf16 seconds."""
+    from mltk.core.cpu_bf16 import measure_bf16_speedup
+
+    speedup = measure_bf16_speedup(repeats=1)
+    assert math.isfinite(speedup) and speedup > 0
 
 
 def test_the_loop_adamw_is_fused_on_the_cpu_and_steps_as_torch_default_does():

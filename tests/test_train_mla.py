@@ -358,8 +358,8 @@ def test_train_le_from_python_with_the_default_config_trains_at_the_le_recipe_ra
     loop = artifacts.read_manifest(out, "checkpoint")["created_by"]["config"]["loop"]
     assert loop["lr"] == 3e-6 and loop["steps"] == 20
     from mltk.recipes import load_recipe
-    from mltk.train.loop import lr_factor
     from mltk.settings.resolve import recipe_loop
+    from mltk.train.loop import lr_factor
 
     rows = read_steps_csv(out / STEPS_CSV)
     schedule = recipe_loop(load_recipe("mla-le"), steps=20)  # the rates the optimizer stepped at: 3e-6 x its schedule

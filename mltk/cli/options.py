@@ -59,7 +59,8 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed; the same seed
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto (CUDA when available), cpu or cuda.")]
 PrecisionOpt = Annotated[str, typer.Option(
     "--precision", help="auto (bf16/fp16 autocast on CUDA; on the CPU fp32, or bf16 autocast where the recipe "
-    "sets cpu_bf16 and the CPU multiplies bf16 matrices, e.g. AMX), fp32, bf16 or fp16.")]
+    "sets cpu_bf16 and the CPU multiplies bf16 in hardware, AMX or AVX512-BF16, confirmed by a calibration cached "
+    "per machine), fp32, bf16 or fp16.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the bare artifact path.")]
 LogEveryOpt = Annotated[Optional[int], typer.Option(
     "--log-every", help=f"Steps between stderr log lines and steps.csv rows (default {LOG_EVERY}).")]

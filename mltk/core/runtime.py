@@ -1,4 +1,8 @@
-"""Device, precision, seeding and stderr logging, handled in one place for every stage."""
+"""Device, precision, seeding and stderr logging, handled in one place for every stage.
+
+torch is imported where a runtime is resolved or used, not when this module is: logging and progress are needed by
+paths that never touch torch (scoring precomputed embeddings), where importing it would cost seconds.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,16 @@ import random
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from mltk.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -32,61 +38,98 @@ def log(message: str) -> None:
 
 @dataclass(frozen=True)
 class Runtime:
-    """Where and how tensors are computed: ``device`` plus the autocast dtype (``None`` means fp32)."""
+    """Where and how tensors are computed: ``device`` plus the autocast dtype (``None`` means fp32), and why that
+    precision (what ``--precision`` asked for, or what ``auto`` found on this machine)."""
 
     device: torch.device
     autocast_dtype: torch.dtype | None
+    reason: str = ""
 
     @property
     def precision(self) -> str:
+        import torch
+
         return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.autocast_dtype]
+
+    def describe(self) -> dict[str, str]:
+        """What the manifest records: the device and precision a run used, and why that precision."""
+        return {"device": self.device.type, "precision": self.precision, "reason": self.reason}
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """Autocast context for forward passes (a no-op in fp32)."""
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
+        import torch
+
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+
+def check_runtime_options(device: str, precision: str) -> None:
+    """``--device`` and ``--precision`` are among the known values (asked without importing torch)."""
+    if device not in DEVICES:
+        raise ConfigError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+
+
+def cuda_visible() -> bool:
+    """Whether a GPU could be there for torch, asked without importing torch: an NVIDIA (or ROCm) driver's device
+    files, and ``CUDA_VISIBLE_DEVICES`` not emptied. ``--device auto`` uses it to keep the CPU path torch-free."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
+    return any(os.path.exists(path) for path in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")) or \
+        os.path.isdir("/proc/driver/nvidia")
+
+
+def resolve_array_device(device: str = "auto", precision: str = "auto") -> str:
+    """The device type (``"cpu"`` or ``"cuda"``) of work on arrays alone, such as ranking precomputed embeddings:
+    the options checked as ``resolve_runtime`` checks them, and the CPU answered without importing torch where
+    ``--device cpu`` says so or ``auto`` finds no GPU (there numpy does the work and torch is never needed)."""
+    check_runtime_options(device, precision)
+    if device == "cpu" or (device == "auto" and not cuda_visible()):
+        return "cpu"
+    return resolve_runtime(device, precision).device.type
 
 
 def resolve_runtime(device: str = "auto", precision: str = "auto", cpu_bf16: bool = False) -> Runtime:
     """``auto`` device: CUDA when available. ``auto`` precision: bf16 autocast on CUDA (fp16 where bf16 is not
     supported); on the CPU fp32, or bf16 autocast when ``cpu_bf16`` (the stage's recipe measured it faster at the
-    same quality) and the CPU has bf16 matrix units. ``bf16`` on the CPU is autocast on request; ``fp16`` needs
-    CUDA."""
-    if device not in DEVICES:
-        raise ConfigError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
-    if precision not in PRECISIONS:
-        raise ConfigError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    same quality) and the CPU multiplies bf16 in hardware (AMX or AVX512-BF16, confirmed by a calibration cached per
+    machine: ``mltk.core.cpu_bf16``). ``bf16`` on the CPU is autocast on request; ``fp16`` needs CUDA."""
+    check_runtime_options(device, precision)
+    import torch
+
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda was asked for but no CUDA device is available")
     dev = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
     if precision == "fp16" and dev.type != "cuda":
         raise ConfigError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
-    return Runtime(dev, _autocast_dtype(dev, precision, cpu_bf16))
+    return Runtime(dev, *_autocast_dtype(dev, precision, cpu_bf16))
 
 
-def _autocast_dtype(device: torch.device, precision: str, cpu_bf16: bool) -> torch.dtype | None:
-    if precision == "fp32":
-        return None
+def _autocast_dtype(device: torch.device, precision: str, cpu_bf16: bool) -> tuple[torch.dtype | None, str]:
+    """The autocast dtype and why it was chosen."""
+    import torch
+
     if precision != "auto":
-        return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision], "--precision " + precision
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_bf16 and cpu_has_bf16_matrix_units() else None
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16, "cuda device supports bf16"
+        return torch.float16, "cuda device without bf16"
+    if not cpu_bf16:
+        return None, "cpu default (the stage's recipe does not set cpu_bf16)"
+    from mltk.core.cpu_bf16 import cpu_bf16_choice
 
-
-def cpu_has_bf16_matrix_units() -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (Intel AMX): there bf16 autocast runs MiniLM's matrix
-    products about 4x faster than fp32; on a CPU without them it is several times slower."""
-    try:
-        return bool(torch.cpu._is_amx_tile_supported()) and torch.backends.mkldnn.is_available()
-    except AttributeError:  # a torch without the probe
-        return False
+    choice = cpu_bf16_choice()
+    return (torch.bfloat16 if choice.use_bf16 else None), choice.reason
 
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
+    import torch
+
     torch.manual_seed(seed)
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import torch
 
 from mltk.core.errors import ConfigError
 from mltk.metrics.retrieval import as_table, evaluate_retrieval
@@ -58,8 +57,8 @@ def _sum(values: list[Any]) -> Any:
     return int(sum(values)) if isinstance(first, int) and not isinstance(first, bool) else first
 
 
-def evaluate_folds(image_table: pa.Table | Mapping, image_vectors: np.ndarray | torch.Tensor,
-                   text_table: pa.Table | Mapping, text_vectors: np.ndarray | torch.Tensor, folds: int = 5,
+def evaluate_folds(image_table: pa.Table | Mapping, image_vectors: np.ndarray | Any,
+                   text_table: pa.Table | Mapping, text_vectors: np.ndarray | Any, folds: int = 5,
                    **kwargs: Any) -> dict:
     """``evaluate_retrieval`` on each of ``folds`` consecutive parts of the gallery, averaged (see module doc)."""
     image_table, text_table = as_table(image_table), as_table(text_table)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mltk import artifacts
 from mltk.core.errors import ConfigError
-from mltk.losses.ranking import SIMILARITIES
+from mltk.metrics.retrieval_options import SIMILARITIES
 
 DEFAULT_SIMILARITY = "cosine"
 

@@ -20,9 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mltk import artifacts
-from mltk.ame.bli import evaluate_bli
 from mltk.core.errors import ConfigError, SchemaError
-from mltk.core.runtime import Runtime, log, resolve_runtime
+from mltk.core.runtime import Runtime, log, resolve_array_device, resolve_runtime
 from mltk.data.overlap import training_data_of, warn_if_overlap
 from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
 from mltk.evaluate.clip_benchmark import clip_benchmark_files
@@ -128,7 +127,7 @@ def check_text_source(config: EvaluateConfig) -> None:
         raise ConfigError(f"--batch-size must be >= 1, got {config.batch_size}")
 
 
-def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, runtime: Runtime,
+def text_embeddings_for(config: EvaluateConfig, image_table: pa.Table | None, runtime: Runtime | None,
                         guard: Guard | None = None) -> TextVectors:
     """The caption vectors to evaluate: a text embeddings artifact (``--texts``), or the captions of
     ``--captions`` encoded by ``--model``, each language through its own path.
@@ -227,7 +226,8 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=planned)
     if existing is not None:
         return existing
-    runtime = resolve_runtime(config.device, config.precision)
+    runtime = resolve_runtime(config.device, config.precision) if _encodes_with_model(config) else None
+    device = runtime.device.type if runtime is not None else resolve_array_device(config.device, config.precision)
     image_table, image_vectors = load_normalized_embeddings(config.images, guard) if config.images is not None \
         else (None, None)
     texts = text_embeddings_for(config, image_table, runtime, guard)
@@ -237,7 +237,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
         evaluate, image_table, image_vectors, texts.table,
         metrics=metrics, mrv_variant=config.mrv_variant, mrv_instance=config.mrv_instance, ks=config.ks,
         languages=config.languages, c2c_pairs=config.c2c_pairs, c2c_relevance=config.c2c_relevance,
-        protocol=config.protocol, split=config.split, device=runtime.device, chunk_mb=config.chunk_mb,
+        protocol=config.protocol, split=config.split, device=device, chunk_mb=config.chunk_mb,
         image_source=str(config.images), text_source=texts.source, similarity=similarity,
     )
     result = evaluate(texts.vectors)
@@ -262,9 +262,16 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     return _write_and_report(config.out, result, config, inputs, config.report_format, extra)
 
 
+def _encodes_with_model(config: EvaluateConfig) -> bool:
+    """Whether the evaluation runs a model (captions to encode, translations to fuse, a table's BLI) and so needs
+    torch; ranking precomputed embeddings needs numpy only (on the CPU)."""
+    return config.texts is None or config.translations is not None or "bli" in config.metrics
+
+
 def _bli_of_model(config: EvaluateConfig, runtime: Runtime) -> dict:
-    """The lexicon alignment of ``--model``'s table. The model's libraries (open_clip, transformers) are imported
-    here, not at module level: scoring precomputed embeddings must not pay seconds of imports for them."""
+    """The lexicon alignment of ``--model``'s table. The model's libraries (torch, open_clip, transformers) are
+    imported here, not at module level: scoring precomputed embeddings must not pay seconds of imports for them."""
+    from mltk.ame.bli import evaluate_bli
     from mltk.encode.text_encoders import load_model_encoder
 
     return evaluate_bli(load_model_encoder(config.model, config.pretrained, runtime.device), config.lexicon,

@@ -26,19 +26,18 @@ image); ``as_float32_tensor`` prepares vectors for them once.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from mltk.core.runtime import track
+from mltk.metrics.arrays import NumpyOps, TorchOps, array_ops, is_torch_tensor
 
 DEFAULT_KS = (1, 5, 10)
-Scorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (left [c, d], right [m, d]) -> scores [c, m]
+Scorer = Callable[[Any, Any], Any]  # (left [c, d], right [m, d]) torch tensors -> scores [c, m]
 MRV_VARIANTS = ("paper", "code")
 
 TIE_RULE = ("pessimistic: gallery items (other than the query's own ground truths) whose score ties with the ground "
@@ -63,23 +62,22 @@ class RankResult:
     right_tied: np.ndarray    # [M] bool
 
 
-def bidirectional_ranks(left: np.ndarray | torch.Tensor, right: np.ndarray | torch.Tensor,
-                        right_to_left: Sequence[int] | np.ndarray, **options: Any) -> tuple[np.ndarray, np.ndarray]:
+def bidirectional_ranks(left, right, right_to_left: Sequence[int] | np.ndarray,
+                        **options: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(left_ranks [N], right_ranks [M])`` of ``rank_both_directions`` (same options: ``chunk_mb``, ``device``,
     ``progress``), without the ties."""
     result = rank_both_directions(left, right, right_to_left, **options)
     return result.left, result.right
 
 
-def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | torch.Tensor,
-                         right_to_left: Sequence[int] | np.ndarray, *, chunk_mb: float = 256,
-                         device: str | torch.device = "cpu", progress: str | None = None,
+def rank_both_directions(left, right, right_to_left: Sequence[int] | np.ndarray, *, chunk_mb: float = 256,
+                         device: Any = "cpu", progress: str | None = None,
                          scorer: Scorer | None = None) -> RankResult:
     """0-based ranks of the ground truths in both retrieval directions, from one chunked pass.
 
-    ``left`` [N, d] are e.g. images, ``right`` [M, d] e.g. captions; ``right_to_left[j]`` is the index of the one
-    left item that right item j belongs to (a left item may own zero, one or many right items). With
-    S = left @ right.T and the pessimistic tie rule:
+    ``left`` [N, d] are e.g. images, ``right`` [M, d] e.g. captions (numpy arrays or torch tensors);
+    ``right_to_left[j]`` is the index of the one left item that right item j belongs to (a left item may own
+    zero, one or many right items). With S = left @ right.T and the pessimistic tie rule:
 
     - ``left[i]`` = #{j not owned by i : S[i, j] >= max_{j' owned by i} S[i, j']}: the rank of i's best-ranked
       own right item among all M right items (image-to-text); -1 when i owns none.
@@ -89,7 +87,8 @@ def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | to
 
     S is computed ``chunk`` rows at a time (at most ``chunk_mb`` MiB); ``progress`` names a progress bar.
     ``scorer(left_rows [c, d], right_rows [m, d]) -> [c, m]`` replaces the dot product when given (an asymmetric
-    similarity such as order violation; it must bound its own working memory).
+    similarity such as order violation, on torch tensors; it must bound its own working memory). On the CPU
+    without a scorer the pass runs in numpy (``mltk.metrics.arrays``), elsewhere in torch on ``device``.
 
     How the right direction stays exact in one pass: a right item's threshold S[owner(j), j] is needed before
     the chunks that precede its owner's chunk are counted. A cheap pre-pass computes those thresholds with small
@@ -98,84 +97,92 @@ def rank_both_directions(left: np.ndarray | torch.Tensor, right: np.ndarray | to
     in the last bit (a BLAS that picks a different kernel for the small shape) is re-ranked by a pass over its
     own row, so the result never depends on that.
     """
-    device = torch.device(device)
-    left_t = as_float32_tensor(left, device)     # [N, d]
-    right_t = as_float32_tensor(right, device)   # [M, d]
-    owner = torch.as_tensor(np.asarray(right_to_left, dtype=np.int64), device=device)  # [M]
+    ops = array_ops(device, left, right, torch_scorer=scorer is not None)
+    left_t, right_t = ops.float32(left), ops.float32(right)             # [N, d], [M, d]
+    owner = ops.int64(right_to_left)                                    # [M]
     n_left, n_right = left_t.shape[0], right_t.shape[0]
     _check_rank_inputs(left_t, right_t, owner)
     if n_left == 0 or n_right == 0:
         empty = np.full(n_left, -1, dtype=np.int64)
         return RankResult(empty, np.zeros(n_right, np.int64), np.zeros(n_left, bool), np.zeros(n_right, bool))
-    by_owner = torch.argsort(owner, stable=True)                        # right items grouped by owner
-    owner_start = torch.searchsorted(owner[by_owner], torch.arange(n_left + 1, device=device))  # [N + 1]
-    thresholds = _owner_scores(left_t, right_t, owner, by_owner, owner_start, scorer=scorer)  # [M] S[owner(j), j]
+    by_owner = ops.stable_argsort(owner)                                # right items grouped by owner
+    owner_start = ops.searchsorted(owner[by_owner], ops.arange(n_left + 1))  # [N + 1]
+    thresholds = _owner_scores(ops, left_t, right_t, owner, by_owner, owner_start, scorer=scorer)  # [M]
     left_ranks, left_above, right_above, right_at_or_above, mismatched = _counting_pass(
-        left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds, chunk_mb, progress, scorer)
+        ops, left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds, chunk_mb, progress, scorer)
     right_ranks = right_at_or_above - 1                                 # the owner's own score is not counted
-    has_own = (owner_start[1:] > owner_start[:-1]).cpu().numpy()
+    has_own = ops.numpy(owner_start[1:] > owner_start[:-1])
     left_ranks[~has_own] = -1
     if bool(mismatched.any()):
-        redo = torch.nonzero(mismatched).flatten()
-        redo_np = redo.cpu().numpy()
-        right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(right_t[redo], left_t, owner[redo],
+        redo = ops.flatnonzero(mismatched)
+        redo_np = ops.numpy(redo)
+        right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(ops, right_t[redo], left_t, owner[redo],
                                                                          chunk_mb, scorer)
     return RankResult(left_ranks, right_ranks, has_own & (left_ranks > left_above), right_ranks > right_above)
 
 
-def _counting_pass(left_t: torch.Tensor, right_t: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
-                   bounds: list[int], thresholds: torch.Tensor, chunk_mb: float, progress: str | None,
-                   scorer: Scorer | None = None):
+def _counting_pass(ops: NumpyOps | TorchOps, left_t, right_t, owner, by_owner, bounds: list[int], thresholds,
+                   chunk_mb: float, progress: str | None, scorer: Scorer | None = None):
     """The main pass of ``rank_both_directions``: S = left @ right.T a chunk of rows at a time. Returns the left
     ranks and strict counts [N], the right strict and at-or-above counts [M], and the right items whose threshold
     differs from the big product's [M] bool. ``bounds[i]:bounds[i + 1]`` are left item i's right items in
     ``by_owner`` order."""
-    n_left, n_right, device = left_t.shape[0], right_t.shape[0], left_t.device
+    n_left, n_right = left_t.shape[0], right_t.shape[0]
     left_ranks, left_above = np.full(n_left, -1, dtype=np.int64), np.full(n_left, -1, dtype=np.int64)
     right_at_or_above, right_above = np.zeros(n_right, dtype=np.int64), np.zeros(n_right, dtype=np.int64)
-    mismatched = torch.zeros(n_right, dtype=torch.bool, device=device)
+    mismatched = ops.zeros(n_right, "bool")
     rows = _rows_per_chunk(n_right, chunk_mb)
-    scores_buffer = torch.empty((min(rows, n_left), n_right), dtype=torch.float32, device=device)
-    mask_buffer = _mask_buffer(scores_buffer)
+    scores_buffer = ops.empty((min(rows, n_left), n_right))
+    block = _rows_per_count_block(n_right) if ops.is_cpu else rows
+    mask_buffer = np.empty((block, n_right), dtype=bool) if ops.is_cpu else None  # reused by every block
     right_t_transposed = right_t.T
     starts = range(0, n_left, rows)
     for start in track(starts, progress) if progress else starts:
         stop = min(start + rows, n_left)
         if scorer is None:
-            scores = torch.mm(left_t[start:stop], right_t_transposed, out=scores_buffer[: stop - start])  # [c, M]
+            scores = ops.mm(left_t[start:stop], right_t_transposed, out=scores_buffer[: stop - start])  # [c, M]
         else:
             scores = scorer(left_t[start:stop], right_t)  # [c, M]
         own = by_owner[bounds[start]:bounds[stop]]                      # right items owned by this chunk
         own_rows = owner[own] - start
         own_scores = scores[own_rows, own]
         mismatched[own] = own_scores != thresholds[own]
-        left_ranks[start:stop], left_above[start:stop] = _best_own_ranks(scores, own_rows, own_scores, mask_buffer)
-        above, at_or_above = _count_above(scores, thresholds[None, :], dim=0, mask=mask_buffer)
-        right_above += above
-        right_at_or_above += at_or_above
+        best, own_at_best = _best_own_scores(ops, scores, own_rows, own_scores)  # [c], [c]
+        for first in range(0, stop - start, block):  # the four counts of a block while it is in the cache
+            last = min(first + block, stop - start)
+            part = scores[first:last]                                   # [b, M]
+            above, at_or_above = _count_above(ops, part, best[first:last, None], dim=1, mask=mask_buffer)
+            left_ranks[start + first:start + last] = at_or_above - own_at_best[first:last]
+            left_above[start + first:start + last] = above
+            above, at_or_above = _count_above(ops, part, thresholds[None, :], dim=0, mask=mask_buffer)
+            right_above += above
+            right_at_or_above += at_or_above
     return left_ranks, left_above, right_above, right_at_or_above, mismatched
 
 
-def _best_own_ranks(scores: torch.Tensor, own_rows: torch.Tensor, own_scores: torch.Tensor,
-                    mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of a score chunk [c, M]: the count of items scoring at or above its best own item, less its
-    own items at that score (the pessimistic rank), and the count strictly above (the two differ on a tie)."""
-    best = torch.full((scores.shape[0],), -math.inf, device=scores.device)  # best own score per row
-    best.scatter_reduce_(0, own_rows, own_scores, reduce="amax")
-    own_at_best = torch.zeros(scores.shape[0], dtype=torch.int64, device=scores.device)
-    own_at_best.scatter_add_(0, own_rows, (own_scores == best[own_rows]).long())
-    above, at_or_above = _count_above(scores, best[:, None], dim=1, mask=mask)
-    return at_or_above - own_at_best.cpu().numpy(), above
+def _best_own_scores(ops: NumpyOps | TorchOps, scores, own_rows, own_scores) -> tuple[Any, np.ndarray]:
+    """For each row of a score chunk [c, M]: its best own item's score, and how many of its own items reach it
+    (they do not count against it: the pessimistic rank is the count at or above, less these)."""
+    best = ops.full(scores.shape[0], -math.inf)                        # best own score per row [c]
+    ops.scatter_max(best, own_rows, own_scores)
+    return best, ops.bincount(own_rows, own_scores == best[own_rows], scores.shape[0])
 
 
-def ranks_from_scores(scores: np.ndarray | torch.Tensor, positives: Sequence[Iterable[int]]) -> np.ndarray:
+def _rows_per_count_block(n_columns: int) -> int:
+    """Rows of a score chunk compared and counted at a time on the CPU: about 4 MiB of scores (at most 255 rows),
+    so that the four passes over a block (both directions, strictly above and at or above) read it from the
+    cache, not memory."""
+    return min(255, max(8, 2**20 // max(n_columns, 1)))  # at most 255: _count_true sums columns as bytes
+
+
+def ranks_from_scores(scores, positives: Sequence[Iterable[int]]) -> np.ndarray:
     """0-based rank of the best-ranked positive in each row of a small, fully computed score matrix.
 
     ``scores`` [Q, G]; ``positives[q]`` the gallery indices that are correct for query q. Same counting and tie
     rule as ``bidirectional_ranks``: the count of the other gallery items scoring at or above the best positive
     (-1 for a query without positives). Meant for small matrices and tests.
     """
-    scores = np.asarray(scores.cpu() if isinstance(scores, torch.Tensor) else scores, dtype=np.float32)
+    scores = np.asarray(scores.cpu() if is_torch_tensor(scores) else scores, dtype=np.float32)
     ranks = np.full(scores.shape[0], -1, dtype=np.int64)
     for query, cols in enumerate(positives):
         cols = list(cols)
@@ -186,21 +193,16 @@ def ranks_from_scores(scores: np.ndarray | torch.Tensor, positives: Sequence[Ite
     return ranks
 
 
-def as_float32_tensor(values: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A float32 tensor on ``device``; a read-only array (a memory-mapped artifact) is copied first, because torch
-    must not wrap memory it cannot write."""
-    if not isinstance(values, torch.Tensor):
-        values = np.ascontiguousarray(values)
-        if not values.flags.writeable:
-            values = values.astype(np.float32, copy=True)
-        values = torch.from_numpy(values)
-    return values.to(device=device, dtype=torch.float32).contiguous()
+def as_float32_tensor(values, device: Any):
+    """A float32 torch tensor on ``device`` (a read-only array, such as a memory-mapped artifact, is copied
+    first)."""
+    return TorchOps(device).float32(values)
 
 
-def _check_rank_inputs(left: torch.Tensor, right: torch.Tensor, owner: torch.Tensor) -> None:
+def _check_rank_inputs(left, right, owner) -> None:
     if left.ndim != 2 or right.ndim != 2 or left.shape[1] != right.shape[1]:
         raise ValueError(f"left {tuple(left.shape)} and right {tuple(right.shape)} must be [N, d] and [M, d]")
-    if owner.shape != (right.shape[0],):
+    if tuple(owner.shape) != (right.shape[0],):
         raise ValueError(f"right_to_left has shape {tuple(owner.shape)}, expected ({right.shape[0]},)")
     if len(owner) and (int(owner.min()) < 0 or int(owner.max()) >= left.shape[0]):
         raise ValueError("right_to_left holds an index outside the left items")
@@ -212,77 +214,70 @@ def _rows_per_chunk(n_columns: int, chunk_mb: float) -> int:
     return max(8, int(chunk_mb * 2**20) // bytes_per_row)
 
 
-def _owner_scores(left: torch.Tensor, right: torch.Tensor, owner: torch.Tensor, by_owner: torch.Tensor,
-                  owner_start: torch.Tensor, block: int = 128, scorer: Scorer | None = None) -> torch.Tensor:
+def _owner_scores(ops: NumpyOps | TorchOps, left, right, owner, by_owner, owner_start, block: int = 128,
+                  scorer: Scorer | None = None):
     """S[owner(j), j] for every right item j, from products of ``block`` left rows with the right items they own
     (about block / N of the full product's work; blocks of >= 8 rows use the same BLAS kernel as the big product).
 
-    On the CPU these many small products run on one thread: each multi-threaded BLAS call waits at a barrier
-    for all its threads, and on a machine whose cores are also busy with other work that wait dominated (5,000
-    images x 25,000 captions on 2 loaded cores: 0.94 s with 2 threads, 0.05 s with 1; same values bit for bit).
+    On the CPU under torch these many small products run on one thread: each multi-threaded BLAS call waits at a
+    barrier for all its threads, and on a machine whose cores are also busy with other work that wait dominated
+    (5,000 images x 25,000 captions on 2 loaded cores: 0.94 s with 2 threads, 0.05 s with 1; same values bit for
+    bit).
     """
-    thresholds = torch.empty(right.shape[0], dtype=torch.float32, device=left.device)
+    thresholds = ops.empty(right.shape[0])                              # [M]
     bounds = owner_start.tolist()
-    with _one_cpu_thread(left.device):
+    with ops.one_thread():
         for start in range(0, left.shape[0], block):
             stop = min(start + block, left.shape[0])
             own = by_owner[bounds[start]:bounds[stop]]
             if len(own):
-                small = (torch.mm(left[start:stop], right[own].T) if scorer is None
+                small = (ops.mm(left[start:stop], right[own].T) if scorer is None
                          else scorer(left[start:stop], right[own]))             # [block, own]
-                thresholds[own] = small[owner[own] - start, torch.arange(len(own), device=left.device)]
+                thresholds[own] = small[owner[own] - start, ops.arange(len(own))]
     return thresholds
 
 
-@contextlib.contextmanager
-def _one_cpu_thread(device: torch.device):
-    """Run the block on one intra-op thread (CPU only), restoring the caller's thread count afterwards."""
-    threads = torch.get_num_threads()
-    if device.type != "cpu" or threads == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _single_owner_ranks(queries: torch.Tensor, gallery: torch.Tensor, targets: torch.Tensor,
-                        chunk_mb: float, scorer: Scorer | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _single_owner_ranks(ops: NumpyOps | TorchOps, queries, gallery, targets, chunk_mb: float,
+                        scorer: Scorer | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rank of ``gallery[targets[q]]`` for each query row (pessimistic ties) and the count of items strictly
     above it, each row scored by one product (self-consistent)."""
     ranks, above = np.empty(len(queries), dtype=np.int64), np.empty(len(queries), dtype=np.int64)
     rows = _rows_per_chunk(gallery.shape[0], chunk_mb)
     for start in range(0, len(queries), rows):
         stop = min(start + rows, len(queries))
-        scores = (torch.mm(queries[start:stop], gallery.T) if scorer is None
+        scores = (ops.mm(queries[start:stop], gallery.T) if scorer is None
                   else scorer(gallery, queries[start:stop]).T)          # [c, N]
-        own = scores[torch.arange(stop - start, device=scores.device), targets[start:stop]]
-        above[start:stop], at_or_above = _count_above(scores, own[:, None], dim=1)
+        own = scores[ops.arange(stop - start), targets[start:stop]]
+        above[start:stop], at_or_above = _count_above(ops, scores, own[:, None], dim=1)
         ranks[start:stop] = at_or_above - 1                             # the target itself
     return ranks, above
 
 
-def _mask_buffer(scores_buffer: torch.Tensor) -> np.ndarray | None:
-    """A reusable bool array the shape of a score chunk for ``_count_above`` on the CPU (None on CUDA)."""
-    return np.empty(tuple(scores_buffer.shape), dtype=bool) if scores_buffer.device.type == "cpu" else None
-
-
-def _count_above(scores: torch.Tensor, thresholds: torch.Tensor, dim: int,
+def _count_above(ops: NumpyOps | TorchOps, scores, thresholds, dim: int,
                  mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Counts of ``scores > thresholds`` and of ``scores >= thresholds`` along ``dim``. On the CPU the comparisons
     go through numpy, whose count_nonzero is several times faster than a torch bool sum, into ``mask`` when given
     (a buffer of at least the chunk's rows, reused so each chunk does not fault in fresh pages); on CUDA the torch
     reductions are fast."""
-    if scores.device.type != "cpu":
+    if not ops.is_cpu:
         return ((scores > thresholds).sum(dim=dim).cpu().numpy(),
                 (scores >= thresholds).sum(dim=dim).cpu().numpy())
-    values, limits = scores.numpy(), thresholds.numpy()
+    values, limits = ops.numpy(scores), ops.numpy(thresholds)
     out = mask[: values.shape[0]] if mask is not None and mask.shape[1:] == values.shape[1:] else None
-    above = np.count_nonzero(np.greater(values, limits, out=out), axis=dim).astype(np.int64)
-    at_or_above = np.count_nonzero(np.greater_equal(values, limits, out=out), axis=dim).astype(np.int64)
+    above = _count_true(np.greater(values, limits, out=out), dim)
+    at_or_above = _count_true(np.greater_equal(values, limits, out=out), dim)
     return above, at_or_above
+
+
+def _count_true(mask: np.ndarray, dim: int) -> np.ndarray:
+    """The count of True along ``dim`` of a 2-d bool array, as int64. ``np.count_nonzero(axis=...)`` converts
+    to integers first; a column sum of at most 255 rows as bytes and a row-by-row ``count_nonzero`` (which counts
+    a contiguous row's bytes directly) are 6-12x faster."""
+    if dim == 0 and mask.shape[0] <= 255:
+        return np.add.reduce(mask.view(np.uint8), axis=0, dtype=np.uint8).astype(np.int64)
+    if dim == 1:
+        return np.fromiter((np.count_nonzero(row) for row in mask), dtype=np.int64, count=mask.shape[0])
+    return np.count_nonzero(mask, axis=dim).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------------------------------------------

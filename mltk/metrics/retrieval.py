@@ -27,13 +27,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from mltk import artifacts
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
-from mltk.losses.ranking import retrieval_scorer
 from mltk.metrics import ranks as M
+from mltk.metrics.arrays import array_ops, is_torch_tensor
 from mltk.metrics.grouped_ranks import grouped_ranks
 from mltk.metrics.retrieval_options import check_options
 
@@ -52,9 +51,9 @@ SIMILARITY_DEFINITIONS = {
 
 def evaluate_retrieval(
     image_table: pa.Table | Mapping[str, Sequence] | None,
-    image_vectors: np.ndarray | torch.Tensor | None,
+    image_vectors: np.ndarray | Any | None,
     text_table: pa.Table | Mapping[str, Sequence],
-    text_vectors: np.ndarray | torch.Tensor,
+    text_vectors: np.ndarray | Any,
     *,
     metrics: Sequence[str] = ("recall",),
     mrv_variant: str = "paper",
@@ -64,7 +63,7 @@ def evaluate_retrieval(
     c2c_pairs: Sequence[tuple[str, str]] | None = None,
     c2c_relevance: str = "image",
     protocol: str = "all-captions",
-    split: str | None = None, device: str | torch.device = "cpu", chunk_mb: float = 256,
+    split: str | None = None, device: Any = "cpu", chunk_mb: float = 256,
     image_source: str = "<images>", text_source: str = "<texts>", similarity: str = "cosine",
 ) -> dict:
     """Evaluate retrieval per language; returns the ``metrics.json`` content.
@@ -88,7 +87,6 @@ def evaluate_retrieval(
     if "mrv" in metrics and len(langs) < 2:
         raise ConfigError(f"--metric mrv needs captions in at least 2 languages, found {len(langs)}")
     pairs = _c2c_pairs(langs, c2c_pairs) if "c2c" in metrics else []
-    device = torch.device(device)
 
     result: dict[str, Any] = {}
     counts: dict[str, dict] = {}
@@ -96,7 +94,7 @@ def evaluate_retrieval(
     if images is not None:
         per_language, i2t_by_lang, t2i_by_lang = _rank_languages(images, texts, langs, ks, device, chunk_mb, counts,
                                                                  ties["per_language"],
-                                                                 retrieval_scorer(similarity))
+                                                                 _scorer(similarity))
         result["per_language"] = per_language
         result["summary"] = {"languages": langs,
                              "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
@@ -110,6 +108,16 @@ def evaluate_retrieval(
     return result
 
 
+def _scorer(similarity: str):
+    """None for cosine (the ranking's own chunked dot product, numpy on the CPU); the torch scorer of another
+    similarity (imported only then)."""
+    if similarity == "cosine":
+        return None
+    from mltk.losses.ranking import retrieval_scorer
+
+    return retrieval_scorer(similarity)
+
+
 def _check_same_width(images, texts, image_source: str, text_source: str) -> None:
     if images is not None and images.vectors.shape[1] != texts.vectors.shape[1]:
         raise ArtifactError(f"text vectors have dim {texts.vectors.shape[1]} but image vectors have dim "
@@ -117,12 +125,13 @@ def _check_same_width(images, texts, image_source: str, text_source: str) -> Non
 
 
 def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: tuple[int, ...],
-                    device: torch.device, chunk_mb: float, counts: dict, ties: dict,
+                    device: Any, chunk_mb: float, counts: dict, ties: dict,
                     scorer=None) -> tuple[dict, dict, dict]:
     """Each language's captions ranked against the whole gallery: ``(per_language summaries, i2t ranks by
     language, t2i ranks by language)``; fills ``counts`` (queries) and ``ties`` (tied ground truths)."""
     owner = _caption_owners(images, texts)
-    image_tensor = M.as_float32_tensor(images.vectors, device)  # [N, d], shared by every language
+    image_tensor = array_ops(device, images.vectors, torch_scorer=scorer is not None).float32(
+        images.vectors)  # [N, d], shared by every language
     per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
     for lang in langs:
         rows = np.flatnonzero(texts.lang == lang)
@@ -174,7 +183,7 @@ def column_strings(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).cast(pa.string()).to_pylist(), dtype=object)
 
 
-def _check_rows(table: pa.Table, vectors: np.ndarray | torch.Tensor, columns: Sequence[str], source: str) -> None:
+def _check_rows(table: pa.Table, vectors: np.ndarray | Any, columns: Sequence[str], source: str) -> None:
     artifacts.require_columns(table, columns, source)
     for name in columns:
         if table.column(name).null_count:
@@ -207,8 +216,8 @@ def split_column(table: pa.Table) -> np.ndarray | None:
     return split if any(split) else None
 
 
-def _to_numpy(vectors: np.ndarray | torch.Tensor) -> np.ndarray:
-    return vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
+def _to_numpy(vectors: np.ndarray | Any) -> np.ndarray:
+    return vectors.detach().cpu().numpy() if is_torch_tensor(vectors) else vectors
 
 
 def in_splits(column: np.ndarray, split: str) -> np.ndarray:
@@ -348,7 +357,7 @@ def _c2c_pairs(langs: list[str], pairs: Sequence[tuple[str, str]] | None) -> lis
 
 
 def _caption_to_caption(texts: _TextRows, pairs: list[tuple[str, str]], ks: tuple[int, ...],
-                        device: torch.device, chunk_mb: float, relevance: str) -> tuple[dict, dict]:
+                        device: Any, chunk_mb: float, relevance: str) -> tuple[dict, dict]:
     """Caption-to-caption retrieval between two languages (AME, Mohammadshahi et al. 2019). With ``relevance``
     ``"image"`` (AME's definition) a caption in one language retrieves the other language's captions and a hit is
     any caption of the same image; with ``"caption_id"`` only its translation (same caption_id) is a hit. Only
@@ -414,7 +423,7 @@ def _refuse_partly_translated(texts: _TextRows, src: str, tgt: str, src_rows: np
 
 
 def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split: str | None,
-              n_images: int | None, counts: dict, device: torch.device, protocol: str, c2c_relevance: str,
+              n_images: int | None, counts: dict, device: Any, protocol: str, c2c_relevance: str,
               n_captions: int, similarity: str = "cosine") -> dict:
     return {
         "metrics": list(metrics),

@@ -17,9 +17,10 @@ built exactly as transformers builds them from input ids (RoBERTa counts positio
 Attention is bidirectional with a padding mask, so cutting a batch to its longest row changes nothing for the
 real tokens; a batch runs as groups of similar length (``LENGTH_BUCKETS``), each at its own longest row.
 
-Under bf16 autocast on the CPU the layers' matrix products run in bf16 (on AMX, about 4x faster than fp32) but
-attention itself runs in fp32: PyTorch's CPU flash attention is about 10x slower backward in bf16 than in fp32
-(measured on all-MiniLM-L6-v2, batch 64 x 30 tokens), so the plain bf16 step was no faster than fp32.
+Under bf16 autocast on the CPU the layers' matrix products run in bf16 (on AMX about 4x faster than fp32, on
+AVX512-BF16 about 2-3x) but attention itself runs in fp32: PyTorch's CPU flash attention is about 10x slower
+backward in bf16 than in fp32 (measured on all-MiniLM-L6-v2, batch 64 x 30 tokens), so the plain bf16 step was no
+faster than fp32.
 """
 
 from __future__ import annotations

@@ -55,10 +55,13 @@ def _missing(value) -> bool:
 
 
 def _styled(build):
-    """Build figures under mltk's style (fonts are chosen when text is laid out, so both steps need it)."""
-    import matplotlib
+    """Build figures under mltk's style (fonts are chosen when text is laid out, so both steps need it).
+    matplotlib is imported when a figure is drawn, not when this module is: a run that draws nothing (``mltk
+    evaluate`` without fusion or --plot) does not pay a second for it."""
 
     def wrapper(*args, fmt: str | None = "png", **kwargs):
+        import matplotlib
+
         with matplotlib.rc_context(_STYLE):
             figure = build(*args, **kwargs)
         return figure if fmt is None else render(figure, fmt)

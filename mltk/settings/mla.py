@@ -61,7 +61,8 @@ class MlaConfig:
     device: str = "auto"
     precision: str = "auto"
     cpu_bf16: bool = field(default=FROM_RECIPE, metadata={
-        "help": "With --precision auto on a CPU with bf16 matrix units: bf16 autocast.", "cli": False})
+        "help": "With --precision auto on a CPU with bf16 instructions (AMX or AVX512-BF16): bf16 autocast.",
+        "cli": False})
     cache_dir: Path | None = None
     acquirer: str = field(default=FROM_RECIPE, metadata={
         "help": "Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or none (the "

@@ -353,7 +353,7 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
                 tensorboard=options.tensorboard)) as reporter.steps_log:
         reporter.begin(state.step, f"{sum(p.numel() for p in params.values()):,} trained values in {len(params)} "
                                    f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
-                                   f"{runtime.precision}")
+                                   f"{runtime.precision}" + (f" ({runtime.reason})" if runtime.reason else ""))
         try:
             _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
         except (KeyboardInterrupt, SystemExit):

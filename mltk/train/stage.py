@@ -318,8 +318,8 @@ def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *,
                          steps_csv=writer.dir / STEPS_CSV)
         manifest_fields.setdefault("train_seconds", round(sum(stretches), 1))  # every stretch of the run
         manifest_fields.setdefault("train_stretches_seconds", stretches)
-        # what --device auto / --precision auto became on this machine
-        manifest_fields.setdefault("runtime", {"device": runtime.device.type, "precision": runtime.precision})
+        # what --device auto / --precision auto became on this machine, and why
+        manifest_fields.setdefault("runtime", runtime.describe())
         tensors = checkpoint_tensors(result.best_state) if checkpoint_tensors else result.best_state
         artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, tensors)
         artifacts.write_json(writer.dir / schema.CHECKPOINT_CONFIG, checkpoint_config())
