@@ -435,7 +435,7 @@ def test_cli_join_with_json_output(captions, tmp_path):
     (["{captions}", "--backend", "join"], "needs at least one --translations"),
     (["{captions}", "--backend", "join", "--translations", "{tmp}/none.csv"], "no such translations file"),
     (["{captions}", "--backend", "magic", "--target", "de"], "--backend must be one of"),
-    (["{captions}", "--target", "de", "--batch-size", "0"], "--batch-size must be at least 1"),
+    (["{captions}", "--target", "de", "--batch-size", "0"], "--batch-size must be between 1 and"),
 ])
 def test_cli_bad_input_is_exit_2_with_one_line(captions, tmp_path, arguments, message):
     values = {"missing": str(tmp_path / "missing"), "captions": str(captions), "tmp": str(tmp_path)}

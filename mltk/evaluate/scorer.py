@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mltk import artifacts
 from mltk.core.errors import ConfigError
-from mltk.metrics.retrieval_options import SIMILARITIES
+from mltk.core.scorers import SIMILARITIES
 
 DEFAULT_SIMILARITY = "cosine"
 

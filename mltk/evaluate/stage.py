@@ -213,9 +213,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
         raise ConfigError("--images (image embeddings) is required unless the only metric is c2c")
     check_options(metrics, config.images is not None, config.mrv_variant, config.mrv_instance,
                   config.c2c_relevance, config.protocol)  # before any caption is encoded
-    if config.folds < 1 or (config.folds > 1 and config.images is None):
-        raise ConfigError(f"--folds must be at least 1 and cuts the image gallery (needs --images), got "
-                          f"{config.folds}")
+    _check_folds(config)
     guard = Guard(force=config.force)
     check_same_model(config.images, config.model, config.pretrained, guard, config.texts)
     model_path = Path(config.model) if config.texts is None else None
@@ -260,6 +258,12 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     if config.report_format == "clip-benchmark":
         extra.update(clip_benchmark_files(result, config, image_table_manifest(config.images)))
     return _write_and_report(config.out, result, config, inputs, config.report_format, extra)
+
+
+def _check_folds(config: EvaluateConfig) -> None:
+    if config.folds < 1 or (config.folds > 1 and config.images is None):
+        raise ConfigError(f"--folds must be at least 1 and cuts the image gallery (needs --images), got "
+                          f"{config.folds}")
 
 
 def _encodes_with_model(config: EvaluateConfig) -> bool:

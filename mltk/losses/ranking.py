@@ -6,8 +6,8 @@ import torch
 import torch.nn as nn
 
 from mltk.core.errors import ConfigError
+from mltk.core.scorers import SIMILARITIES
 from mltk.losses.base import LossOutput, check_multilingual, check_pair, zero_with_graph
-from mltk.metrics.retrieval_options import SIMILARITIES
 
 AME_MARGINS = {"cosine": 0.2, "order": 0.05}  # AME's margins: symmetric (cosine) 0.2, asymmetric (order) 0.05
 

@@ -8,7 +8,7 @@ against the whole image gallery; instances are matched by id, never by position.
 tie rule) are in ``mltk.metrics.ranks`` and are copied into ``settings``.
 
 Real test sets are not all parallel, so what counts as one instance is decided from the captions and stated in
-the result (see ``mrv_instance_mode`` and ``_caption_to_caption``):
+the result (see ``mrv_instance_mode`` and ``mltk.metrics.caption_to_caption``):
 
 - MRV image-to-text: the instance is the image. Text-to-image: the image when every image has at most one caption
   per language (xFlickr&CO, XTD10, the CCRk paper's setting; for parallel captions this is the same as the
@@ -20,7 +20,6 @@ the result (see ``mrv_instance_mode`` and ``_caption_to_caption``):
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,7 @@ from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.metrics import ranks as M
 from mltk.metrics.arrays import array_ops, is_torch_tensor
-from mltk.metrics.grouped_ranks import grouped_ranks
+from mltk.metrics.caption_to_caption import c2c_pairs_of, caption_to_caption
 from mltk.metrics.retrieval_options import check_options
 
 TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
@@ -86,7 +85,7 @@ def evaluate_retrieval(
     langs = _languages(texts, languages)
     if "mrv" in metrics and len(langs) < 2:
         raise ConfigError(f"--metric mrv needs captions in at least 2 languages, found {len(langs)}")
-    pairs = _c2c_pairs(langs, c2c_pairs) if "c2c" in metrics else []
+    pairs = c2c_pairs_of(langs, c2c_pairs) if "c2c" in metrics else []
 
     result: dict[str, Any] = {}
     counts: dict[str, dict] = {}
@@ -101,7 +100,7 @@ def evaluate_retrieval(
         if "mrv" in metrics:
             result["mrv"] = _mrv(texts, i2t_by_lang, t2i_by_lang, langs, mrv_variant, mrv_instance)
     if "c2c" in metrics:
-        result["c2c"], ties["c2c"] = _caption_to_caption(texts, pairs, ks, device, chunk_mb, c2c_relevance)
+        result["c2c"], ties["c2c"] = caption_to_caption(texts, pairs, ks, device, chunk_mb, c2c_relevance)
     result["ties"] = _with_total(ties)
     result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
                                    device, protocol, c2c_relevance, len(texts.lang), similarity)
@@ -124,7 +123,7 @@ def _check_same_width(images, texts, image_source: str, text_source: str) -> Non
                             f"{images.vectors.shape[1]} ({image_source})", text_source)
 
 
-def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: tuple[int, ...],
+def _rank_languages(images: _ImageRows, texts: TextRows, langs: list[str], ks: tuple[int, ...],
                     device: Any, chunk_mb: float, counts: dict, ties: dict,
                     scorer=None) -> tuple[dict, dict, dict]:
     """Each language's captions ranked against the whole gallery: ``(per_language summaries, i2t ranks by
@@ -146,7 +145,7 @@ def _rank_languages(images: _ImageRows, texts: _TextRows, langs: list[str], ks: 
     return per_language, i2t_by_lang, t2i_by_lang
 
 
-def _first_caption_rows(texts: _TextRows) -> np.ndarray:
+def _first_caption_rows(texts: TextRows) -> np.ndarray:
     """The first caption (in table order) of each image and language: CLIP_benchmark's protocol on XM3600-style
     sets, where an image has several captions per language."""
     keep = np.zeros(len(texts.lang), dtype=bool)
@@ -166,7 +165,7 @@ class _ImageRows:
 
 
 @dataclass(frozen=True)
-class _TextRows:
+class TextRows:
     image_ids: np.ndarray    # [M] str
     lang: np.ndarray         # [M] str
     caption_ids: np.ndarray  # [M] str
@@ -200,11 +199,11 @@ def _image_rows(table: pa.Table, vectors, source: str) -> _ImageRows:
     return _ImageRows(ids, _to_numpy(vectors), split_column(table))
 
 
-def _text_rows(table: pa.Table, vectors, source: str) -> _TextRows:
+def _text_rows(table: pa.Table, vectors, source: str) -> TextRows:
     _check_rows(table, vectors, TEXT_COLUMNS, source)
     refuse_caption_ids_on_several_images(table.select(["caption_id", "image_id"]).cast(
         pa.schema([("caption_id", pa.string()), ("image_id", pa.string())])), source)
-    return _TextRows(column_strings(table, "image_id"), column_strings(table, "lang"),
+    return TextRows(column_strings(table, "image_id"), column_strings(table, "lang"),
                      column_strings(table, "caption_id"), _to_numpy(vectors), split_column(table), source)
 
 
@@ -225,8 +224,8 @@ def in_splits(column: np.ndarray, split: str) -> np.ndarray:
     return np.isin(column, [name.strip() for name in split.split(",") if name.strip()])
 
 
-def _select_split(images: _ImageRows | None, texts: _TextRows,
-                  split: str | None) -> tuple[_ImageRows | None, _TextRows]:
+def _select_split(images: _ImageRows | None, texts: TextRows,
+                  split: str | None) -> tuple[_ImageRows | None, TextRows]:
     """Keep rows of ``split`` (a name or a comma list). A table without a ``split`` column (or with only empty
     values) follows the other one: images are kept when a kept caption refers to them, captions when their image is
     kept. Neither table having the column is an error."""
@@ -259,13 +258,13 @@ def _take_images(images: _ImageRows, keep: np.ndarray) -> _ImageRows:
     return _ImageRows(images.ids[keep], images.vectors[np.flatnonzero(keep)], split)
 
 
-def _take_texts(texts: _TextRows, keep: np.ndarray) -> _TextRows:
+def _take_texts(texts: TextRows, keep: np.ndarray) -> TextRows:
     split = texts.split[keep] if texts.split is not None else None
-    return _TextRows(texts.image_ids[keep], texts.lang[keep], texts.caption_ids[keep],
+    return TextRows(texts.image_ids[keep], texts.lang[keep], texts.caption_ids[keep],
                      texts.vectors[np.flatnonzero(keep)], split, texts.source)
 
 
-def _caption_owners(images: _ImageRows, texts: _TextRows) -> np.ndarray:
+def _caption_owners(images: _ImageRows, texts: TextRows) -> np.ndarray:
     """Row of each caption's image in the image table (matched by id)."""
     position = {image_id: row for row, image_id in enumerate(images.ids)}
     owner = np.fromiter((position.get(i, -1) for i in texts.image_ids), dtype=np.int64, count=len(texts.image_ids))
@@ -276,7 +275,7 @@ def _caption_owners(images: _ImageRows, texts: _TextRows) -> np.ndarray:
     return owner
 
 
-def _languages(texts: _TextRows, languages: Sequence[str] | None) -> list[str]:
+def _languages(texts: TextRows, languages: Sequence[str] | None) -> list[str]:
     present = sorted(set(texts.lang.tolist()))
     if not languages:
         return present
@@ -291,7 +290,7 @@ def _direction_summary(i2t: np.ndarray, t2i: np.ndarray, ks: tuple[int, ...]) ->
     return {"i2t": i2t_summary, "t2i": t2i_summary, "AR": M.average_recall(i2t_summary, t2i_summary, ks)}
 
 
-def mrv_instance_mode(texts: _TextRows, langs: Sequence[str], requested: str = "auto") -> str:
+def mrv_instance_mode(texts: TextRows, langs: Sequence[str], requested: str = "auto") -> str:
     """What one text-to-image MRV instance is: ``"image"`` when every image has at most one caption in each
     language (then an image's K captions are its K queries, translated or not), else ``"caption_id"`` (the K
     translations of one sentence). ``requested`` forces one; ``"image"`` on images with several captions per
@@ -307,7 +306,7 @@ def mrv_instance_mode(texts: _TextRows, langs: Sequence[str], requested: str = "
     return "image" if one_per_language else "caption_id"
 
 
-def _mrv(texts: _TextRows, i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str], variant: str,
+def _mrv(texts: TextRows, i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str], variant: str,
          requested_instance: str) -> dict:
     """MRV in both directions over the instances present in all K languages (i2t: images, ranks of their best
     caption per language; t2i: see ``mrv_instance_mode``). A direction left with 0 instances is an error that
@@ -343,83 +342,6 @@ def _with_total(ties: dict) -> dict:
     """``ties`` with ``total``: the ground truths (all directions and languages) that tie with another candidate."""
     counts = [n for section in ("per_language", "c2c") for entry in ties[section].values() for n in entry.values()]
     return {**ties, "total": int(sum(counts))}
-
-
-def _c2c_pairs(langs: list[str], pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
-    """The language pairs for caption-to-caption retrieval: the given ones, checked, or every pair."""
-    if not pairs:
-        return list(itertools.combinations(langs, 2))
-    for src, tgt in pairs:
-        if src == tgt or src not in langs or tgt not in langs:
-            raise ConfigError(f"--c2c-pair {src}:{tgt} must name two different evaluated languages "
-                              f"({', '.join(langs)})")
-    return list(pairs)
-
-
-def _caption_to_caption(texts: _TextRows, pairs: list[tuple[str, str]], ks: tuple[int, ...],
-                        device: Any, chunk_mb: float, relevance: str) -> tuple[dict, dict]:
-    """Caption-to-caption retrieval between two languages (AME, Mohammadshahi et al. 2019). With ``relevance``
-    ``"image"`` (AME's definition) a caption in one language retrieves the other language's captions and a hit is
-    any caption of the same image; with ``"caption_id"`` only its translation (same caption_id) is a hit. Only
-    captions whose image (or caption_id) is present in both languages take part, as queries and as gallery.
-    Returns the result and, per pair and direction, how many queries' best hit ties with a non-hit."""
-    result, ties = {}, {}
-    for src, tgt in pairs:
-        src_rows, tgt_rows, src_groups, tgt_groups = _c2c_rows(texts, src, tgt, relevance)
-        forward, forward_tied = grouped_ranks(texts.vectors[src_rows], texts.vectors[tgt_rows], src_groups,
-                                                tgt_groups, chunk_mb=chunk_mb, device=device)
-        backward, backward_tied = grouped_ranks(texts.vectors[tgt_rows], texts.vectors[src_rows], tgt_groups,
-                                                  src_groups, chunk_mb=chunk_mb, device=device)
-        summary: dict[str, Any] = {f"{src}->{tgt}": M.rank_summary(forward, ks),
-                                   f"{tgt}->{src}": M.rank_summary(backward, ks)}
-        summary["AR"] = M.average_recall(summary[f"{src}->{tgt}"], summary[f"{tgt}->{src}"], ks)
-        summary["relevance"] = relevance
-        summary["queries"] = {f"{src}->{tgt}": len(src_rows), f"{tgt}->{src}": len(tgt_rows)}
-        summary["instances"] = len(set(src_groups.tolist()))
-        result[f"{src}-{tgt}"] = summary
-        ties[f"{src}-{tgt}"] = {f"{src}->{tgt}": int(forward_tied.sum()), f"{tgt}->{src}": int(backward_tied.sum())}
-    return result, ties
-
-
-def _c2c_rows(texts: _TextRows, src: str, tgt: str,
-              relevance: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of ``src`` and ``tgt`` whose group (image or caption_id) is in both languages, and integer group codes
-    (equal codes: relevant to each other)."""
-    key = texts.image_ids if relevance == "image" else texts.caption_ids
-    rows = {lang: np.flatnonzero(texts.lang == lang) for lang in (src, tgt)}
-    if relevance == "caption_id":
-        for lang, lang_rows in rows.items():
-            if len(set(key[lang_rows].tolist())) != len(lang_rows):
-                raise SchemaError(f"caption_id is not unique within language {lang}; c2c by caption_id matches "
-                                  "translations by it", texts.source)
-    shared = np.intersect1d(key[rows[src]], key[rows[tgt]])
-    if len(shared) == 0:
-        hint = "" if relevance == "image" else (" (captions written independently per language: "
-                                                 "use --c2c-relevance image)")
-        raise ConfigError(f"languages {src} and {tgt} share no {'image' if relevance == 'image' else 'caption_id'};"
-                          f" nothing to retrieve{hint}", texts.source)
-    src_rows = rows[src][np.isin(key[rows[src]], shared)]
-    tgt_rows = rows[tgt][np.isin(key[rows[tgt]], shared)]
-    if relevance == "image":
-        _refuse_partly_translated(texts, src, tgt, src_rows, tgt_rows)
-    return src_rows, tgt_rows, np.searchsorted(shared, key[src_rows]), np.searchsorted(shared, key[tgt_rows])
-
-
-def _refuse_partly_translated(texts: _TextRows, src: str, tgt: str, src_rows: np.ndarray,
-                              tgt_rows: np.ndarray) -> None:
-    """Translations (a caption_id in both languages) and independent descriptions of the same images mixed in one
-    c2c pair are two benchmarks blended into one number: a translation is retrieved almost always, an independent
-    description far less often, so the blend reports neither (Multi30K's task 1 and task 2 in one test split).
-    Refused, naming how many captions lack a translation partner and the ways out."""
-    for lang, other, lang_rows, other_rows in ((src, tgt, src_rows, tgt_rows), (tgt, src, tgt_rows, src_rows)):
-        partnered = np.isin(texts.caption_ids[lang_rows], texts.caption_ids[other_rows])
-        if partnered.any() and not partnered.all():
-            lonely = int((~partnered).sum())
-            raise ConfigError(f"c2c {src}-{tgt}: {lonely} of {len(lang_rows)} {lang} captions have no translation "
-                              f"partner in {other} (same caption_id) while the others do: translations and "
-                              f"independent descriptions would be scored as one number; evaluate them apart "
-                              f"(import-data multi30k --task task1 or task2) or score the translations alone "
-                              f"with --c2c-relevance caption_id", texts.source)
 
 
 def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split: str | None,

@@ -12,7 +12,7 @@ METRIC_NAMES = ("recall", "mrv", "c2c")
 PROTOCOLS = ("all-captions", "first-caption")
 MRV_INSTANCES = ("auto", "image", "caption_id")
 C2C_RELEVANCE = ("image", "caption_id")
-SIMILARITIES = ("cosine", "order")  # how image-text pairs are scored (mltk.losses.ranking)
+
 
 
 def check_options(metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str,

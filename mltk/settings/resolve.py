@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mltk.core.errors import ConfigError
-from mltk.core.rates import check_learning_rates
+from mltk.core.rates import check_learning_rates, is_rate_name, learning_rate_problem, option_name
 from mltk.recipes import FROM_RECIPE, Recipe, did_you_mean, stage_recipe
 from mltk.recipes.values import check_value, parse_value
 from mltk.settings.loop import LoopConfig
@@ -112,7 +112,11 @@ def stage_keys(recipe: Recipe) -> dict:
 
 
 def given_value(value: Any, hint: Any, metadata: typing.Mapping, key: str) -> Any:
-    """A value given by an option or a caller, checked like a recipe's (finite, within its field's bounds)."""
+    """A value given by an option or a caller, checked like a recipe's (finite, within its field's bounds); a
+    learning rate is named by its option, as every stage's rate options are refused alike."""
+    problem = learning_rate_problem(value, option_name(key)) if is_rate_name(key) else None
+    if problem:
+        raise ConfigError(problem)
     plain = list(value) if isinstance(value, tuple) else value
     return check_value(plain, hint, key, None, what="given", metadata=metadata)
 

@@ -94,11 +94,7 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     different benchmarks on the same images). Returns ``out_dir``."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    sources = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
-    if not sources:
-        raise ConfigError(f"import-data {fmt} needs a source")
-    if len(sources) > 1 and fmt not in MULTI_FILE_FORMATS:
-        raise ConfigError(f"import-data {fmt} reads one source, got {len(sources)}")
+    sources = _sources(fmt, src)
     _check_format_options(fmt, test_list, task)
     if fmt == "multi30k":
         task = task or DEFAULT_TASK
@@ -110,12 +106,7 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
     request = ImportRequest(ImageRoots(roots), tuple(splits or ()), lang, *_optional_paths(image_list),
                             translation_of, *_optional_paths(parent, test_list), task)
     inputs = [*sources, *(path for path in (request.parent, request.test_list) if path is not None)]
-    config = {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
-              str(first.resolve()), "splits": list(splits or []), "images_root": [str(r) for r in request.images.roots],
-              "lang": lang, "image_list": str(image_list) if image_list else None,
-              "translation_of": translation_of, "parent": str(parent) if parent else None,
-              **({"test_list": str(Path(test_list).resolve())} if test_list is not None else {}),
-              **({"task": task} if task is not None else {})}
+    config = _recorded_config(fmt, sources, splits, request, image_list, parent)
     reused = artifacts.reusable(Path(out_dir) / CAPTIONS_DIR, "captions", stage="import-data", config=config,
                                 inputs=inputs)
     if reused is not None:  # the same import, already done: nothing to read again
@@ -165,6 +156,28 @@ def _roots(images_root, default: Path) -> list[Path]:
     roots = [Path(images_root)] if isinstance(images_root, (str, os.PathLike)) else [Path(r) for r in images_root]
     return roots or [default]
 
+
+
+def _sources(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """The source paths of an import, as many as the format reads."""
+    sources = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
+    if not sources:
+        raise ConfigError(f"import-data {fmt} needs a source")
+    if len(sources) > 1 and fmt not in MULTI_FILE_FORMATS:
+        raise ConfigError(f"import-data {fmt} reads one source, got {len(sources)}")
+    return sources
+
+
+def _recorded_config(fmt: str, sources: list[Path], splits: Sequence[str] | None, request: ImportRequest,
+                     image_list: str | os.PathLike | None, parent: str | os.PathLike | None) -> dict:
+    """The import's settings as its manifest records them (and as a rerun compares them)."""
+    return {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
+            str(sources[0].resolve()), "splits": list(splits or []),
+            "images_root": [str(r) for r in request.images.roots], "lang": request.lang,
+            "image_list": str(image_list) if image_list else None, "translation_of": request.translation_of,
+            "parent": str(parent) if parent else None,
+            **({"test_list": str(request.test_list.resolve())} if request.test_list is not None else {}),
+            **({"task": request.task} if request.task is not None else {})}
 
 def _short_names(paths: Sequence[Path]) -> list[str]:
     """File names with their parent folder (``raw/train.de``): enough to tell the files apart on one line."""
