@@ -362,3 +362,17 @@ def test_translation_sizes_from_a_typo_are_refused_saying_the_bound(tmp_path, op
     base.update(source_lang="en", targets=("de",))
     with pytest.raises(ConfigError, match="must be between 1 and"):
         validate_config(TranslateConfig(**{**base, option: 10**9}))
+
+
+def test_a_fifo_nobody_writes_to_is_refused_at_once_not_waited_for(tmp_path):
+    """Opening a FIFO without a writer blocks for ever; a recipe named so is read as empty and refused in one line."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "recipe.json"
+    os.mkfifo(fifo)
+    result = subprocess.run([sys.executable, "-m", "mltk", "recipes", "show", str(fifo)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert str(fifo) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -8,6 +8,7 @@ fails with exit code 2 and one line naming the file, the key and what was expect
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ def read_user_bytes(path: str | Path, *, what: str = "file", max_bytes: int | No
     if path.is_dir():
         raise ConfigError(f"this {what} is a directory, not a file", path)
     try:
-        with open(path, "rb") as handle:
+        with _open_without_waiting(path) as handle:
             data = handle.read(max_bytes + 1)
     except OSError as error:
         raise ConfigError(f"cannot read this {what}: {error.strerror or error}", path) from None
@@ -74,6 +75,14 @@ def read_user_bytes(path: str | Path, *, what: str = "file", max_bytes: int | No
         raise ConfigError(f"this {what} holds more than {max_bytes:,} bytes, the most mltk reads of one; it was not "
                           f"read further", path)
     return data
+
+
+def _open_without_waiting(path: Path):
+    """``open(path, "rb")`` that never waits for a writer: a FIFO nobody writes to reads as empty at once (opening
+    it blocking would hang the command for ever); one with a writer reads as a pipe does."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
 
 
 def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int | None = None,
