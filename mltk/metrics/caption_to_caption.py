@@ -1,21 +1,19 @@
 """Caption-to-caption retrieval between languages (AME, Mohammadshahi et al. 2019), on the text rows of
-``mltk.metrics.retrieval``: a hit is a caption of the same image (AME's definition) or, on request, the same
+``mltk.metrics.text_rows``: a hit is a caption of the same image (AME's definition) or, on request, the same
 caption_id (the translation)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mltk.core.errors import ConfigError, SchemaError
 from mltk.metrics import ranks as M
 from mltk.metrics.grouped_ranks import grouped_ranks
-
-if TYPE_CHECKING:
-    from mltk.metrics.retrieval import TextRows
+from mltk.metrics.text_rows import TextRows
 
 
 def c2c_pairs_of(langs: list[str], pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ the result (see ``mrv_instance_mode`` and ``mltk.metrics.caption_to_caption``):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from mltk.metrics import ranks as M
 from mltk.metrics.arrays import array_ops, is_torch_tensor
 from mltk.metrics.caption_to_caption import c2c_pairs_of, caption_to_caption
 from mltk.metrics.retrieval_options import check_options
+from mltk.metrics.text_rows import TextRows
 
 TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
 SIMILARITY_DEFINITIONS = {
@@ -162,16 +163,6 @@ class _ImageRows:
     ids: np.ndarray          # [N] str
     vectors: np.ndarray      # [N, d]
     split: np.ndarray | None
-
-
-@dataclass(frozen=True)
-class TextRows:
-    image_ids: np.ndarray    # [M] str
-    lang: np.ndarray         # [M] str
-    caption_ids: np.ndarray  # [M] str
-    vectors: np.ndarray      # [M, d]
-    split: np.ndarray | None
-    source: str = field(default="<texts>")
 
 
 def as_table(table: pa.Table | Mapping[str, Sequence]) -> pa.Table:
