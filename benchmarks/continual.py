@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from mltk import artifacts
-from mltk.cll_clip import make_method
+from mltk.cll_clip.methods import make_method
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.core.runtime import resolve_runtime
 from mltk.data.synth import SynthConfig, synthesize
@@ -60,7 +60,7 @@ def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.Cll
     config = resolve(C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"),
                                             languages=("en", "de"), teir_init=teir, teir_reg=teir, steps=10_000,
                                             batch_size=args.batch_size, device=args.device), "train-continual")
-    encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", None, clip),
+    encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", {}, clip),
                                    init_temperature=config.temperature)
     for index, (lang, vocabulary) in enumerate((("en", english), ("de", german))):
         task = C.prepare_task(config, encoder, corpus, vocabulary, index, lang, None, runtime)

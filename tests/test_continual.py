@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,10 +15,10 @@ from typer.testing import CliRunner
 
 from mltk import artifacts
 from mltk.cli import app
-from mltk.cll_clip import make_method, method_options, options_dict
 from mltk.cll_clip.base import TaskContext
 from mltk.cll_clip.blocks import attention_block, forward_text
 from mltk.cll_clip.ewc import accumulate_fisher, ewc_penalty
+from mltk.cll_clip.methods import make_method
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.replay import Reservoir
 from mltk.core.runtime import resolve_runtime
@@ -47,6 +48,7 @@ METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "er": {"replay_mse": 1.0}, "der
                 "dualprompt": {"prompt_pull": 1.0}}
 
 CLL_TEMPERATURE = load_recipe("cll-clip").config["temperature"]
+METHOD_VALUES = load_recipe("cll-clip").methods  # each method's options, as the recipe gives them
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,8 @@ def config(world, out="unused", **changes) -> C.ContinualTrainConfig:
 
 def encoder_for(world, method: str = "cll-clip", **options) -> ContinualTextEncoder:
     return ContinualTextEncoder(world["clip"], clip_vocabulary().tokenizer,
-                                make_method(method, options, world["clip"]), init_temperature=CLL_TEMPERATURE)
+                                make_method(method, {**METHOD_VALUES.get(method, {}), **options}, world["clip"]),
+                                init_temperature=CLL_TEMPERATURE)
 
 
 def start_tasks(world, encoder, count: int, **changes) -> list[C.CllClipTask]:
@@ -481,6 +484,37 @@ def test_bad_options_are_one_line_errors(world, tmp_path):
         and "task chain en,de, not en" in last
 
 
+def test_method_options_given_with_set_are_checked_against_the_method_in_one_line(world, tmp_path):
+    base = ["train-continual", str(world["images"]), "--captions", str(world["captions"]), "--out",
+            str(tmp_path / "x"), "--model", str(world["native"]), "--device", "cpu", "--method", "lora"]
+    result = runner.invoke(app, base + ["--set", "method.bogus=1"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "--set method.bogus: not an option of method lora (its options: rank, alpha, dropout, targets)" \
+        in result.stderr
+    result = runner.invoke(app, base + ["--set", "method.rank=0"])  # the type fits; LoraOptions.check refuses it
+    assert result.exit_code == 2 and "the options of method lora: rank must be at least 1" in result.stderr
+    result = runner.invoke(app, base + ["--set", "methods.er.memory_size=5"])  # a value that would do nothing
+    assert result.exit_code == 2 and "the run's method is lora, which does not read er's options" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_set_method_rank_reaches_the_lora_method_and_its_checkpoint(world, tmp_path):
+    result = runner.invoke(app, [
+        "train-continual", str(world["images"]), "--captions", str(world["captions"]), "-o", str(tmp_path / "lora"),
+        "--model", str(world["native"]), "--device", "cpu", "--lang", "en,de", "--vocab-size", "600", "--steps", "1",
+        "--batch-size", "8", "--val-images", "8", "--cache-dir", str(world["root"] / "cache"), "--method", "lora",
+        "--set", "method.rank=4", "--set", "methods.lora.alpha=2"])
+    assert result.exit_code == 0, result.stderr
+    out = Path(result.stdout.strip())
+    document = json.loads((out / "continual.json").read_text())
+    assert document["method"]["options"] == {"rank": 4, "alpha": 2.0, "dropout": 0.0, "targets": "q+v"}
+    assert artifacts.read_manifest(out)["created_by"]["config"]["options"]["rank"] == 4
+    encoder = load_text_encoder(out)
+    assert encoder.method.options.rank == 4
+    downs = [t for name, t in encoder.method.state_dict().items() if name.endswith("down")]
+    assert downs and all(t.shape[-2] == 4 for t in downs)  # A [blocks, targets, r, W]
+
+
 @pytest.mark.parametrize("method", ["cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt",
                                     "codaprompt"])
 def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix(world, method):
@@ -491,7 +525,7 @@ def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix
     assert document["method"]["name"] == method
     assert document["method"]["needs_task_identity"] == (method in TASK_SPECIFIC)
     assert ("task-specific" in document["settings"]["task_identity"]) == (method in TASK_SPECIFIC)
-    assert document["method"]["options"] == {**options_dict(method_options(method)), **SMALL.get(method, {})}
+    assert document["method"]["options"] == {**METHOD_VALUES.get(method, {}), **SMALL.get(method, {})}
     encoder = load_text_encoder(out)
     test = world["test"]
     table, vectors = encode_captions(encoder, test.captions, world["runtime"], languages=["en", "de"])

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from test_continual import config, encoder_for, start_tasks, world  # noqa: F401 (fixture)
 
-from mltk.cll_clip import make_method
+from mltk.cll_clip.methods import make_method
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.core.errors import ConfigError
 from mltk.losses import LogitScale, Temperature, make_temperature
@@ -102,7 +102,7 @@ def test_the_temperature_is_t_itself_clamped_in_place_to_its_range():
 
 def _encoder(world, form: str) -> ContinualTextEncoder:
     return ContinualTextEncoder(world["clip"], clip_vocabulary().tokenizer,
-                                make_method("cll-clip", None, world["clip"]),
+                                make_method("cll-clip", {}, world["clip"]),
                                 temperature=make_temperature(form, 0.07, (0.001, 0.5)))
 
 

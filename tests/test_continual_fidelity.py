@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 import pytest
@@ -11,60 +10,81 @@ import torch
 import torch.nn.functional as F
 from test_continual import SMALL, config, encoder_for, start_tasks, train, world  # noqa: F401 (fixture)
 
-from mltk.cli.continual import OPTIONS_HELP
-from mltk.cll_clip import METHODS, method_options, options_dict
 from mltk.cll_clip.blocks import attention_block
+from mltk.cll_clip.methods import METHODS, method_options
+from mltk.cll_clip.options import METHOD_OPTIONS, option_fields, options_dict
 from mltk.core.errors import ConfigError
 from mltk.models.text import trim_tokens
+from mltk.recipes import load_recipe
+from mltk.settings.methods import resolved_options
 from mltk.train import continual as C
 
 # ----------------------------------------------------------------------------------------------------------------
-# One options mechanism
+# One options mechanism: the recipe's methods section
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_the_papers_values_are_the_defaults():
-    assert options_dict(method_options("lora")) == {"rank": 8, "alpha": 8.0, "dropout": 0.0, "targets": "q+v"}
-    assert options_dict(method_options("ptuning")) == {"length": 30, "bottleneck": 512, "separate_kv": True,
+def recipe_options(method: str, given=None):
+    return resolved_options(method, given, load_recipe("cll-clip"))
+
+
+def test_the_recipe_holds_the_papers_values():
+    assert options_dict(recipe_options("lora")) == {"rank": 8, "alpha": 8.0, "dropout": 0.0, "targets": "q+v"}
+    assert options_dict(recipe_options("ptuning")) == {"length": 30, "bottleneck": 512, "separate_kv": True,
                                                        "layer_norm": False}
-    assert options_dict(method_options("dualprompt")) == {"g_length": 2, "e_length": 16, "g_layers": [0, 1],
+    assert options_dict(recipe_options("dualprompt")) == {"g_length": 2, "e_length": 16, "g_layers": [0, 1],
                                                           "e_layers": [2, 3, 4], "pool": 36, "pull_weight": 1.0,
                                                           "key_init": "uniform", "candidates": "all"}
-    assert options_dict(method_options("codaprompt")) == {"components": 5, "length": 2, "layers": [0, 1, 2, 3, 4],
+    assert options_dict(recipe_options("codaprompt")) == {"components": 5, "length": 2, "layers": [0, 1, 2, 3, 4],
                                                           "tasks": 36}
-    assert method_options("der").alpha == 1.0 and method_options("der").memory_size == 8000
-    assert method_options("er").replay_loss == "clfm" == method_options("der").replay_loss
-    assert options_dict(method_options("oewc")) == {"penalty": 1000.0, "gamma": 1.0, "fisher_batches": None,
+    assert recipe_options("der").alpha == 1.0 and recipe_options("der").memory_size == 8000
+    assert recipe_options("er").replay_loss == "clfm" == recipe_options("der").replay_loss
+    assert options_dict(recipe_options("oewc")) == {"penalty": 1000.0, "gamma": 1.0, "fisher_batches": None,
                                                     "half": False}
-    assert options_dict(method_options("mla")) == {"reduction": 2, "position": "block", "init": "bert"}
+    assert options_dict(recipe_options("mla")) == {"reduction": 2, "position": "block", "init": "bert"}
 
 
-def test_method_options_parse_key_values_and_refuse_what_the_method_lacks():
-    options = method_options("dualprompt", ["g_length=4,e_layers=2-5", "pull_weight=0.5"])
+def test_options_given_as_text_are_typed_by_their_field_and_checked():
+    options = recipe_options("dualprompt", {"g_length": "4", "e_layers": "2,3,4,5", "pull_weight": "0.5"})
     assert (options.g_length, options.e_layers, options.pull_weight) == (4, (2, 3, 4, 5), 0.5)
-    assert method_options("codaprompt", ["layers=0+2"]).layers == (0, 2)
-    assert method_options("er", ["replay_batch=none"]).replay_batch is None
-    with pytest.raises(ConfigError, match="rank.*not an option of method ptuning"):
-        method_options("ptuning", ["rank=4"])
-    with pytest.raises(ConfigError, match="expected int"):
-        method_options("lora", ["rank=2.5"])
+    assert recipe_options("codaprompt", {"layers": "[0, 2]"}).layers == (0, 2)
+    assert recipe_options("er", {"replay_batch": "none"}).replay_batch is None
+    assert recipe_options("lora", {"lora": {"rank": 4}}).rank == 4  # methods.lora.rank
+    with pytest.raises(ConfigError, match=r"method\.rank: not an option of method ptuning \(its options: length"):
+        recipe_options("ptuning", {"rank": "4"})
+    with pytest.raises(ConfigError, match="must be an integer"):
+        recipe_options("lora", {"rank": "2.5"})
     with pytest.raises(ConfigError, match="one of block, mlp"):
-        method_options("mla", ["position=middle"])
+        recipe_options("mla", {"position": "middle"})
     with pytest.raises(ConfigError, match="even"):
-        method_options("dualprompt", ["e_length=3"])
-    with pytest.raises(ConfigError, match="key=value"):
-        method_options("lora", ["rank"])
+        recipe_options("dualprompt", {"e_length": "3"})
+    with pytest.raises(ConfigError, match="the run's method is er, which does not read lora's options"):
+        recipe_options("er", {"lora": {"rank": 4}})
 
 
-def test_the_cli_help_names_every_option_of_every_method():
+def test_the_recipe_names_every_option_of_every_method_and_nothing_else():
+    methods = load_recipe("cll-clip").methods
+    assert set(METHODS) == set(METHOD_OPTIONS)
     for name, cls in METHODS.items():
-        for key in options_dict(cls.Options()):
-            assert re.search(rf"{name} [^;.]*\b{key}\b", OPTIONS_HELP), (name, key)
+        assert METHOD_OPTIONS[name] is cls.Options
+        assert set(methods.get(name, {})) == set(option_fields(name)), name
+        assert all(meta.get("help") for _, meta in option_fields(name).values()), name  # recipes show's meaning
+
+
+def test_the_options_have_no_value_in_code_and_a_recipe_without_one_is_refused():
+    with pytest.raises(TypeError):
+        METHOD_OPTIONS["lora"]()
+    recipe = load_recipe("cll-clip")
+    lacking = dataclasses.replace(recipe, methods={**recipe.methods, "lora": {"alpha": 8.0, "dropout": 0.0,
+                                                                              "targets": "q+v"}})
+    with pytest.raises(ConfigError, match="the recipe sets no 'methods.lora.rank'"):
+        resolved_options("lora", None, lacking)
+    assert resolved_options("lora", {"rank": 4}, lacking).rank == 4
 
 
 def test_the_stage_config_records_the_resolved_options(world):
-    cfg = config(world, method="lora", options=["alpha=16"])
-    assert cfg.options == method_options("lora", ["alpha=16"])
+    cfg = config(world, method="lora", options={"alpha": 16})
+    assert cfg.options == recipe_options("lora", {"alpha": 16.0})
     from mltk.artifacts import jsonable
 
     assert jsonable(cfg)["options"] == {"rank": 8, "alpha": 16.0, "dropout": 0.0, "targets": "q+v"}
@@ -370,7 +390,7 @@ def test_checkpoints_with_the_old_flat_options_keep_their_meaning(tmp_path):
                                                          "replay_loss": "separate"}
     assert legacy_options("mla", old, 128, tmp_path) == {"position": "block", "reduction": 8, "init": "zero"}
     assert legacy_options("codaprompt", old, 128, tmp_path) == {"components": 2, "length": 8,
-                                                                "layers": [0, 1, 2, 3, 4]}
+                                                                "layers": [0, 1, 2, 3, 4], "tasks": 36}
     assert legacy_options("cll-clip", old, 128, tmp_path) == {}
     for method in ("der", "mla", "codaprompt", "oewc", "er", "cll-clip"):
         method_options(method, legacy_options(method, old, 128, tmp_path))  # valid options of the method

@@ -119,12 +119,12 @@ def test_wordpiece_trainer_orders_specials_alphabet_then_merges():
 
 
 def encoder_for(world, vocabulary=None):
-    from mltk.cll_clip import make_method
+    from mltk.cll_clip.methods import make_method
     from mltk.cll_clip.model import ContinualTextEncoder
 
     base = world["base"]
     return ContinualTextEncoder(base, (vocabulary or world["vocab"]).tokenizer,
-                                make_method("cll-clip", None, base.tower),
+                                make_method("cll-clip", {}, base.tower),
                                 init_temperature=load_recipe("cll-clip").config["temperature"])
 
 

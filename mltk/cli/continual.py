@@ -38,15 +38,9 @@ from mltk.settings.continual import ContinualTrainConfig
 METHOD_HELP = ("cll-clip (the table alone), oewc (online EWC), er (experience replay), der (dark experience replay), "
                "mla (adapters per language), lora (q and v, per language), ptuning (prefixes per language), "
                "dualprompt, codaprompt. mla, lora and ptuning are task-specific: each caption uses its language's "
-               "set at evaluation (the task identity), as CLL-CLIP ran them.")
-# Kept in step with each method's Options dataclass by tests/test_continual_fidelity.py (importing them here
-# would load torch for every CLI call).
-OPTIONS_HELP = ("Keys: oewc penalty, gamma, fisher_batches, half; er memory_size, replay_batch, replay_loss "
-                "(clfm|joint|separate); der memory_size, replay_batch, replay_loss, alpha; mla reduction, position "
-                "(block|mlp), init (bert|zero); lora rank, alpha, dropout, targets; ptuning length, bottleneck, "
-                "separate_kv, layer_norm; dualprompt g_length, e_length, g_layers, e_layers, pool, pull_weight, "
-                "key_init (uniform|mean), candidates (all|trained); codaprompt components, length, layers, tasks. "
-                "Defaults and sources: docs/fidelity.md.")
+               "set at evaluation (the task identity), as CLL-CLIP ran them. Each method's options (e.g. er "
+               "memory_size, lora rank) come from the recipe's methods section (mltk recipes show cll-clip); set one "
+               "with --set method.KEY=VALUE.")
 
 EXAMPLE = examples(
     "mltk encode-images world/images -m runs/native -o emb \\",
@@ -86,10 +80,6 @@ ProtectLangOpt = Annotated[Optional[str], typer.Option(
 ContinualMetricOpt = Annotated[Optional[str], typer.Option(
     "--continual-metric", help="a_{j,i} of the continual matrix: AR or <i2t|t2i>.R@<1|5|10> (default t2i.R@1); "
     "text only, caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10> (default x2en.R@1).")]
-MethodOptionOpt = Annotated[List[str], typer.Option(
-    "--method-option", metavar=LIST_METAVAR, help="The method's hyper-parameters as key=value (repeat or "
-    "comma-separate; block lists as 2+3+4 or 2-4), checked against the method's options; defaults are the "
-    "CLL-CLIP authors' values. " + OPTIONS_HELP)]
 WordpieceGrowthOpt = Annotated[str, typer.Option(
     "--wordpiece-growth", help="A Hugging Face tower's WordPiece growth: keep (new pieces never re-segment a word of "
     "an earlier task's text) or resegment (all of each task's new pieces).")]
@@ -107,7 +97,7 @@ def train_continual_command(
     oracle_vocab: OracleVocabOpt = False, vocab_dir: VocabDirOpt = None, protect_lang: ProtectLangOpt = None,
     wordpiece_growth: WordpieceGrowthOpt = "keep", recipe: RecipeOpt = None,
     continual_metric: ContinualMetricOpt = None, metric_alias: Optional[str] = hidden_alias("--metric"),
-    method_option: MethodOptionOpt = [], keep_task_checkpoints: KeepTaskCheckpointsOpt = False,
+    keep_task_checkpoints: KeepTaskCheckpointsOpt = False,
     cache_dir: CacheDirOpt = None, device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
     settings: GivenSettings = None,
@@ -118,7 +108,6 @@ def train_continual_command(
     command to resume. On a text-only tower (no images) the tower's WordPiece vocabulary grows, the loss is the MSE
     term alone and each language is scored by caption-to-caption retrieval against the frozen tower's English.
     Hyper-parameters: recipe cll-clip (teir-minilm on a text-only tower)."""
-    from mltk.cll_clip import method_options
     from mltk.data.orders import ordered_subset
     from mltk.present import report
     from mltk.train.continual import final_summary, read_summary, teir_parts, train_continual
@@ -132,7 +121,7 @@ def train_continual_command(
         languages=split_list(lang) if order is None else ordered_subset(order, split_list(lang)),
         protect_lang=protect_lang, wordpiece_growth=wordpiece_growth,
         metric=either(continual_metric, metric_alias, "--continual-metric", "--metric"),
-        options=method_options(method, method_option), keep_task_checkpoints=keep_task_checkpoints, device=device,
+        keep_task_checkpoints=keep_task_checkpoints, device=device,
         precision=precision, cache_dir=cache_dir, recipe=recipe, loop=settings.loop,
         **teir_parts(teir, teir_init_only, teir_reg_only, split_list(teir_part)), **settings.config)
     with step_logging(log_every, tensorboard):

@@ -50,7 +50,7 @@ def show_command(name: str = RecipeArg, as_json: bool = ShowJsonOpt) -> None:
         return
     typer.echo(f"{recipe.name}: {recipe.stage} ({recipe.path})")
     for row in rows:
-        typer.echo(f"  {row.key:<28} {json.dumps(row.value):<16} {row.source:<18} {row.meaning}".rstrip())
+        typer.echo(f"  {row.key:<32} {json.dumps(row.value):<16} {row.source:<18} {row.meaning}".rstrip())
 
 
 @recipes_app.command("cp", epilog=examples("mltk recipes cp mla-nlt my-nlt.json",

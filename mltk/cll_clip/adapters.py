@@ -24,25 +24,13 @@ trained) goes through the tower alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 import torch.nn as nn
 
 from mltk.cll_clip.base import PerLanguageMethod
 from mltk.cll_clip.blocks import forward_text
+from mltk.cll_clip.options import AdapterOptions
 from mltk.models.acquirer import AcquirerStack
-
-
-@dataclass(frozen=True)
-class AdapterOptions:
-    reduction: int = 2  # bottleneck = width / reduction (MLA.json: reduction_factor 2)
-    position: Literal["block", "mlp"] = "block"  # after the block's residual add (MLA.json), or on the MLP's output
-    init: Literal["bert", "zero"] = "bert"  # AdapterHub's init_weights "bert" (N(0, 0.02)), or W_up zero
-
-    def check(self) -> str | None:
-        return "reduction must be at least 1" if self.reduction < 1 else None
 
 
 def bert_init(module: nn.Module, generator: torch.Generator, std: float = 0.02) -> None:

@@ -21,8 +21,8 @@ A method's state has two parts: ``state_tensors()`` (what encoding needs; saved 
 ``structure()``) and ``training_state()`` (what later tasks need, such as a Fisher matrix or a replay buffer;
 saved at each task boundary so a run resumes there).
 
-Hyper-parameters: each method's ``Options`` dataclass, its defaults the values of the CLL-CLIP authors'
-configuration files (``mltk.cll_clip.options`` parses ``--method-option key=value`` against it). Methods with
+Hyper-parameters: each method's ``Options`` dataclass (``mltk.cll_clip.options``), its values the recipe's
+``methods`` section (the CLL-CLIP authors' configuration files), set with ``--set method.KEY=VALUE``. Methods with
 ``needs_task_identity`` keep one set of tensors per task (language) and pick it by the caption's language at
 evaluation; the report says so.
 """

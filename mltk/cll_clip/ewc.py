@@ -20,12 +20,12 @@ than a per-example estimate.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from mltk.cll_clip.base import ContinualMethod, TaskContext
+from mltk.cll_clip.options import EwcOptions
 
 
 def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], torch.Tensor],
@@ -56,17 +56,6 @@ def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamm
     padded = torch.zeros_like(current)
     padded[:previous.shape[0]] = previous
     return gamma * padded + current
-
-
-@dataclass(frozen=True)
-class EwcOptions:
-    penalty: float = 1000.0  # lambda (methods.yaml: fisher_penalty_scale 1000)
-    gamma: float = 1.0  # decay of earlier tasks' Fisher (fisher_gamma 1)
-    fisher_batches: int | None = None  # batches that estimate the Fisher after a task; None: all of one pass
-    half: bool = False  # lambda / 2 (the papers' form) instead of the authors' code's lambda
-
-    def check(self) -> str | None:
-        return "fisher_batches must be at least 1" if (self.fisher_batches or 1) < 1 else None
 
 
 class OnlineEWC(ContinualMethod):

@@ -13,7 +13,6 @@ frozen afterwards; at evaluation a caption goes through the set of its language 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -21,27 +20,7 @@ import torch.nn.functional as F
 
 from mltk.cll_clip.base import PerLanguageMethod
 from mltk.cll_clip.blocks import forward_text
-
-
-@dataclass(frozen=True)
-class LoraOptions:
-    rank: int = 8  # r (lora.json)
-    alpha: float = 8.0  # scale alpha / r (lora.json: alpha 8)
-    dropout: float = 0.0  # on the input of A (lora.json: 0)
-    targets: str = "q+v"  # projections with LoRA (lora.json: q and v; the paper's appendix: k and v)
-
-    @property
-    def projections(self) -> tuple[str, ...]:
-        """The targets in q, k, v order."""
-        return tuple(p for p in "qkv" if p in self.targets.split("+"))
-
-    def check(self) -> str | None:
-        if self.rank < 1 or not 0 <= self.dropout < 1:
-            return f"rank must be at least 1 and dropout in [0, 1) (got {self.rank}, {self.dropout})"
-        parts = self.targets.split("+")
-        if not parts or len(set(parts)) != len(parts) or not set(parts) <= {"q", "k", "v"}:
-            return f"targets must be q, k and/or v joined by + (e.g. q+v or k+v), got {self.targets!r}"
-        return None
+from mltk.cll_clip.options import LoraOptions
 
 
 class LoraSet(nn.Module):

@@ -38,6 +38,7 @@ from mltk.core.errors import ConfigError
 from mltk.losses import LogitScale, Temperature
 from mltk.models.clip import ClipBundle
 from mltk.models.towers import TextBase, clip_text_tower, load_text_base
+from mltk.recipes import load_recipe
 from mltk.vocab import load_tokenizer
 
 CHECKPOINT_FORMAT = "cll"
@@ -250,12 +251,13 @@ def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> di
             raise ConfigError(f"this mla checkpoint's adapters ({hidden} wide) are no width / reduction of the "
                               f"{width}-wide tower; train it again", path)
         options = {"position": "block", "reduction": width // hidden}
-    return {**ADDED_OPTIONS.get(name, {}), **options}
+    # the options the flat set did not record had the values the cll-clip recipe gives them now
+    return {**load_recipe("cll-clip").methods.get(name, {}), **ADDED_OPTIONS.get(name, {}), **options}
 
 
 def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu") -> ContinualTextEncoder:
     """Rebuild an encoder from a ``cll`` checkpoint (``mltk train-continual``, or one task of it)."""
-    from mltk.cll_clip import make_method
+    from mltk.cll_clip.methods import make_method
 
     path = Path(path)
     tensors, config = artifacts.load_checkpoint(path)

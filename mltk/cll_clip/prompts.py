@@ -34,8 +34,7 @@ attention vectors uniform in [-1, 1), CODA's orthonormalised. Prefix prompts add
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -43,6 +42,7 @@ import torch.nn.functional as F
 
 from mltk.cll_clip.base import ContinualMethod, PerLanguageMethod, TaskContext
 from mltk.cll_clip.blocks import forward_text
+from mltk.cll_clip.options import CodaPromptOptions, DualPromptOptions, PTuningOptions
 from mltk.core.errors import ConfigError
 from mltk.models.text import trim_to_lengths
 
@@ -71,17 +71,6 @@ def gram_schmidt(existing: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
         basis.append(vector)
         out.append(vector)
     return torch.stack(out).to(new.dtype)
-
-
-@dataclass(frozen=True)
-class PTuningOptions:
-    length: int = 30  # prefix vectors per block (prefix_tuning: prefix_length 30)
-    bottleneck: int = 512  # hidden width of the tanh MLP (bottleneck_size 512)
-    separate_kv: bool = True  # keys and values of their own per block (prefix_tuning); false: one vector for both
-    layer_norm: bool = False  # LayerNorm on the produced prefixes (p_tuning.json's use_ln; prefix_tuning has none)
-
-    def check(self) -> str | None:
-        return "length and bottleneck must be at least 1" if min(self.length, self.bottleneck) < 1 else None
 
 
 class PrefixEncoder(nn.Module):
@@ -141,23 +130,6 @@ def _key_value(prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return prompt[:, :half], prompt[:, half:]
 
 
-@dataclass(frozen=True)
-class DualPromptOptions:
-    g_length: int = 2  # general prompt length (prompt.py: g_p_length 2 -> 1 key + 1 value)
-    e_length: int = 16  # expert prompt length (e_p_length 16 -> 8 keys + 8 values)
-    g_layers: tuple[int, ...] = (0, 1)  # blocks with the general prompt
-    e_layers: tuple[int, ...] = (2, 3, 4)  # blocks with the expert prompt
-    pool: int = 36  # expert prompts (one per task; e_pool_size 36)
-    pull_weight: float = 1.0  # key-query matching loss weight (pull_constraint_coeff 1.0)
-    key_init: Literal["uniform", "mean"] = "uniform"  # a new key: uniform in [-1, 1) (code), or the mean query
-    candidates: Literal["all", "trained"] = "all"  # keys ranked at test time: the whole pool (code), or trained ones
-
-    def check(self) -> str | None:
-        if self.g_length < 2 or self.e_length < 2 or self.g_length % 2 or self.e_length % 2:
-            return "g_length and e_length must be even and at least 2 (half keys, half values)"
-        return "pool must be at least 1" if self.pool < 1 else None
-
-
 class DualPrompt(ContinualMethod):
     name = "dualprompt"
     description = "DualPrompt: general + per-task expert prefix prompts, expert chosen by key matching (top-1)"
@@ -187,7 +159,7 @@ class DualPrompt(ContinualMethod):
         """Pool entries up to ``entries``: expert prompts and keys uniform in [-1, 1)."""
         if entries > self.options.pool:
             raise ConfigError(f"DualPrompt's pool holds {self.options.pool} expert prompts, one per task; "
-                              f"raise --method-option pool= for more tasks")
+                              f"raise it with --set method.pool=N")
         device = self.g_prompt.device
         shape = (len(self.e_layers), self.options.e_length, self.width)
         while len(self.e_prompts) < entries:
@@ -252,19 +224,6 @@ class DualPrompt(ContinualMethod):
         return forward_text(encoder.tower, x, lengths, prefix=prefix)
 
 
-@dataclass(frozen=True)
-class CodaPromptOptions:
-    components: int = 5  # components added per task (prompt.py: e_pool_size 36 x 5 for 36 tasks)
-    length: int = 2  # prompt length (e_p_length 2 -> 1 key + 1 value)
-    layers: tuple[int, ...] = (0, 1, 2, 3, 4)  # blocks with prompts
-    tasks: int = 36  # most tasks (n_tasks 36)
-
-    def check(self) -> str | None:
-        if self.length < 2 or self.length % 2:
-            return "length must be even and at least 2 (half keys, half values)"
-        return "components and tasks must be at least 1" if min(self.components, self.tasks) < 1 else None
-
-
 class CodaPrompt(ContinualMethod):
     name = "codaprompt"
     description = "CODA-Prompt: attention-weighted sums of prompt components, new components per task"
@@ -298,7 +257,8 @@ class CodaPrompt(ContinualMethod):
         count, layers = self.options.components, len(self.layers)
         task = len(self.prompts)
         if task >= self.options.tasks:
-            raise ConfigError(f"CODA-Prompt was set up for {self.options.tasks} tasks; raise --method-option tasks=")
+            raise ConfigError(f"CODA-Prompt was set up for {self.options.tasks} tasks; raise it with --set "
+                              f"method.tasks=N")
         device = next(self.parameters(), torch.zeros(())).device
         shapes = {"prompts": (count, layers, self.options.length, self.width),
                   "keys": (count, layers, self.output_dim), "attention": (count, layers, self.output_dim)}

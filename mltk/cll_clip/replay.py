@@ -24,14 +24,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from mltk.cll_clip.base import ContinualMethod, TaskContext
+from mltk.cll_clip.options import DerOptions, ReplayOptions
 
 
 class Reservoir:
@@ -61,25 +61,6 @@ class Reservoir:
                 self.items[slot] = item
                 written.append(slot)
         return np.unique(np.asarray(written, dtype=np.int64))
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    memory_size: int = 8000  # reservoir capacity (methods.yaml: memory_size 8000)
-    replay_batch: int | None = None  # replayed examples per step; None: the batch size (double_batch_size: True)
-    # replayed examples in the task's InfoNCE with a distillation mean of their own (clfm, the authors'), in the
-    # task's batch for both terms (joint), or in a loss apart (separate)
-    replay_loss: Literal["clfm", "joint", "separate"] = "clfm"
-
-    def check(self) -> str | None:
-        if self.memory_size < 1 or (self.replay_batch is not None and self.replay_batch < 1):
-            return "memory_size and replay_batch must be at least 1"
-        return None
-
-
-@dataclass(frozen=True)
-class DerOptions(ReplayOptions):
-    alpha: float = 1.0  # weight of the stored-feature regression (the authors' DER: 1)
 
 
 class ExperienceReplay(ContinualMethod):

@@ -7,7 +7,8 @@ them, and ``--help`` reads its "default" from here. A recipe file holds::
      "description": "...", "source": "the paper / code the values come from",
      "loop": {...LoopConfig fields: steps, lr, warmup_fraction, schedule, weight_decay, betas, eps, grad_clip,
               clip_mode...},
-     "config": {...fields of the stage's config: batch_size, temperature, ...}}
+     "config": {...fields of the stage's config: batch_size, temperature, ...},
+     "methods": {"lora": {"rank": 8, ...}, ...}}   # train-continual: each continual method's options
 
 A recipe names every key its stage needs, or ``extends`` a packaged recipe that does; a key missing after the
 merge is refused naming the key and the file, and each value is checked against its field's type when a stage
@@ -25,7 +26,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,8 @@ STAGE_RECIPES = {"train-nlt": "mla-nlt", "train-le": "mla-le", "train-nlt-le": "
 # ... and on a Hugging Face (transformers / sentence-transformers) text tower.
 HF_TOWER_RECIPES = {"train-nlt": "real-text-minilm", "train-continual": "teir-minilm"}
 RECIPE_KEYS = {"name": str, "stage": str, "extends": str, "description": str, "source": str, "loop": dict,
-               "config": dict}
-MAX_RECIPE_DEPTH = 4  # the file, its loop / config sections, a list value, one more for a nested section
+               "config": dict, "methods": dict}
+MAX_RECIPE_DEPTH = 4  # the file, its loop / config / methods sections, a list value, one more for a nested section
 
 
 class _FromRecipe:
@@ -65,7 +66,8 @@ class Recipe:
     loop: dict  # LoopConfig fields
     config: dict  # fields of the stage's config
     path: Path
-    sources: dict  # "loop.KEY" / "config.KEY" -> the file that set it
+    sources: dict  # "loop.KEY" / "config.KEY" / "methods.METHOD.KEY" -> the file that set it
+    methods: dict = field(default_factory=dict)  # train-continual: method -> its options' values
 
     def values(self) -> dict:
         """Every value, loop and config together (the keys are distinct)."""
@@ -106,7 +108,9 @@ def _load(path: Path, name: str | None, seen: tuple[str, ...]) -> Recipe:
     data = read_user_json(path, what="recipe", max_bytes=1024 * 1024, max_depth=MAX_RECIPE_DEPTH)
     _check_shape(data, path)
     loop, config = dict(data.get("loop", {})), dict(data.get("config", {}))
+    methods = _methods_section(data.get("methods", {}), path)
     sources = {f"{section}.{key}": path for section, part in (("loop", loop), ("config", config)) for key in part}
+    sources.update({f"methods.{method}.{key}": path for method, entry in methods.items() for key in entry})
     parent = data.get("extends")
     if parent is not None:
         if parent in seen or parent not in recipe_names():
@@ -114,9 +118,20 @@ def _load(path: Path, name: str | None, seen: tuple[str, ...]) -> Recipe:
                               f", not {parent!r}", path)
         base = _load(RECIPES_DIR / f"{parent}.json", parent, (*seen, name or str(path)))
         loop, config = {**base.loop, **loop}, {**base.config, **config}
+        methods = {method: {**base.methods.get(method, {}), **methods.get(method, {})}
+                   for method in {**base.methods, **methods}}  # each method's options updated key by key
         sources = {**base.sources, **sources}
     return Recipe(name=name or content_name(data), stage=data["stage"], description=data.get("description", ""),
-                  source=data.get("source", ""), loop=loop, config=config, path=path, sources=sources)
+                  source=data.get("source", ""), loop=loop, config=config, path=path, sources=sources,
+                  methods=methods)
+
+
+def _methods_section(section: dict, path: Path) -> dict:
+    """The ``methods`` section: an object of options per method (their keys and values are checked against the
+    methods' options when a stage reads them, ``mltk.settings.methods``)."""
+    for method, entry in section.items():
+        expect(entry, dict, f"methods.{method}", path, what="recipe")
+    return {method: dict(entry) for method, entry in section.items()}
 
 
 def content_name(data: dict) -> str:

@@ -27,16 +27,13 @@ IMAGE_METRIC, TEXT_ONLY_METRIC = "t2i.R@1", "x2en.R@1"  # the default a_{j,i} wi
 def completed(config: ContinualTrainConfig, unset: frozenset[str]) -> ContinualTrainConfig:
     """``config`` once its recipe is read (``mltk.settings.resolve``), with the values that follow from the run
     filled in so that the manifest records the values used: gamma1 0 on a text-only run (no images: no InfoNCE
-    term) unless given, the default metric of the run's kind, and the method's options."""
-    from mltk.cll_clip import METHODS, method_options  # torch: when a stage resolves, not for --help
-
+    term) unless given, and the default metric of the run's kind (the method's options come from the recipe's
+    ``methods`` section, ``mltk.settings.methods``)."""
     derived: dict[str, Any] = {}
     if config.images is None and "gamma1" in unset:
         derived["gamma1"] = 0.0
     if config.metric is None:
         derived["metric"] = IMAGE_METRIC if config.images is not None else TEXT_ONLY_METRIC
-    if config.method in METHODS:  # an unknown method: refused by check
-        derived["options"] = method_options(config.method, config.options)
     return dataclasses.replace(config, **derived) if derived else config
 
 
@@ -115,7 +112,8 @@ class ContinualTrainConfig:
     val_split: str = "val"
     test_split: str = "test"
     val_images: int | None = field(default=FROM_RECIPE, metadata=VAL_IMAGES)
-    options: Any = None  # the method's options dataclass (mltk.cll_clip.method_options); None: its defaults
+    options: Any = field(default=None, metadata={"recipe_section": "methods"})  # the method's options
+    #   (mltk.cll_clip.options), from the recipe's methods section; None or a mapping of those given over it
     keep_task_checkpoints: bool = False
     device: str = "auto"
     precision: str = "auto"
@@ -148,7 +146,7 @@ class ContinualTrainConfig:
         return self.oracle_vocab or self.joint
 
     def check(self) -> None:
-        from mltk.cll_clip import METHODS
+        from mltk.cll_clip.options import METHOD_OPTIONS as METHODS
         from mltk.losses import MSE_FORMS, TEMPERATURE_FORMS
         from mltk.vocab import TOKEN_SETS, vocabulary_size_problem
         from mltk.vocab.wordpiece_protect import WORDPIECE_GROWTH

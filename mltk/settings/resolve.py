@@ -24,6 +24,7 @@ from mltk.core.rates import check_learning_rates, is_rate_name, learning_rate_pr
 from mltk.recipes import FROM_RECIPE, Recipe, did_you_mean, stage_recipe
 from mltk.recipes.values import check_value, parse_value
 from mltk.settings.loop import LoopConfig
+from mltk.settings.methods import add_given, check_section, resolved_options, section_field, set_key
 
 LOOP_KEYS = tuple(f.name for f in dataclasses.fields(LoopConfig))
 # The loop's hyper-parameters: the keys every recipe must give (the fields without a default)
@@ -128,9 +129,13 @@ def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
     recipe = stage_recipe(stage, config.recipe, getattr(config, "model", None))
     hints = field_hints(type(config))
     recipe = dataclasses.replace(recipe, config=stage_keys(recipe))
+    check_section(recipe, section_field(type(config)) is not None)
     filled: dict[str, Any] = {"recipe": recipe.name}
     for name, (hint, metadata) in hints.items():
         value = getattr(config, name)
+        if "recipe_section" in metadata:  # the method's options: its entry of the recipe's methods section
+            filled[name] = resolved_options(config.method, value, recipe)
+            continue
         if problem := unread_by(stage, name, metadata):
             if value is not FROM_RECIPE and value is not None:
                 raise ConfigError(f"{problem}; leave it out")
@@ -194,11 +199,14 @@ def resolve(config: Any, stage: str) -> Any:
 
 
 def is_resolved(config: Any) -> bool:
-    """No field left to the recipe (a nested section's included) and a built ``LoopConfig``."""
+    """No field left to the recipe (a nested section's included), a built ``LoopConfig`` and a method's options
+    built from the recipe's ``methods`` section (``mltk.settings.methods``)."""
     values = [getattr(config, name) for name in field_hints(type(config))]
     nested = [getattr(value, f.name) for value in values if dataclasses.is_dataclass(value)
               and not isinstance(value, type) for f in dataclasses.fields(value)]
-    return isinstance(config.loop, LoopConfig) and all(value is not FROM_RECIPE for value in values + nested)
+    section = section_field(type(config))
+    built = section is None or dataclasses.is_dataclass(getattr(config, section))
+    return built and isinstance(config.loop, LoopConfig) and all(value is not FROM_RECIPE for value in values + nested)
 
 
 def settable_keys(config_class: type) -> dict[str, tuple[str, Any, typing.Mapping]]:
@@ -216,14 +224,20 @@ def settable_keys(config_class: type) -> dict[str, tuple[str, Any, typing.Mappin
 def parse_overrides(pairs: Iterable[str], config_class: type, stage: str | None = None) -> dict[str, dict[str, Any]]:
     """``--set KEY=VALUE`` items as ``{"loop": {...}, "config": {...}}``, each value typed by its field; an
     unknown key, a key ``stage`` does not read or a key given twice is refused (with the closest known key). A key
-    may carry its section as ``mltk recipes show`` prints it (``loop.lr``, ``config.batch_size``)."""
+    may carry its section as ``mltk recipes show`` prints it (``loop.lr``, ``config.batch_size``). A method's
+    option (``method.rank``, ``methods.lora.rank``) is kept as text until its method is known
+    (``mltk.settings.methods``)."""
     keys = settable_keys(config_class)
     parsed: dict[str, dict[str, Any]] = {"loop": {}, "config": {}}
+    methods = section_field(config_class)
     for pair in pairs:
         key, equals, text = pair.partition("=")
         key = _without_section(key.strip(), keys)
         if not equals or not key:
             raise ConfigError(f"--set takes KEY=VALUE, got {pair!r}")
+        if methods and set_key(key):
+            add_given(parsed["config"].setdefault(methods, {}), key, text)
+            continue
         if key in keys and stage and (problem := unread_by(stage, key, keys[key][2])):
             raise ConfigError(f"--set {key}: {problem}")
         if key not in keys:

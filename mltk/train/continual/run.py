@@ -14,7 +14,7 @@ import torch
 from mltk import artifacts
 from mltk.ame.rcsls import with_alignment
 from mltk.artifacts import schema
-from mltk.cll_clip import make_method
+from mltk.cll_clip.methods import make_method
 from mltk.cll_clip.model import ContinualTextEncoder, check_growable_name, load_growable_base, root_vocabulary
 from mltk.cll_clip.teir import init_new_rows
 from mltk.core.errors import ArtifactError, ConfigError
