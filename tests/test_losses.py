@@ -462,3 +462,12 @@ def test_logit_scale_clamps_the_temperature_to_a_range():
     assert losses.OneToKLoss(0.07, temperature_range=(0.001, 0.5)).logit_scale.max_scale == pytest.approx(1000.0)
     with pytest.raises(ConfigError, match="temperature range"):
         losses.LogitScale(0.07, temperature_range=(0.5, 0.1))
+
+
+def test_the_trained_temperature_has_no_value_in_code():
+    """Its start (0.07) and clamp ([0.001, 0.5]) are the recipe's (cll-clip, ccrk), given by every caller."""
+    with pytest.raises(TypeError):
+        losses.Temperature()
+    with pytest.raises(TypeError):
+        losses.Temperature(0.07)
+    assert losses.Temperature(0.07, (0.001, 0.5)).temperature == pytest.approx(0.07)

@@ -118,7 +118,7 @@ def test_each_half_of_the_regularisation_can_be_switched_off(scale_gradients, sc
 
 def test_unregistered_and_sparse_cases():
     table = torch.nn.Parameter(torch.ones(4, 2))
-    optimizer = TeirAdamW([table], lr=LR)
+    optimizer = TeirAdamW([table], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     with pytest.raises(ConfigError, match="shape"):
         optimizer.set_row_scale(table, torch.ones(3))
     with pytest.raises(ConfigError, match="not optimised"):
@@ -135,14 +135,14 @@ def test_unregistered_and_sparse_cases():
 def test_resuming_from_a_state_dict_continues_exactly():
     lambdas = torch.tensor([1.0, 0.5, 0, 0, 0.25, 0, 1, 0, 0, 0.5, 0, 0])
     table_a, temp_a = _model(2)
-    straight = TeirAdamW([table_a, temp_a], lr=LR, weight_decay=WD, row_scales={table_a: lambdas})
+    straight = TeirAdamW([table_a, temp_a], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, row_scales={table_a: lambdas})
     table_b, temp_b = _model(2)
-    first = TeirAdamW([table_b, temp_b], lr=LR, weight_decay=WD, row_scales={table_b: lambdas})
+    first = TeirAdamW([table_b, temp_b], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, row_scales={table_b: lambdas})
     for step in range(3):
         for table, temp, optimizer in ((table_a, temp_a, straight), (table_b, temp_b, first)):
             _set_grads(table, temp, step)
             optimizer.step()
-    resumed = TeirAdamW([table_b, temp_b], lr=LR, weight_decay=WD)
+    resumed = TeirAdamW([table_b, temp_b], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     resumed.load_state_dict(first.state_dict())
     resumed.set_row_scale(table_b, lambdas)
     for step in range(3, 5):
@@ -170,3 +170,13 @@ def test_expand_table_keeps_old_rows_and_checks_the_mode():
     assert grown.shape == (13, 4) and torch.equal(grown[:10], old)
     with pytest.raises(ConfigError, match="init mode"):
         init_new_rows(old, 3, mode="zeros")
+
+
+def test_the_optimizer_settings_have_no_value_in_code():
+    """lr, betas, eps and decay come from the train-continual recipe (the loop); TeirAdamW holds none of its own."""
+    table = torch.nn.Parameter(torch.ones(4, 2))
+    for missing in ("lr", "betas", "eps", "weight_decay"):
+        given = {"lr": LR, "betas": BETAS, "eps": EPS, "weight_decay": WD}
+        del given[missing]
+        with pytest.raises(TypeError, match=missing):
+            TeirAdamW([table], **given)

@@ -127,8 +127,8 @@ class TeirAdamW(torch.optim.Optimizer):
     steps like torch's; the lambdas are configuration, not state: register them again after ``load_state_dict``.
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, *, scale_gradients: bool = True, scale_weight_decay: bool = True,
+    def __init__(self, params, *, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
+                 scale_gradients: bool = True, scale_weight_decay: bool = True,
                  row_scales: Mapping[torch.Tensor, torch.Tensor] | None = None):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0.0 <= b < 1.0 for b in betas):
             raise ConfigError(f"invalid AdamW settings: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")

@@ -93,7 +93,7 @@ class Temperature(nn.Module):
     authors rebuild the loss, and with it T, for every task).
     """
 
-    def __init__(self, init_temperature: float = 0.07, temperature_range: tuple[float, float] = (0.001, 0.5)):
+    def __init__(self, init_temperature: float, temperature_range: tuple[float, float]):
         super().__init__()
         low, high = temperature_range
         if not 0 < low < high:
