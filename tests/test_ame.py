@@ -82,7 +82,7 @@ def test_order_violation_similarity_and_the_hinge_that_uses_it():
                   for i in range(4) for j in range(4) if j != i)
     assert float(pairwise_ranking_hinge(image, text, 0.05, similarity="order")) == pytest.approx(by_loop, rel=1e-5)
     with pytest.raises(ConfigError):
-        pairwise_ranking_hinge(image, text, similarity="dot")
+        pairwise_ranking_hinge(image, text, 0.2, similarity="dot")
 
 
 def test_ccrk_objective_takes_ames_margin_of_its_similarity():

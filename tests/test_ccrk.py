@@ -200,13 +200,13 @@ def test_the_loss_choice_is_honoured(world, tmp_path, loss):
     elif loss == "english-bridge":
         expected = english_bridge_mse(text, 0, mask)
     elif loss == "hinge":
-        expected = torch.stack([pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k])
+        expected = torch.stack([pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], 0.2)
                                 for k in range(4)]).mean()
     else:  # MLMME as the paper sums it over K languages: every language's S_I, every pair's S_S
         beta = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017)
-        image_sentence = sum(pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k]) for k in range(4))
+        image_sentence = sum(pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], 0.2) for k in range(4))
         sentence_sentence = sum(pairwise_ranking_hinge(text[mask[:, k] & mask[:, m], k],
-                                                       text[mask[:, k] & mask[:, m], m])
+                                                       text[mask[:, k] & mask[:, m], m], 0.2)
                                 for k in range(4) for m in range(k + 1, 4))
         expected = beta * image_sentence + (1 - beta) * sentence_sentence
         # the logged terms: S_I and S_S before beta weighs them

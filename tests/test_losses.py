@@ -348,7 +348,7 @@ def test_english_bridge_to_a_teacher_pulls_english_too():
 def test_pairwise_ranking_hinge_matches_hand_computed():
     # scores [[0.6, 0.8], [0.8, 0.6]], positives 0.6; every violation is 0.2 - 0.6 + 0.8 = 0.4, four of them
     x, y = [[1.0, 0.0], [0.0, 1.0]], [[0.6, 0.8], [0.8, 0.6]]
-    assert losses.pairwise_ranking_hinge(tensor(x), tensor(y)).item() == pytest.approx(1.6, abs=1e-12)
+    assert losses.pairwise_ranking_hinge(tensor(x), tensor(y), 0.2).item() == pytest.approx(1.6, abs=1e-12)
     # three pairs, some negatives inside the margin and some outside
     y3 = [CAPTIONS[0][0], CAPTIONS[1][1], CAPTIONS[2][0]]
     for max_violation in (False, True):
@@ -471,3 +471,12 @@ def test_the_trained_temperature_has_no_value_in_code():
     with pytest.raises(TypeError):
         losses.Temperature(0.07)
     assert losses.Temperature(0.07, (0.001, 0.5)).temperature == pytest.approx(0.07)
+
+
+def test_the_ranking_margin_has_no_value_in_code():
+    """The hinge's margin is the caller's (train-ccrk: --margin, else AME_MARGINS by similarity), never a default."""
+    x = torch.eye(2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="margin"):
+        losses.pairwise_ranking_hinge(x, x)
+    with pytest.raises(TypeError, match="margin"):
+        losses.PairwiseRankingLoss()

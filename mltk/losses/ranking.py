@@ -62,7 +62,7 @@ def retrieval_scorer(similarity: str):
     raise ConfigError(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {similarity!r}")
 
 
-def pairwise_ranking_hinge(image_features: torch.Tensor, text_features: torch.Tensor, margin: float = 0.2,
+def pairwise_ranking_hinge(image_features: torch.Tensor, text_features: torch.Tensor, margin: float,
                            max_violation: bool = False, similarity: str = "cosine") -> torch.Tensor:
     """Bidirectional pairwise ranking (hinge) loss over in-batch negatives (Kiros et al. 2014; VSE++).
 
@@ -99,7 +99,7 @@ class PairwiseRankingLoss(nn.Module):
     ``LossOutput(loss, {"hinge": loss})``.
     """
 
-    def __init__(self, margin: float = 0.2, max_violation: bool = False, similarity: str = "cosine"):
+    def __init__(self, margin: float, max_violation: bool = False, similarity: str = "cosine"):
         super().__init__()
         self.margin, self.max_violation, self.similarity = margin, max_violation, similarity
 
