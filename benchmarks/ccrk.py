@@ -48,8 +48,8 @@ from mltk import artifacts
 from mltk.data.synth import SynthConfig, synthesize
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.multilingual import trim_tokens
+from mltk.settings.vocab import build_vocab
 from mltk.train import ccrk
-from mltk.vocab import build_vocab
 
 LANGS = ("de", "fr", "es", "it", "ru", "el", "zh", "ja")
 KS = (1, 2, 4, 8)

@@ -49,8 +49,8 @@ def build_world(root: Path, model: str, images: int, vocab_size: int, runtime):
     corpus = C.Corpus(captions, "train", ["en", "de"], {i: n for n, i in enumerate(image_ids)}, vectors,
                       lambda ids, texts: teacher_embeddings(teacher, clip.spec, ids, texts, runtime, root / "cache"),
                       result.captions_path)
-    english = train_vocabulary(select_captions(captions, "en"), "en", None, vocab_size)
-    german = train_vocabulary(select_captions(captions, "de"), "de", english, vocab_size)
+    english = train_vocabulary(select_captions(captions, "en"), "en", None, vocab_size, 2)
+    german = train_vocabulary(select_captions(captions, "de"), "de", english, vocab_size, 2)
     return clip, corpus, english, german
 
 

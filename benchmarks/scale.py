@@ -171,7 +171,7 @@ def prepare_models(work: Path, scale: int) -> None:
 
     from mltk import artifacts
     from mltk.models.clip import clip_checkpoint_config, load_clip
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     if not (work / "native").is_dir():
         torch.manual_seed(0)

@@ -55,11 +55,11 @@ from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.multilingual import LanguageAcquisitionEncoder, build_encoder
 from mltk.models.text import end_positions
 from mltk.settings.resolve import resolve
+from mltk.settings.vocab import build_vocab
 from mltk.train import mla
 from mltk.train.batches import LanguageBatches
 from mltk.train.loop import clip_gradients, default_optimizer, lr_factor
 from mltk.train.teacher import teacher_embeddings
-from mltk.vocab import build_vocab
 
 MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k" / "task1"
 LANG = "de"

@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "TranslateConfig": "mltk.translate",
     "JoinConfig": "mltk.translate",
     "translate_data": "mltk.translate",
-    "build_vocab": "mltk.vocab",
+    "build_vocab": "mltk.settings.vocab",
     "load_vocabulary": "mltk.vocab",
     "import_muse": "mltk.ame.lexicon",
     "induce_lexicon": "mltk.ame.induce",
@@ -139,9 +139,10 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the same names, importe
     from mltk.settings.continual import ContinualTrainConfig
     from mltk.settings.mla import MlaConfig
     from mltk.settings.pretrain import PretrainConfig
+    from mltk.settings.vocab import build_vocab
     from mltk.train.ccrk import train_ccrk
     from mltk.train.continual import train_continual
     from mltk.train.mla import train_le, train_nlt, train_nlt_le
     from mltk.train.pretrain import pretrain
     from mltk.translate import JoinConfig, TranslateConfig, translate_data
-    from mltk.vocab import build_vocab, load_vocabulary
+    from mltk.vocab import load_vocabulary

@@ -199,7 +199,7 @@ def test_the_world_lexicon_pairs_words_its_captions_use(tmp_path):
 def tiny(tmp_path_factory):
     from mltk.data.synth import SynthConfig, synthesize
     from mltk.models.clip import clip_checkpoint_config, load_clip
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("ame")
     world = synthesize(root / "world", SynthConfig(train=40, val=8, test=8, langs=("en", "de")))

@@ -33,7 +33,7 @@ def world(tmp_path_factory):
     French and others lack German."""
     from mltk.data.synth import SynthConfig, synthesize
     from mltk.encode.images import encode_images
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("ccrk")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=LANGS))

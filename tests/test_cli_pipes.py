@@ -23,7 +23,7 @@ LANGS = ("en", "de", "zh")
 def world(tmp_path_factory):
     """A tiny world from `mltk synth-data`, a random-weight CLIP saved as a checkpoint (the 'native' model), image
     embeddings from `mltk encode-images` (its stdout kept: what a pipe would carry) and a vocabulary for de, zh."""
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("pipes")
     result = runner.invoke(app, ["synth-data", "-o", str(root / "world"), "--train", "32", "--val", "12", "--test",

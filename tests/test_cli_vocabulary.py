@@ -113,14 +113,12 @@ def test_old_spellings_still_work_hidden():
 
 def test_defaults_copied_into_the_cli_match_the_library():
     """Some command modules repeat a library default to keep torch off --help; they must not drift."""
-    from mltk import translate, vocab
+    from mltk import translate
     from mltk.cli import import_mla as cli_import_mla
     from mltk.cli import translate as cli_translate
-    from mltk.cli import vocab as cli_vocab
     from mltk.export import import_mla
 
     assert cli_translate.DEFAULT_MODEL == translate.DEFAULT_MODEL
-    assert cli_vocab.DEFAULT_NEW_VOCAB_SIZE == vocab.DEFAULT_NEW_VOCAB_SIZE
     assert (cli_import_mla.DEFAULT_ARCHITECTURE, cli_import_mla.DEFAULT_TOKENIZER) == \
         (import_mla.DEFAULT_ARCHITECTURE, import_mla.DEFAULT_TOKENIZER)
 

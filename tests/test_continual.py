@@ -65,9 +65,9 @@ def world(tmp_path_factory):
                                         clip_checkpoint_config("mltk-tiny"), stage="pretrain")
     images = encode_images(result.images_path, root / "img", model=str(native), device="cpu", workers=0)
     captions = artifacts.load_captions(result.captions_path)
-    vocab_en = write_vocabulary(train_vocabulary(select_captions(captions, "en"), "en", None, 600), root / "v-en")
+    vocab_en = write_vocabulary(train_vocabulary(select_captions(captions, "en"), "en", None, 600, 2), root / "v-en")
     vocab_de = write_vocabulary(train_vocabulary(select_captions(captions, "de"), "de", load_vocabulary(vocab_en),
-                                                 600), root / "v-de")
+                                                 600, 2), root / "v-de")
     runtime = resolve_runtime("cpu", "fp32")
     clip = load_clip(str(native))
     image_table, vectors = artifacts.load_embeddings(images)

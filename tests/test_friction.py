@@ -25,7 +25,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     from mltk.data.synth import SynthConfig, synthesize
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("friction")
     result = synthesize(root / "world", SynthConfig(train=32, val=8, test=8, langs=("en", "de")))

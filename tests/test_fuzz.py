@@ -157,7 +157,7 @@ def _load_vocab(path):
 
 
 def _vocab(directory: Path) -> Path:
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     return build_vocab(artifacts.load_captions(_captions(directory / "source")), "de", directory / "art", size=600)
 

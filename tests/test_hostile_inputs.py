@@ -116,7 +116,7 @@ class TestABaseReplacedInPlace:
 
     def test_a_tokenizer_artifact_replaced_in_place_is_refused(self, models, tmp_path):
         from mltk.models.nonnative import load_non_native_tokenizer
-        from mltk.vocab.build import build_vocab
+        from mltk.settings.vocab import build_vocab
 
         vocab = build_vocab(models["captions"], "de", tmp_path / "vocab", size=600, split=None)
         files = [vocab / name for name in artifacts.read_manifest(vocab)["files"]]

@@ -36,7 +36,7 @@ def _native(path: Path, seed: int) -> Path:
 def world(tmp_path_factory):
     """A tiny world (synth-data), a 'native' CLIP checkpoint, image embeddings piped from encode-images (its stdout
     kept: what a pipe carries) and a BPE vocabulary for de."""
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("identity")
     result = runner.invoke(app, ["synth-data", "-o", str(root / "world"), "--train", "24", "--val", "8", "--test",

@@ -153,7 +153,7 @@ def test_pretrain_logs_clips_infonce_and_its_learnt_logit_scale(world, tmp_path)
 
 def test_train_nlt_writes_steps_csv_into_its_artifact_and_tensorboard_events(world, tmp_path):
     from mltk.cli import app
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     captions, native = world["world"].captions_path, world["native"]
     vocab = build_vocab(captions, "de", tmp_path / "vocab", size=600)

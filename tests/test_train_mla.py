@@ -25,7 +25,7 @@ def world(tmp_path_factory):
     vocabulary grown over German and Russian."""
     from mltk.data.synth import SynthConfig, synthesize
     from mltk.encode.images import encode_images
-    from mltk.vocab import build_vocab
+    from mltk.settings.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("world")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=("en", "de", "ru", "zh")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
+import mltk
 from mltk import artifacts, vocab
 from mltk.cli import app
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
@@ -69,7 +71,7 @@ def chain(tmp_path_factory):
     captions = artifacts.write_captions(root / "captions", captions_table())
     paths, parent = [], None
     for lang in TASKS:
-        parent = vocab.build_vocab(captions, lang, root / f"vocab-{lang}", parent=parent, size=SMALL_SIZE)
+        parent = mltk.build_vocab(captions, lang, root / f"vocab-{lang}", parent=parent, size=SMALL_SIZE)
         paths.append(parent)
     return captions, paths
 
@@ -121,9 +123,9 @@ def _pieces(words: dict[str, int]) -> dict[str, int]:
 def test_train_bpe_on_a_hand_made_example():
     counts = _pieces({"low": 5, "lower": 2, "newest": 6, "widest": 3})
     # (e,s) and (s,t</w>) both occur 9 times: ties go to the smaller pair. Then es+t</w> (9), then l+o (7).
-    merges = vocab.train_bpe(counts, size=514 + 3)
+    merges = vocab.train_bpe(counts, size=514 + 3, min_frequency=2)
     assert merges == [("e", "s"), ("es", "t</w>"), ("l", "o")]
-    assert vocab.train_bpe(counts, size=514) == []
+    assert vocab.train_bpe(counts, size=514, min_frequency=2) == []
     # min_frequency stops early: only pairs seen at least 7 times.
     assert vocab.train_bpe(counts, size=10_000, min_frequency=7) == [("e", "s"), ("es", "t</w>"), ("l", "o")]
 
@@ -159,9 +161,9 @@ def test_protected_words_keep_the_parents_ids():
     assert vocab.ClipBpeTokenizer(tokens, merges).encode("parasailing") == clip.encode("parasailing")
     # Through training: protecting the task's own text keeps all of it at CLIP's ids (so no new token is used).
     texts = corpus("en")
-    free = vocab.train_vocabulary(texts, "en", size=SMALL_SIZE)
+    free = vocab.train_vocabulary(texts, "en", None, SMALL_SIZE, 2)
     assert any(free.tokenizer.encode(t) != clip.encode(t) for t in texts)
-    protected = vocab.train_vocabulary(texts, "en", size=SMALL_SIZE, protected_texts=texts)
+    protected = vocab.train_vocabulary(texts, "en", None, SMALL_SIZE, 2, protected_texts=texts)
     assert all(protected.tokenizer.encode(t) == clip.encode(t) for t in texts)
     assert protected.sizes.merges_protected > 0 and protected.tasks[-1]["new_tokens_produced"] == 0
 
@@ -248,7 +250,7 @@ def test_token_sets_by_membership_of_each_tasks_new_vocabulary(chain):
     for lang, path in zip(TASKS, paths):
         current = vocab.load_vocabulary(path)
         train = [t for i, t in enumerate(corpus(lang)) if i % 10]
-        learned = vocab.train_bpe(vocab.word_frequencies(train), SMALL_SIZE)
+        learned = vocab.train_bpe(vocab.word_frequencies(train), SMALL_SIZE, 2)
         new_vocabulary = set(vocab.base_symbols()) | set(vocab.SPECIAL_TOKENS) | {"".join(m) for m in learned}
         ids, counts = current.token_set("vocabulary")
         assert {current.tokenizer.tokens[i] for i in ids} == new_vocabulary
@@ -277,7 +279,7 @@ def test_vocab_files_are_text_json_and_npy(chain):
 
 
 def test_build_vocab_takes_an_in_memory_table(tmp_path):
-    path = vocab.build_vocab(captions_table(("ru",)), "ru", tmp_path / "ru", size=600, split=None)
+    path = mltk.build_vocab(captions_table(("ru",)), "ru", tmp_path / "ru", size=600, split=None)
     manifest = artifacts.read_manifest(path, "vocab")
     assert manifest["inputs"] == [] and manifest["languages"] == ["ru"]
     assert manifest["tasks"][0]["captions"] == len(corpus("ru"))
@@ -286,9 +288,9 @@ def test_build_vocab_takes_an_in_memory_table(tmp_path):
 def test_bad_inputs_raise_mltk_errors(chain, tmp_path):
     captions, paths = chain
     with pytest.raises(ConfigError, match="no captions with lang='fr'"):
-        vocab.build_vocab(captions, "fr", tmp_path / "v")
+        mltk.build_vocab(captions, "fr", tmp_path / "v")
     with pytest.raises(ConfigError, match="--size"):
-        vocab.train_vocabulary(["a b"], "en", size=100)
+        vocab.train_vocabulary(["a b"], "en", None, 100, 2)
     with pytest.raises(ArtifactError, match="is a captions artifact"):
         vocab.load_vocabulary(captions)
     broken = tmp_path / "broken"
@@ -315,13 +317,13 @@ def test_german_vocabulary_and_english_captions(shared_data, open_clip_tokenizer
     read = lambda name: [line.rstrip("\r\n") for line in (raw / name).open(encoding="utf-8")]  # noqa: E731
     english, german = read("val.en"), read("train.de")[:8000]
     clip = vocab.clip_tokenizer()
-    merged = vocab.train_vocabulary(german, "de", size=4000).tokenizer
+    merged = vocab.train_vocabulary(german, "de", None, 4000, 2).tokenizer
     # Words CLIP keeps whole can never change; only words CLIP splits may be re-merged by German merges.
     for piece in vocab.word_frequencies(english):
         if len(clip.encode_piece(piece)) == 1:
             assert merged.encode_piece(piece) == clip.encode_piece(piece)
     # With the English captions protected, every English caption keeps CLIP's ids exactly.
-    protected = vocab.train_vocabulary(german, "de", size=4000, protected_texts=english)
+    protected = vocab.train_vocabulary(german, "de", None, 4000, 2, protected_texts=english)
     assert protected.tokenizer(english).equal(open_clip_tokenizer(english))
     assert protected.tasks[-1]["new_tokens_produced"] > 500
 
@@ -378,3 +380,22 @@ def test_vocab_files_round_trip_through_artifacts_and_are_checked(chain, tmp_pat
     (tmp_path / "vocab.json").write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(SchemaError, match="vocab.json is not a JSON object"):
         artifacts.read_vocab_files(tmp_path)
+
+
+def test_build_vocab_takes_its_sizes_from_the_cll_clip_recipe(chain, tmp_path, monkeypatch):
+    """build-vocab and train-continual follow one vocabulary size: the cll-clip recipe's, unless given."""
+    from mltk.recipes import load_recipe
+    from mltk.settings import vocab as vocab_settings
+
+    recipe = load_recipe("cll-clip")
+    assert vocab_settings.vocabulary_sizes(None, None) == (recipe.config["vocab_size"],
+                                                           recipe.config["vocab_min_frequency"])
+    assert vocab_settings.vocabulary_sizes(600, 3) == (600, 3)
+    smaller = dataclasses.replace(recipe, config={**recipe.config, "vocab_size": 530, "vocab_min_frequency": 3})
+    monkeypatch.setattr(vocab_settings, "load_recipe", lambda name: smaller)
+    captions, _ = chain
+    path = mltk.build_vocab(captions, "de", tmp_path / "de")
+    manifest = artifacts.read_manifest(path, "vocab")
+    recorded = manifest["created_by"]["config"]
+    assert recorded["size"] == 530 and recorded["min_frequency"] == 3
+    assert manifest["sizes"]["new_vocab"] <= 530

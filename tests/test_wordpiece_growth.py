@@ -44,19 +44,19 @@ def test_german_segmentation_is_identical_before_and_after_a_french_task_on_mult
 
     german, french = _multi30k(shared_data, "train.de", 3000), _multi30k(shared_data, "train.fr", 3000)
     root = root_vocabulary(load_growable_base(minilm.get_model_path(), None, "cpu"))
-    after_german = load_vocabulary(write_vocabulary(train_vocabulary(german, "de", root, 2000), tmp_path / "de"))
+    after_german = load_vocabulary(write_vocabulary(train_vocabulary(german, "de", root, 2000, 2), tmp_path / "de"))
     assert len(after_german.protected_words) > 1000  # German's words, recorded in the artifact
-    after_french = train_vocabulary(french, "fr", after_german, 2000)
+    after_french = train_vocabulary(french, "fr", after_german, 2000, 2)
     assert after_french.sizes.new > 500 and after_french.tasks[-1]["pieces_protected"] > 0
     assert after_french.tokenizer(german).equal(after_german.tokenizer(german))
     assert after_french.tokenizer.tokens[:after_german.vocab_size] == after_german.tokenizer.tokens
     # the earlier growth re-segments German words: the ids German's rows were trained for change
-    resegmented = train_vocabulary(french, "fr", after_german, 2000, wordpiece_growth="resegment")
+    resegmented = train_vocabulary(french, "fr", after_german, 2000, 2, wordpiece_growth="resegment")
     before = [after_german.tokenizer.encode(text) for text in german]
     assert sum(resegmented.tokenizer.encode(text) != ids for text, ids in zip(german, before)) > 10
     # --protect-lang is no longer refused for WordPiece: the English captions keep their segmentation too
     english = _multi30k(shared_data, "train.en", 3000)
-    protected = train_vocabulary(french, "fr", after_german, 2000, protected_texts=english,
+    protected = train_vocabulary(french, "fr", after_german, 2000, 2, protected_texts=english,
                                  wordpiece_growth="resegment")
     assert protected.tokenizer(english).equal(after_german.tokenizer(english))
     assert not resegmented.tokenizer(english).equal(after_german.tokenizer(english))

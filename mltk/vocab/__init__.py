@@ -40,7 +40,7 @@ The package, one seam per module:
 - ``wordpiece_protect``: the rule that keeps earlier tasks' words segmented as they were when WordPiece grows.
 """
 
-from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
+from mltk.vocab.bpe_trainer import train_bpe, word_frequencies
 from mltk.vocab.build import build_vocab, load_tokenizer, load_vocabulary, select_captions, write_vocabulary
 from mltk.vocab.merge import (
                               clip_vocabulary,
@@ -74,7 +74,7 @@ from mltk.vocab.vocabulary import TOKEN_SETS, MergeSizes, Vocabulary
 from mltk.vocab.wordpiece import WORDPIECE, WordPieceTokenizer, tower_tokenizer, tower_vocabulary, train_wordpiece
 
 __all__ = [
-    "CLIP_BPE_FILE", "CLIP_MERGE_COUNT", "CLIP_ROOT_NAME", "DEFAULT_CONTEXT_LENGTH", "DEFAULT_NEW_VOCAB_SIZE",
+    "CLIP_BPE_FILE", "CLIP_MERGE_COUNT", "CLIP_ROOT_NAME", "DEFAULT_CONTEXT_LENGTH",
     "EOT_TOKEN", "SOT_TOKEN", "SPECIAL_TOKENS", "TOKEN_SETS", "WORDPIECE", "WORD_END", "ClipBpeTokenizer", "MergeSizes",
     "Vocabulary", "WordPieceTokenizer", "tower_tokenizer", "tower_vocabulary", "train_wordpiece",
     "base_symbols", "build_vocab", "bytes_to_unicode", "clean_text", "clip_bpe_path", "clip_pattern",

@@ -8,8 +8,6 @@ from collections.abc import Iterable, Mapping
 
 from mltk.vocab.tokenizer import SPECIAL_TOKENS, WORD_END, base_symbols, merge_pair, pre_tokenize
 
-DEFAULT_NEW_VOCAB_SIZE = 10000  # |V̂_t| in the paper
-
 
 def word_frequencies(texts: Iterable[str]) -> Counter:
     """How often each byte-level pre-token occurs in ``texts`` (special-token strings are left out)."""
@@ -21,8 +19,7 @@ def word_frequencies(texts: Iterable[str]) -> Counter:
     return counts
 
 
-def train_bpe(word_counts: Mapping[str, int], size: int = DEFAULT_NEW_VOCAB_SIZE,
-              min_frequency: int = 2) -> list[tuple[str, str]]:
+def train_bpe(word_counts: Mapping[str, int], size: int, min_frequency: int) -> list[tuple[str, str]]:
     """Learn BPE merges on word counts, CLIP style, until the vocabulary V̂ holds ``size`` tokens.
 
     V̂ counts like CLIP's own 49,408: the 512 byte-level base symbols, the two special tokens, and one token per

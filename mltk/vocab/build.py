@@ -22,7 +22,6 @@ from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log
-from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE
 from mltk.vocab.merge import clip_vocabulary, train_vocabulary
 from mltk.vocab.tokenizer import CLIP_ROOT_NAME, DEFAULT_CONTEXT_LENGTH, EOT_TOKEN, SOT_TOKEN, ClipBpeTokenizer
 from mltk.vocab.vocabulary import MergeSizes, Vocabulary
@@ -112,8 +111,8 @@ def select_captions(table: pa.Table, lang: str, split: str | None = "train",
 
 
 def build_vocab(captions: artifacts.PathLike | pa.Table, lang: str, out_dir: artifacts.PathLike, *,
-                parent: artifacts.PathLike | None = None, size: int = DEFAULT_NEW_VOCAB_SIZE,
-                split: str | None = "train", min_frequency: int = 2, protect_lang: str | None = None) -> Path:
+                parent: artifacts.PathLike | None = None, size: int, split: str | None = "train",
+                min_frequency: int, protect_lang: str | None = None) -> Path:
     """``mltk build-vocab``: train V̂ on one language's captions (a captions artifact, Parquet file or table),
     merge it into ``parent`` (CLIP's vocabulary when None) and write the vocab artifact; returns its path.
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
-from mltk.vocab.bpe_trainer import DEFAULT_NEW_VOCAB_SIZE, train_bpe, word_frequencies
+from mltk.vocab.bpe_trainer import train_bpe, word_frequencies
 from mltk.vocab.tokenizer import SPECIAL_TOKENS, ClipBpeTokenizer, base_symbols, clip_tokenizer
 from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 from mltk.vocab.wordpiece import WORDPIECE, train_wordpiece_vocabulary
@@ -96,8 +96,7 @@ def token_frequencies(tokenizer: ClipBpeTokenizer, texts: Sequence[str] | dict[s
     return freq
 
 
-def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None = None,
-                     size: int = DEFAULT_NEW_VOCAB_SIZE, min_frequency: int = 2,
+def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None, size: int, min_frequency: int,
                      protected_texts: Sequence[str] = (), wordpiece_growth: str = "keep") -> Vocabulary:
     """Train V̂_t on ``texts`` (one language's training captions), merge it into ``parent`` (CLIP's vocabulary
     when None), and count the tokens of the texts tokenised with the merged vocabulary. A WordPiece ``parent`` (a
