@@ -86,18 +86,22 @@ def test_order_violation_similarity_and_the_hinge_that_uses_it():
 
 
 def test_ccrk_objective_takes_ames_margin_of_its_similarity():
+    from mltk.losses.objective import MultilingualObjective
     from mltk.settings import resolve
-    from mltk.train.ccrk import CcrkConfig, CcrkObjective
+    from mltk.train.ccrk import CcrkConfig
 
-    def objective(**fields):
-        return CcrkObjective.of(resolve(CcrkConfig(images="i", captions="c", out="o", loss="hinge", **fields),
-                                                 "train-ccrk"), ["en", "de"])
+    def objective(**options):
+        config = resolve(CcrkConfig(images="i", captions="c", out="o", loss="hinge", loss_options=options),
+                         "train-ccrk")
+        return MultilingualObjective(config.loss, config.loss_options, ["en", "de"])
 
-    assert objective().margin == 0.2
-    assert objective(similarity="order").margin == 0.05
-    assert objective(margin=0.3, similarity="order").margin == 0.3
-    with pytest.raises(ConfigError, match="--loss hinge"):
-        resolve(CcrkConfig(images="i", captions="c", out="o", loss="one-to-k", similarity="order"), "train-ccrk")
+    assert objective().options.margin == objective().criterion.margin == 0.2  # recorded as the margin used
+    assert objective(similarity="order").options.margin == 0.05
+    assert objective(similarity="order").criterion.similarity == "order"
+    assert objective(margin=0.3, similarity="order").criterion.margin == 0.3
+    with pytest.raises(ConfigError, match="similarity: not an option of loss one-to-k"):
+        resolve(CcrkConfig(images="i", captions="c", out="o", loss="one-to-k", loss_options={"similarity": "order"}),
+                "train-ccrk")
 
 
 def test_csls_and_p_at_1_on_a_hand_example():

@@ -24,6 +24,7 @@ from mltk.train.step_log import STEPS_CSV, read_steps_csv
 
 runner = CliRunner()
 LANGS = ("en", "de", "fr", "zh")
+CONTRASTIVE = ("one-to-k", "one-to-one")  # the losses with a learnt temperature
 
 
 @pytest.fixture(scope="module")
@@ -216,11 +217,11 @@ def test_the_loss_choice_is_honoured(world, tmp_path, loss):
     assert torch.allclose(got, expected, atol=1e-5), (loss, float(got), float(expected))
     if loss != "mlmme":  # the loss itself under its own name, and the temperature of the contrastive ones
         name = {"english-bridge": "english_bridge_mse"}.get(loss, loss.replace("-", "_"))
-        assert list(terms) == [name, "logit_scale"] if loss in ccrk.CONTRASTIVE_LOSSES else [name]
+        assert list(terms) == [name, "logit_scale"] if loss in CONTRASTIVE else [name]
         assert torch.equal(terms[name], got)
         assert "logit_scale" not in terms or terms["logit_scale"].item() == pytest.approx(1 / 0.07)
     trains_temperature = "loss.logit_scale.value" in task.parameters_to_train()  # T itself, as the authors
-    assert trains_temperature == (loss in ccrk.CONTRASTIVE_LOSSES)
+    assert trains_temperature == (loss in CONTRASTIVE)
 
 
 def test_same_seed_same_checkpoint(world, tmp_path):
@@ -401,26 +402,27 @@ def test_compare_puts_caption_to_caption_results_side_by_side(tmp_path):
 
 
 def test_ccrk_defaults_are_the_authors():
+    from mltk.losses.objective import MultilingualObjective
     from mltk.recipes import load_recipe
     from mltk.settings import resolve
     from mltk.settings.resolve import recipe_loop
-    from mltk.train.ccrk import CcrkConfig, CcrkObjective
+    from mltk.train.ccrk import CcrkConfig
 
     authors = recipe_loop(load_recipe("ccrk"))
     assert (authors.weight_decay, authors.warmup_fraction) == (0.01, 0.03)
     config = resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o")), "train-ccrk")
-    assert config.loop == authors and config.temperature_range == (0.001, 0.5)
-    objective = CcrkObjective.of(config, ["en", "de"])
+    assert config.loop == authors and config.loss_options.temperature_range == (0.001, 0.5)
+    objective = MultilingualObjective(config.loss, config.loss_options, ["en", "de"])
     objective.criterion.logit_scale.load_log_scale(torch.tensor(0.0))  # T = 1
     assert objective.temperature() == pytest.approx(0.5)
     params = {"table": torch.nn.Parameter(torch.zeros(3, 2)), "bias": torch.nn.Parameter(torch.zeros(2)),
               **objective.trainable()}
-    task = SimpleNamespace(temperature_lr_scale=config.temperature_lr_scale,
-                           temperature_weight_decay=config.temperature_weight_decay)
+    task = SimpleNamespace(objective=objective)
     groups = ccrk.CcrkTask.make_optimizer(task, params, config.loop).param_groups
     # CCR_k's create_optimizer: the temperature at twice the lr with the run's decay 0.01; matrices decayed
     assert [(len(g["params"]), g["lr"], g["weight_decay"]) for g in groups] == [
         (1, 1e-4, 0.01), (1, 1e-4, 0.0), (1, 2e-4, 0.01)]
     assert groups[2]["params"][0] is objective.criterion.logit_scale.value
     with pytest.raises(ConfigError, match="clamp range"):
-        resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), temperature=0.9), "train-ccrk")
+        resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), loss_options={"temperature": 0.9}),
+                "train-ccrk")

@@ -16,7 +16,8 @@ from mltk.cll_clip.options import METHOD_OPTIONS, option_fields, options_dict
 from mltk.core.errors import ConfigError
 from mltk.models.text import trim_tokens
 from mltk.recipes import load_recipe
-from mltk.settings.methods import resolved_options
+from mltk.settings.sections import SECTIONS
+from mltk.settings.sections import resolved_options as section_options
 from mltk.train import continual as C
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -26,6 +27,10 @@ from mltk.train import continual as C
 
 def recipe_options(method: str, given=None):
     return resolved_options(method, given, load_recipe("cll-clip"))
+
+
+def resolved_options(method, given, recipe):
+    return section_options(SECTIONS["methods"], method, given, recipe)
 
 
 def test_the_recipe_holds_the_papers_values():
@@ -75,8 +80,8 @@ def test_the_options_have_no_value_in_code_and_a_recipe_without_one_is_refused()
     with pytest.raises(TypeError):
         METHOD_OPTIONS["lora"]()
     recipe = load_recipe("cll-clip")
-    lacking = dataclasses.replace(recipe, methods={**recipe.methods, "lora": {"alpha": 8.0, "dropout": 0.0,
-                                                                              "targets": "q+v"}})
+    methods = {**recipe.methods, "lora": {"alpha": 8.0, "dropout": 0.0, "targets": "q+v"}}
+    lacking = dataclasses.replace(recipe, sections={**recipe.sections, "methods": methods})
     with pytest.raises(ConfigError, match="the recipe sets no 'methods.lora.rank'"):
         resolved_options("lora", None, lacking)
     assert resolved_options("lora", {"rank": 4}, lacking).rank == 4

@@ -12,6 +12,7 @@ from test_ccrk import config, world  # noqa: F401 (fixture)
 
 from mltk.core.errors import ConfigError
 from mltk.losses import MLMMELoss, pairwise_ranking_hinge
+from mltk.losses.objective import MultilingualObjective
 from mltk.settings import resolve
 from mltk.train import ccrk
 
@@ -21,10 +22,14 @@ def resolved(**fields) -> ccrk.CcrkConfig:
     return resolve(ccrk.CcrkConfig(**fields), "train-ccrk")
 
 
-def mlmme(languages: list[str], **fields) -> ccrk.CcrkObjective:
-    """The mlmme objective with the ccrk recipe's values (beta 0.5) and ``fields``."""
-    config = resolved(images=Path("i"), captions=Path("c"), out=Path("o"), loss="mlmme", **fields)
-    return ccrk.CcrkObjective.of(config, languages)
+def objective_of(config: ccrk.CcrkConfig, languages: list[str]) -> MultilingualObjective:
+    return MultilingualObjective(config.loss, config.loss_options, languages)
+
+
+def mlmme(languages: list[str], **options) -> MultilingualObjective:
+    """The mlmme objective with the ccrk recipe's values (beta 0.5) and ``options``."""
+    config = resolved(images=Path("i"), captions=Path("c"), out=Path("o"), loss="mlmme", loss_options=options)
+    return objective_of(config, languages)
 
 
 def _features(seed: int, shape) -> torch.Tensor:
@@ -45,7 +50,7 @@ def test_mlmme_sums_every_language_and_every_pair_by_default():
     assert torch.allclose(terms["mlmme_image_sentence"], s_i) and torch.allclose(terms["mlmme_sentence_sentence"], s_s)
     assert torch.allclose(loss, 0.5 * s_i + 0.5 * s_s)
     # the de-fr pair counts: with English pivoting, it would not
-    pivot, pivot_terms = mlmme(["en", "de", "fr"], mlmme_form="english-pivot")(image, text, mask)
+    pivot, pivot_terms = mlmme(["en", "de", "fr"], form="english-pivot")(image, text, mask)
     pair_terms = MLMMELoss(None, 0.5).pair_terms
     parts = [pair_terms(image[mask[:, k]], text[mask[:, k], 0], text[mask[:, k], k]) for k in (1, 2)]
     assert torch.allclose(pivot_terms["mlmme_image_sentence"], (parts[0][0] + parts[1][0]) / 2)
@@ -54,14 +59,15 @@ def test_mlmme_sums_every_language_and_every_pair_by_default():
     # without English the paper's form still has every pair; the pivot form needs English
     mlmme(["de", "fr"])
     with pytest.raises(ConfigError, match="include en"):
-        mlmme(["de", "fr"], mlmme_form="english-pivot")
+        mlmme(["de", "fr"], form="english-pivot")
 
 
 def test_mlmme_form_reaches_the_stage(world, tmp_path):
-    task, _ = ccrk.build_task(config(world, tmp_path / "unused", loss="mlmme", mlmme_form="english-pivot"))
-    assert task.objective.mlmme_form == "english-pivot"
-    with pytest.raises(ConfigError, match="--mlmme-form"):
-        config(world, tmp_path / "unused", loss="mlmme", mlmme_form="pairs")
+    task, _ = ccrk.build_task(config(world, tmp_path / "unused", loss="mlmme",
+                                     loss_options={"form": "english-pivot"}))
+    assert task.objective.options.form == task.objective.criterion.form == "english-pivot"
+    with pytest.raises(ConfigError, match="loss.form' must be one of paper, english-pivot"):
+        config(world, tmp_path / "unused", loss="mlmme", loss_options={"form": "pairs"})
 
 
 def test_the_m_bert_initialisation_is_the_default_and_a_missing_model_says_how_to_turn_it_off(tmp_path, monkeypatch):
@@ -83,28 +89,25 @@ def test_the_m_bert_initialisation_is_the_default_and_a_missing_model_says_how_t
         tokenizer.word_embeddings()  # a tokenizer folder without the model's weights
 
 
-def test_max_violation_is_reachable_from_the_recipe_the_config_and_the_option(tmp_path):
+def test_max_violation_is_reachable_from_the_recipe_the_config_and_set(tmp_path):
     """VSE++'s hardest negative (AME's --max_violation) reaches the hinge of --loss hinge and mlmme."""
-    from typer.testing import CliRunner
-
-    from mltk.cli import app
     from mltk.recipes import load_recipe
+    from mltk.settings.resolve import parse_overrides
 
     paths = {"images": tmp_path / "i", "captions": tmp_path / "c", "out": tmp_path / "o"}
-    assert load_recipe("ccrk").config["max_violation"] is False
-    assert resolved(**paths, loss="hinge").max_violation is False
+    assert load_recipe("ccrk").losses["hinge"]["max_violation"] is False
+    assert resolved(**paths, loss="hinge").loss_options.max_violation is False
     image, text = _features(0, (6, 8)), _features(1, (6, 2, 8))
     mask = torch.ones(6, 2, dtype=torch.bool)
+    hardest = parse_overrides(["loss.max_violation=true"], ccrk.CcrkConfig, "train-ccrk")["config"]
     for loss in ("hinge", "mlmme"):
-        objective = ccrk.CcrkObjective.of(resolved(**paths, loss=loss, max_violation=True), ["en", "de"])
-        summed = ccrk.CcrkObjective.of(resolved(**paths, loss=loss), ["en", "de"])
+        objective = objective_of(resolved(**paths, loss=loss, **hardest), ["en", "de"])
+        summed = objective_of(resolved(**paths, loss=loss), ["en", "de"])
         assert objective(image, text, mask).loss < summed(image, text, mask).loss
-    hinge = ccrk.CcrkObjective.of(resolved(**paths, loss="hinge", max_violation=True), ["en", "de"])
+    hinge = objective_of(resolved(**paths, loss="hinge", **hardest), ["en", "de"])
     expected = (pairwise_ranking_hinge(image, text[:, 0], 0.2, max_violation=True)
                 + pairwise_ranking_hinge(image, text[:, 1], 0.2, max_violation=True)) / 2
     assert torch.allclose(hinge(image, text, mask).loss, expected)
-    with pytest.raises(ConfigError, match="--max-violation goes with --loss hinge or mlmme"):
-        resolved(**paths, loss="one-to-k", max_violation=True)
-    help_text = CliRunner().invoke(app, ["train-ccrk", "--help"], terminal_width=200).stdout
-    assert "--max-violation" in help_text and "English-language" not in help_text
+    with pytest.raises(ConfigError, match="--set loss.max_violation: not an option of loss one-to-k"):
+        resolved(**paths, loss="one-to-k", **hardest)
     assert "English-language" not in load_recipe("mlmme").description

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mltk.core.errors import ConfigError
+from mltk.losses.options import OneToKOptions
 from mltk.recipes import STAGE_RECIPES, load_recipe, recipe_names, stage_recipe
 from mltk.settings.resolve import recipe_loop, resolve
 from mltk.train.ccrk import CcrkConfig
@@ -69,9 +70,11 @@ BEFORE = {
                    "temperature": None, "nlt_weight": None, "le_weight": None}),  # None: LE's keys, not NLT's
     "train-ccrk": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.03, schedule="linear", weight_decay=0.01,
                               betas=(0.9, 0.98), eps=1e-8, grad_clip=1.0, clip_mode="global"),
-                   {"batch_size": 128, "loss": "one-to-k", "weighting": "paper", "temperature": 0.07,
-                    "learn_temperature": True, "margin": None, "beta": 0.5, "hard_negatives": 0,
-                    "temperature_range": (0.001, 0.5)}),
+                   {"batch_size": 128, "loss": "one-to-k", "hard_negatives": 0, "similarity": "cosine",
+                    "loss_options": OneToKOptions(temperature=0.07, learn_temperature=True,
+                                                  temperature_range=(0.001, 0.5), temperature_form="temperature",
+                                                  temperature_lr_scale=2.0, temperature_weight_decay=0.01,
+                                                  weighting="paper")}),
     "train-continual": (LoopConfig(steps=None, lr=5e-5, warmup_fraction=0.1, schedule="constant", weight_decay=0.05,
                                    betas=(0.9, 0.999), eps=1e-6, grad_clip=1.0, clip_mode="global"),
                         {"epochs": 3, "epoch_unit": "captions", "batch_size": 128, "vocab_size": 10000,
@@ -111,8 +114,10 @@ def test_a_given_option_replaces_the_recipe_value_and_grad_clip_0_turns_clipping
 def test_the_mlmme_recipe_is_the_ccrk_recipe_with_its_loss():
     ccrk, mlmme = load_recipe("ccrk"), load_recipe("mlmme")
     assert mlmme.loop == ccrk.loop and {**ccrk.config, "loss": "mlmme"} == mlmme.config
+    assert mlmme.losses == ccrk.losses  # its beta 0.5 is the ccrk recipe's too
     config = resolve(CcrkConfig(images=Path("i"), **_paths(), recipe="mlmme"), "train-ccrk")
-    assert (config.loss, config.beta, config.recipe) == ("mlmme", 0.5, "mlmme")
+    assert (config.loss, config.loss_options.beta, config.recipe) == ("mlmme", 0.5, "mlmme")
+    assert (config.loss_options.margin, config.loss_options.form) == (0.2, "paper")
 
 
 def test_a_hugging_face_tower_defaults_to_the_real_text_recipes(tmp_path):

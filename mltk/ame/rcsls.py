@@ -1,10 +1,10 @@
 """RCSLS, the alignment term of AME (Mohammadshahi, Lebret and Aberer 2019), from Joulin et al. 2018, "Loss in
 Translation: Learning Bilingual Word Mapping with a Retrieval Criterion".
 
-``rcsls_loss`` is the formula; ``LexiconAlignment`` is what a training stage adds (``--lexicon L --align-k K``):
-the lexicon's source words read from the model's trainable token table, their English translations from the
-frozen English table (``mltk.ame.words``); ``AlignedTask`` wraps any training task (``mltk.train.loop.TrainTask``)
-with it. Two forms (``--align-form``):
+``rcsls_loss`` is the formula (``mltk.losses.rcsls``, the loss registry's ``rcsls``); ``LexiconAlignment`` is what
+a training stage adds (``--lexicon L --align-k K``): the lexicon's source words read from the model's trainable
+token table, their English translations from the frozen English table (``mltk.ame.words``); ``AlignedTask`` wraps
+any training task (``mltk.train.loop.TrainTask``) with it. Two forms (``--align-form``):
 
 - ``map`` (default, AME's): a linear map of the source words learnt by RCSLS every ``--align-every`` steps at
   ``--align-lr``, folded into MLA's non-native projection; the gradient never reaches the table and the stage's
@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from mltk.ame.alignment_config import ALIGN_BATCH, ALIGN_FORMS, AlignmentConfig
 from mltk.ame.lexicon import lexicon_languages, lexicon_pairs, load_lexicon
@@ -35,50 +34,11 @@ from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
 from mltk.losses.base import split_loss
+from mltk.losses.rcsls import RcslsLoss, rcsls_loss
+from mltk.losses.registry import build_loss, options_of
 
 __all__ = ["ALIGN_BATCH", "ALIGN_FORMS", "AlignedTask", "AlignmentConfig", "LexiconAlignment", "RcslsLoss",
            "rcsls_loss", "with_alignment"]
-
-
-def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int, x_candidates: torch.Tensor | None = None,
-               y_candidates: torch.Tensor | None = None) -> torch.Tensor:
-    """RCSLS (Joulin et al. 2018, eq. 5) on pairs (x_i, y_i), x [n, D] the mapped source words, y [n, D] their
-    translations; every vector is L2-normalised first, so the dot products are cosines::
-
-        loss = 1/n sum_i [ -2 cos(x_i, y_i)
-                           + 1/k sum_{y_j in N_Y(x_i)} cos(x_i, y_j)
-                           + 1/k sum_{x_j in N_X(y_i)} cos(x_j, y_i) ]
-
-    N_Y(x_i): the k target candidates nearest x_i (cosine); N_X(y_i): the k source candidates nearest y_i. The
-    candidates default to the rows of y and x themselves; pass the *distinct* words (``y_candidates [m, D]``,
-    ``x_candidates [p, D]``) when a word occurs in several pairs, so that no neighbour counts twice. k is cut to the
-    number of candidates. The neighbours are chosen without gradient (``topk``) and enter with their cosine, as in
-    the paper; gradient flows into x and into x_candidates. Returns a scalar.
-    """
-    if x.dim() != 2 or x.shape != y.shape:
-        raise ValueError(f"x and y must both be [n, D], got {tuple(x.shape)} and {tuple(y.shape)}")
-    if k < 1:
-        raise ConfigError(f"--align-k must be at least 1, got {k}")
-    xs, ys = F.normalize(x, dim=-1), F.normalize(y, dim=-1)
-    xc = xs if x_candidates is None else F.normalize(x_candidates, dim=-1)
-    yc = ys if y_candidates is None else F.normalize(y_candidates, dim=-1)
-    positive = (xs * ys).sum(-1)  # [n]
-    near_y = (xs @ yc.T).topk(min(k, yc.shape[0]), dim=1).values.mean(1)  # [n]: x_i's k nearest targets
-    near_x = (ys @ xc.T).topk(min(k, xc.shape[0]), dim=1).values.mean(1)  # [n]: y_i's k nearest sources
-    return (-2.0 * positive + near_y + near_x).mean()
-
-
-class RcslsLoss(nn.Module):
-    """``rcsls_loss`` with its k fixed (AME's value is the recipes' ``alignment.k``)."""
-
-    def __init__(self, k: int):
-        super().__init__()
-        if k < 1:
-            raise ConfigError(f"--align-k must be at least 1, got {k}")
-        self.k = k
-
-    def forward(self, x, y, x_candidates=None, y_candidates=None) -> torch.Tensor:
-        return rcsls_loss(x, y, self.k, x_candidates, y_candidates)
 
 
 class LexiconAlignment:
@@ -98,7 +58,7 @@ class LexiconAlignment:
         if weight < 0 or batch < 2:
             raise ConfigError(f"--align-weight must be >= 0 and the pair batch >= 2, got {weight} and {batch}")
         self.tables, self.weight, self.loss, self.batch, self.seed = WordTables(encoder, src_lang), weight, \
-            RcslsLoss(k), batch, seed
+            build_loss("rcsls", options_of("rcsls", k=k)), batch, seed
         self.src_lang = src_lang
         pairs = lexicon_pairs(lexicon)
         sources, targets = list(dict.fromkeys(s for s, _ in pairs)), list(dict.fromkeys(t for _, t in pairs))

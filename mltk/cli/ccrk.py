@@ -37,9 +37,9 @@ ImagesArg = typer.Argument(None, metavar="[IMAGES]", help="Image embeddings arti
 OutOpt = out_option("Directory of the checkpoint artifact to write (the format of --init; MLA when starting fresh).")
 LangOpt = lang_option("The K languages of a batch (include en: frozen with MLA, trained with CLL-CLIP); default: en "
                       "and every language of --init, or every language of the captions. Repeat or comma-separate.")
-SimilarityOpt = Annotated[str, typer.Option(
+SimilarityOpt = Annotated[Optional[str], typer.Option(
     "--similarity", help="--loss hinge: cosine (symmetric) or order (AME's asymmetric order-violation similarity, "
-    "Vendrov et al. 2016).")]
+    "Vendrov et al. 2016); the same as --set loss.similarity=S. Default: the recipe's (ccrk: cosine).")]
 TrainEmbeddingOpt = Annotated[bool, typer.Option(
     "--train-embedding/--freeze-embedding", help="MLA: train the shared non-native embedding as well as the "
     "acquirers (--freeze-embedding: the acquirers only).")]
@@ -51,7 +51,7 @@ def train_ccrk_command(
     source: Optional[str] = ImagesArg, captions: CaptionsOpt = None, images: ImagesOpt = None, out: Path = OutOpt,
     init: InitOpt = None, model: ModelOpt = None, pretrained: PretrainedOpt = None,
     tokenizer: TokenizerOpt = None, init_embeddings: InitEmbeddingsOpt = True, lang: List[str] = LangOpt,
-    recipe: RecipeOpt = None, similarity: SimilarityOpt = "cosine", train_embedding: TrainEmbeddingOpt = True,
+    recipe: RecipeOpt = None, similarity: SimilarityOpt = None, train_embedding: TrainEmbeddingOpt = True,
     val_split: ValSplitOpt = "val", device: DeviceOpt = "auto", precision: PrecisionOpt = "auto",
     log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None, as_json: JsonOpt = False,
     settings: GivenSettings = None,
@@ -61,6 +61,7 @@ def train_ccrk_command(
     train-continual checkpoint (every language trains, English included). Writes a checkpoint of the same format
     that evaluate and index read. Hyper-parameters: recipe ccrk (mlmme for the MLMME baseline)."""
     from mltk import artifacts
+    from mltk.settings.resolve import given_option
     from mltk.train.ccrk import train_ccrk
     from mltk.train.step_log import step_logging
 
@@ -70,7 +71,8 @@ def train_ccrk_command(
         images=require(routed, "image-embeddings", "--images"), captions=require(routed, "captions", "--captions"),
         out=out, init=init, model=model, pretrained=pretrained, tokenizer=tokenizer, init_embeddings=init_embeddings,
         languages=split_list(lang), train_embedding=train_embedding, val_split=val_split, device=device,
-        precision=precision, recipe=recipe, similarity=similarity, loop=settings.loop, **settings.config)
+        precision=precision, recipe=recipe, loop=settings.loop,
+        **given_option(settings.config, CcrkConfig, "loss.similarity", similarity))
     with step_logging(log_every, tensorboard):
         path = train_ccrk(config)
     manifest = artifacts.read_manifest(path, "checkpoint")

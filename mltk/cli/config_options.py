@@ -20,7 +20,7 @@ with ``-`` for ``_``; ``--a/--b`` for an on/off pair), ``aliases`` (more names, 
 (allowed strings), ``min`` (smallest number; checked in recipes and ``--set`` too), ``cli: False`` (a key for the
 recipe and ``--set`` only), ``stages`` (the commands that offer it, when several share one config; default all),
 ``parse`` (a function from the option's text to the field's value, e.g. ``--temperature clip``), ``metavar``, and
-``flag_value`` (a plain flag that sets the field to this value: ``--fixed-temperature``).
+``flag_value`` (a plain flag that sets the field to this value).
 
 Imported by ``mltk --help``: no torch, numpy or pyarrow (the config classes live in torch-free modules).
 """

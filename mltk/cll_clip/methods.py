@@ -1,7 +1,7 @@
 """The continual methods by name: ``--method`` of ``mltk train-continual`` picks one of ``METHODS``; every method
 trains the token-embedding table (with or without TEIR) and adds its own mechanism through the hooks of
 ``mltk.cll_clip.base.ContinualMethod``. Its options are the ``Options`` dataclass of ``mltk.cll_clip.options``,
-their values the recipe's (``mltk.settings.methods``).
+their values the recipe's (``mltk.settings.sections``).
 """
 
 from __future__ import annotations

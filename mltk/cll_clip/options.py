@@ -2,7 +2,7 @@
 the value CLL-CLIP's authors ran (their ``methods.yaml`` and adapter/prompt configuration files).
 
 The values live in the train-continual recipe's ``methods`` section (``mltk/recipes/cll-clip.json``), one object
-per method; the dataclasses have no defaults. The settings layer (``mltk.settings.methods``) fills the chosen
+per method; the dataclasses have no defaults. The settings layer (``mltk.settings.sections``) fills the chosen
 method's options from the recipe and ``--set method.KEY=VALUE``, typed by each field (a field's ``choices`` are
 checked there) and then by the dataclass's ``check()``. The resolved options are recorded in the stage
 configuration (the manifest) and in the checkpoint config.
@@ -12,25 +12,16 @@ Torch-free: ``mltk --help`` and ``mltk recipes show`` read the fields.
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mltk.core.errors import ConfigError
-from mltk.recipes.values import check_value
+from mltk.recipes.options import NoOptions, checked, fields_of, from_mapping, options_dict, refuse_unknown
+from mltk.recipes.options import option as _option
 
-
-def _option(help_text: str, **more: Any) -> Any:
-    """A field without a default (its value is the recipe's), with its meaning as ``help``."""
-    return dataclasses.field(metadata={"help": help_text, **more})
-
-
-@dataclass(frozen=True)
-class NoOptions:
-    """Plain CLL-CLIP has no options of its own (the table's settings are the stage's)."""
+__all__ = ["METHOD_OPTIONS", "NoOptions", "checked_options", "option_fields", "options_dict", "options_from_mapping",
+           "unknown_options"]
 
 
 @dataclass(frozen=True)
@@ -153,47 +144,24 @@ METHOD_OPTIONS: dict[str, type] = {
 }
 
 
-def options_dict(options: Any) -> dict[str, Any]:
-    """JSON-ready ``{key: value}`` of an options dataclass (tuples as lists)."""
-    return {f.name: list(v) if isinstance(v := getattr(options, f.name), tuple) else v
-            for f in dataclasses.fields(options)}
-
-
 def option_fields(method: str) -> dict[str, tuple[Any, Any]]:
     """Each option of ``method``: its type and its metadata (``help``, ``choices``)."""
-    options_class = METHOD_OPTIONS[method]
-    hints = typing.get_type_hints(options_class)
-    return {f.name: (hints[f.name], f.metadata) for f in dataclasses.fields(options_class)}
+    return fields_of(METHOD_OPTIONS[method])
 
 
 def unknown_options(method: str, keys: Iterable[str], how: str) -> None:
     """Refuse the keys of ``keys`` that are no option of ``method``, naming them (as ``how`` writes a key, e.g.
     ``--set method.{}``), the method and its options."""
-    fields = option_fields(method)
-    unknown = [key for key in keys if key not in fields]
-    if unknown:
-        named = ", ".join(how.format(key) for key in unknown)
-        raise ConfigError(f"{named}: not an option of method {method} (its options: {', '.join(fields) or 'none'})")
+    refuse_unknown(METHOD_OPTIONS[method], f"method {method}", keys, how)
 
 
 def checked_options(method: str, values: Mapping[str, Any]) -> Any:
     """The options dataclass of ``method`` from every option's typed value, refused unless its ``check()``
     passes."""
-    options = METHOD_OPTIONS[method](**values)
-    problem = options.check() if hasattr(options, "check") else None
-    if problem:
-        raise ConfigError(f"the options of method {method}: {problem}")
-    return options
+    return checked(METHOD_OPTIONS[method], f"method {method}", values)
 
 
 def options_from_mapping(method: str, values: Mapping[str, Any], source: str | Path | None = None) -> Any:
     """The options of ``method`` from a mapping of JSON values naming every option (a checkpoint's recorded
     options), each checked against its field; an unknown or a missing key is refused, naming ``source``."""
-    fields = option_fields(method)
-    unknown_options(method, values, "option {}")
-    missing = [key for key in fields if key not in values]
-    if missing:
-        raise ConfigError(f"the options of method {method} lack {', '.join(missing)}", source)
-    plain = {key: list(value) if isinstance(value, tuple) else value for key, value in values.items()}
-    return checked_options(method, {key: check_value(plain[key], hint, key, source, what="option", metadata=metadata)
-                                    for key, (hint, metadata) in fields.items()})
+    return from_mapping(METHOD_OPTIONS[method], f"method {method}", values, source)

@@ -43,49 +43,49 @@ Papers:
   MLMME: Calixto, Liu and Campbell 2017 "Multilingual Multi-modal Embeddings for Natural Language Processing"
   (arXiv:1702.01101; the image-sentence / sentence-sentence weighting by beta);
   AME: Mohammadshahi et al. 2019 "Aligning Multilingual Word Embeddings for Cross-Modal Retrieval Task".
+
+Each loss is an entry of the registry (``mltk.losses.registry.LOSSES``): its class and its options dataclass
+(``mltk.losses.options``, torch-free, no defaults: the values are the recipe's). The package imports its modules
+when one of its names is first used, so ``mltk.losses.options`` is read without torch.
 """
 
-from mltk.losses.base import (
-                                     MAX_LOGIT_SCALE,
-                                     TEMPERATURE_FORMS,
-                                     LogitScale,
-                                     LossOutput,
-                                     Scalar,
-                                     Temperature,
-                                     make_temperature,
-)
-from mltk.losses.contrastive import (
-                                     ONE_TO_K_WEIGHTINGS,
-                                     InfoNCELoss,
-                                     OneToKLoss,
-                                     OneToOneLoss,
-                                     info_nce,
-                                     one_to_k_contrastive,
-                                     one_to_one_contrastive,
-                                     sample_one_language,
-)
-from mltk.losses.distill import (
-                                     MSE_FORMS,
-                                     CLLCLIPLoss,
-                                     EnglishBridgeLoss,
-                                     MSEDistillLoss,
-                                     english_bridge_mse,
-                                     mse_distill,
-)
-from mltk.losses.ranking import (
-                                     AME_MARGINS,
-                                     MLMME_FORMS,
-                                     SIMILARITIES,
-                                     MLMMELoss,
-                                     PairwiseRankingLoss,
-                                     order_violation_similarity,
-                                     pairwise_ranking_hinge,
-                                     ranking_scores,
-)
+from __future__ import annotations
 
-__all__ = ["AME_MARGINS", "MLMME_FORMS", "SIMILARITIES", "order_violation_similarity", "ranking_scores",
-           "MAX_LOGIT_SCALE", "MSE_FORMS", "ONE_TO_K_WEIGHTINGS", "CLLCLIPLoss", "EnglishBridgeLoss", "InfoNCELoss",
-           "LogitScale", "LossOutput", "MLMMELoss", "MSEDistillLoss", "OneToKLoss", "OneToOneLoss",
-           "PairwiseRankingLoss", "Scalar", "TEMPERATURE_FORMS", "Temperature", "make_temperature",
-           "english_bridge_mse", "info_nce", "mse_distill", "one_to_k_contrastive",
-           "one_to_one_contrastive", "pairwise_ranking_hinge", "sample_one_language"]
+import importlib
+from typing import Any
+
+_MODULES = {
+    "base": ("MAX_LOGIT_SCALE", "LogitScale", "LossOutput", "Scalar", "Temperature", "make_temperature"),
+    "options": ("AME_MARGINS", "MLMME_FORMS", "MSE_FORMS", "ONE_TO_K_WEIGHTINGS", "TEMPERATURE_FORMS"),
+    "contrastive": (
+        "InfoNCELoss",
+        "OneToKLoss",
+        "OneToOneLoss",
+        "info_nce",
+        "one_to_k_contrastive",
+        "one_to_one_contrastive",
+        "sample_one_language",
+    ),
+    "distill": ("CLLCLIPLoss", "EnglishBridgeLoss", "MSEDistillLoss", "english_bridge_mse", "mse_distill"),
+    "ranking": (
+        "SIMILARITIES",
+        "MLMMELoss",
+        "PairwiseRankingLoss",
+        "order_violation_similarity",
+        "pairwise_ranking_hinge",
+        "ranking_scores",
+    ),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (the options and forms need no torch)."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 from mltk.core.errors import ConfigError
+from mltk.losses.options import TEMPERATURE_FORMS
 
 Scalar = float | torch.Tensor
 
@@ -130,9 +131,6 @@ class Temperature(nn.Module):
         self.value.copy_((-value.to(self.value)).exp())
 
 
-TEMPERATURE_FORMS = ("temperature", "log")  # T itself, clamped to a range (the authors'); log(1/T), s <= 100
-
-
 def make_temperature(form: str, init_temperature: float, temperature_range: tuple[float, float]
                      ) -> LogitScale | Temperature:
     """A learnable temperature in ``form``: ``temperature`` (``Temperature``: T clamped to ``temperature_range``)
@@ -141,6 +139,16 @@ def make_temperature(form: str, init_temperature: float, temperature_range: tupl
         raise ConfigError(f"the temperature form must be one of {', '.join(TEMPERATURE_FORMS)}, got {form!r}")
     return Temperature(init_temperature, temperature_range) if form == "temperature" else \
         LogitScale(init_temperature)
+
+
+def contrastive_scale(init_temperature: float, learnable: bool, temperature_range: tuple[float, float] | None,
+                      form: str = "log") -> LogitScale | Temperature:
+    """The temperature of a contrastive loss: trained as T itself inside ``temperature_range`` (``form``
+    temperature, the authors' ``nn.Parameter(0.07)``), or stored as log(1/T) (``log``, and every fixed one: a buffer),
+    clamped to the range when one is given."""
+    if form == "temperature" and learnable:
+        return Temperature(init_temperature, temperature_range)
+    return LogitScale(init_temperature, learnable, temperature_range=temperature_range)
 
 
 def check_pair(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -> None:

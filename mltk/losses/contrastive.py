@@ -7,9 +7,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mltk.core.errors import ConfigError
-from mltk.losses.base import LogitScale, LossOutput, Scalar, check_multilingual, check_pair, zero_masked
-
-ONE_TO_K_WEIGHTINGS = ("paper", "code")
+from mltk.losses.base import LossOutput, Scalar, check_multilingual, check_pair, contrastive_scale, zero_masked
+from mltk.losses.options import ONE_TO_K_WEIGHTINGS
 
 
 class InfoNCELoss(nn.Module):
@@ -76,17 +75,18 @@ class OneToKLoss(nn.Module):
     which equals the paper's image->text half plus the text->image half down-weighted by 1/K; K is the number of
     language slots (``text_features.shape[1]``) even when some are masked.
 
-    The temperature is learnable from 0.07 (stored as log(1/T), ``LogitScale``; ``temperature_range`` clamps it).
+    The temperature is learnable from 0.07 (stored as log(1/T), ``LogitScale``; ``temperature_range`` clamps it;
+    ``temperature_form="temperature"`` trains T itself, ``Temperature``: ``contrastive_scale``).
     forward(image [B, D], text [B, K, D] (both L2-normalised), text_mask [B, K] bool or None) ->
     ``LossOutput(loss, {"one_to_k": loss, "logit_scale": s})``. Images with no present caption are left out of the
     image->text mean. One [B, B*K] logits matrix serves both directions: memory and time are linear in K.
     """
 
     def __init__(self, init_temperature: float, learnable: bool = True, weighting: str = "paper",
-                 temperature_range: tuple[float, float] | None = None):
+                 temperature_range: tuple[float, float] | None = None, temperature_form: str = "log"):
         super().__init__()
         _check_weighting(weighting)
-        self.logit_scale = LogitScale(init_temperature, learnable, temperature_range=temperature_range)
+        self.logit_scale = contrastive_scale(init_temperature, learnable, temperature_range, temperature_form)
         self.weighting = weighting
 
     def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
@@ -149,9 +149,9 @@ class OneToOneLoss(nn.Module):
     """
 
     def __init__(self, init_temperature: float, learnable: bool = True,
-                 temperature_range: tuple[float, float] | None = None):
+                 temperature_range: tuple[float, float] | None = None, temperature_form: str = "log"):
         super().__init__()
-        self.logit_scale = LogitScale(init_temperature, learnable, temperature_range=temperature_range)
+        self.logit_scale = contrastive_scale(init_temperature, learnable, temperature_range, temperature_form)
 
     def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
                 text_mask: torch.Tensor | None = None, generator: torch.Generator | None = None) -> LossOutput:

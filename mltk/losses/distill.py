@@ -9,8 +9,7 @@ import torch.nn.functional as F
 from mltk.core.errors import ConfigError
 from mltk.losses.base import LossOutput, Scalar, check_multilingual, check_pair, zero_masked, zero_with_graph
 from mltk.losses.contrastive import info_nce
-
-MSE_FORMS = ("mean", "sum")
+from mltk.losses.options import MSE_FORMS
 
 
 class MSEDistillLoss(nn.Module):

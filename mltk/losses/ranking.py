@@ -8,8 +8,7 @@ import torch.nn as nn
 from mltk.core.errors import ConfigError
 from mltk.core.scorers import SIMILARITIES
 from mltk.losses.base import LossOutput, check_multilingual, check_pair, zero_with_graph
-
-AME_MARGINS = {"cosine": 0.2, "order": 0.05}  # AME's margins: symmetric (cosine) 0.2, asymmetric (order) 0.05
+from mltk.losses.options import AME_MARGINS, MLMME_FORMS
 
 
 def order_violation_similarity(specific: torch.Tensor, general: torch.Tensor) -> torch.Tensor:
@@ -111,9 +110,6 @@ class PairwiseRankingLoss(nn.Module):
                  for k in range(text_features.shape[1]) if int(mask[:, k].sum()) >= 2]
         loss = torch.stack(terms).mean() if terms else zero_with_graph(text_features)
         return LossOutput(loss, {"hinge": loss})
-
-
-MLMME_FORMS = ("paper", "english-pivot")  # K > 2: every language and pair summed, or English pivoting each
 
 
 class MLMMELoss(nn.Module):

@@ -8,7 +8,8 @@ them, and ``--help`` reads its "default" from here. A recipe file holds::
      "loop": {...LoopConfig fields: steps, lr, warmup_fraction, schedule, weight_decay, betas, eps, grad_clip,
               clip_mode...},
      "config": {...fields of the stage's config: batch_size, temperature, ...},
-     "methods": {"lora": {"rank": 8, ...}, ...}}   # train-continual: each continual method's options
+     "methods": {"lora": {"rank": 8, ...}, ...},   # train-continual: each continual method's options
+     "losses": {"one-to-k": {"temperature": 0.07, ...}, ...}}   # train-ccrk: each loss's options
 
 A recipe names every key its stage needs, or ``extends`` a packaged recipe that does; a key missing after the
 merge is refused naming the key and the file, and each value is checked against its field's type when a stage
@@ -39,8 +40,9 @@ STAGE_RECIPES = {"train-nlt": "mla-nlt", "train-le": "mla-le", "train-nlt-le": "
                  "train-continual": "cll-clip", "train-ccrk": "ccrk", "pretrain": "clip-pretrain"}
 # ... and on a Hugging Face (transformers / sentence-transformers) text tower.
 HF_TOWER_RECIPES = {"train-nlt": "real-text-minilm", "train-continual": "teir-minilm"}
+SECTION_KEYS = ("methods", "losses")  # sections of components chosen by name: one object of options per component
 RECIPE_KEYS = {"name": str, "stage": str, "extends": str, "description": str, "source": str, "loop": dict,
-               "config": dict, "methods": dict}
+               "config": dict, **dict.fromkeys(SECTION_KEYS, dict)}
 MAX_RECIPE_DEPTH = 4  # the file, its loop / config / methods sections, a list value, one more for a nested section
 
 
@@ -67,7 +69,17 @@ class Recipe:
     config: dict  # fields of the stage's config
     path: Path
     sources: dict  # "loop.KEY" / "config.KEY" / "methods.METHOD.KEY" -> the file that set it
-    methods: dict = field(default_factory=dict)  # train-continual: method -> its options' values
+    sections: dict = field(default_factory=dict)  # "methods" / "losses" -> component -> its options' values
+
+    @property
+    def methods(self) -> dict:
+        """train-continual: each continual method's options."""
+        return self.sections.get("methods", {})
+
+    @property
+    def losses(self) -> dict:
+        """train-ccrk: each loss's options."""
+        return self.sections.get("losses", {})
 
     def values(self) -> dict:
         """Every value, loop and config together (the keys are distinct)."""
@@ -108,9 +120,10 @@ def _load(path: Path, name: str | None, seen: tuple[str, ...]) -> Recipe:
     data = read_user_json(path, what="recipe", max_bytes=1024 * 1024, max_depth=MAX_RECIPE_DEPTH)
     _check_shape(data, path)
     loop, config = dict(data.get("loop", {})), dict(data.get("config", {}))
-    methods = _methods_section(data.get("methods", {}), path)
+    sections = {key: _components_section(key, data.get(key, {}), path) for key in SECTION_KEYS if key in data}
     sources = {f"{section}.{key}": path for section, part in (("loop", loop), ("config", config)) for key in part}
-    sources.update({f"methods.{method}.{key}": path for method, entry in methods.items() for key in entry})
+    sources.update({f"{section}.{name}.{key}": path for section, entries in sections.items()
+                    for name, entry in entries.items() for key in entry})
     parent = data.get("extends")
     if parent is not None:
         if parent in seen or parent not in recipe_names():
@@ -118,20 +131,25 @@ def _load(path: Path, name: str | None, seen: tuple[str, ...]) -> Recipe:
                               f", not {parent!r}", path)
         base = _load(RECIPES_DIR / f"{parent}.json", parent, (*seen, name or str(path)))
         loop, config = {**base.loop, **loop}, {**base.config, **config}
-        methods = {method: {**base.methods.get(method, {}), **methods.get(method, {})}
-                   for method in {**base.methods, **methods}}  # each method's options updated key by key
+        sections = {section: _updated(base.sections.get(section, {}), sections.get(section, {}))
+                    for section in {**base.sections, **sections}}
         sources = {**base.sources, **sources}
     return Recipe(name=name or content_name(data), stage=data["stage"], description=data.get("description", ""),
                   source=data.get("source", ""), loop=loop, config=config, path=path, sources=sources,
-                  methods=methods)
+                  sections=sections)
 
 
-def _methods_section(section: dict, path: Path) -> dict:
-    """The ``methods`` section: an object of options per method (their keys and values are checked against the
-    methods' options when a stage reads them, ``mltk.settings.methods``)."""
-    for method, entry in section.items():
-        expect(entry, dict, f"methods.{method}", path, what="recipe")
-    return {method: dict(entry) for method, entry in section.items()}
+def _components_section(key: str, section: dict, path: Path) -> dict:
+    """A ``methods`` or ``losses`` section: an object of options per component (their keys and values are
+    checked against the components' options when a stage reads them, ``mltk.settings.sections``)."""
+    for name, entry in section.items():
+        expect(entry, dict, f"{key}.{name}", path, what="recipe")
+    return {name: dict(entry) for name, entry in section.items()}
+
+
+def _updated(base: dict, own: dict) -> dict:
+    """A section of a recipe that extends ``base``'s: each component's options updated key by key."""
+    return {name: {**base.get(name, {}), **own.get(name, {})} for name in {**base, **own}}
 
 
 def content_name(data: dict) -> str:

@@ -28,7 +28,7 @@ def completed(config: ContinualTrainConfig, unset: frozenset[str]) -> ContinualT
     """``config`` once its recipe is read (``mltk.settings.resolve``), with the values that follow from the run
     filled in so that the manifest records the values used: gamma1 0 on a text-only run (no images: no InfoNCE
     term) unless given, and the default metric of the run's kind (the method's options come from the recipe's
-    ``methods`` section, ``mltk.settings.methods``)."""
+    ``methods`` section, ``mltk.settings.sections``)."""
     derived: dict[str, Any] = {}
     if config.images is None and "gamma1" in unset:
         derived["gamma1"] = 0.0

@@ -24,7 +24,7 @@ from mltk.core.rates import check_learning_rates, is_rate_name, learning_rate_pr
 from mltk.recipes import FROM_RECIPE, Recipe, did_you_mean, stage_recipe
 from mltk.recipes.values import check_value, parse_value
 from mltk.settings.loop import LoopConfig
-from mltk.settings.methods import add_given, check_section, resolved_options, section_field, set_key
+from mltk.settings.sections import add_given, check_sections, resolved_options, section_field, set_key
 
 LOOP_KEYS = tuple(f.name for f in dataclasses.fields(LoopConfig))
 # The loop's hyper-parameters: the keys every recipe must give (the fields without a default)
@@ -129,12 +129,11 @@ def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
     recipe = stage_recipe(stage, config.recipe, getattr(config, "model", None))
     hints = field_hints(type(config))
     recipe = dataclasses.replace(recipe, config=stage_keys(recipe))
-    check_section(recipe, section_field(type(config)) is not None)
+    check_sections(recipe, type(config))
     filled: dict[str, Any] = {"recipe": recipe.name}
     for name, (hint, metadata) in hints.items():
         value = getattr(config, name)
-        if "recipe_section" in metadata:  # the method's options: its entry of the recipe's methods section
-            filled[name] = resolved_options(config.method, value, recipe)
+        if "recipe_section" in metadata:  # a component's options: below, once the component is known
             continue
         if problem := unread_by(stage, name, metadata):
             if value is not FROM_RECIPE and value is not None:
@@ -152,6 +151,10 @@ def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
                               recipe.path)
         filled[name] = check_value(recipe.config[name], hint, f"config.{name}", recipe.source_of("config", name),
                                    metadata=metadata)
+    if own := section_field(type(config)):  # the chosen component's entry of the recipe's section
+        name, section = own
+        chosen = filled.get(section.one, getattr(config, section.one))
+        filled[name] = resolved_options(section, chosen, getattr(config, name), recipe)
     if not isinstance(config.loop, LoopConfig):
         filled["loop"] = recipe_loop(recipe, **(config.loop or {}))
     check_learning_rates({**{name: getattr(config, name) for name in hints}, **filled})  # every rate, one rule
@@ -199,13 +202,13 @@ def resolve(config: Any, stage: str) -> Any:
 
 
 def is_resolved(config: Any) -> bool:
-    """No field left to the recipe (a nested section's included), a built ``LoopConfig`` and a method's options
-    built from the recipe's ``methods`` section (``mltk.settings.methods``)."""
+    """No field left to the recipe (a nested section's included), a built ``LoopConfig`` and a component's options
+    built from its recipe section (``mltk.settings.sections``)."""
     values = [getattr(config, name) for name in field_hints(type(config))]
     nested = [getattr(value, f.name) for value in values if dataclasses.is_dataclass(value)
               and not isinstance(value, type) for f in dataclasses.fields(value)]
-    section = section_field(type(config))
-    built = section is None or dataclasses.is_dataclass(getattr(config, section))
+    own = section_field(type(config))
+    built = own is None or dataclasses.is_dataclass(getattr(config, own[0]))
     return built and isinstance(config.loop, LoopConfig) and all(value is not FROM_RECIPE for value in values + nested)
 
 
@@ -224,19 +227,19 @@ def settable_keys(config_class: type) -> dict[str, tuple[str, Any, typing.Mappin
 def parse_overrides(pairs: Iterable[str], config_class: type, stage: str | None = None) -> dict[str, dict[str, Any]]:
     """``--set KEY=VALUE`` items as ``{"loop": {...}, "config": {...}}``, each value typed by its field; an
     unknown key, a key ``stage`` does not read or a key given twice is refused (with the closest known key). A key
-    may carry its section as ``mltk recipes show`` prints it (``loop.lr``, ``config.batch_size``). A method's
-    option (``method.rank``, ``methods.lora.rank``) is kept as text until its method is known
-    (``mltk.settings.methods``)."""
+    may carry its section as ``mltk recipes show`` prints it (``loop.lr``, ``config.batch_size``). A component's
+    option (``method.rank``, ``methods.lora.rank``, ``loss.temperature``) is kept as text until the component is
+    known (``mltk.settings.sections``)."""
     keys = settable_keys(config_class)
     parsed: dict[str, dict[str, Any]] = {"loop": {}, "config": {}}
-    methods = section_field(config_class)
+    own = section_field(config_class)
     for pair in pairs:
         key, equals, text = pair.partition("=")
         key = _without_section(key.strip(), keys)
         if not equals or not key:
             raise ConfigError(f"--set takes KEY=VALUE, got {pair!r}")
-        if methods and set_key(key):
-            add_given(parsed["config"].setdefault(methods, {}), key, text)
+        if own and set_key(own[1], key):
+            add_given(own[1], parsed["config"].setdefault(own[0], {}), key, text)
             continue
         if key in keys and stage and (problem := unread_by(stage, key, keys[key][2])):
             raise ConfigError(f"--set {key}: {problem}")
@@ -248,6 +251,18 @@ def parse_overrides(pairs: Iterable[str], config_class: type, stage: str | None 
             raise ConfigError(f"--set {key} given twice")
         parsed[section][key] = parse_value(text, hint, key, metadata=metadata)
     return parsed
+
+
+def given_option(config: dict[str, Any], config_class: type, key: str, text: str | None) -> dict[str, Any]:
+    """``config`` (the config values given) with a named option that stands for ``--set KEY=TEXT`` of a component's
+    option (train-ccrk's ``--similarity``: ``loss.similarity``) added when given; one given both ways is
+    refused."""
+    own = section_field(config_class)
+    if text is None or own is None:
+        return config
+    options = dict(config.get(own[0]) or {})
+    add_given(own[1], options, key, text)
+    return {**config, own[0]: options}
 
 
 def _without_section(key: str, keys: dict[str, tuple[str, Any, typing.Mapping]]) -> str:

@@ -10,23 +10,23 @@ from pathlib import Path
 from mltk.recipes import Recipe, load_recipe
 from mltk.recipes.catalog import RecipeValue, source_name
 from mltk.settings.loop import LoopConfig
-from mltk.settings.methods import check_section, method_rows, section_field
 from mltk.settings.resolve import field_hints, stage_config, stage_keys
+from mltk.settings.sections import check_sections, section_rows
 
 
 def recipe_values(name_or_path: str | Path) -> tuple[Recipe, list[RecipeValue]]:
     """A recipe and each value its stage reads, with its source and meaning, loop keys first, in the file's order
     (a key inherited from a recipe of another stage that this stage does not read is left out), then each
-    continual method's options (``methods.er.memory_size``)."""
+    continual method's options (``methods.er.memory_size``) or each loss's (``losses.one-to-k.temperature``)."""
     recipe = load_recipe(name_or_path)
     fields = {"loop": field_hints(LoopConfig), "config": field_hints(stage_config(recipe.stage))}
-    check_section(recipe, section_field(stage_config(recipe.stage)) is not None)
+    check_sections(recipe, stage_config(recipe.stage))
     rows = [RecipeValue(f"{section}.{key}", value, source_name(recipe, recipe.source_of(section, key)),
                         _meaning(fields[section].get(key)))
             for section, values in (("loop", recipe.loop), ("config", stage_keys(recipe)))
             for key, value in values.items()]
     rows += [RecipeValue(key, value, source_name(recipe, path), meaning)
-             for key, value, path, meaning in method_rows(recipe)]
+             for key, value, path, meaning in section_rows(recipe)]
     return recipe, rows
 
 

@@ -19,11 +19,12 @@ missing language is masked out by ``text_mask``, never padded with a made-up cap
 ``caption_id`` of the image among those present in the most languages, and only a language lacking that
 ``caption_id`` gets another caption of the same image in that language.
 
-Losses (``mltk.losses``; ``--loss``):
+Losses (``--loss``, the registry ``mltk.losses.registry``; each loss's options are the recipe's ``losses`` section,
+``--set loss.KEY=VALUE``, built by ``mltk.losses.objective:MultilingualObjective``):
 
 - ``one-to-k`` (default): ``one_to_k_contrastive``; image -> text with the image's K captions as positives
   (weight 1/K each) against every caption of the batch in every language, text -> image ordinary InfoNCE;
-  temperature learnable from 0.07, clamped to [0.001, 0.5] as in the authors' code. ``--weighting code`` is the
+  temperature learnable from 0.07, clamped to [0.001, 0.5] as in the authors' code. ``weighting`` code is the
   authors' released weighting.
 - ``one-to-one``: the baseline 1-to-K replaces; one language is sampled per image (uniform over its present
   languages, English included, from ``(seed, step)``) and only that caption is encoded; symmetric InfoNCE with a
@@ -34,10 +35,10 @@ Losses (``mltk.losses``; ``--loss``):
   of the languages pulled to it.
 - ``hinge``: bidirectional pairwise ranking loss (margin 0.2, VSE) between the images and their captions, one
   term per language slot, averaged over the slots.
-- ``--max-violation`` (hinge, mlmme): each anchor's hardest in-batch negative only (VSE++), not the sum.
+- ``max_violation`` (hinge, mlmme): each anchor's hardest in-batch negative only (VSE++), not the sum.
 - ``mlmme``: MLMME (Calixto, Liu and Campbell 2017) over K languages as the paper sums it: beta times the
   image-sentence ranking of every language plus (1 - beta) times the sentence-sentence ranking of every language
-  pair (``mltk.losses:MLMMELoss``). ``--mlmme-form english-pivot``: per non-English language the
+  pair (``mltk.losses:MLMMELoss``). ``form`` english-pivot: per non-English language the
   two-language loss with English, averaged over the languages (mltk's earlier form; the same for K = 2).
 
 The learnable temperature trains as T itself, clamped to its range (``temperature_form`` temperature, the authors':
@@ -81,9 +82,8 @@ from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log
 from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.encode.texts import encode_texts
-from mltk.losses import AME_MARGINS, LossOutput, make_temperature
-from mltk.losses.registry import LOSSES as LOSS_REGISTRY
-from mltk.losses.registry import build_loss
+from mltk.losses.objective import LOSS_PREFIX, MultilingualObjective
+from mltk.losses.options import CCRK_LOSSES
 from mltk.models.multilingual import LanguageAcquisitionEncoder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
@@ -104,73 +104,7 @@ from mltk.train.stage import (
 )
 from mltk.train.validate import RetrievalValidator
 
-LOSS_PREFIX = "loss."
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The objective
-# ----------------------------------------------------------------------------------------------------------------
-
-
-LOSSES = tuple(LOSS_REGISTRY)  # --loss: mltk.losses.registry
-CONTRASTIVE_LOSSES = tuple(name for name, entry in LOSS_REGISTRY.items() if entry.contrastive)
-
-
-class CcrkObjective(nn.Module):
-    """The selected loss (``LOSSES``) on ``image [B, D]``, ``text [B, K, D]`` (both L2-normalised) and
-    ``text_mask [B, K]``. Holds the learnable temperature of the contrastive losses (``criterion.logit_scale``).
-    """
-
-    def __init__(self, loss: str, languages: list[str], weighting: str, temperature: float,
-                 learn_temperature: bool, margin: float | None, beta: float,
-                 temperature_range: tuple[float, float] | None, similarity: str = "cosine",
-                 mlmme_form: str = "paper", max_violation: bool = False, temperature_form: str = "log"):
-        super().__init__()
-        if loss not in LOSSES:
-            raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-        # mlmme needs English only in its english-pivot form
-        needs_english = LOSS_REGISTRY[loss].needs_english and not (loss == "mlmme" and mlmme_form == "paper")
-        if needs_english and NATIVE_LANG not in languages:
-            raise ConfigError(f"--loss {loss} aligns every language with English: include {NATIVE_LANG} in --lang")
-        self.name, self.beta, self.similarity, self.mlmme_form = loss, beta, similarity, mlmme_form
-        self.margin = AME_MARGINS[similarity] if margin is None else margin
-        self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
-        self.criterion = build_loss(loss, {
-            "temperature": temperature, "learn_temperature": learn_temperature, "weighting": weighting,
-            "temperature_range": temperature_range, "english_index": self.english, "margin": self.margin,
-            "similarity": similarity, "beta": beta, "mlmme_form": mlmme_form,
-            "max_violation": max_violation})
-        if temperature_form == "temperature" and learn_temperature and hasattr(self.criterion, "logit_scale"):
-            self.criterion.logit_scale = make_temperature(temperature_form, temperature, temperature_range)
-
-    @classmethod
-    def of(cls, config: CcrkConfig, languages: list[str]) -> CcrkObjective:
-        """The objective ``config`` (its recipe's values filled in) names."""
-        return cls(config.loss, languages, config.weighting, config.temperature, config.learn_temperature,
-                   config.margin, config.beta, config.temperature_range, config.similarity, config.mlmme_form,
-                   config.max_violation, config.temperature_form)
-
-    def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
-                teacher: torch.Tensor | None = None) -> LossOutput:
-        """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (the English bridge
-        then targets them); the other losses do not use it."""
-        if self.name == "english-bridge":
-            return self.criterion(text, mask, teacher)
-        return self.criterion(image, text, mask)
-
-    def trainable(self) -> dict[str, nn.Parameter]:
-        return {f"{LOSS_PREFIX}{name}": p for name, p in self.criterion.named_parameters() if p.requires_grad}
-
-    def temperature(self) -> float | None:
-        scale = getattr(self.criterion, "logit_scale", None)
-        return scale.temperature if scale is not None else None
-
-    def load_trained(self, tensors: dict[str, torch.Tensor]) -> None:
-        own = self.trainable()
-        with torch.no_grad():
-            for key, value in tensors.items():
-                if key in own:
-                    own[key].copy_(value)
+LOSSES = CCRK_LOSSES  # --loss: mltk.losses.registry, options from the recipe's losses section
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -184,12 +118,10 @@ class CcrkTask:
     CLL-CLIP's table English is encoded live, and the frozen CLIP's English features are precomputed only as the
     English bridge's target."""
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder | ContinualTextEncoder, objective: CcrkObjective,
+    def __init__(self, encoder: LanguageAcquisitionEncoder | ContinualTextEncoder, objective: MultilingualObjective,
                  data: ImageCaptions, batches: MultilingualBatches, image_vectors: torch.Tensor, train_embedding: bool,
-                 runtime: Runtime, validator: RetrievalValidator, *, temperature_lr_scale: float,
-                 temperature_weight_decay: float):
+                 runtime: Runtime, validator: RetrievalValidator):
         self.encoder, self.objective, self.data, self.batches = encoder, objective, data, batches
-        self.temperature_lr_scale, self.temperature_weight_decay = temperature_lr_scale, temperature_weight_decay
         self.image_vectors = image_vectors  # [N_all, D] L2-normalised, CPU
         self.train_embedding, self.runtime, self.validator = train_embedding, runtime, validator
         self.languages = list(data.languages)
@@ -211,13 +143,13 @@ class CcrkTask:
 
     def make_optimizer(self, params: dict[str, nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
         """The loop's AdamW (decay on matrices only), with the loss's learnt temperature in a group of its own at
-        ``temperature_lr_scale`` x the lr and ``temperature_weight_decay`` (CCR_k's ``create_optimizer`` gives the
-        newly initialised temperature twice the lr and the run's decay)."""
+        the loss's ``temperature_lr_scale`` x the lr and ``temperature_weight_decay`` (CCR_k's ``create_optimizer``
+        gives the newly initialised temperature twice the lr and the run's decay)."""
         loss_params = {name: p for name, p in params.items() if name.startswith(LOSS_PREFIX)}
         others = {name: p for name, p in params.items() if name not in loss_params}
         groups = decay_groups(others, loop.weight_decay)
-        groups.append({"params": list(loss_params.values()), "lr": loop.lr * self.temperature_lr_scale,
-                       "weight_decay": self.temperature_weight_decay})
+        groups.append({"params": list(loss_params.values()), **self.objective.optimizer_group(loop.lr,
+                                                                                             loop.weight_decay)})
         return adamw([g for g in groups if g["params"]], loop)
 
     def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -343,11 +275,9 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
         neighbours = nearest_images(image_vectors[data.image_rows], config.hard_negatives)
     batches = MultilingualBatches(data, config.batch_size, config.loop.steps, config.loop.seed, neighbours,
                                   one_language=config.loss == "one-to-one")
-    objective = CcrkObjective.of(config, languages).to(runtime.device)
+    objective = MultilingualObjective(config.loss, config.loss_options, languages).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
-    task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator,
-                    temperature_lr_scale=config.temperature_lr_scale,
-                    temperature_weight_decay=config.temperature_weight_decay)
+    task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator)
     return with_alignment(task, encoder, config.alignment, config.loop.seed, languages,
                           captions=config.captions), runtime
 
@@ -370,7 +300,7 @@ def train_ccrk(config: CcrkConfig, on_step: StepCallback | None = None) -> Path:
     def checkpoint_config() -> dict:
         return {**encoder.checkpoint_config(),
                 "train_ccrk": {"loss": config.loss, "languages": task.languages, "similarity": config.similarity,
-                               "weighting": config.weighting if config.loss == "one-to-k" else None,
+                               "weighting": getattr(config.loss_options, "weighting", None),
                                "temperature": objective.temperature()}}
 
     def copy_vocabulary(directory: Path) -> None:

@@ -41,7 +41,8 @@ from mltk.core.distributed import gather_with_grad, shard
 from mltk.core.errors import ConfigError
 from mltk.core.runtime import Runtime, log
 from mltk.encode.text_encoders import TowerTextEncoder
-from mltk.losses import MSE_FORMS, InfoNCELoss, MSEDistillLoss, mse_distill
+from mltk.losses import MSE_FORMS, mse_distill
+from mltk.losses.registry import build_loss, options_of
 from mltk.models.multilingual import TRAIN_MODES, LanguageAcquisitionEncoder
 from mltk.models.preflight import check_image_embeddings, require_model, require_weights
 from mltk.models.towers import names_hf_tower
@@ -164,7 +165,7 @@ class NltTask(_EmbeddingLr):
                  train_embedding: bool, batch_size: int, steps: int, seed: int, runtime: Runtime, validator=None,
                  val_pairs: NltPairs | None = None, mse_form: str = "mean"):
         self.encoder, self.pairs = encoder, pairs
-        self.criterion = MSEDistillLoss(mse_form)
+        self.criterion = build_loss("mse", options_of("mse", form=mse_form))
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
         self.batches = LanguageBatches({lang: pairs.sizes()[lang] for lang in languages}, batch_size, steps, seed)
         self.validator, self.val_pairs = validator, val_pairs
@@ -286,7 +287,7 @@ class LeTask(_EmbeddingLr):
         self.encoder, self.image_vectors, self.data = encoder, image_vectors, data
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
         self.seed, self.logit_scale, self.validator = seed, 1.0 / temperature, validator
-        self.criterion = InfoNCELoss()
+        self.criterion = build_loss("infonce")
         self.batches = LanguageBatches({lang: len(data[lang]["image_rows"]) for lang in languages}, batch_size,
                                        steps, seed)
 

@@ -26,7 +26,7 @@ from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import Runtime, log, track
 from mltk.encode.text_encoders import ClipTextEncoder
 from mltk.encode.texts import encode_texts
-from mltk.losses import InfoNCELoss
+from mltk.losses.registry import build_loss
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.towers import clip_text_tower
 from mltk.settings.pretrain import PretrainConfig
@@ -67,6 +67,7 @@ class ClipPretrainTask:
         self.batches = LanguageBatches({NATIVE_LANG: len(pixels)}, batch_size, steps, seed)
         self.tower = tower  # the CLIP's own text tower (TextTower), trained with it
         self.validate_fn = validate_fn
+        self.criterion = build_loss("infonce")  # at the CLIP's own learnt scale
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return dict(self.clip.named_parameters())
@@ -86,7 +87,7 @@ class ClipPretrainTask:
         text = self.tower.encode(self.tokens[captions].to(device), self.lengths[captions].to(device))
         text = F.normalize(text.float(), dim=-1)
         logit_scale = self.clip.logit_scale.exp().clamp(max=100)
-        loss, terms = InfoNCELoss()(gather_with_grad(image), gather_with_grad(text), logit_scale).prefixed("clip_")
+        loss, terms = self.criterion(gather_with_grad(image), gather_with_grad(text), logit_scale).prefixed("clip_")
         return loss, {**terms, "logit_scale": logit_scale}
 
     def validate(self) -> dict[str, float]:

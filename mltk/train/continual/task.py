@@ -17,8 +17,8 @@ from mltk.cll_clip.teir import TeirAdamW, token_lambdas
 from mltk.core.distributed import gather_with_grad, shard
 from mltk.core.errors import ArtifactError
 from mltk.core.runtime import Runtime
-from mltk.losses import CLLCLIPLoss
 from mltk.losses.base import split_loss
+from mltk.losses.registry import build_loss, options_of
 from mltk.train.batches import LanguageBatches, draw_captions
 from mltk.train.continual.data import Corpus, TaskData
 from mltk.train.continual.order import ContinualTrainConfig
@@ -47,7 +47,9 @@ class CllClipTask:
         self.encoder, self.method, self.corpus, self.data = encoder, encoder.method, corpus, data
         self.index, self.lang, self.config, self.runtime = index, lang, config, runtime
         self.validator, self.lambdas = validator, lambdas
-        self.criterion = CLLCLIPLoss(config.gamma1, config.gamma2, config.mse_form)
+        self.criterion = build_loss(
+            "cll-clip", options_of("cll-clip", gamma1=config.gamma1, gamma2=config.gamma2, form=config.mse_form)
+        )
         self.batch_size = config.batch_size
         # An epoch passes over every caption once (the authors' dataset of pairs), or over every image once with
         # one of its captions drawn per step (``epoch_unit="images"``, batches of distinct images).
