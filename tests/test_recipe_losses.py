@@ -44,10 +44,13 @@ def test_recipes_show_lists_every_losss_options_with_their_meanings():
 
 
 def test_set_loss_keys_go_through_the_one_settings_parser():
-    parsed = parse_overrides(["loss.temperature=0.05", "losses.one-to-k.weighting=code", "lr=1e-3"], CcrkConfig,
-                             "train-ccrk")
-    assert parsed == {"loop": {"lr": 1e-3}, "config": {"loss_options": {"temperature": "0.05",
-                                                                        "one-to-k": {"weighting": "code"}}}}
+    parsed = parse_overrides(
+        ["loss.temperature=0.05", "losses.one-to-k.weighting=code", "lr=1e-3"], CcrkConfig, "train-ccrk"
+    )
+    assert parsed == {
+        "loop": {"lr": 1e-3},
+        "config": {"loss_options": {"temperature": "0.05", "one-to-k": {"weighting": "code"}}},
+    }
     resolved = resolve(config(**parsed["config"]), "train-ccrk")
     assert (resolved.loss_options.temperature, resolved.loss_options.weighting) == (0.05, "code")
     assert resolved.loss_options.temperature_range == (0.001, 0.5)  # the rest the recipe's
@@ -58,8 +61,20 @@ def test_set_loss_keys_go_through_the_one_settings_parser():
 
 
 def test_an_option_the_chosen_loss_does_not_read_exits_2_naming_key_and_loss(tmp_path):
-    result = runner.invoke(app, ["train-ccrk", "--images", str(tmp_path / "emb"), "--captions", str(tmp_path / "caps"),
-                                 "-o", str(tmp_path / "out"), "--set", "loss.margin=0.1"])
+    result = runner.invoke(
+        app,
+        [
+            "train-ccrk",
+            "--images",
+            str(tmp_path / "emb"),
+            "--captions",
+            str(tmp_path / "caps"),
+            "-o",
+            str(tmp_path / "out"),
+            "--set",
+            "loss.margin=0.1",
+        ],
+    )
     assert result.exit_code == 2
     assert "--set loss.margin: not an option of loss one-to-k" in result.stderr
     with pytest.raises(ConfigError, match="the run's loss is hinge, which does not read one-to-k's options"):
@@ -78,18 +93,25 @@ def test_the_similarity_option_is_the_hinges_and_sets_ames_margin():
 
 def test_a_recipe_that_extends_updates_one_option_and_keeps_the_others(tmp_path):
     mine = tmp_path / "mine.json"
-    mine.write_text(json.dumps({"stage": "train-ccrk", "extends": "ccrk", "losses": {"one-to-k": {"temperature":
-                                                                                                   0.1}}}))
+    mine.write_text(
+        json.dumps({"stage": "train-ccrk", "extends": "ccrk", "losses": {"one-to-k": {"temperature": 0.1}}})
+    )
     resolved = resolve(config(recipe=str(mine)), "train-ccrk")
     assert (resolved.loss_options.temperature, resolved.loss_options.weighting) == (0.1, "paper")
     assert load_recipe(mine).source_of("losses", "one-to-k.temperature") == mine
 
 
-@pytest.mark.parametrize("losses,words", [
-    ({"one-to-k": {"temprature": 0.1}}, "unknown recipe key 'losses.one-to-k.temprature' (did you mean temperature?)"),
-    ({"hinj": {"margin": 0.1}}, "recipe key 'losses.hinj': no such loss (did you mean hinge?)"),
-    ({"mlmme": {"beta": 2.0}}, "recipe key 'losses.mlmme.beta' must be at most 1"),
-])
+@pytest.mark.parametrize(
+    "losses,words",
+    [
+        (
+            {"one-to-k": {"temprature": 0.1}},
+            "unknown recipe key 'losses.one-to-k.temprature' (did you mean temperature?)",
+        ),
+        ({"hinj": {"margin": 0.1}}, "recipe key 'losses.hinj': no such loss (did you mean hinge?)"),
+        ({"mlmme": {"beta": 2.0}}, "recipe key 'losses.mlmme.beta' must be at most 1"),
+    ],
+)
 def test_a_bad_losses_section_is_refused_naming_the_file_and_key(tmp_path, losses, words):
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps({"stage": "train-ccrk", "extends": "ccrk", "losses": losses}))

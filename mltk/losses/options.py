@@ -116,7 +116,6 @@ class RcslsOptions:
     k: int = _option("RCSLS's k nearest neighbours (AME: 5).", min=1)
 
 
-
 # Every registered loss's options (``mltk.losses.registry.LOSSES`` holds the same names), and the ones
 # ``train-ccrk --loss`` chooses from, whose options are its recipe's ``losses`` section.
 LOSS_OPTIONS: dict[str, type] = {

@@ -12,8 +12,13 @@ import torch.nn.functional as F
 from mltk.core.errors import ConfigError
 
 
-def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int, x_candidates: torch.Tensor | None = None,
-               y_candidates: torch.Tensor | None = None) -> torch.Tensor:
+def rcsls_loss(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    k: int,
+    x_candidates: torch.Tensor | None = None,
+    y_candidates: torch.Tensor | None = None,
+) -> torch.Tensor:
     """RCSLS (Joulin et al. 2018, eq. 5) on pairs (x_i, y_i), x [n, D] the mapped source words, y [n, D] their
     translations; every vector is L2-normalised first, so the dot products are cosines::
 

@@ -52,38 +52,72 @@ class LossEntry:
 def _contrastive(cls: type[nn.Module], **more: Any) -> Callable[[Any, Mapping[str, Any]], nn.Module]:
     def build(o: Any, context: Mapping[str, Any]) -> nn.Module:
         extra = {key: getattr(o, key) for key in more}
-        return cls(o.temperature, o.learn_temperature, temperature_range=o.temperature_range,
-                   temperature_form=o.temperature_form, **extra)
+        return cls(
+            o.temperature,
+            o.learn_temperature,
+            temperature_range=o.temperature_range,
+            temperature_form=o.temperature_form,
+            **extra,
+        )
 
     return build
 
 
 LOSSES: dict[str, LossEntry] = {
-    "one-to-k": LossEntry(OneToKLoss, LOSS_OPTIONS["one-to-k"], _contrastive(OneToKLoss, weighting=True),
-                          "1-to-K contrastive (CCR_k)"),
-    "one-to-one": LossEntry(OneToOneLoss, LOSS_OPTIONS["one-to-one"], _contrastive(OneToOneLoss),
-                            "1-to-1 contrastive, one sampled language per image"),
-    "english-bridge": LossEntry(EnglishBridgeLoss, LOSS_OPTIONS["english-bridge"],
-                                lambda o, context: EnglishBridgeLoss(context["english_index"]),
-                                "MSE of each language to English", images=False,
-                                needs_english=lambda options: True),
-    "hinge": LossEntry(PairwiseRankingLoss, LOSS_OPTIONS["hinge"],
-                       lambda o, context: PairwiseRankingLoss(o.margin, o.max_violation, o.similarity),
-                       "bidirectional pairwise ranking hinge"),
-    "mlmme": LossEntry(MLMMELoss, LOSS_OPTIONS["mlmme"],
-                       lambda o, context: MLMMELoss(o.margin, o.beta, context["english_index"], o.max_violation,
-                                                    o.form),
-                       "MLMME: image-sentence and sentence-sentence ranking",
-                       needs_english=lambda options: options.form == "english-pivot"),
-    "infonce": LossEntry(InfoNCELoss, LOSS_OPTIONS["infonce"], lambda o, context: InfoNCELoss(),
-                         "symmetric InfoNCE (CLIP), at the scale the caller gives"),
-    "mse": LossEntry(MSEDistillLoss, LOSS_OPTIONS["mse"], lambda o, context: MSEDistillLoss(o.form),
-                     "MSE to a frozen teacher (MLA's NLT)"),
-    "cll-clip": LossEntry(CLLCLIPLoss, LOSS_OPTIONS["cll-clip"],
-                          lambda o, context: CLLCLIPLoss(o.gamma1, o.gamma2, o.form),
-                          "gamma1 x InfoNCE + gamma2 x MSE to the English teacher (CLL-CLIP)"),
-    "rcsls": LossEntry(RcslsLoss, LOSS_OPTIONS["rcsls"], lambda o, context: RcslsLoss(o.k),
-                       "RCSLS over a lexicon's pairs (Joulin et al. 2018; AME's alignment)"),
+    "one-to-k": LossEntry(
+        OneToKLoss, LOSS_OPTIONS["one-to-k"], _contrastive(OneToKLoss, weighting=True), "1-to-K contrastive (CCR_k)"
+    ),
+    "one-to-one": LossEntry(
+        OneToOneLoss,
+        LOSS_OPTIONS["one-to-one"],
+        _contrastive(OneToOneLoss),
+        "1-to-1 contrastive, one sampled language per image",
+    ),
+    "english-bridge": LossEntry(
+        EnglishBridgeLoss,
+        LOSS_OPTIONS["english-bridge"],
+        lambda o, context: EnglishBridgeLoss(context["english_index"]),
+        "MSE of each language to English",
+        images=False,
+        needs_english=lambda options: True,
+    ),
+    "hinge": LossEntry(
+        PairwiseRankingLoss,
+        LOSS_OPTIONS["hinge"],
+        lambda o, context: PairwiseRankingLoss(o.margin, o.max_violation, o.similarity),
+        "bidirectional pairwise ranking hinge",
+    ),
+    "mlmme": LossEntry(
+        MLMMELoss,
+        LOSS_OPTIONS["mlmme"],
+        lambda o, context: MLMMELoss(o.margin, o.beta, context["english_index"], o.max_violation, o.form),
+        "MLMME: image-sentence and sentence-sentence ranking",
+        needs_english=lambda options: options.form == "english-pivot",
+    ),
+    "infonce": LossEntry(
+        InfoNCELoss,
+        LOSS_OPTIONS["infonce"],
+        lambda o, context: InfoNCELoss(),
+        "symmetric InfoNCE (CLIP), at the scale the caller gives",
+    ),
+    "mse": LossEntry(
+        MSEDistillLoss,
+        LOSS_OPTIONS["mse"],
+        lambda o, context: MSEDistillLoss(o.form),
+        "MSE to a frozen teacher (MLA's NLT)",
+    ),
+    "cll-clip": LossEntry(
+        CLLCLIPLoss,
+        LOSS_OPTIONS["cll-clip"],
+        lambda o, context: CLLCLIPLoss(o.gamma1, o.gamma2, o.form),
+        "gamma1 x InfoNCE + gamma2 x MSE to the English teacher (CLL-CLIP)",
+    ),
+    "rcsls": LossEntry(
+        RcslsLoss,
+        LOSS_OPTIONS["rcsls"],
+        lambda o, context: RcslsLoss(o.k),
+        "RCSLS over a lexicon's pairs (Joulin et al. 2018; AME's alignment)",
+    ),
 }
 assert set(LOSSES) == set(LOSS_OPTIONS), "every loss has an options dataclass, every options dataclass a loss"
 CCRK_CHOICES = CCRK_LOSSES  # train-ccrk --loss
@@ -120,6 +154,8 @@ def options_of(name: str, **values: Any) -> Any:
     fields = fields_of(LOSSES[name].options)
     if set(values) != set(fields):
         raise ConfigError(f"loss {name} takes the options {', '.join(sorted(fields)) or 'none'}")
-    typed = {key: check_value(values[key], hint, key, None, what=f"loss {name}", metadata=metadata)
-             for key, (hint, metadata) in fields.items()}
+    typed = {
+        key: check_value(values[key], hint, key, None, what=f"loss {name}", metadata=metadata)
+        for key, (hint, metadata) in fields.items()
+    }
     return checked(LOSSES[name].options, f"loss {name}", typed)

@@ -36,13 +36,27 @@ from mltk.core.user_files import expect, read_user_json
 
 RECIPES_DIR = Path(__file__).resolve().parent
 # The recipe each training stage uses unless --recipe names another.
-STAGE_RECIPES = {"train-nlt": "mla-nlt", "train-le": "mla-le", "train-nlt-le": "mla-nlt-le",
-                 "train-continual": "cll-clip", "train-ccrk": "ccrk", "pretrain": "clip-pretrain"}
+STAGE_RECIPES = {
+    "train-nlt": "mla-nlt",
+    "train-le": "mla-le",
+    "train-nlt-le": "mla-nlt-le",
+    "train-continual": "cll-clip",
+    "train-ccrk": "ccrk",
+    "pretrain": "clip-pretrain",
+}
 # ... and on a Hugging Face (transformers / sentence-transformers) text tower.
 HF_TOWER_RECIPES = {"train-nlt": "real-text-minilm", "train-continual": "teir-minilm"}
 SECTION_KEYS = ("methods", "losses")  # sections of components chosen by name: one object of options per component
-RECIPE_KEYS = {"name": str, "stage": str, "extends": str, "description": str, "source": str, "loop": dict,
-               "config": dict, **dict.fromkeys(SECTION_KEYS, dict)}
+RECIPE_KEYS = {
+    "name": str,
+    "stage": str,
+    "extends": str,
+    "description": str,
+    "source": str,
+    "loop": dict,
+    "config": dict,
+    **dict.fromkeys(SECTION_KEYS, dict),
+}
 MAX_RECIPE_DEPTH = 4  # the file, its loop / config / methods sections, a list value, one more for a nested section
 
 
@@ -122,21 +136,39 @@ def _load(path: Path, name: str | None, seen: tuple[str, ...]) -> Recipe:
     loop, config = dict(data.get("loop", {})), dict(data.get("config", {}))
     sections = {key: _components_section(key, data.get(key, {}), path) for key in SECTION_KEYS if key in data}
     sources = {f"{section}.{key}": path for section, part in (("loop", loop), ("config", config)) for key in part}
-    sources.update({f"{section}.{name}.{key}": path for section, entries in sections.items()
-                    for name, entry in entries.items() for key in entry})
+    sources.update(
+        {
+            f"{section}.{name}.{key}": path
+            for section, entries in sections.items()
+            for name, entry in entries.items()
+            for key in entry
+        }
+    )
     parent = data.get("extends")
     if parent is not None:
         if parent in seen or parent not in recipe_names():
-            raise ConfigError(f"recipe key 'extends' must name another packaged recipe ({', '.join(recipe_names())})"
-                              f", not {parent!r}", path)
+            raise ConfigError(
+                f"recipe key 'extends' must name another packaged recipe ({', '.join(recipe_names())}), not {parent!r}",
+                path,
+            )
         base = _load(RECIPES_DIR / f"{parent}.json", parent, (*seen, name or str(path)))
         loop, config = {**base.loop, **loop}, {**base.config, **config}
-        sections = {section: _updated(base.sections.get(section, {}), sections.get(section, {}))
-                    for section in {**base.sections, **sections}}
+        sections = {
+            section: _updated(base.sections.get(section, {}), sections.get(section, {}))
+            for section in {**base.sections, **sections}
+        }
         sources = {**base.sources, **sources}
-    return Recipe(name=name or content_name(data), stage=data["stage"], description=data.get("description", ""),
-                  source=data.get("source", ""), loop=loop, config=config, path=path, sources=sources,
-                  sections=sections)
+    return Recipe(
+        name=name or content_name(data),
+        stage=data["stage"],
+        description=data.get("description", ""),
+        source=data.get("source", ""),
+        loop=loop,
+        config=config,
+        path=path,
+        sources=sources,
+        sections=sections,
+    )
 
 
 def _components_section(key: str, section: dict, path: Path) -> dict:
@@ -163,12 +195,15 @@ def _check_shape(data: Any, path: Path) -> None:
         raise ConfigError("a recipe file must hold a JSON object", path)
     for key in data:
         if key not in RECIPE_KEYS:
-            raise ConfigError(f"unknown recipe key {key!r}{did_you_mean(key, RECIPE_KEYS)} (known: "
-                              f"{', '.join(sorted(RECIPE_KEYS))})", path)
+            raise ConfigError(
+                f"unknown recipe key {key!r}{did_you_mean(key, RECIPE_KEYS)} (known: {', '.join(sorted(RECIPE_KEYS))})",
+                path,
+            )
         expect(data[key], RECIPE_KEYS[key], key, path, what="recipe")
     if data.get("stage") not in STAGE_RECIPES:
-        raise ConfigError(f"recipe key 'stage' must be one of {', '.join(STAGE_RECIPES)}, not "
-                          f"{json.dumps(data.get('stage'))}", path)
+        raise ConfigError(
+            f"recipe key 'stage' must be one of {', '.join(STAGE_RECIPES)}, not {json.dumps(data.get('stage'))}", path
+        )
 
 
 def did_you_mean(key: str, known) -> str:

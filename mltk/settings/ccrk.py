@@ -31,17 +31,25 @@ class CcrkConfig:
     tokenizer: str | None = None  # non-native tokenizer when starting fresh: vocab artifact or transformers name
     init_embeddings: bool = True  # copy a transformers tokenizer's model's word embeddings (the paper's M-BERT)
     languages: tuple[str, ...] = ()  # the K language slots; default: en + every language the captions have
-    loss: str = field(default=FROM_RECIPE, metadata={
-        "help": "one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge (MSE to English), "
-        "hinge (ranking, margin), mlmme (beta x the image-sentence ranking of every language + (1 - beta) x the "
-        "sentence-sentence ranking of every language pair; --recipe mlmme sets it with its beta). Its options: "
-        "the recipe's losses section, --set loss.KEY=VALUE."})
+    loss: str = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "one-to-k (CCR_k), one-to-one (one sampled language per image), english-bridge (MSE to English), "
+            "hinge (ranking, margin), mlmme (beta x the image-sentence ranking of every language + (1 - beta) x the "
+            "sentence-sentence ranking of every language pair; --recipe mlmme sets it with its beta). Its options: "
+            "the recipe's losses section, --set loss.KEY=VALUE."
+        },
+    )
     loss_options: Any = field(default=None, metadata={"recipe_section": "losses"})  # the loss's options
     #   (mltk.losses.options), from the recipe's losses section; None or a mapping of those given over it
     alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=ALIGNMENT)  # options: its fields'
-    hard_negatives: int = field(default=FROM_RECIPE, metadata={
-        "help": "N > 0: batches of anchors each followed by its N most similar training images (by image "
-        "embedding), so in-batch negatives are look-alikes."})
+    hard_negatives: int = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "N > 0: batches of anchors each followed by its N most similar training images (by image "
+            "embedding), so in-batch negatives are look-alikes."
+        },
+    )
     train_embedding: bool = True
     batch_size: int = field(default=FROM_RECIPE, metadata=BATCH_SIZE)
     split: str = "train"

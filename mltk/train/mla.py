@@ -69,23 +69,32 @@ from mltk.train.teacher import TeacherRows
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
-                ) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
+def mla_encoder(
+    config: MlaConfig, captions: pa.Table, runtime: Runtime
+) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
     """The encoder, the languages to train, and whether the shared embedding trains."""
     available = sorted(set(pc.unique(captions.column("lang")).to_pylist()) - {NATIVE_LANG})
     if config.train not in TRAIN_MODES:
         raise ConfigError(f"--train must be one of {', '.join(TRAIN_MODES)}, got {config.train!r}")
     encoder, languages, added = prepare_encoder(
-        config.init, config.model, config.pretrained, config.tokenizer, config.init_embeddings,
-        lambda known: list(config.languages) or (known if config.init else available), runtime, config.acquirer,
-        train=config.train)
+        config.init,
+        config.model,
+        config.pretrained,
+        config.tokenizer,
+        config.init_embeddings,
+        lambda known: list(config.languages) or (known if config.init else available),
+        runtime,
+        config.acquirer,
+        train=config.train,
+    )
     if config.train != encoder.train_mode:  # an --init checkpoint keeps what it trained
         raise ConfigError(f"--train {config.train} but the --init checkpoint trains {encoder.train_mode}", config.init)
     train_embedding = config.train_embedding if config.train_embedding is not None else not added
     missing = [lang for lang in languages if lang not in available]
     if missing:
-        raise ConfigError(f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})",
-                          config.captions)
+        raise ConfigError(
+            f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})", config.captions
+        )
     if NATIVE_LANG in languages:
         raise ConfigError("English is the native language and is not trained", config.captions)
     return encoder, languages, train_embedding
@@ -98,8 +107,9 @@ def le_temperature(temperature: float | None, encoder: LanguageAcquisitionEncode
     return temperature
 
 
-def nlt_optimizer(params: dict[str, torch.nn.Parameter], loop: LoopConfig,
-                  embedding_lr: float | None) -> torch.optim.Optimizer:
+def nlt_optimizer(
+    params: dict[str, torch.nn.Parameter], loop: LoopConfig, embedding_lr: float | None
+) -> torch.optim.Optimizer:
     """The loop's AdamW, with the shared non-native embedding (keys ``embedding.*``) at its own peak lr when
     ``embedding_lr`` is given: a table copied from a trained tower wants a smaller step than fresh acquirers
     (measured on MiniLM: 2e-4 against 1e-3). The schedule multiplies each group's own lr."""
@@ -124,8 +134,9 @@ class _EmbeddingLr:
 
 
 def _rows(captions: pa.Table, split: str, langs: list[str]) -> pa.Table:
-    keep = pc.and_(pc.equal(captions.column("split"), split),
-                   pc.is_in(captions.column("lang"), pa.array(langs, pa.string())))
+    keep = pc.and_(
+        pc.equal(captions.column("split"), split), pc.is_in(captions.column("lang"), pa.array(langs, pa.string()))
+    )
     return captions.filter(keep)
 
 
@@ -154,16 +165,30 @@ class NltPairs:
 
     def head(self, limit: int) -> NltPairs:
         """The first ``limit`` pairs of each language (a capped validation set)."""
-        return NltPairs({lang: texts[:limit] for lang, texts in self.texts.items()},
-                        {lang: english[:limit] for lang, english in self.english.items()}, self.teacher)
+        return NltPairs(
+            {lang: texts[:limit] for lang, texts in self.texts.items()},
+            {lang: english[:limit] for lang, english in self.english.items()},
+            self.teacher,
+        )
 
 
 class NltTask(_EmbeddingLr):
     """MSE between the cached English teacher embedding and the acquisition encoder's embedding of a translation."""
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder, pairs: NltPairs, languages: list[str],
-                 train_embedding: bool, batch_size: int, steps: int, seed: int, runtime: Runtime, validator=None,
-                 val_pairs: NltPairs | None = None, mse_form: str = "mean"):
+    def __init__(
+        self,
+        encoder: LanguageAcquisitionEncoder,
+        pairs: NltPairs,
+        languages: list[str],
+        train_embedding: bool,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        runtime: Runtime,
+        validator=None,
+        val_pairs: NltPairs | None = None,
+        mse_form: str = "mean",
+    ):
         self.encoder, self.pairs = encoder, pairs
         self.criterion = build_loss("mse", options_of("mse", form=mse_form))
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
@@ -193,8 +218,7 @@ class NltTask(_EmbeddingLr):
         return {**losses, "score": -float(np.mean(list(losses.values())))}
 
 
-def translation_columns(captions: pa.Table, split: str, languages: list[str]
-                        ) -> tuple[dict[str, pa.Table], pa.Table]:
+def translation_columns(captions: pa.Table, split: str, languages: list[str]) -> tuple[dict[str, pa.Table], pa.Table]:
     """Per language the rows (``caption_id``, ``caption``, ``english``) of its captions that share a caption_id
     with an English caption of ``split``, in row order; and the English rows (``caption_id``, ``caption``)."""
     english = _rows(captions, split, [NATIVE_LANG]).select(["caption_id", "caption"]).combine_chunks()
@@ -203,30 +227,41 @@ def translation_columns(captions: pa.Table, split: str, languages: list[str]
         rows = _rows(captions, split, [lang])
         position = pc.index_in(rows.column("caption_id"), value_set=english.column("caption_id"))
         kept = pc.is_valid(position)
-        pairs[lang] = pa.table({"caption_id": rows.column("caption_id").filter(kept),
-                                "caption": rows.column("caption").filter(kept),
-                                "english": english.column("caption").take(position.filter(kept))})
+        pairs[lang] = pa.table(
+            {
+                "caption_id": rows.column("caption_id").filter(kept),
+                "caption": rows.column("caption").filter(kept),
+                "english": english.column("caption").take(position.filter(kept)),
+            }
+        )
     return pairs, english
 
 
-def translation_pairs(captions: pa.Table, split: str, languages: list[str]
-                      ) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, str]]:
+def translation_pairs(
+    captions: pa.Table, split: str, languages: list[str]
+) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, str]]:
     """Per language (caption_ids, texts) of captions with an English caption of the same ``caption_id``, and the
     English caption of each id (Python lists of ``translation_columns``)."""
     pairs, english = translation_columns(captions, split, languages)
-    return ({lang: (rows.column("caption_id").to_pylist(), rows.column("caption").to_pylist())
-             for lang, rows in pairs.items()},
-            dict(zip(english.column("caption_id").to_pylist(), english.column("caption").to_pylist())))
+    return (
+        {
+            lang: (rows.column("caption_id").to_pylist(), rows.column("caption").to_pylist())
+            for lang, rows in pairs.items()
+        },
+        dict(zip(english.column("caption_id").to_pylist(), english.column("caption").to_pylist())),
+    )
 
 
-def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, languages: list[str],
-              runtime: Runtime) -> NltPairs:
+def _nlt_data(
+    encoder, config: MlaConfig, captions: pa.Table, split: str, languages: list[str], runtime: Runtime
+) -> NltPairs:
     """The translation pairs per trained language; with English through the student (``train="mkd"``) also
     English itself, each English caption (by caption_id, sorted) distilled to the frozen tower's embedding of it."""
     pairs, english = translation_columns(captions, split, languages)
     if not any(rows.num_rows for rows in pairs.values()):
-        raise ConfigError(f"no translation pairs (captions sharing caption_id with English) in split {split!r}",
-                          config.captions)
+        raise ConfigError(
+            f"no translation pairs (captions sharing caption_id with English) in split {split!r}", config.captions
+        )
     texts = {lang: rows.column("caption").combine_chunks() for lang, rows in pairs.items()}
     sources = {lang: rows.column("english").combine_chunks() for lang, rows in pairs.items()}
     if encoder.english_student:
@@ -262,10 +297,22 @@ def train_nlt(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     log_sizes("NLT translation pairs", pairs.texts)
     validator, val_pairs = _validator(config, encoder, inputs, languages), None
     if validator is None:
-        val_pairs = _nlt_data(encoder, config, inputs.captions, config.val_split, languages,
-                              runtime).head(NLT_VALIDATION_PAIRS)
-    task = NltTask(encoder, pairs, list(pairs.texts), train_embedding, config.batch_size, config.loop.steps,
-                   config.loop.seed, runtime, validator, val_pairs, config.mse_form)
+        val_pairs = _nlt_data(encoder, config, inputs.captions, config.val_split, languages, runtime).head(
+            NLT_VALIDATION_PAIRS
+        )
+    task = NltTask(
+        encoder,
+        pairs,
+        list(pairs.texts),
+        train_embedding,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed,
+        runtime,
+        validator,
+        val_pairs,
+        config.mse_form,
+    )
     return _run(task, encoder, config, runtime, "train-nlt", languages, on_step)
 
 
@@ -281,15 +328,27 @@ class LeTask(_EmbeddingLr):
     (seed, step)), so an image never appears twice in a batch as a false negative.
     """
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder, image_vectors: torch.Tensor, data: dict, languages,
-                 train_embedding: bool, batch_size: int, steps: int, seed: int, temperature: float,
-                 runtime: Runtime, validator):
+    def __init__(
+        self,
+        encoder: LanguageAcquisitionEncoder,
+        image_vectors: torch.Tensor,
+        data: dict,
+        languages,
+        train_embedding: bool,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        temperature: float,
+        runtime: Runtime,
+        validator,
+    ):
         self.encoder, self.image_vectors, self.data = encoder, image_vectors, data
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
         self.seed, self.logit_scale, self.validator = seed, 1.0 / temperature, validator
         self.criterion = build_loss("infonce")
-        self.batches = LanguageBatches({lang: len(data[lang]["image_rows"]) for lang in languages}, batch_size,
-                                       steps, seed)
+        self.batches = LanguageBatches(
+            {lang: len(data[lang]["image_rows"]) for lang in languages}, batch_size, steps, seed
+        )
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return self.encoder.trainable_tensors(self.languages, embedding=self.train_embedding)
@@ -315,8 +374,11 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
     data = {}
     for lang in languages:
         rows = _rows(captions, split, [lang])
-        pairs = sorted((image_row[i], t) for i, t in zip(rows.column("image_id").to_pylist(),
-                                                         rows.column("caption").to_pylist()) if i in image_row)
+        pairs = sorted(
+            (image_row[i], t)
+            for i, t in zip(rows.column("image_id").to_pylist(), rows.column("caption").to_pylist())
+            if i in image_row
+        )
         if not pairs:
             raise ConfigError(f"no {lang} captions of split {split!r} describe an image of the image embeddings")
         image_rows, counts, offsets = group_by_image(np.array([r for r, _ in pairs]))
@@ -334,8 +396,10 @@ def train_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
     config = resolve(config, "train-le")
     if config.init is None and not config.tokenizer and (config.model is None or not names_hf_tower(config.model)):
-        raise ConfigError("train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
-                          "--model and --tokenizer (the paper's LE-only ablation)")
+        raise ConfigError(
+            "train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
+            "--model and --tokenizer (the paper's LE-only ablation)"
+        )
     require_model(config.model, config.init, "train-le", MLA_INIT)
     refuse_text_only_tower("train-le", config.model, config.init)
     if config.images is None:
@@ -356,12 +420,24 @@ def _le_task(config: MlaConfig) -> tuple[LeTask, LanguageAcquisitionEncoder, lis
     log_sizes("LE images", {lang: d["image_rows"] for lang, d in data.items()})
     validator = _validator(config, encoder, inputs, languages)
     if validator is None:
-        raise ConfigError(f"no {config.val_split!r} captions match the image embeddings: LE validates on them",
-                          config.captions)
+        raise ConfigError(
+            f"no {config.val_split!r} captions match the image embeddings: LE validates on them", config.captions
+        )
     temperature = le_temperature(config.temperature, encoder)
     log(f"LE temperature {temperature:.4g} (logit scale {1 / temperature:.4g})")
-    task = LeTask(encoder, inputs.unit_image_vectors(), data, languages, train_embedding, config.batch_size,
-                  config.loop.steps, config.loop.seed, temperature, runtime, validator)
+    task = LeTask(
+        encoder,
+        inputs.unit_image_vectors(),
+        data,
+        languages,
+        train_embedding,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed,
+        temperature,
+        runtime,
+        validator,
+    )
     return task, encoder, languages, inputs
 
 
@@ -396,14 +472,24 @@ def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path
     if config.images is None:
         raise ConfigError("train-nlt-le needs image embeddings (positional IMAGES, or piped from encode-images)")
     if config.nlt_weight < 0 or config.le_weight < 0 or config.nlt_weight + config.le_weight == 0:
-        raise ConfigError(f"--nlt-weight and --le-weight must be >= 0 and not both 0, got {config.nlt_weight} and "
-                          f"{config.le_weight}")
+        raise ConfigError(
+            f"--nlt-weight and --le-weight must be >= 0 and not both 0, got {config.nlt_weight} and {config.le_weight}"
+        )
     le, encoder, languages, inputs = _le_task(config)
     runtime = inputs.runtime
     pairs = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
     log_sizes("NLT translation pairs", pairs.texts)
-    nlt = NltTask(encoder, pairs, languages, le.train_embedding, config.batch_size, config.loop.steps,
-                  config.loop.seed + 1, runtime, mse_form=config.mse_form)
+    nlt = NltTask(
+        encoder,
+        pairs,
+        languages,
+        le.train_embedding,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed + 1,
+        runtime,
+        mse_form=config.mse_form,
+    )
     task = NltLeTask(nlt, le, config.nlt_weight, config.le_weight)
     return _run(task, encoder, config, runtime, "train-nlt-le", languages, on_step)
 
@@ -416,8 +502,16 @@ def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path
 def _inputs(config: MlaConfig) -> StageInputs:
     if config.mse_form is not None and config.mse_form not in MSE_FORMS:  # None: a stage that does not read it
         raise ConfigError(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {config.mse_form!r}")
-    return load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
-                       config.split, config.val_split, cpu_bf16=config.cpu_bf16)
+    return load_inputs(
+        config.device,
+        config.precision,
+        config.loop.seed,
+        config.captions,
+        config.images,
+        config.split,
+        config.val_split,
+        cpu_bf16=config.cpu_bf16,
+    )
 
 
 def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[str]):
@@ -425,12 +519,18 @@ def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[
     if inputs.image_table is None:
         return None
     split = retrieval_split(inputs.captions, inputs.image_table, inputs.image_vectors, config.val_split)
-    return None if split is None else retrieval_validator(encoder, split, languages, inputs.runtime,
-                                                          config.val_images)
+    return None if split is None else retrieval_validator(encoder, split, languages, inputs.runtime, config.val_images)
 
 
-def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: Runtime, stage: str,
-         languages: list[str], on_step: StepCallback | None = None) -> Path:
+def _run(
+    task,
+    encoder: LanguageAcquisitionEncoder,
+    config: MlaConfig,
+    runtime: Runtime,
+    stage: str,
+    languages: list[str],
+    on_step: StepCallback | None = None,
+) -> Path:
     encoder.train()
     task.embedding_lr = config.embedding_lr
     task = with_alignment(task, encoder, config.alignment, config.loop.seed, languages, captions=config.captions)
@@ -443,7 +543,19 @@ def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: 
         trained ones."""
         return {**{k: v.detach().cpu() for k, v in encoder.state_tensors().items()}, **best}
 
-    return run_stage(task, config.loop, runtime, config.out, stage=stage, checkpoint_config=encoder.checkpoint_config,
-                     checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
-                     languages_trained=languages, tensors_trained=len(trained), train=encoder.train_mode,
-                     parameters_trained=sum(p.numel() for p in trained.values()))
+    return run_stage(
+        task,
+        config.loop,
+        runtime,
+        config.out,
+        stage=stage,
+        checkpoint_config=encoder.checkpoint_config,
+        checkpoint_tensors=checkpoint_tensors,
+        run_config=config,
+        inputs=inputs,
+        on_step=on_step,
+        languages_trained=languages,
+        tensors_trained=len(trained),
+        train=encoder.train_mode,
+        parameters_trained=sum(p.numel() for p in trained.values()),
+    )
