@@ -5,7 +5,8 @@ applies what was given, checks every value and returns a complete, frozen config
 Modules: ``loop`` (``LoopConfig``), ``mla``, ``ccrk``, ``continual`` and ``pretrain`` (the stage configs),
 ``fields`` (metadata several configs share), ``resolve`` (resolution and ``--set``), ``sections`` (the
 recipe sections of components chosen by name: the continual methods', the losses'), ``vocab`` (build-vocab's
-sizes from the ``cll-clip`` recipe), ``show`` (``mltk recipes show``). Imported by ``mltk --help`` and the CLI: no torch, numpy or pyarrow at import time.
+sizes from the ``cll-clip`` recipe), ``show`` (``mltk recipes show``). Imported by ``mltk --help`` and the CLI:
+no torch, numpy or pyarrow at import time.
 """
 
 from mltk.settings.resolve import resolve
