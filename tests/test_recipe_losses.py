@@ -40,7 +40,11 @@ def test_recipes_show_lists_every_losss_options_with_their_meanings():
     assert not any(key.startswith("config.temperature") or key == "config.beta" for key in rows)  # no flat keys
     text = runner.invoke(app, ["recipes", "show", "mlmme"]).stdout  # its beta from its own file
     assert re.search(r"losses\.mlmme\.beta\s+0\.5\s+mlmme", text)
-    assert re.search(r"losses\.mlmme\.form\s+paper\s+ccrk", text)
+    mlmme = {
+        row["key"]: row
+        for row in json.loads(runner.invoke(app, ["recipes", "show", "mlmme", "--json"]).stdout)["values"]
+    }
+    assert (mlmme["losses.mlmme.form"]["value"], mlmme["losses.mlmme.form"]["source"]) == ("paper", "ccrk")
 
 
 def test_set_loss_keys_go_through_the_one_settings_parser():
