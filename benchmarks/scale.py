@@ -76,6 +76,10 @@ def child(stage: str, scale: int, work: Path) -> dict:
     from mltk.data.importers import import_dataset, merge_captions
     from mltk.data.overlap import run_check_overlap
 
+    if os.environ.get("MLTK_SCALE_ROW_GROUP_ROWS"):  # --row-group-rows: the streamed writers' row group
+        from mltk.artifacts import caption_stream
+
+        caption_stream.ROW_GROUP_ROWS = int(os.environ["MLTK_SCALE_ROW_GROUP_ROWS"])
     folder, runs = work / f"x{scale}", work / f"x{scale}" / "runs"
     common = {"images_root": "/images"}
     start, cpu = time.perf_counter(), cpu_seconds()
@@ -232,9 +236,14 @@ def main() -> None:
                         help="scales of the encode-texts run (the tiny CLIP's forward is the cost, linear in rows)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/mltk-scale"))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--row-group-rows", type=int,
+                        help="rows per Parquet row group of the streamed import and merge (default pyarrow's "
+                             "1,048,576: what they hold at most; a smaller one shows the bound at small scales)")
     parser.add_argument("--child")
     parser.add_argument("--scale", type=int)
     args = parser.parse_args()
+    if args.row_group_rows:
+        os.environ["MLTK_SCALE_ROW_GROUP_ROWS"] = str(args.row_group_rows)
     if args.child:
         result = child(args.child, args.scale, args.work)
         result["peak_mb"] = peak_mb()

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from mltk import artifacts
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
+from mltk.artifacts.caption_stream import CaptionSink, SinkChecks, write_captions_stream
 from mltk.artifacts.columns import first_rows, value_counts
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.runtime import log
@@ -116,13 +117,16 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
         log(f"import-data ({fmt}): skipped {skipped}")
     for note in imported.notes:
         log(f"import-data ({fmt}): {note}")
+    if imported.caption_pieces is not None:
+        return _write_streamed(imported, fmt, first, Path(out_dir), splits, request, config, inputs)
     table = imported.captions_table()
     if table.num_rows == 0:
         raise ArtifactError(f"no captions found for format {fmt}"
                             + (f" in split(s) {', '.join(splits)}" if splits else ""), first)
     _check_unique_caption_ids(table, first)
     refuse_caption_ids_on_several_images(table, first)  # here, so that the message names the input
-    _report(imported, table, fmt, request.images)
+    _report(imported, table.num_rows, value_counts(table.column("lang")), value_counts(table.column("split")), fmt,
+            request.images)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ArtifactError("exists and is not a directory", out_dir)
@@ -137,6 +141,47 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
         artifacts.write_images(out_dir / IMAGES_DIR, imported.images_table(), stage="import-data", config=config,
                                inputs=inputs, format=fmt, images_root=[str(r) for r in request.images.roots])
     return out_dir.resolve()
+
+
+def _write_streamed(imported: Imported, fmt: str, first: Path, out_dir: Path, splits: Sequence[str] | None,
+                    request: ImportRequest, config: dict, inputs: list[Path]) -> Path:
+    """``import_dataset``'s writing for an importer whose rows arrive a block at a time: the same checks, in the
+    same order, on the rows as they are written (``write_captions_stream``), and the same artifacts."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ArtifactError("exists and is not a directory", out_dir)
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        _write_streamed_artifacts(imported, fmt, first, out_dir, splits, request, config, inputs)
+    except BaseException:
+        if created and not any(out_dir.iterdir()):
+            out_dir.rmdir()  # a refused import leaves no folder behind, as the whole-table path did
+        raise
+    return out_dir.resolve()
+
+
+def _write_streamed_artifacts(imported: Imported, fmt: str, first: Path, out_dir: Path,
+                              splits: Sequence[str] | None, request: ImportRequest, config: dict,
+                              inputs: list[Path]) -> None:
+    def some_rows(sink: CaptionSink) -> None:
+        if sink.rows == 0:
+            raise ArtifactError(f"no captions found for format {fmt}"
+                                + (f" in split(s) {', '.join(splits)}" if splits else ""), first)
+
+    def fields(sink: CaptionSink) -> dict:
+        _report(imported, sink.rows, sink.langs, sink.splits, fmt, request.images)
+        return {"format": fmt, "dropped_empty": sum(imported.dropped_empty.values()),
+                "dropped_empty_by_lang": dict(imported.dropped_empty), "splits": dict(sink.splits),
+                "skipped_files": imported.skipped,
+                **({"test_protocol": "1k-a"} if request.test_list is not None else {})}
+
+    checks = SinkChecks(rows=some_rows, unique_keys=lambda keys: _check_unique_caption_ids(keys, first),
+                        source=first)
+    write_captions_stream(out_dir / CAPTIONS_DIR, imported.caption_pieces, stage="import-data", config=config,
+                          inputs=inputs, checks=checks, fields=fields)
+    if imported.image_count():
+        artifacts.write_images(out_dir / IMAGES_DIR, imported.images_table(), stage="import-data", config=config,
+                               inputs=inputs, format=fmt, images_root=[str(r) for r in request.images.roots])
 
 
 def _check_format_options(fmt: str, test_list: str | os.PathLike | None, task: str | None) -> None:
@@ -196,15 +241,13 @@ def _check_unique_caption_ids(table: pa.Table, src: Path) -> None:
                           f"{lang}); the source repeats an id", src)
 
 
-def _report(imported: Imported, table: pa.Table, fmt: str, images: ImageRoots) -> None:
+def _report(imported: Imported, rows: int, per_lang: dict, per_split: dict, fmt: str, images: ImageRoots) -> None:
     """What was imported, on stderr: the files read (where the importer names them), captions per language and
     per split, images."""
     if imported.read:
         log(f"import-data ({fmt}): read {len(imported.read)} caption file(s): "
             f"{', '.join(_short_names(imported.read))}")
-    per_lang = value_counts(table.column("lang"))
-    per_split = value_counts(table.column("split"))
-    log(f"import-data ({fmt}): {table.num_rows} captions in {len(per_lang)} language(s) "
+    log(f"import-data ({fmt}): {rows} captions in {len(per_lang)} language(s) "
         f"({', '.join(f'{lang} {n}' for lang, n in sorted(per_lang.items()))}), {imported.image_count()} images")
     log(f"import-data ({fmt}): captions per split: {', '.join(f'{split} {n}' for split, n in per_split.items())}")
     dropped = sum(imported.dropped_empty.values())
