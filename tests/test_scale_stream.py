@@ -44,8 +44,10 @@ def test_string_hashes_follow_the_strings_not_the_chunks():
 def test_line_blocks_are_the_lines_of_the_whole_file(tmp_path, block):
     rng = random.Random(block)
     cases = [b"", b"\n", b"a", b"a\n\n", b"\xef\xbb\xbfab\r\ncd\n", b"x\r\n\ry\r", b"\n\n\nq", b"\xef\xbb\xbf"]
-    cases += [b"".join(rng.choice([b"a", b"\xc3\xa9", b"\n", b"\r\n", b" ", b"\xe2\x80\xa8"]) for _ in range(50))
-              for _ in range(20)]
+    cases += [
+        b"".join(rng.choice([b"a", b"\xc3\xa9", b"\n", b"\r\n", b" ", b"\xe2\x80\xa8"]) for _ in range(50))
+        for _ in range(20)
+    ]
     for number, data in enumerate(cases):
         for suffix in (".txt", ".gz"):
             path = tmp_path / f"c{number}{suffix}"
@@ -68,8 +70,9 @@ def test_line_blocks_refuse_what_the_whole_file_reader_refuses(tmp_path):
 def _imports(root: Path, corpus: dict) -> dict[str, Path]:
     common_options = {"image_list": corpus["images"], "splits": ["train"], "images_root": "/images"}
     en = import_dataset("lines", corpus["en"], root / "en", lang="en", **common_options)
-    de = import_dataset("lines", corpus["de"], root / "de", lang="de", translation_of="en", parent=en / "captions",
-                        **common_options)
+    de = import_dataset(
+        "lines", corpus["de"], root / "de", lang="de", translation_of="en", parent=en / "captions", **common_options
+    )
     return {"en": en / "captions", "de": de / "captions", "en_images": en / "images"}
 
 
@@ -88,8 +91,9 @@ def test_import_in_small_blocks_and_row_groups_writes_the_same_rows(tmp_path, mo
     grouped = _imports(tmp_path / "groups", corpus)
     assert pq.ParquetFile(grouped["en"] / "captions.parquet").metadata.num_row_groups > 5
     for name in ("en", "de"):
-        assert artifacts.load_captions(grouped[name]).equals(artifacts.load_captions(tmp_path / "whole" / name /
-                                                                                      "captions"))
+        assert artifacts.load_captions(grouped[name]).equals(
+            artifacts.load_captions(tmp_path / "whole" / name / "captions")
+        )
 
 
 def test_import_refuses_repeated_ids_also_when_every_hash_collides(tmp_path, monkeypatch):
@@ -97,16 +101,26 @@ def test_import_refuses_repeated_ids_also_when_every_hash_collides(tmp_path, mon
     expected = _bytes(_imports(tmp_path / "plain", corpus))
     monkeypatch.setattr(key_hashes, "string_hashes", _colliding)
     assert _bytes(_imports(tmp_path / "colliding", corpus)) == expected  # collisions confirmed false on the strings
-    parent = artifacts.write_captions(tmp_path / "parent", pa.table({  # one caption_id on two rows of one image
-        "image_id": ["flickr30k:1000"] * 2, "lang": ["en"] * 2, "caption": ["one", "two"], "caption_id": ["c1"] * 2,
-        "split": ["test"] * 2}))
+    parent = artifacts.write_captions(
+        tmp_path / "parent",
+        pa.table(
+            {  # one caption_id on two rows of one image
+                "image_id": ["flickr30k:1000"] * 2,
+                "lang": ["en"] * 2,
+                "caption": ["one", "two"],
+                "caption_id": ["c1"] * 2,
+                "split": ["test"] * 2,
+            }
+        ),
+    )
     images = tmp_path / "images.txt"
     images.write_text("1000.jpg\n1000.jpg\n")
     text = tmp_path / "x.de"
     text.write_text("eins\nzwei\n")
     with pytest.raises(SchemaError, match="1 caption_id/lang pair\\(s\\) occur more than once \\(e.g. 'c1' in de\\)"):
-        import_dataset("lines", [text], tmp_path / "twice", lang="de", image_list=images, translation_of="en",
-                       parent=parent)
+        import_dataset(
+            "lines", [text], tmp_path / "twice", lang="de", image_list=images, translation_of="en", parent=parent
+        )
     assert not (tmp_path / "twice").exists()
 
 

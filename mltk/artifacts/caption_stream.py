@@ -35,11 +35,18 @@ ROW_GROUP_ROWS = 1 << 20  # rows per Parquet row group (pyarrow's default): what
 READ_BATCH_ROWS = 1 << 16
 
 
-def write_captions_stream(out_dir: PathLike, pieces: Iterable[pa.Table | pa.RecordBatch], *,
-                          stage: str = "captions", config: Any = None, inputs: Iterable[PathLike] = (),
-                          check_caption_ids: bool = True, combine_chunks: bool = True,
-                          checks: SinkChecks | None = None,
-                          fields: Callable[[CaptionSink], dict] | None = None) -> Path:
+def write_captions_stream(
+    out_dir: PathLike,
+    pieces: Iterable[pa.Table | pa.RecordBatch],
+    *,
+    stage: str = "captions",
+    config: Any = None,
+    inputs: Iterable[PathLike] = (),
+    check_caption_ids: bool = True,
+    combine_chunks: bool = True,
+    checks: SinkChecks | None = None,
+    fields: Callable[[CaptionSink], dict] | None = None,
+) -> Path:
     """Write a captions artifact from pieces of one schema, in order. ``check_caption_ids=False`` only for a caller
     that has refused a caption_id on two images itself (merge-captions checks that before writing);
     ``combine_chunks=False`` writes each row group with the pieces as its Arrow chunks (Parquet's pages follow the
@@ -47,8 +54,13 @@ def write_captions_stream(out_dir: PathLike, pieces: Iterable[pa.Table | pa.Reco
     importer refuses besides (``SinkChecks``); ``fields`` gives the manifest fields beyond ``rows`` and
     ``languages`` once every row is written (from the sink's counts)."""
     with ArtifactWriter(out_dir, "captions", stage=stage, config=config, inputs=inputs) as writer:
-        sink = CaptionSink(writer.dir / schema.CAPTIONS_FILE, out_dir, check_caption_ids=check_caption_ids,
-                           combine_chunks=combine_chunks, checks=checks)
+        sink = CaptionSink(
+            writer.dir / schema.CAPTIONS_FILE,
+            out_dir,
+            check_caption_ids=check_caption_ids,
+            combine_chunks=combine_chunks,
+            checks=checks,
+        )
         for piece in pieces:
             sink.add(piece)
         sink.close()
@@ -75,8 +87,15 @@ class CaptionSink:
 
     ``langs`` and ``splits`` count the rows per value, in order of first appearance."""
 
-    def __init__(self, path: Path, name: PathLike, *, check_caption_ids: bool = True, combine_chunks: bool = True,
-                 checks: SinkChecks | None = None):
+    def __init__(
+        self,
+        path: Path,
+        name: PathLike,
+        *,
+        check_caption_ids: bool = True,
+        combine_chunks: bool = True,
+        checks: SinkChecks | None = None,
+    ):
         self.path, self.name, self.check_caption_ids = Path(path), name, check_caption_ids
         self.combine_chunks, self.checks = combine_chunks, checks or SinkChecks()
         self.tmp = self.path.with_name(self.path.name + ".tmp")
@@ -101,8 +120,9 @@ class CaptionSink:
         if self._schema is None:
             self._schema = table.schema
         elif table.schema != self._schema:
-            raise ArtifactError(f"rows arrive with columns {table.schema.names}, expected {self._schema.names}",
-                                self.name)
+            raise ArtifactError(
+                f"rows arrive with columns {table.schema.names}, expected {self._schema.names}", self.name
+            )
         if self.check_caption_ids and table.num_rows:
             caption = key_hashes.string_hashes(table.column("caption_id"))
             self._caption_hashes.append(caption)
@@ -167,8 +187,9 @@ class CaptionSink:
                 del keys
                 self.checks.unique_keys(read_table(self.tmp, ["caption_id", "lang"]))
         if self.check_caption_ids and not self._one_image_per_caption_id():
-            refuse_caption_ids_on_several_images(read_table(self.tmp, ["caption_id", "image_id"]),
-                                                 self.checks.source or self.name)
+            refuse_caption_ids_on_several_images(
+                read_table(self.tmp, ["caption_id", "image_id"]), self.checks.source or self.name
+            )
         check_names(list(self.langs), "caption lang", self.name)
         if self.replaced:
             log(f"{self.name}: NUL or other control characters replaced with a space in {self.replaced} caption(s)")
@@ -199,8 +220,9 @@ def captions_file(path: PathLike) -> Path:
     return path / schema.CAPTIONS_FILE
 
 
-def iter_caption_batches(path: PathLike, columns: list[str] | None = None,
-                         batch_rows: int = READ_BATCH_ROWS) -> Iterator[pa.Table]:
+def iter_caption_batches(
+    path: PathLike, columns: list[str] | None = None, batch_rows: int = READ_BATCH_ROWS
+) -> Iterator[pa.Table]:
     """The rows of a captions artifact (or Parquet file), ``batch_rows`` at a time, as UTF-8-checked tables of the
     file's own types. What ``load_captions`` checks across rows is the caller's to check."""
     file = captions_file(path)

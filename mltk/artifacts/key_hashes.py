@@ -58,14 +58,14 @@ def string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if not pa.types.is_large_string(column.type):
         column = column.cast(pa.large_string())
     _, offsets_buffer, data_buffer = column.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[column.offset:column.offset + len(column) + 1]
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[column.offset : column.offset + len(column) + 1]
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
     hashes = np.empty(len(column), dtype=np.uint64)
     start = 0
     while start < len(column):
         stop = int(np.searchsorted(offsets, offsets[start] + _SLICE_BYTES, side="right")) - 1
         stop = min(max(stop, start + 1), len(column))
-        hashes[start:stop] = _hash_slice(offsets[start:stop + 1], data)
+        hashes[start:stop] = _hash_slice(offsets[start : stop + 1], data)
         start = stop
     return hashes
 
@@ -75,7 +75,7 @@ def _hash_slice(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     string): byte j of the slice weighs the multiplier to the power j, and each string's sum is brought back to
     its own first byte by the inverse power of where it starts, so no per-byte position is computed."""
     base = offsets[0]
-    text = data[base:offsets[-1]]
+    text = data[base : offsets[-1]]
     if len(text) > _SLICE_BYTES:  # one string longer than a slice: hashed on its own
         terms = _BYTE_VALUES[text] * _power_series(len(text))
         hashes = np.array([terms.sum(dtype=np.uint64), len(text)], dtype=np.uint64)
@@ -83,7 +83,7 @@ def _hash_slice(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
         return _mix(hashes[:1] + hashes[1:])
     powers, inverse_powers = _power_tables()
     terms = _BYTE_VALUES[text]
-    terms *= powers[:len(text)]
+    terms *= powers[: len(text)]
     sums = np.zeros(len(text) + 1, np.uint64)
     np.cumsum(terms, dtype=np.uint64, out=sums[1:])
     starts, ends = offsets[:-1] - base, offsets[1:] - base

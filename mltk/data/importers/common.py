@@ -34,8 +34,9 @@ def normalize_lang(code: str) -> str:
 # What ``str.strip()`` strips (``str.isspace``), for Arrow's ``utf8_trim``.
 PYTHON_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
-NOT_LANGUAGES = frozenset({"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py",
-                           "sh"})
+NOT_LANGUAGES = frozenset(
+    {"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py", "sh"}
+)
 
 
 def is_language_code(code: str) -> bool:
@@ -86,11 +87,11 @@ class ImportRequest:
     images: ImageRoots
     splits: tuple[str, ...] = ()
     lang: str | None = None
-    image_list: Path | None = None      # import-data lines: the image of each line
-    translation_of: str | None = None   # import-data lines: the language the lines translate ...
-    parent: Path | None = None          # ... in this captions artifact
-    test_list: Path | None = None       # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
-    task: str | None = None             # import-data multi30k: task1 (translations) or task2 (descriptions)
+    image_list: Path | None = None  # import-data lines: the image of each line
+    translation_of: str | None = None  # import-data lines: the language the lines translate ...
+    parent: Path | None = None  # ... in this captions artifact
+    test_list: Path | None = None  # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
+    task: str | None = None  # import-data multi30k: task1 (translations) or task2 (descriptions)
 
     def wants(self, split: str) -> bool:
         return not self.splits or split in self.splits
@@ -118,17 +119,24 @@ class Imported:
         ones dropped and counted."""
         self.caption_tables.append(self.column_rows(image_id, lang, caption, caption_id, split))
 
-    def column_rows(self, image_id: pa.Array, lang: str, caption: pa.Array, caption_id: pa.Array,
-                    split: str) -> pa.Table:
+    def column_rows(
+        self, image_id: pa.Array, lang: str, caption: pa.Array, caption_id: pa.Array, split: str
+    ) -> pa.Table:
         """The caption rows of whole columns, as ``add_columns`` keeps them (empty captions dropped and counted)."""
         text = pc.utf8_trim(pc.fill_null(caption, ""), PYTHON_WHITESPACE)
         empty = pc.equal(pc.utf8_length(text), 0)
         dropped = pc.sum(empty).as_py() or 0
         if dropped:
             self.dropped_empty[lang] += dropped
-        rows = pa.table({"image_id": image_id, "lang": pa.nulls(len(text), pa.string()).fill_null(lang),
-                         "caption": text, "caption_id": caption_id,
-                         "split": pa.nulls(len(text), pa.string()).fill_null(split)})
+        rows = pa.table(
+            {
+                "image_id": image_id,
+                "lang": pa.nulls(len(text), pa.string()).fill_null(lang),
+                "caption": text,
+                "caption_id": caption_id,
+                "split": pa.nulls(len(text), pa.string()).fill_null(split),
+            }
+        )
         return rows.filter(pc.invert(empty)) if dropped else rows
 
     def image_count(self) -> int:
@@ -164,9 +172,13 @@ class Imported:
         if self.image_table is not None:
             return self.image_table
         ids = list(self.images)
-        return pa.table({"image_id": pa.array(ids, pa.string()),
-                         "split": pa.array([self.images[i][0] for i in ids], pa.string()),
-                         "path": pa.array([self.images[i][1] for i in ids], pa.string())})
+        return pa.table(
+            {
+                "image_id": pa.array(ids, pa.string()),
+                "split": pa.array([self.images[i][0] for i in ids], pa.string()),
+                "path": pa.array([self.images[i][1] for i in ids], pa.string()),
+            }
+        )
 
 
 def read_lines(path: Path) -> list[str]:
@@ -219,7 +231,7 @@ def _line_blocks(path: Path, block_bytes: int) -> Iterator[pa.Array]:
         raw = open(path, "rb")
     except OSError:
         raise _NotPlain from None
-    with raw, (gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw) as handle:
+    with raw, gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw as handle:
         carry, total, first = b"", 0, True
         while True:
             try:
@@ -260,8 +272,9 @@ def _decoded(path: Path) -> str:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
                 data = handle.read(MAX_CORPUS_BYTES + 1)
             if len(data) > MAX_CORPUS_BYTES:
-                raise ArtifactError(f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one "
-                                    f"dataset file", path)
+                raise ArtifactError(
+                    f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one dataset file", path
+                )
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path)
@@ -296,5 +309,8 @@ def text_file(folder: Path, name: str) -> Path | None:
 
 def require_aligned(lines: Sequence[str] | pa.Array, expected: int, path: Path, reference: Path) -> None:
     if len(lines) != expected:
-        raise SchemaError(f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
-                          f"by line, so their line counts must be equal", path)
+        raise SchemaError(
+            f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
+            f"by line, so their line counts must be equal",
+            path,
+        )

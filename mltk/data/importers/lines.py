@@ -49,8 +49,10 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     if request.image_list is None:
         raise ConfigError("import-data lines needs --image-list (one image name per line, aligned with the files)")
     if (request.translation_of is None) != (request.parent is None):
-        raise ConfigError("--translation-of and --parent go together (the language translated from and the "
-                          "captions artifact that holds it)")
+        raise ConfigError(
+            "--translation-of and --parent go together (the language translated from and the "
+            "captions artifact that holds it)"
+        )
     lang = normalize_lang(request.lang)
     split = request.splits[0] if request.splits else "test"
     if len(request.splits) > 1:
@@ -68,8 +70,15 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     return imported
 
 
-def _caption_pieces(numbered: list[tuple[int, Path]], request: ImportRequest, images: _ImageCodes,
-                    parent: _ParentCaptions | None, lang: str, split: str, imported: Imported) -> Iterator[pa.Table]:
+def _caption_pieces(
+    numbered: list[tuple[int, Path]],
+    request: ImportRequest,
+    images: _ImageCodes,
+    parent: _ParentCaptions | None,
+    lang: str,
+    split: str,
+    imported: Imported,
+) -> Iterator[pa.Table]:
     """The caption rows of every file, a block of lines at a time (``iter_line_blocks``): what the import holds
     is a block of text and a few numbers per line of the image list."""
     count = len(images.ids)
@@ -116,9 +125,13 @@ class _ImageCodes:
     def table(self, split: str, paths: pa.Array) -> pa.Table:
         """The images table: each image once, at its first line, with that line's path."""
         _, first = np.unique(self.codes, return_index=True)
-        return pa.table({"image_id": self.distinct.cast(pa.string()),
-                         "split": pa.nulls(len(first), pa.string()).fill_null(split),
-                         "path": paths.take(pa.array(first))})
+        return pa.table(
+            {
+                "image_id": self.distinct.cast(pa.string()),
+                "split": pa.nulls(len(first), pa.string()).fill_null(split),
+                "path": paths.take(pa.array(first)),
+            }
+        )
 
 
 class _ParentCaptions:
@@ -151,9 +164,12 @@ class _ParentCaptions:
         if len(beyond):
             line = int(beyond[0])
             occurrence, have, line = occurrence[line:], have[line:], line + rows.start
-            raise SchemaError(f"line {line + 1} (image {self.images.ids[line].as_py()}) translates caption "
-                              f"{occurrence[0] + 1} of that image in {request.translation_of}, but "
-                              f"{request.parent} has {have[0]} for it", path)
+            raise SchemaError(
+                f"line {line + 1} (image {self.images.ids[line].as_py()}) translates caption "
+                f"{occurrence[0] + 1} of that image in {request.translation_of}, but "
+                f"{request.parent} has {have[0]} for it",
+                path,
+            )
         return self.caption_id.take(pa.array(self.starts[codes] + occurrence))
 
 

@@ -41,12 +41,19 @@ def merge_captions(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     paths = [Path(p) for p in paths]
     try:
         columns, langs = _streamed_checks(paths)
-        log(f"merge-captions: {sum(langs.values())} captions from {len(paths)} artifacts "
-            f"({', '.join(f'{lang} {n}' for lang, n in sorted(langs.items()))})")
-        return write_captions_stream(out_dir, _merged_pieces(paths, columns), stage="merge-captions",
-                                     config={"inputs": [str(p) for p in paths]}, inputs=paths,
-                                     check_caption_ids=False,  # the first pass refused a caption_id on two images
-                                     combine_chunks=False)
+        log(
+            f"merge-captions: {sum(langs.values())} captions from {len(paths)} artifacts "
+            f"({', '.join(f'{lang} {n}' for lang, n in sorted(langs.items()))})"
+        )
+        return write_captions_stream(
+            out_dir,
+            _merged_pieces(paths, columns),
+            stage="merge-captions",
+            config={"inputs": [str(p) for p in paths]},
+            inputs=paths,
+            check_caption_ids=False,  # the first pass refused a caption_id on two images
+            combine_chunks=False,
+        )
     except _Unsettled:
         return merge_in_memory(paths, out_dir)
 
@@ -96,7 +103,7 @@ def _unique(paths: list[Path], total: int, names: list[str], key, langs: dict[st
     """No key (the hashes of ``names`` combined by ``key``) repeats across the inputs; counts rows per language."""
     keys, start = np.empty(total, np.uint64), 0
     for batch, hashes in _hashed_batches(paths, names):
-        keys[start:start + batch.num_rows] = key(hashes)
+        keys[start : start + batch.num_rows] = key(hashes)
         start += batch.num_rows
         for item in pc.value_counts(batch.column("lang")).to_pylist():
             langs[item["values"]] = langs.get(item["values"], 0) + item["counts"]
@@ -107,8 +114,8 @@ def _one_value(paths: list[Path], total: int, key: str, value: str) -> bool:
     """Every value of column ``key`` has one value of column ``value`` across the inputs (16 bytes per row)."""
     keys, pairs, start = np.empty(total, np.uint64), np.empty(total, np.uint64), 0
     for batch, (key_hash, value_hash) in _hashed_batches(paths, [key, value]):
-        keys[start:start + batch.num_rows] = key_hash
-        pairs[start:start + batch.num_rows] = key_hashes.combine(key_hash, value_hash)
+        keys[start : start + batch.num_rows] = key_hash
+        pairs[start : start + batch.num_rows] = key_hashes.combine(key_hash, value_hash)
         start += batch.num_rows
     distinct = key_hashes.distinct_sorted(keys[:start])
     del keys
@@ -127,8 +134,11 @@ def _merged_pieces(paths: list[Path], columns: list[str]):
             found = pc.sum(pc.match_substring_regex(captions, CONTROL_CHARACTERS)).as_py() or 0
             if found:
                 replaced += found
-                batch = batch.set_column(batch.schema.get_field_index("caption"), "caption",
-                                         pc.replace_substring_regex(captions, CONTROL_CHARACTERS, " "))
+                batch = batch.set_column(
+                    batch.schema.get_field_index("caption"),
+                    "caption",
+                    pc.replace_substring_regex(captions, CONTROL_CHARACTERS, " "),
+                )
             yield _with_columns(batch, columns)
         if replaced:
             log(f"{path}: NUL or other control characters replaced with a space in {replaced} caption(s)")
@@ -152,10 +162,17 @@ def merge_in_memory(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLi
     source = np.repeat(np.arange(len(tables)), [table.num_rows for _, table in tables])  # [rows] input of each row
     _refuse_first_conflict(merged, source, [path for path, _ in tables])
     langs = value_counts(merged.column("lang"))
-    log(f"merge-captions: {merged.num_rows} captions from {len(tables)} artifacts "
-        f"({', '.join(f'{lang} {n}' for lang, n in sorted(langs.items()))})")
-    return artifacts.write_captions(out_dir, merged, stage="merge-captions",
-                                    config={"inputs": [str(p) for p, _ in tables]}, inputs=[p for p, _ in tables])
+    log(
+        f"merge-captions: {merged.num_rows} captions from {len(tables)} artifacts "
+        f"({', '.join(f'{lang} {n}' for lang, n in sorted(langs.items()))})"
+    )
+    return artifacts.write_captions(
+        out_dir,
+        merged,
+        stage="merge-captions",
+        config={"inputs": [str(p) for p, _ in tables]},
+        inputs=[p for p, _ in tables],
+    )
 
 
 def _refuse_first_conflict(merged: pa.Table, source: np.ndarray, paths: list[Path]) -> None:
@@ -168,18 +185,37 @@ def _refuse_first_conflict(merged: pa.Table, source: np.ndarray, paths: list[Pat
     if row is not None:
         earlier = paths[source[first[row]]]
         where = "twice in it" if earlier == paths[source[row]] else f"also in {earlier}"
-        checks.append((row, 0, f"caption_id {column('caption_id')[row].as_py()!r} in {column('lang')[row].as_py()} "
-                               f"is {where} (duplicate row)"))
+        checks.append(
+            (
+                row,
+                0,
+                f"caption_id {column('caption_id')[row].as_py()!r} in {column('lang')[row].as_py()} "
+                f"is {where} (duplicate row)",
+            )
+        )
+
     def value(name: str, row: int) -> str:
         return column(name)[row].as_py()
 
     changed = (  # (order of the check, column whose value must not change, key column, message)
-        (1, "image_id", "caption_id", lambda row, earlier: (
-            f"caption_id {value('caption_id', row)!r} names image {value('image_id', row)!r} here but "
-            f"{value('image_id', earlier)!r} in {paths[source[earlier]]} (conflicting ids)")),
-        (2, "split", "image_id", lambda row, earlier: (
-            f"image {value('image_id', row)!r} is in split {value('split', row)!r} here but "
-            f"{value('split', earlier)!r} in {paths[source[earlier]]}")),
+        (
+            1,
+            "image_id",
+            "caption_id",
+            lambda row, earlier: (
+                f"caption_id {value('caption_id', row)!r} names image {value('image_id', row)!r} here but "
+                f"{value('image_id', earlier)!r} in {paths[source[earlier]]} (conflicting ids)"
+            ),
+        ),
+        (
+            2,
+            "split",
+            "image_id",
+            lambda row, earlier: (
+                f"image {value('image_id', row)!r} is in split {value('split', row)!r} here but "
+                f"{value('split', earlier)!r} in {paths[source[earlier]]}"
+            ),
+        ),
     )
     for order, name, key, message in changed:
         found = _first_changed(column(name), column(key))
@@ -211,5 +247,11 @@ def _all_columns(tables: list[tuple[Path, pa.Table]]) -> list[str]:
 
 
 def _with_columns(table: pa.Table, names: list[str]) -> pa.Table:
-    return pa.table({name: table.column(name).cast(pa.string()) if name in table.column_names
-                     else pa.nulls(table.num_rows, pa.string()) for name in names})
+    return pa.table(
+        {
+            name: table.column(name).cast(pa.string())
+            if name in table.column_names
+            else pa.nulls(table.num_rows, pa.string())
+            for name in names
+        }
+    )
