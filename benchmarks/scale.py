@@ -1,6 +1,7 @@
 """Cost per row and peak memory of the data stages and of train-nlt's start at 1x, 5x and 25x Multi30K.
 
     .venv/bin/python benchmarks/scale.py [--scales 1 5 25] [--nlt-scales 1 5 25] [--work /tmp/mltk-scale]
+        [--row-group-rows N]
 
 The corpus at scale k is Multi30K task 1's German-English training pairs (29,000 images) and validation pairs
 (1,014) repeated k times, each repetition r giving its captions the suffix `` rR`` and its image names the stem
