@@ -34,8 +34,9 @@ def normalize_lang(code: str) -> str:
 # What ``str.strip()`` strips (``str.isspace``), for Arrow's ``utf8_trim``.
 PYTHON_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
-NOT_LANGUAGES = frozenset({"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py",
-                           "sh"})
+NOT_LANGUAGES = frozenset(
+    {"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py", "sh"}
+)
 
 
 def is_language_code(code: str) -> bool:
@@ -86,11 +87,11 @@ class ImportRequest:
     images: ImageRoots
     splits: tuple[str, ...] = ()
     lang: str | None = None
-    image_list: Path | None = None      # import-data lines: the image of each line
-    translation_of: str | None = None   # import-data lines: the language the lines translate ...
-    parent: Path | None = None          # ... in this captions artifact
-    test_list: Path | None = None       # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
-    task: str | None = None             # import-data multi30k: task1 (translations) or task2 (descriptions)
+    image_list: Path | None = None  # import-data lines: the image of each line
+    translation_of: str | None = None  # import-data lines: the language the lines translate ...
+    parent: Path | None = None  # ... in this captions artifact
+    test_list: Path | None = None  # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
+    task: str | None = None  # import-data multi30k: task1 (translations) or task2 (descriptions)
 
     def wants(self, split: str) -> bool:
         return not self.splits or split in self.splits
@@ -111,18 +112,32 @@ class Imported:
     caption_tables: list[pa.Table] = field(default_factory=list)  # rows added a column at a time, after ``rows``
     image_table: pa.Table | None = None  # image_id, split, path: the images of an importer that works in columns
 
+    caption_pieces: Iterator[pa.Table] | None = None  # rows streamed to the writer, after ``rows``; see ``column_rows``
+
     def add_columns(self, image_id: pa.Array, lang: str, caption: pa.Array, caption_id: pa.Array, split: str) -> None:
         """``add`` for whole columns (Arrow arrays of one length): captions stripped as ``str.strip`` does, empty
         ones dropped and counted."""
+        self.caption_tables.append(self.column_rows(image_id, lang, caption, caption_id, split))
+
+    def column_rows(
+        self, image_id: pa.Array, lang: str, caption: pa.Array, caption_id: pa.Array, split: str
+    ) -> pa.Table:
+        """The caption rows of whole columns, as ``add_columns`` keeps them (empty captions dropped and counted)."""
         text = pc.utf8_trim(pc.fill_null(caption, ""), PYTHON_WHITESPACE)
         empty = pc.equal(pc.utf8_length(text), 0)
         dropped = pc.sum(empty).as_py() or 0
         if dropped:
             self.dropped_empty[lang] += dropped
-        rows = pa.table({"image_id": image_id, "lang": pa.nulls(len(text), pa.string()).fill_null(lang),
-                         "caption": text, "caption_id": caption_id,
-                         "split": pa.nulls(len(text), pa.string()).fill_null(split)})
-        self.caption_tables.append(rows.filter(pc.invert(empty)) if dropped else rows)
+        rows = pa.table(
+            {
+                "image_id": image_id,
+                "lang": pa.nulls(len(text), pa.string()).fill_null(lang),
+                "caption": text,
+                "caption_id": caption_id,
+                "split": pa.nulls(len(text), pa.string()).fill_null(split),
+            }
+        )
+        return rows.filter(pc.invert(empty)) if dropped else rows
 
     def image_count(self) -> int:
         return self.image_table.num_rows if self.image_table is not None else len(self.images)
@@ -157,9 +172,13 @@ class Imported:
         if self.image_table is not None:
             return self.image_table
         ids = list(self.images)
-        return pa.table({"image_id": pa.array(ids, pa.string()),
-                         "split": pa.array([self.images[i][0] for i in ids], pa.string()),
-                         "path": pa.array([self.images[i][1] for i in ids], pa.string())})
+        return pa.table(
+            {
+                "image_id": pa.array(ids, pa.string()),
+                "split": pa.array([self.images[i][0] for i in ids], pa.string()),
+                "path": pa.array([self.images[i][1] for i in ids], pa.string()),
+            }
+        )
 
 
 def read_lines(path: Path) -> list[str]:
@@ -181,6 +200,71 @@ def read_lines_array(path: Path) -> pa.Array:
     return pc.replace_substring_regex(lines, "\r$", "").cast(pa.string())
 
 
+LINE_BLOCK_BYTES = 1 << 24  # bytes of a caption file split into lines at once
+
+
+def iter_line_blocks(path: Path, block_bytes: int | None = None) -> Iterator[pa.Array]:
+    """``read_lines_array`` a block of whole lines at a time (about ``block_bytes`` of text each): the lines of a
+    file of any size with memory for one block. A file ``read_lines`` refuses (not UTF-8, too large, a broken gzip
+    stream, not a file) is read by it once more, so that the refusal is the same."""
+    started = False
+    try:
+        for block in _line_blocks(path, block_bytes or LINE_BLOCK_BYTES):
+            started = True
+            yield block
+    except _NotPlain:
+        if not started:  # a FIFO, a device, or a file the whole-file reader refuses
+            yield read_lines_array(path)
+            return
+        _decoded(path)  # raises the whole-file reader's message
+        raise ArtifactError("changed while it was read", path) from None
+
+
+class _NotPlain(Exception):
+    """A file the block reader leaves to the whole-file reader's refusal."""
+
+
+def _line_blocks(path: Path, block_bytes: int) -> Iterator[pa.Array]:
+    if not path.is_file():
+        raise _NotPlain
+    try:
+        raw = open(path, "rb")
+    except OSError:
+        raise _NotPlain from None
+    with raw, gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw as handle:
+        carry, total, first = b"", 0, True
+        while True:
+            try:
+                chunk = handle.read(max(block_bytes, 3) if first else block_bytes)  # the BOM whole
+            except (OSError, EOFError):
+                raise _NotPlain from None
+            total += len(chunk)
+            if total > MAX_CORPUS_BYTES:
+                raise _NotPlain
+            data = carry + chunk
+            if first and data[:3] == b"\xef\xbb\xbf":
+                data = data[3:]
+            first = False
+            cut = len(data) if not chunk else data.rfind(b"\n") + 1
+            carry = data[cut:]
+            if cut:
+                yield _split_block(data[:cut], last=not chunk)
+            if not chunk:
+                return
+
+
+def _split_block(data: bytes, last: bool) -> pa.Array:
+    """The lines of ``data`` (whole lines; the file's last block may lack the final line feed)."""
+    try:
+        text = pa.array([data], pa.large_binary()).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        raise _NotPlain from None
+    lines = pc.list_flatten(pc.split_pattern(text, "\n"))
+    if len(lines) and (not last or data.endswith(b"\n")):
+        lines = lines.slice(0, len(lines) - 1)  # what follows the block's last line feed
+    return pc.replace_substring_regex(lines, "\r$", "").cast(pa.string())
+
+
 def _decoded(path: Path) -> str:
     data = read_user_bytes(path, what="dataset file", max_bytes=MAX_CORPUS_BYTES)
     try:
@@ -188,8 +272,9 @@ def _decoded(path: Path) -> str:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
                 data = handle.read(MAX_CORPUS_BYTES + 1)
             if len(data) > MAX_CORPUS_BYTES:
-                raise ArtifactError(f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one "
-                                    f"dataset file", path)
+                raise ArtifactError(
+                    f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one dataset file", path
+                )
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path)
@@ -224,5 +309,8 @@ def text_file(folder: Path, name: str) -> Path | None:
 
 def require_aligned(lines: Sequence[str] | pa.Array, expected: int, path: Path, reference: Path) -> None:
     if len(lines) != expected:
-        raise SchemaError(f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
-                          f"by line, so their line counts must be equal", path)
+        raise SchemaError(
+            f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
+            f"by line, so their line counts must be equal",
+            path,
+        )

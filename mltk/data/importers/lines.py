@@ -18,6 +18,7 @@ Image ids are canonical: COCO file names become ``coco:N``; a list whose names a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,14 @@ import pyarrow.compute as pc
 from mltk import artifacts
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.runtime import log
-from mltk.data.importers.common import Imported, ImportRequest, normalize_lang, read_lines_array, require_aligned
+from mltk.data.importers.common import (
+    Imported,
+    ImportRequest,
+    iter_line_blocks,
+    normalize_lang,
+    read_lines_array,
+    require_aligned,
+)
 from mltk.data.importers.image_ids import image_list_ids
 
 _NUMBERED = re.compile(r"\.(\d+)\.[A-Za-z_-]{2,8}(\.gz)?$|\.(\d+)(\.gz)?$")
@@ -41,8 +49,10 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     if request.image_list is None:
         raise ConfigError("import-data lines needs --image-list (one image name per line, aligned with the files)")
     if (request.translation_of is None) != (request.parent is None):
-        raise ConfigError("--translation-of and --parent go together (the language translated from and the "
-                          "captions artifact that holds it)")
+        raise ConfigError(
+            "--translation-of and --parent go together (the language translated from and the "
+            "captions artifact that holds it)"
+        )
     lang = normalize_lang(request.lang)
     split = request.splits[0] if request.splits else "test"
     if len(request.splits) > 1:
@@ -56,16 +66,41 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     images = _ImageCodes(ids)
     parent = _ParentCaptions(request, split, images) if request.parent is not None else None
     imported = Imported(image_table=images.table(split, request.images.paths(names)))
-    line_numbers = pc.cast(pa.array(np.arange(len(names))), pa.string())
-    for number, (k, path) in enumerate(_numbered(files)):
-        lines = read_lines_array(path)
-        require_aligned(lines, len(names), path, request.image_list)
-        if parent is None:
-            caption_ids = pc.binary_join_element_wise(f"{split}-", line_numbers, f"-{lang}-{k}", "")
-        else:
-            caption_ids = parent.caption_ids(images.occurrences(number), path, request)
-        imported.add_columns(ids, lang, lines, caption_ids, split)
+    imported.caption_pieces = _caption_pieces(_numbered(files), request, images, parent, lang, split, imported)
     return imported
+
+
+def _caption_pieces(
+    numbered: list[tuple[int, Path]],
+    request: ImportRequest,
+    images: _ImageCodes,
+    parent: _ParentCaptions | None,
+    lang: str,
+    split: str,
+    imported: Imported,
+) -> Iterator[pa.Table]:
+    """The caption rows of every file, a block of lines at a time (``iter_line_blocks``): what the import holds
+    is a block of text and a few numbers per line of the image list."""
+    count = len(images.ids)
+    for number, (k, path) in enumerate(numbered):
+        blocks, start = iter_line_blocks(path), 0
+        for lines in blocks:
+            stop = start + len(lines)
+            if stop > count:
+                require_aligned(range(stop + sum(len(rest) for rest in blocks)), count, path, request.image_list)
+            rows = slice(start, stop)
+            if parent is None:
+                line_numbers = pc.cast(pa.array(np.arange(start, stop)), pa.string())
+                caption_ids = pc.binary_join_element_wise(f"{split}-", line_numbers, f"-{lang}-{k}", "")
+            else:
+                try:
+                    caption_ids = parent.caption_ids(images.occurrences(number, rows), rows, path, request)
+                except SchemaError:  # a file that is also too short is refused for that first, as before
+                    require_aligned(range(stop + sum(len(rest) for rest in blocks)), count, path, request.image_list)
+                    raise
+            yield imported.column_rows(images.ids.slice(start, stop - start), lang, lines, caption_ids, split)
+            start = stop
+        require_aligned(range(start), count, path, request.image_list)
 
 
 class _ImageCodes:
@@ -82,17 +117,21 @@ class _ImageCodes:
         self.rank = np.empty(len(self.codes), dtype=np.int64)  # [lines]: earlier lines of the same image
         self.rank[order] = np.arange(len(self.codes)) - starts[self.codes[order]]
 
-    def occurrences(self, file_number: int) -> np.ndarray:
-        """[lines]: which caption of its image each line of the ``file_number``-th file is (0-based): every
-        earlier file held each image's lines once, then the earlier lines of this file."""
-        return file_number * self.counts[self.codes] + self.rank
+    def occurrences(self, file_number: int, rows: slice) -> np.ndarray:
+        """[lines of ``rows``]: which caption of its image each line of the ``file_number``-th file is (0-based):
+        every earlier file held each image's lines once, then the earlier lines of this file."""
+        return file_number * self.counts[self.codes[rows]] + self.rank[rows]
 
     def table(self, split: str, paths: pa.Array) -> pa.Table:
         """The images table: each image once, at its first line, with that line's path."""
         _, first = np.unique(self.codes, return_index=True)
-        return pa.table({"image_id": self.distinct.cast(pa.string()),
-                         "split": pa.nulls(len(first), pa.string()).fill_null(split),
-                         "path": paths.take(pa.array(first))})
+        return pa.table(
+            {
+                "image_id": self.distinct.cast(pa.string()),
+                "split": pa.nulls(len(first), pa.string()).fill_null(split),
+                "path": paths.take(pa.array(first)),
+            }
+        )
 
 
 class _ParentCaptions:
@@ -116,17 +155,21 @@ class _ParentCaptions:
         self.starts, self.images = starts, images
         self.caption_id = known.column("caption_id").combine_chunks().take(pa.array(order))  # by (image, occurrence)
 
-    def caption_ids(self, occurrence: np.ndarray, path: Path, request: ImportRequest) -> pa.Array:
-        """caption_id of line i: the ``occurrence[i]``-th caption of its image; a line past the parent's captions of
-        its image is refused, naming the first."""
-        codes = self.images.codes
+    def caption_ids(self, occurrence: np.ndarray, rows: slice, path: Path, request: ImportRequest) -> pa.Array:
+        """caption_id of each line of ``rows``: the ``occurrence``-th caption of its image; a line past the parent's
+        captions of its image is refused, naming the first."""
+        codes = self.images.codes[rows]
         have = self.per_image[codes]
         beyond = np.flatnonzero(occurrence >= have)
         if len(beyond):
             line = int(beyond[0])
-            raise SchemaError(f"line {line + 1} (image {self.images.ids[line].as_py()}) translates caption "
-                              f"{occurrence[line] + 1} of that image in {request.translation_of}, but "
-                              f"{request.parent} has {have[line]} for it", path)
+            occurrence, have, line = occurrence[line:], have[line:], line + rows.start
+            raise SchemaError(
+                f"line {line + 1} (image {self.images.ids[line].as_py()}) translates caption "
+                f"{occurrence[0] + 1} of that image in {request.translation_of}, but "
+                f"{request.parent} has {have[0]} for it",
+                path,
+            )
         return self.caption_id.take(pa.array(self.starts[codes] + occurrence))
 
 

@@ -1,0 +1,155 @@
+"""import-data lines and merge-captions stream their rows (a block of lines, a batch of rows, a row group written at
+a time) and check their keys on 64-bit hashes: the same artifacts as the whole-table code, whatever the block and
+row group sizes, and the same refusals, also when every hash collides."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers_scale import write_corpus
+
+from mltk import artifacts
+from mltk.artifacts import caption_stream, key_hashes
+from mltk.core.errors import SchemaError
+from mltk.data.importers import common, import_dataset, merge_captions
+from mltk.data.importers import merge as merge_module
+from mltk.data.importers.common import iter_line_blocks, read_lines_array
+from mltk.data.importers.merge import merge_in_memory
+
+
+def _colliding(column):
+    """Every string hashes to the same number: each hashed check must then confirm on the strings."""
+    return np.zeros(len(column), np.uint64)
+
+
+def test_string_hashes_follow_the_strings_not_the_chunks():
+    values = ["", "a", "b", "ab", "ba", "é", "train-1-en-0", "train-1-en-0", "x" * 300_000, "a"]
+    hashes = key_hashes.string_hashes(pa.array(values))
+    assert hashes[1] == hashes[9] and hashes[6] == hashes[7]
+    assert len(set(hashes.tolist())) == len(set(values))
+    chunked = pa.chunked_array([pa.array(values[:3]), pa.array(["zz"] + values[3:]).slice(1)])
+    assert (key_hashes.string_hashes(chunked) == hashes).all()
+    assert (key_hashes.string_hashes(pa.array(values, pa.large_string())) == hashes).all()
+    many = pa.array([f"train-{i}-de-0" for i in range(200_000)])
+    assert len(np.unique(key_hashes.string_hashes(many))) == 200_000
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 20])
+def test_line_blocks_are_the_lines_of_the_whole_file(tmp_path, block):
+    rng = random.Random(block)
+    cases = [b"", b"\n", b"a", b"a\n\n", b"\xef\xbb\xbfab\r\ncd\n", b"x\r\n\ry\r", b"\n\n\nq", b"\xef\xbb\xbf"]
+    cases += [
+        b"".join(rng.choice([b"a", b"\xc3\xa9", b"\n", b"\r\n", b" ", b"\xe2\x80\xa8"]) for _ in range(50))
+        for _ in range(20)
+    ]
+    for number, data in enumerate(cases):
+        for suffix in (".txt", ".gz"):
+            path = tmp_path / f"c{number}{suffix}"
+            path.write_bytes(gzip.compress(data) if suffix == ".gz" else data)
+            blocks = [line for lines in iter_line_blocks(path, block) for line in lines.to_pylist()]
+            assert blocks == read_lines_array(path).to_pylist()
+
+
+def test_line_blocks_refuse_what_the_whole_file_reader_refuses(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"ok\n" * 10 + b"bad \xff here\n")
+    with pytest.raises(Exception) as whole:
+        read_lines_array(path)
+    for block in (4, 1 << 20):
+        with pytest.raises(type(whole.value)) as blocks:
+            list(iter_line_blocks(path, block))
+        assert str(blocks.value) == str(whole.value)
+
+
+def _imports(root: Path, corpus: dict) -> dict[str, Path]:
+    common_options = {"image_list": corpus["images"], "splits": ["train"], "images_root": "/images"}
+    en = import_dataset("lines", corpus["en"], root / "en", lang="en", **common_options)
+    de = import_dataset(
+        "lines", corpus["de"], root / "de", lang="de", translation_of="en", parent=en / "captions", **common_options
+    )
+    return {"en": en / "captions", "de": de / "captions", "en_images": en / "images"}
+
+
+def _bytes(paths: dict[str, Path]) -> dict[str, bytes]:
+    return {name: next(path.glob("*.parquet")).read_bytes() for name, path in paths.items()}
+
+
+def test_import_in_small_blocks_and_row_groups_writes_the_same_rows(tmp_path, monkeypatch):
+    """Blocks of 64 bytes (every caption file read in hundreds of blocks) give the same bytes as one block; row
+    groups of 100 rows give the same rows."""
+    corpus = write_corpus(tmp_path / "corpus", 400, seed=5)
+    whole = _bytes(_imports(tmp_path / "whole", corpus))
+    monkeypatch.setattr(common, "LINE_BLOCK_BYTES", 64)
+    assert _bytes(_imports(tmp_path / "blocks", corpus)) == whole
+    monkeypatch.setattr(caption_stream, "ROW_GROUP_ROWS", 100)
+    grouped = _imports(tmp_path / "groups", corpus)
+    assert pq.ParquetFile(grouped["en"] / "captions.parquet").metadata.num_row_groups > 5
+    for name in ("en", "de"):
+        assert artifacts.load_captions(grouped[name]).equals(
+            artifacts.load_captions(tmp_path / "whole" / name / "captions")
+        )
+
+
+def test_import_refuses_repeated_ids_also_when_every_hash_collides(tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "corpus", 60, seed=2)
+    expected = _bytes(_imports(tmp_path / "plain", corpus))
+    monkeypatch.setattr(key_hashes, "string_hashes", _colliding)
+    assert _bytes(_imports(tmp_path / "colliding", corpus)) == expected  # collisions confirmed false on the strings
+    parent = artifacts.write_captions(
+        tmp_path / "parent",
+        pa.table(
+            {  # one caption_id on two rows of one image
+                "image_id": ["flickr30k:1000"] * 2,
+                "lang": ["en"] * 2,
+                "caption": ["one", "two"],
+                "caption_id": ["c1"] * 2,
+                "split": ["test"] * 2,
+            }
+        ),
+    )
+    images = tmp_path / "images.txt"
+    images.write_text("1000.jpg\n1000.jpg\n")
+    text = tmp_path / "x.de"
+    text.write_text("eins\nzwei\n")
+    with pytest.raises(SchemaError, match="1 caption_id/lang pair\\(s\\) occur more than once \\(e.g. 'c1' in de\\)"):
+        import_dataset(
+            "lines", [text], tmp_path / "twice", lang="de", image_list=images, translation_of="en", parent=parent
+        )
+    assert not (tmp_path / "twice").exists()
+
+
+def test_import_names_a_short_file_as_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "LINE_BLOCK_BYTES", 8)
+    images = tmp_path / "images.txt"
+    images.write_text("".join(f"{1000 + i}.jpg\n" for i in range(20)))
+    for lines in (5, 25):
+        text = tmp_path / f"short{lines}.en"
+        text.write_text("".join(f"caption number {i}\n" for i in range(lines)))
+        with pytest.raises(SchemaError, match=f"has {lines} lines but images.txt has 20"):
+            import_dataset("lines", [text], tmp_path / f"out{lines}", lang="en", image_list=images)
+
+
+def test_streamed_merge_is_the_whole_table_merge(tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "corpus", 300, seed=7)
+    inputs = _imports(tmp_path / "in", corpus)
+    sources = [inputs["en"], inputs["de"]]
+    expected = (merge_in_memory(sources, tmp_path / "whole") / "captions.parquet").read_bytes()
+    monkeypatch.setattr(merge_module.artifacts, "load_captions", None)  # the streamed merge reads no whole table
+    assert (merge_captions(sources, tmp_path / "streamed") / "captions.parquet").read_bytes() == expected
+
+
+def test_merge_with_colliding_hashes_still_merges_and_refuses_exactly(tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "corpus", 80, seed=8)
+    inputs = _imports(tmp_path / "in", corpus)
+    sources = [inputs["en"], inputs["de"]]
+    expected = (merge_captions(sources, tmp_path / "plain") / "captions.parquet").read_bytes()
+    monkeypatch.setattr(key_hashes, "string_hashes", _colliding)
+    assert (merge_captions(sources, tmp_path / "colliding") / "captions.parquet").read_bytes() == expected
+    with pytest.raises(SchemaError, match="is twice in it \\(duplicate row\\)"):
+        merge_captions([inputs["en"], inputs["en"]], tmp_path / "twice")
