@@ -474,7 +474,7 @@ def test_the_trained_temperature_has_no_value_in_code():
 
 
 def test_the_ranking_margin_has_no_value_in_code():
-    """The hinge's margin is the caller's (train-ccrk: --margin, else AME_MARGINS by similarity), never a default."""
+    """The hinge's margin is the caller's (train-ccrk: the recipe's losses.hinge.margin), never a default."""
     x = torch.eye(2, dtype=torch.float64)
     with pytest.raises(TypeError, match="margin"):
         losses.pairwise_ranking_hinge(x, x)
