@@ -29,6 +29,7 @@ READS_FOREIGN_CONFIG = {
     # mltk did not write (is_hf_model_folder, the tower's Pooling/Dense configs).
     "mltk/models/clip.py",
     "mltk/models/hf_text.py",
+    "mltk/models/st_modules.py",
     "mltk/models/hub.py",  # a hub snapshot's transformers config.json tells a text model from an open_clip one
     # mltk export writes (and its standalone loader reads) open_clip / transformers / sentence-transformers model
     # folders for other tools: their config.json is theirs, and the folders are no mltk artifacts.

@@ -22,18 +22,15 @@ about N times faster.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-from PIL import Image
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import DataLoader
 
 from mltk import artifacts
 from mltk.artifacts import schema
@@ -56,136 +53,9 @@ from mltk.encode.frozen_tower import (  # noqa: F401 (API)
     encode_with_frozen_tower,
     frozen_tower_session,
 )
+from mltk.encode.image_decoding import DecodedBatch, DecodedImages, collate_decoded, default_workers  # noqa: F401 (API)
+from mltk.encode.image_resume import RESUME_STATE, ResumeState, batch_plan, shard_ranges  # noqa: F401 (API)
 from mltk.encode.image_shards import bad_shards, encode_my_shard_files
-
-RESUME_STATE = "encode-state.json"  # lives in the partial directory only; removed before the manifest is written
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Decoding in DataLoader workers
-# ----------------------------------------------------------------------------------------------------------------
-
-
-class DecodedImages(Dataset):
-    """Row ``i`` -> ``(i, pixels [3, H, W] or None, error or None)``. Never raises for a bad image: the error
-    travels with the row so that the main process can skip, count and report it."""
-
-    def __init__(self, records: ImageRecords, preprocess: Callable):
-        self.records = records
-        self.preprocess = preprocess
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, index: int) -> tuple[int, torch.Tensor | None, str | None]:
-        return index, *decode_image(lambda: self._open(index), self.preprocess)
-
-    def _open(self, index: int) -> Image.Image:
-        if self.records.blobs is not None:
-            data = self.records.blobs[index].as_py()
-            if data is None:
-                raise ValueError("image bytes are null")
-            return Image.open(io.BytesIO(data))
-        path = self.records.paths[index]
-        if "://" in path:
-            raise ValueError(f"{path} is a URL; mltk does not download images (fetch them, then pass local paths)")
-        return Image.open(path)
-
-
-@dataclass
-class DecodedBatch:
-    indices: list[int]  # source rows of the images in ``pixels``
-    pixels: torch.Tensor | None  # [B, 3, H, W], None when no image of the batch could be read
-    failures: list[tuple[int, str]]  # (source row, error)
-
-
-def collate_decoded(items: list[tuple[int, torch.Tensor | None, str | None]]) -> DecodedBatch:
-    good = [(index, pixels) for index, pixels, _ in items if pixels is not None]
-    failures = [(index, error) for index, pixels, error in items if pixels is None]
-    # default_collate stacks straight into shared memory inside a worker, saving a copy per batch
-    pixels = default_collate([p for _, p in good]) if good else None
-    return DecodedBatch([index for index, _ in good], pixels, failures)
-
-
-def default_workers() -> int:
-    """One worker per spare core, at most 8: decoding overlaps with the forward pass on the main process."""
-    return max(0, min(8, (os.cpu_count() or 1) - 1))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The forward pass of a frozen tower
-# ----------------------------------------------------------------------------------------------------------------
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Shards and the resume state
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def shard_ranges(count: int, shard_size: int) -> list[range]:
-    """Shard ``i`` covers rows ``[i * shard_size, (i + 1) * shard_size)``, the same on every run."""
-    return [range(start, min(start + shard_size, count)) for start in range(0, count, shard_size)]
-
-
-def batch_plan(shards: dict[int, range], batch_size: int) -> tuple[list[list[int]], list[int]]:
-    """Batches never cross a shard boundary, so a shard's vectors do not depend on which shards were done
-    before. Returns the batches (lists of source rows) and the shard of each batch."""
-    batches, owners = [], []
-    for shard, rows in shards.items():
-        for start in range(rows.start, rows.stop, batch_size):
-            batches.append(list(range(start, min(start + batch_size, rows.stop))))
-            owners.append(shard)
-    return batches, owners
-
-
-@dataclass
-class ResumeState:
-    """What previous work finished, kept in the partial directory: ``key`` identifies the source and every
-    setting that changes the vectors; a rerun with another key starts over. One process writes ``RESUME_STATE``;
-    under torchrun rank r writes ``encode-state.rank{r}.json``, and loading merges every state file of the same
-    key, so a run resumes whatever the number of processes before."""
-
-    key: dict
-    done: dict[str, dict] = field(default_factory=dict)  # shard index -> {"entry": ..., "skipped": [...], "dim"}
-    file_name: str = RESUME_STATE
-
-    @classmethod
-    def load_or_reset(cls, directory: Path, key: dict, file_name: str = RESUME_STATE,
-                      reset: bool = True) -> ResumeState:
-        """The merged state of ``directory``; with ``reset`` (one process, or rank 0 before the others read),
-        files of another key are removed first."""
-        saved = []
-        for path in sorted(directory.glob("encode-state*.json")):
-            try:
-                saved.append(json.loads(path.read_text(encoding="utf-8")))
-            except ValueError:
-                saved.append({})
-        if reset and any(state.get("key") != key for state in saved):
-            log("encode-images: the unfinished run in the partial directory used another source or settings; "
-                "starting over")
-            for stale in directory.iterdir():
-                if stale.is_file():
-                    stale.unlink()
-            saved = []
-        state = cls(key, {}, file_name)
-        for previous in saved:
-            if previous.get("key") == key:
-                state.done.update(previous.get("done", {}))
-        state._drop_incomplete(directory)
-        return state
-
-    def _drop_incomplete(self, directory: Path) -> None:
-        for shard, record in list(self.done.items()):
-            entry = record.get("entry")
-            if entry and not all((directory / entry[name]).is_file() for name in ("vectors", "rows")):
-                del self.done[shard]
-
-    def mark_done(self, directory: Path, shard: int, entry: dict | None, skipped: list[dict], dim: int | None,
-                  bad_shard: dict | None = None) -> None:
-        self.done[str(shard)] = {"entry": entry, "skipped": skipped, "dim": dim,
-                                 **({"bad_shard": bad_shard} if bad_shard else {})}
-        artifacts.write_json(directory / self.file_name, {"key": self.key, "done": self.done})
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # The stage

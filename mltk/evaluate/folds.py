@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mltk.core.errors import ConfigError
-from mltk.metrics.retrieval import as_table, evaluate_retrieval
+from mltk.metrics.retrieval import evaluate_retrieval
+from mltk.metrics.retrieval_rows import as_table
 
 
 def fold_image_ids(image_table: pa.Table, text_table: pa.Table, folds: int, split: str | None = None,

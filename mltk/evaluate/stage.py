@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,14 +24,15 @@ from mltk.core.runtime import Runtime, log, resolve_array_device, resolve_runtim
 from mltk.data.overlap import training_data_of, warn_if_overlap
 from mltk.evaluate.bli_fusion import check_seed_options, fusion_section, retrieval_metrics
 from mltk.evaluate.clip_benchmark import clip_benchmark_files
+from mltk.evaluate.continual import ContinualConfig, run_continual  # noqa: F401 (API)
 from mltk.evaluate.folds import evaluate_folds
 from mltk.evaluate.guards import Guard, check_same_model, check_vectors
+from mltk.evaluate.metrics_artifact import REPORT_FORMATS, check_report_format, write_and_report  # noqa: F401 (API)
 from mltk.evaluate.scorer import evaluation_similarity
 from mltk.metrics import ranks as M
-from mltk.metrics.retrieval import check_options, column_strings, evaluate_retrieval, in_splits, split_column
-from mltk.present import plots, report
-
-REPORT_FORMATS = ("table", "markdown", "csv", "clip-benchmark")
+from mltk.metrics.retrieval import check_options, evaluate_retrieval
+from mltk.metrics.retrieval_rows import column_strings, in_splits, split_column
+from mltk.present import plots
 
 
 @dataclass(frozen=True)
@@ -68,17 +68,6 @@ class EvaluateConfig:
     translations: Path | None = None   # --fusion: English translations sharing the caption_id (mltk.evaluate.fusion)
     fusion: tuple[float, ...] = ()     # the etas of score fusion
     similarity: str | None = None      # cosine or order; None: what the model trained with (mltk.evaluate.scorer)
-
-
-@dataclass(frozen=True)
-class ContinualConfig:
-    """``mltk evaluate-continual``: one metrics artifact per trained task, in training order."""
-
-    runs: tuple[Path, ...]
-    tasks: tuple[str, ...]
-    out: Path
-    metric: str = "t2i.R@1"
-    report_format: str = "table"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -203,7 +192,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
     """Evaluate embeddings artifacts (or captions encoded by a checkpoint), write the metrics artifact (with
     metrics_long.csv, and metrics.md / metrics.csv / clip_benchmark/LANG.json for those formats), print the
     report on stderr, and return the artifact path."""
-    _check_report_format(config.report_format)
+    check_report_format(config.report_format)
     check_seed_options(config)
     metrics = retrieval_metrics(config)
     if not metrics:  # --metric bli alone: no captions, no images
@@ -257,7 +246,7 @@ def run_evaluation(config: EvaluateConfig) -> Path:
         result["settings"]["overlap_with_training_data"] = overlap.as_dict()
     if config.report_format == "clip-benchmark":
         extra.update(clip_benchmark_files(result, config, image_table_manifest(config.images)))
-    return _write_and_report(config.out, result, config, inputs, config.report_format, extra)
+    return write_and_report(config.out, result, config, inputs, config.report_format, extra)
 
 
 def _check_folds(config: EvaluateConfig) -> None:
@@ -321,7 +310,7 @@ def run_bli(config: EvaluateConfig) -> Path:
     result = {"bli": _bli_of_model(config, runtime),
               "settings": {"model": str(Path(config.model).resolve())}}
     inputs = [p for p in (Path(config.model), config.lexicon, config.bli_vocab) if p is not None and p.exists()]
-    return _write_and_report(config.out, result, config, inputs, config.report_format)
+    return write_and_report(config.out, result, config, inputs, config.report_format)
 
 
 def evaluated_image_ids(text_table: pa.Table, config: EvaluateConfig) -> set[str]:
@@ -339,55 +328,3 @@ def image_table_manifest(images: Path | None) -> dict:
     return artifacts.read_manifest(images) if images is not None else {}
 
 
-def run_continual(config: ContinualConfig) -> Path:
-    """Build the continual matrix a_{j,i} (``config.metric`` of task i's language in run j) from a sequence of
-    metrics artifacts, compute AR_j and F_j, and write them as a metrics artifact."""
-    _check_report_format(config.report_format)
-    if len(config.runs) != len(config.tasks):
-        raise ConfigError(f"{len(config.runs)} metrics artifact(s) but {len(config.tasks)} task(s); give one "
-                          "metrics artifact per task, in training order")
-    existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=list(config.runs))
-    if existing is not None:
-        return existing
-    matrix = [[_continual_value(artifacts.load_metrics(run), task, config.metric, run) for task in config.tasks]
-              for run in config.runs]
-    result = {"continual": {"tasks": list(config.tasks), "metric": config.metric, **M.continual_metrics(matrix)},
-              "settings": {"matrix": "a[j][i] = metric on task i after training task j (null: not evaluated)",
-                           "AR": M.AVERAGE_RECALL_FORMULA,
-                           "F": M.FORGETTING_FORMULA}}
-    return _write_and_report(config.out, result, config, list(config.runs), config.report_format)
-
-
-def _continual_value(run_metrics: dict, task: str, metric: str, path: Path) -> float | None:
-    """``metric`` is ``AR`` or ``<i2t|t2i>.R@K`` of ``per_language[task]``; a language not evaluated is None."""
-    entry = run_metrics.get("per_language", {}).get(task)
-    if entry is None:
-        return None
-    value: Any = entry
-    for part in metric.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise ConfigError(f"--continual-metric {metric} is not in per_language.{task} of {path}")
-        value = value[part]
-    return float(value)
-
-
-def _check_report_format(report_format: str) -> None:
-    if report_format not in REPORT_FORMATS:
-        raise ConfigError(f"--format must be one of {', '.join(REPORT_FORMATS)}, got {report_format!r}")
-
-
-def _write_and_report(out: Path, result: dict, config: Any, inputs: list[Path], report_format: str,
-                      extra: dict[str, bytes] | None = None) -> Path:
-    tables = report.metrics_tables(result)
-    extra = dict(extra or {})
-    long_rows = report.long_rows(result)
-    if long_rows:
-        extra["metrics_long.csv"] = report.to_long_csv(long_rows).encode("utf-8")
-    if report_format == "markdown":
-        extra["metrics.md"] = report.to_markdown(tables).encode("utf-8")
-    elif report_format == "csv":
-        extra["metrics.csv"] = report.to_csv(tables).encode("utf-8")
-    path = artifacts.write_metrics(out, result, stage="evaluate", config=config, inputs=inputs, extra_files=extra)
-    report.print_tables(tables, "table" if report_format == "clip-benchmark" else report_format)
-    log(f"metrics written to {path}")
-    return path

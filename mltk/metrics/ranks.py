@@ -1,4 +1,5 @@
-"""Retrieval metrics: ranks by counting, Recall@K, median/mean rank, MRV and the continual-learning metrics.
+"""Retrieval metrics: ranks by counting, Recall@K, median/mean rank and MRV (the continual-learning
+metrics are ``mltk.metrics.continual``).
 
 Conventions (stated again in every metrics artifact, see ``SETTINGS``):
 
@@ -19,8 +20,8 @@ Conventions (stated again in every metrics artifact, see ``SETTINGS``):
 
 Public functions: ``bidirectional_ranks`` (``rank_both_directions`` also gives the ties) and
 ``ranks_from_scores`` (rank helpers), ``recall_at_k``,
-``rank_summary``, ``average_recall``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV),
-``continual_metrics``, and ``grouped_ranks`` (several positives per query, as in caption-to-caption retrieval by
+``rank_summary``, ``average_recall``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV);
+``grouped_ranks`` (several positives per query, as in caption-to-caption retrieval by
 image); ``as_float32_tensor`` prepares vectors for them once.
 """
 
@@ -35,6 +36,7 @@ import numpy as np
 
 from mltk.core.runtime import track
 from mltk.metrics.arrays import NumpyOps, TorchOps, array_ops, is_torch_tensor
+from mltk.metrics.continual import AVERAGE_RECALL_FORMULA, FORGETTING_FORMULA, continual_metrics  # noqa: F401 (API)
 
 DEFAULT_KS = (1, 5, 10)
 Scorer = Callable[[Any, Any], Any]  # (left [c, d], right [m, d]) torch tensors -> scores [c, m]
@@ -369,51 +371,3 @@ def align_instance_ranks(
     matrix = np.array([[lookup[i] for lookup in lookups] for i in common], dtype=np.float64).reshape(
         len(common), len(languages))
     return matrix, common, len(all_ids) - len(common)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Continual learning: average recall and forgetting over a sequence of tasks
-# ----------------------------------------------------------------------------------------------------------------
-
-
-AVERAGE_RECALL_FORMULA = "AR_j = mean_{i<=j} a[j][i]"
-FORGETTING_FORMULA = "F_j = mean_{i<j} max_{i<=k<j} (a[k][i] - a[j][i]); F_0 undefined (null)"
-
-
-def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> dict:
-    """Average recall and forgetting after each task of a continual run (CLL-CLIP, Yang et al. 2024).
-
-    ``matrix[j][i]`` = a_{j,i}, the recall on task i after training task j (None/NaN where not evaluated; only
-    i <= j is used: a_{k,i} with k < i is a zero-shot value on a language not yet learnt and is ignored).
-
-    - AR_j = mean_{i <= j} a_{j,i}
-    - F_j  = mean_{i < j} max_{i <= k < j} (a_{k,i} - a_{j,i}); the paper defines a_{k,i} for k >= i only, so the
-      max runs over the evaluated k in [i, j-1] (NaN entries are skipped) and is not clipped at 0, so improved
-      tasks lower F. F_0 is undefined: None.
-
-    Returns ``{"matrix": [[...]], "AR": [AR_0, ...], "F": [None, F_1, ...]}`` (None for undefined values, so the
-    result is valid JSON).
-    """
-    a = np.array([[math.nan if v is None else v for v in row] for row in matrix], dtype=np.float64) \
-        if not isinstance(matrix, np.ndarray) else matrix.astype(np.float64)
-    if a.ndim != 2 or a.shape[0] > a.shape[1]:
-        raise ValueError(f"continual matrix must be [tasks_trained, tasks] with tasks_trained <= tasks, got {a.shape}")
-    average, forgetting = [], []
-    for j in range(a.shape[0]):
-        seen = a[j, : j + 1]
-        average.append(_nan_to_none(np.nanmean(seen)) if not np.isnan(seen).all() else None)
-        if j == 0:
-            forgetting.append(None)
-            continue
-        drops = []
-        for i in range(j):
-            earlier = a[i:j, i] - a[j, i]  # k in [i, j-1]: after task i was learnt
-            if not np.isnan(earlier).all():
-                drops.append(np.nanmax(earlier))
-        forgetting.append(_nan_to_none(float(np.mean(drops)) if drops else math.nan))
-    return {"matrix": [[_nan_to_none(v) for v in row] for row in a.tolist()], "AR": average, "F": forgetting}
-
-
-def _nan_to_none(value: float) -> float | None:
-    value = float(value)
-    return None if math.isnan(value) else value

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -36,6 +35,7 @@ import torch.nn as nn
 
 from mltk.core.download import model_download
 from mltk.core.errors import ConfigError
+from mltk.models.st_modules import load_dense, read_json, read_pooling
 from mltk.models.text import LENGTH_BUCKETS, AfterBlock
 
 POOLINGS = ("mean", "cls", "end")  # over the real tokens; at position 0; at the last real token
@@ -323,7 +323,7 @@ def _load_folder(path: Path) -> HFTextTower:
     from mltk.models.hub import from_pretrained
 
     refuse_custom_code(path)
-    modules = _read_json(path / "modules.json") if (path / "modules.json").is_file() else []
+    modules = read_json(path / "modules.json") if (path / "modules.json").is_file() else []
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ConfigError("modules.json is not a list of modules", path / "modules.json")
     model_dir, pooling, dense, normalize = path, "mean", [], False
@@ -338,14 +338,14 @@ def _load_folder(path: Path) -> HFTextTower:
         elif kind == "Pooling":
             pooling = read_pooling(folder / "config.json")
         elif kind == "Dense":
-            dense.append(_load_dense(folder))
+            dense.append(load_dense(folder))
         elif kind == "Normalize":
             normalize = True
         else:
             raise ConfigError(f"unsupported sentence-transformers module {module.get('type')!r}", path / "modules.json")
     if not (model_dir / "config.json").is_file():
         raise ConfigError("no transformers config.json in the model folder", model_dir)
-    st_config = (_read_json(model_dir / "sentence_bert_config.json")
+    st_config = (read_json(model_dir / "sentence_bert_config.json")
                  if (model_dir / "sentence_bert_config.json").is_file() else {})
     with model_download(str(path)), quiet_transformers():  # a folder naming its base model may reach for the hub
         try:
@@ -359,40 +359,6 @@ def _load_folder(path: Path) -> HFTextTower:
                         context_length=context, normalizes_output=normalize)
     tokenizer.context_length = tower.context_length  # the position table may be the tighter limit
     return tower
-
-
-def read_pooling(config_path: Path) -> str:
-    """sentence-transformers' ``1_Pooling/config.json`` -> "mean", "cls" or "end" (exactly one mode on)."""
-    config = _read_json(config_path)
-    modes = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "end"}
-    chosen = [name for key, name in modes.items() if config.get(key)]
-    others = [key for key, on in config.items() if key.startswith("pooling_mode_") and on and key not in modes]
-    if others or len(chosen) != 1:
-        raise ConfigError(f"unsupported pooling {', '.join(others + chosen) or 'none'} (mltk pools with exactly one "
-                          f"of mean, CLS, last token)", config_path)
-    return chosen[0]
-
-
-_ACTIVATIONS = {"Identity": nn.Identity, "Tanh": nn.Tanh, "ReLU": nn.ReLU, "GELU": nn.GELU, "Sigmoid": nn.Sigmoid}
-
-
-def _load_dense(folder: Path) -> nn.Module:
-    """sentence-transformers' ``Dense``: Linear(in, out, bias) then an activation (weights ``linear.*``)."""
-    config = _read_json(folder / "config.json")
-    activation = str(config.get("activation_function", "torch.nn.modules.linear.Identity")).rsplit(".", 1)[-1]
-    if activation not in _ACTIVATIONS:
-        raise ConfigError(f"unsupported Dense activation {activation!r}", folder / "config.json")
-    linear = nn.Linear(config["in_features"], config["out_features"], bias=config.get("bias", True))
-    if (folder / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
-        state = load_file(folder / "model.safetensors")
-    elif (folder / "pytorch_model.bin").is_file():
-        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    else:
-        raise ConfigError("Dense layer has no model.safetensors", folder)
-    linear.load_state_dict({k.removeprefix("linear."): v for k, v in state.items()})
-    return nn.Sequential(linear, _ACTIVATIONS[activation]())
 
 
 @contextlib.contextmanager
@@ -416,8 +382,3 @@ def _tokenizer_limit(tokenizer) -> int | None:
     return limit if isinstance(limit, int) and limit < 100_000 else None  # "no limit" is a huge sentinel
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"unreadable JSON ({str(exc)[:200] or type(exc).__name__})", path) from None

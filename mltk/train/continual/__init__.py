@@ -25,7 +25,7 @@ Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Conti
    ``teir_reg_grad``, ``teir_reg_decay``). A method's own tensors (adapters, LoRA, prompts) train at the table's
    lr unless ``method_lr``.
 4. **Evaluation** of every language seen so far on the test split: a_{j,i} (``metric``, t2i R@1 by default),
-   AR_j and F_j (``mltk.metrics.ranks.continual_metrics``).
+   AR_j and F_j (``mltk.metrics.continual.continual_metrics``).
 
 Text only. On a text-only tower (a transformers / sentence-transformers folder such as all-MiniLM-L6-v2: no image
 tower, no image embeddings) the vocabulary grown is the tower's WordPiece (``mltk.vocab.wordpiece``), the table

@@ -9,7 +9,7 @@ from mltk import artifacts
 from mltk.artifacts import schema
 from mltk.cll_clip.model import ContinualTextEncoder
 from mltk.cll_clip.options import options_dict
-from mltk.metrics import ranks as M
+from mltk.metrics.continual import AVERAGE_RECALL_FORMULA, FORGETTING_FORMULA, continual_metrics
 from mltk.train.continual.order import CONTINUAL_FILE, ContinualTrainConfig
 from mltk.vocab import Vocabulary
 
@@ -35,7 +35,7 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
     """Write the final checkpoint files, continual.json and the pictures into the artifact."""
     from mltk.present import plots
     summary = joint_summary(records[0]["row"]) if config.joint else \
-        M.continual_metrics([record["row"] for record in records])
+        continual_metrics([record["row"] for record in records])
     method = encoder.method
     continual = {
         "continual": {"tasks": order, "metric": config.metric, **summary},
@@ -48,8 +48,8 @@ def finish(writer: artifacts.ArtifactWriter, config: ContinualTrainConfig, encod
         "protocol": protocol(config),
         "per_task": records,
         "settings": {"matrix": "a[j][i] = metric on task i's language (test split) after training task j",
-                     "AR": M.AVERAGE_RECALL_FORMULA,
-                     "F": M.FORGETTING_FORMULA,
+                     "AR": AVERAGE_RECALL_FORMULA,
+                     "F": FORGETTING_FORMULA,
                      "task_identity": TASK_IDENTITY_NOTE if method.needs_task_identity else "not used at test time"},
     }
     artifacts.save_tensors(writer.dir / schema.CHECKPOINT_WEIGHTS, encoder.state_tensors())
