@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-import mltk.models.clip  # noqa: F401  (registers mltk-tiny with open_clip)
+import mltk.models.clip  # registers mltk-tiny with open_clip
 from mltk import artifacts
 from mltk.core.runtime import resolve_runtime
 from mltk.encode.images import default_workers, encode_images

@@ -31,7 +31,7 @@ from mltk.core.runtime import resolve_runtime
 from mltk.translate.seq2seq import Seq2SeqTranslator, plan_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tiny models are a test fixture
-from helpers_translate import build_tiny_marian, synthetic_sentences  # noqa: E402
+from helpers_translate import build_tiny_marian, synthetic_sentences
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k" / "task1" / "raw"
 

@@ -17,13 +17,13 @@ from mltk.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
-def plain(tiny, tmp_path_factory):  # noqa: F811
+def plain(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("map") / "plain"
     assert _nlt(tiny, out).exit_code == 0
     return out
 
 
-def test_the_map_moves_only_every_t_steps_and_never_the_table(tiny, plain):  # noqa: F811
+def test_the_map_moves_only_every_t_steps_and_never_the_table(tiny, plain):
     from mltk.models.multilingual import load_encoder
 
     encoder = load_encoder(plain)
@@ -44,7 +44,7 @@ def test_the_map_moves_only_every_t_steps_and_never_the_table(tiny, plain):  # n
     assert torch.isfinite(logged["rcsls"])
 
 
-def test_train_nlt_folds_the_map_into_its_checkpoint(tiny, tmp_path):  # noqa: F811
+def test_train_nlt_folds_the_map_into_its_checkpoint(tiny, tmp_path):
     from mltk.train.step_log import STEPS_CSV, read_steps_csv
 
     result = _nlt(tiny, tmp_path / "mapped", "--lexicon", str(tiny["lexicon"]), "--align-every", "2",
@@ -56,7 +56,7 @@ def test_train_nlt_folds_the_map_into_its_checkpoint(tiny, tmp_path):  # noqa: F
     assert config["form"] == "map" and config["every"] == 2 and config["lr"] == 1.5 and config["orthogonal"]
 
 
-def test_the_table_form_stays_an_option(tiny, plain):  # noqa: F811
+def test_the_table_form_stays_an_option(tiny, plain):
     from mltk.models.multilingual import load_encoder
 
     encoder = load_encoder(plain)

@@ -129,7 +129,7 @@ def test_the_examples_run_at_tiny_sizes(source, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the examples write under runs/
     for number, code in enumerate(EXAMPLES[source]):
         namespace: dict = {}
-        exec(compile(at_tiny_sizes(code), f"{source} example {number + 1}", "exec"), namespace)  # noqa: S102
+        exec(compile(at_tiny_sizes(code), f"{source} example {number + 1}", "exec"), namespace)
         if "vectors" in namespace or "texts" in namespace:
             vectors = namespace.get("vectors", namespace.get("texts"))
             assert vectors.dtype.name == "float32" and abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-5

@@ -550,5 +550,5 @@ def test_a_per_language_method_without_its_module_is_refused_when_defined():
     from mltk.cll_clip.base import PerLanguageMethod
 
     with pytest.raises(TypeError, match="must define new_module"):
-        class Forgetful(PerLanguageMethod):  # noqa: F841 - defining it is the test
+        class Forgetful(PerLanguageMethod):  # defining it is the test
             modules_name = "forgotten"

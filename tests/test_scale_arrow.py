@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow
 import pyarrow as pa
-import pyarrow.parquet  # noqa: F401  (pa.parquet)
+import pyarrow.parquet  # pa.parquet
 import pytest
 from helpers_scale import write_corpus
 

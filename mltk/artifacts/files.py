@@ -16,7 +16,7 @@ import pyarrow as pa
 from mltk.artifacts import dependencies, integrity, schema
 from mltk.artifacts.checkpoint_fields import check_checkpoint_fields
 from mltk.artifacts.local_names import check_names_stay_local
-from mltk.artifacts.manifest import PathLike, fingerprint, jsonable, read_json, read_manifest, write_json  # noqa: F401
+from mltk.artifacts.manifest import PathLike, fingerprint, jsonable, read_json, read_manifest, write_json
 from mltk.artifacts.tables import (
     as_string_columns,
     load_array,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mltk.artifacts import dependencies, integrity, locks, schema
-from mltk.artifacts.manifest import (  # noqa
+from mltk.artifacts.manifest import (
     PathLike,
     canonical_settings,
     describe_input,

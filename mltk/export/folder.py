@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mltk.artifacts import locks
 from mltk.artifacts.loose import enclosing_artifact
-from mltk.artifacts.ownership import EXPORT_INFO, MADE_BY, is_export  # noqa: F401 (the export's marker)
+from mltk.artifacts.ownership import EXPORT_INFO, MADE_BY, is_export  # the export's marker
 from mltk.artifacts.writer import check_writable, disk_full
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
