@@ -53,8 +53,10 @@ def write_scaled(work: Path, scale: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for split, images in (("train", "train.txt"), ("val", "val.txt")):
         names = (MULTI30K / "image_splits" / images).read_text().splitlines()
-        lines = {lang: (MULTI30K / "raw" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
-                 for lang in ("en", "de")}
+        lines = {
+            lang: (MULTI30K / "raw" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+            for lang in ("en", "de")
+        }
         with open(folder / f"{split}.images", "w") as out:
             for r in range(scale):
                 out.writelines(f"{name.rsplit('.', 1)[0]}_{r}.jpg\n" for name in names)
@@ -81,18 +83,35 @@ def child(stage: str, scale: int, work: Path) -> dict:
     start, cpu = time.perf_counter(), cpu_seconds()
     if stage == "import en":
         for split in ("train", "val"):
-            import_dataset("lines", [folder / f"{split}.en"], runs / f"en-{split}", lang="en",
-                           image_list=folder / f"{split}.images", splits=[split], **common)
+            import_dataset(
+                "lines",
+                [folder / f"{split}.en"],
+                runs / f"en-{split}",
+                lang="en",
+                image_list=folder / f"{split}.images",
+                splits=[split],
+                **common,
+            )
         rows = 30_014 * scale
     elif stage == "import de":
         for split in ("train", "val"):
-            import_dataset("lines", [folder / f"{split}.de"], runs / f"de-{split}", lang="de",
-                           image_list=folder / f"{split}.images", splits=[split], translation_of="en",
-                           parent=runs / f"en-{split}" / "captions", **common)
+            import_dataset(
+                "lines",
+                [folder / f"{split}.de"],
+                runs / f"de-{split}",
+                lang="de",
+                image_list=folder / f"{split}.images",
+                splits=[split],
+                translation_of="en",
+                parent=runs / f"en-{split}" / "captions",
+                **common,
+            )
         rows = 30_014 * scale
     elif stage == "merge":
-        merge_captions([runs / f"{lang}-{split}" / "captions" for lang in ("en", "de") for split in ("train", "val")],
-                       runs / "merged")
+        merge_captions(
+            [runs / f"{lang}-{split}" / "captions" for lang in ("en", "de") for split in ("train", "val")],
+            runs / "merged",
+        )
         rows = 2 * 30_014 * scale
     elif stage == "check-overlap":
         run_check_overlap(runs / "merged", runs / "de-train" / "images", runs / "overlap")
@@ -100,8 +119,15 @@ def child(stage: str, scale: int, work: Path) -> dict:
     elif stage == "encode-texts":
         from mltk.encode.texts import write_text_embeddings
 
-        write_text_embeddings(runs / "merged", str(work / "native"), runs / "val-en", languages=["en"],
-                              splits=["val"], device="cpu", precision="fp32")
+        write_text_embeddings(
+            runs / "merged",
+            str(work / "native"),
+            runs / "val-en",
+            languages=["en"],
+            splits=["val"],
+            device="cpu",
+            precision="fp32",
+        )
         rows = 1_014 * scale
     elif stage == "train-nlt":
         return _first_step(work, runs)
@@ -128,9 +154,17 @@ def _first_step(work: Path, runs: Path) -> dict:
     def stop(step: int, loss: float) -> None:
         raise FirstStep
 
-    config = mla.MlaConfig(captions=runs / "merged", out=runs / "nlt", model=str(work / "native"),
-                           tokenizer=str(work / "vocab-de"), languages=("de",), batch_size=64, device="cpu",
-                           cache_dir=runs / f"teacher-{time.time_ns()}", loop={"steps": 2})
+    config = mla.MlaConfig(
+        captions=runs / "merged",
+        out=runs / "nlt",
+        model=str(work / "native"),
+        tokenizer=str(work / "vocab-de"),
+        languages=("de",),
+        batch_size=64,
+        device="cpu",
+        cache_dir=runs / f"teacher-{time.time_ns()}",
+        loop={"steps": 2},
+    )
     start, cpu = time.perf_counter(), cpu_seconds()
     try:
         mla.train_nlt(config, on_step=stop)
@@ -151,10 +185,17 @@ def peak_mb() -> float:
 
 
 def run_child(stage: str, scale: int, work: Path, threads: int) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, __file__, "--child", stage, "--scale", str(scale), "--work", str(work)],
-                          env=env, capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", stage, "--scale", str(scale), "--work", str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{stage} at {scale}x failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -175,8 +216,12 @@ def prepare_models(work: Path, scale: int) -> None:
 
     if not (work / "native").is_dir():
         torch.manual_seed(0)
-        artifacts.write_checkpoint(work / "native", load_clip("mltk-tiny").model.state_dict(),
-                                   clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+        artifacts.write_checkpoint(
+            work / "native",
+            load_clip("mltk-tiny").model.state_dict(),
+            clip_checkpoint_config("mltk-tiny"),
+            stage="pretrain",
+        )
     if not (work / "vocab-de").is_dir():
         build_vocab(work / f"x{scale}" / "runs" / "merged", "de", work / "vocab-de", size=2000)
 
@@ -193,18 +238,26 @@ def per_row(results: dict, stage: str) -> tuple[float, float, float] | None:
         return None
     low, high = results[(stage, ran[0])], results[(stage, ran[-1])]
     extra = high["rows"] - low["rows"]
-    return (1e6 * (high["seconds"] - low["seconds"]) / extra, 1e6 * (high["cpu"] - low["cpu"]) / extra,
-            1024 * (high["peak_mb"] - low["peak_mb"]) / extra)
+    return (
+        1e6 * (high["seconds"] - low["seconds"]) / extra,
+        1e6 * (high["cpu"] - low["cpu"]) / extra,
+        1024 * (high["peak_mb"] - low["peak_mb"]) / extra,
+    )
 
 
 def report(results: dict, scales: list[int]) -> None:
-    print(f"| stage | {' | '.join(f'{s}x: wall s, CPU s, peak MB' for s in scales)} | per extra row: wall, CPU, "
-          "memory |")
+    print(
+        f"| stage | {' | '.join(f'{s}x: wall s, CPU s, peak MB' for s in scales)} | per extra row: wall, CPU, memory |"
+    )
     print("| --- | " + " | ".join("---" for _ in scales) + " | --- |")
     for stage in (*DATA_STAGES, "train-nlt"):
-        cells = [f"{results[(stage, s)]['seconds']:.2f}, {results[(stage, s)]['cpu']:.2f}, "
-                 f"{results[(stage, s)]['peak_mb']:.0f}"
-                 if (stage, s) in results else "-" for s in scales]
+        cells = [
+            f"{results[(stage, s)]['seconds']:.2f}, {results[(stage, s)]['cpu']:.2f}, "
+            f"{results[(stage, s)]['peak_mb']:.0f}"
+            if (stage, s) in results
+            else "-"
+            for s in scales
+        ]
         cost = per_row(results, stage) if stage != "train-nlt" else None
         name = "train-nlt (call to end of step 1)" if stage == "train-nlt" else stage
         cost_cell = f"{cost[0]:.1f} us, {cost[1]:.1f} us, {cost[2]:.2f} KB" if cost else "-"
@@ -214,22 +267,31 @@ def report(results: dict, scales: list[int]) -> None:
 
 def project(results: dict) -> None:
     """The measured per-row costs times CC3M's rows in 36 languages: a projection, not a measurement."""
-    print(f"\nProjection (not measured): the per-row costs above times {CC3M_ROWS:,} caption rows (CC3M in 36 "
-          "languages), one process on this CPU; 8 machines split the rows of import, encode-texts and training "
-          "8 ways (merge and check-overlap read every row once, on one machine):")
+    print(
+        f"\nProjection (not measured): the per-row costs above times {CC3M_ROWS:,} caption rows (CC3M in 36 "
+        "languages), one process on this CPU; 8 machines split the rows of import, encode-texts and training "
+        "8 ways (merge and check-overlap read every row once, on one machine):"
+    )
     for stage in DATA_STAGES[:4]:
         cost = per_row(results, stage)
         if cost:
-            print(f"- {stage}: {cost[1] * CC3M_ROWS / 1e6 / 60:.0f} CPU min ({cost[0] * CC3M_ROWS / 1e6 / 60:.0f} min "
-                  f"of this run's wall clock), {cost[2] * CC3M_ROWS / 1024 / 1024:.0f} GB above the process's base")
+            print(
+                f"- {stage}: {cost[1] * CC3M_ROWS / 1e6 / 60:.0f} CPU min ({cost[0] * CC3M_ROWS / 1e6 / 60:.0f} min "
+                f"of this run's wall clock), {cost[2] * CC3M_ROWS / 1024 / 1024:.0f} GB above the process's base"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 5, 25])
     parser.add_argument("--nlt-scales", type=int, nargs="*", default=[1, 5, 25])
-    parser.add_argument("--encode-scales", type=int, nargs="*", default=[1, 5],
-                        help="scales of the encode-texts run (the tiny CLIP's forward is the cost, linear in rows)")
+    parser.add_argument(
+        "--encode-scales",
+        type=int,
+        nargs="*",
+        default=[1, 5],
+        help="scales of the encode-texts run (the tiny CLIP's forward is the cost, linear in rows)",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mltk-scale"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--child")

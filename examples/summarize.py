@@ -22,8 +22,9 @@ def mla(run: Path, langs: str, *seeds: str) -> None:
     """Each variant's mean AR of the trained languages against English's (examples/mla_ablation.mk)."""
     langs = langs.split(",")
     print(f"seed(s): {' '.join(seeds)}\n")
-    print("| variant | English AR | mean AR of " + ", ".join(langs) + " | ratio | per seed |\n"
-          "|:---|---:|---:|---:|:---|")
+    print(
+        "| variant | English AR | mean AR of " + ", ".join(langs) + " | ratio | per seed |\n|:---|---:|---:|---:|:---|"
+    )
     for name, label in (("mla", "NLT then LE"), ("nlt", "NLT only"), ("le-only", "LE only")):
         english, others = [], []
         for seed in seeds:
@@ -50,11 +51,17 @@ def continual(run: Path, *seeds: str) -> None:
     print("| variant | final AR | final F | AR per seed | F per seed |\n|:---|---:|---:|:---|:---|")
     for v in variants:
         ar, f = [r["AR"] for r in final[v]], [r["F"] for r in final[v]]
-        print(f"| {v} | {stat(ar)} | {stat(f)} | {' '.join(f'{x:.2f}' for x in ar)} | "
-              f"{' '.join(f'{x:.2f}' for x in f)} |")
+        print(
+            f"| {v} | {stat(ar)} | {stat(f)} | {' '.join(f'{x:.2f}' for x in ar)} | {' '.join(f'{x:.2f}' for x in f)} |"
+        )
     print("\nseeds where the first beats the second (higher AR / lower F):")
-    for a, b in (("teir", "plain"), ("teir", "teir-init-only"), ("teir", "teir-reg-only"),
-                 ("teir-init-only", "plain"), ("teir-reg-only", "plain")):
+    for a, b in (
+        ("teir", "plain"),
+        ("teir", "teir-init-only"),
+        ("teir", "teir-reg-only"),
+        ("teir-init-only", "plain"),
+        ("teir-reg-only", "plain"),
+    ):
         if a not in variants or b not in variants:
             continue
         ar = sum(x["AR"] > y["AR"] for x, y in zip(final[a], final[b]))
@@ -67,8 +74,10 @@ def teir_minilm(run: Path, *seeds: str) -> None:
     prints them, then each language's final a_{T,i} (its captions retrieving English, R@1) and the WordPiece tokens
     each task appended to the table."""
     continual(run, *seeds)
-    reports = {v: [json.loads((run / f"seed{s}" / f"cll-{v}" / "continual.json").read_text(encoding="utf-8"))
-                   for s in seeds] for v in present_variants(run, seeds)}
+    reports = {
+        v: [json.loads((run / f"seed{s}" / f"cll-{v}" / "continual.json").read_text(encoding="utf-8")) for s in seeds]
+        for v in present_variants(run, seeds)
+    }
     first = next(iter(reports.values()))[0]
     tasks, metric = first["continual"]["tasks"], first["continual"]["metric"]
     print(f"\nafter the last task, {metric} of each language against English (mean ± std over seeds):\n")
@@ -116,13 +125,17 @@ def ccrk(run: Path, parts: str, *seeds: str) -> None:
         start = starts[part]
         six = [rows(start, s) for s in seeds]
         five = [rows(start, s, trained=True) for s in seeds]
-        mrv = sum(k["MRV_i2t"] < o["MRV_i2t"] and k["MRV_t2i"] < o["MRV_t2i"] and k["mean_AR"] >= o["mean_AR"]
-                  for k, o, _ in six)
+        mrv = sum(
+            k["MRV_i2t"] < o["MRV_i2t"] and k["MRV_t2i"] < o["MRV_t2i"] and k["mean_AR"] >= o["mean_AR"]
+            for k, o, _ in six
+        )
         spread6 = sum(k["recall_spread"] < b["recall_spread"] for k, _, b in six)
         spread5 = sum(k["recall_spread"] < b["recall_spread"] for k, _, b in five)
-        print(f"  {part}. {start}: lower MRV (both directions) than 1-to-1 at equal or better mean AR "
-              f"{mrv}/{len(seeds)}; smaller spread than the bridge {spread6}/{len(seeds)} (6 languages), "
-              f"{spread5}/{len(seeds)} (non-English)")
+        print(
+            f"  {part}. {start}: lower MRV (both directions) than 1-to-1 at equal or better mean AR "
+            f"{mrv}/{len(seeds)}; smaller spread than the bridge {spread6}/{len(seeds)} (6 languages), "
+            f"{spread5}/{len(seeds)} (non-English)"
+        )
 
 
 def real_text(run: Path, langs: str) -> None:
@@ -132,8 +145,10 @@ def real_text(run: Path, langs: str) -> None:
     print("|:---|:---|---:|---:|---:|---:|---:|---:|")
     for lang in langs.split(","):
         rows = [("frozen tower", run / "frozen", None)]
-        rows += [(label, run / f"metrics-{name}-{lang}", name) for name, label in (("mla", "MLA acquirers"),
-                                                                                  ("full", "full fine-tune"))]
+        rows += [
+            (label, run / f"metrics-{name}-{lang}", name)
+            for name, label in (("mla", "MLA acquirers"), ("full", "full fine-tune"))
+        ]
         for label, metrics, name in rows:
             recall = _metrics(metrics)["c2c"][f"{lang}-en"][f"{lang}->en"]
             steps, params, seconds = "-", "0", "-"
@@ -141,11 +156,19 @@ def real_text(run: Path, langs: str) -> None:
                 manifest = json.loads((run / f"{name}-{lang}" / "manifest.json").read_text(encoding="utf-8"))
                 steps, params = f"{manifest['steps']:,}", f"{manifest['parameters_trained']:,}"
                 seconds = f"{manifest['train_seconds'] / 60:.1f} min"
-            print(f"| {lang} | {label} | {steps} | {recall['R@1']:.1f} | {recall['R@5']:.1f} | "
-                  f"{recall['R@10']:.1f} | {params} | {seconds} |")
+            print(
+                f"| {lang} | {label} | {steps} | {recall['R@1']:.1f} | {recall['R@5']:.1f} | "
+                f"{recall['R@10']:.1f} | {params} | {seconds} |"
+            )
 
 
 if __name__ == "__main__":
     command, run, *rest = sys.argv[1:]
-    {"mla": mla, "continual": continual, "ccrk": ccrk, "baselines": baselines, "real_text": real_text,
-     "teir_minilm": teir_minilm}[command](Path(run), *rest)
+    {
+        "mla": mla,
+        "continual": continual,
+        "ccrk": ccrk,
+        "baselines": baselines,
+        "real_text": real_text,
+        "teir_minilm": teir_minilm,
+    }[command](Path(run), *rest)

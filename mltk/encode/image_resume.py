@@ -41,8 +41,9 @@ class ResumeState:
     file_name: str = RESUME_STATE
 
     @classmethod
-    def load_or_reset(cls, directory: Path, key: dict, file_name: str = RESUME_STATE,
-                      reset: bool = True) -> ResumeState:
+    def load_or_reset(
+        cls, directory: Path, key: dict, file_name: str = RESUME_STATE, reset: bool = True
+    ) -> ResumeState:
         """The merged state of ``directory``; with ``reset`` (one process, or rank 0 before the others read),
         files of another key are removed first."""
         saved = []
@@ -52,8 +53,10 @@ class ResumeState:
             except ValueError:
                 saved.append({})
         if reset and any(state.get("key") != key for state in saved):
-            log("encode-images: the unfinished run in the partial directory used another source or settings; "
-                "starting over")
+            log(
+                "encode-images: the unfinished run in the partial directory used another source or settings; "
+                "starting over"
+            )
             for stale in directory.iterdir():
                 if stale.is_file():
                     stale.unlink()
@@ -71,8 +74,19 @@ class ResumeState:
             if entry and not all((directory / entry[name]).is_file() for name in ("vectors", "rows")):
                 del self.done[shard]
 
-    def mark_done(self, directory: Path, shard: int, entry: dict | None, skipped: list[dict], dim: int | None,
-                  bad_shard: dict | None = None) -> None:
-        self.done[str(shard)] = {"entry": entry, "skipped": skipped, "dim": dim,
-                                 **({"bad_shard": bad_shard} if bad_shard else {})}
+    def mark_done(
+        self,
+        directory: Path,
+        shard: int,
+        entry: dict | None,
+        skipped: list[dict],
+        dim: int | None,
+        bad_shard: dict | None = None,
+    ) -> None:
+        self.done[str(shard)] = {
+            "entry": entry,
+            "skipped": skipped,
+            "dim": dim,
+            **({"bad_shard": bad_shard} if bad_shard else {}),
+        }
         artifacts.write_json(directory / self.file_name, {"key": self.key, "done": self.done})

@@ -114,17 +114,26 @@ def encode_images(
     from mltk.models.clip import load_clip  # open_clip import is slow; keep it off the module import path
 
     bundle = load_clip(model, pretrained, device=runtime.device)
-    config = EncodeConfig(str(model), pretrained, dtype, shard_size, batch_size, tuple(splits or ()),
-                          runtime.precision, runtime.device.type, seed,
-                          tuple(str(Path(r).resolve()) for r in images_roots),
-                          str(Path(image_map).resolve()) if image_map is not None else None)
+    config = EncodeConfig(
+        str(model),
+        pretrained,
+        dtype,
+        shard_size,
+        batch_size,
+        tuple(splits or ()),
+        runtime.precision,
+        runtime.device.type,
+        seed,
+        tuple(str(Path(r).resolve()) for r in images_roots),
+        str(Path(image_map).resolve()) if image_map is not None else None,
+    )
     inputs = [source] + [Path(p) for p in (model, pretrained, image_map) if p and Path(p).exists()]
-    writer = artifacts.ArtifactWriter(out_dir, "embeddings", stage="encode-images", config=config, inputs=inputs,
-                                      resume=True)
+    writer = artifacts.ArtifactWriter(
+        out_dir, "embeddings", stage="encode-images", config=config, inputs=inputs, resume=True
+    )
     if writer.existing is not None:
         return writer.reuse()
-    key = _plain_json({"config": dataclasses.asdict(config), "inputs": writer.manifest["inputs"],
-                       "rows": plan.rows})
+    key = _plain_json({"config": dataclasses.asdict(config), "inputs": writer.manifest["inputs"], "rows": plan.rows})
     if world_size == 1:
         with writer:
             state = ResumeState.load_or_reset(writer.dir, key)
@@ -145,13 +154,21 @@ class EncodePlan:
     encode_mine: Callable[..., None]
 
 
-def _plan_records(source: Path, splits: Sequence[str] | None, images_roots: Sequence[str | os.PathLike],
-                  image_map: str | os.PathLike | None, batch_size: int, shard_size: int, workers: int) -> EncodePlan:
+def _plan_records(
+    source: Path,
+    splits: Sequence[str] | None,
+    images_roots: Sequence[str | os.PathLike],
+    image_map: str | os.PathLike | None,
+    batch_size: int,
+    shard_size: int,
+    workers: int,
+) -> EncodePlan:
     """An images artifact, an image folder or a Parquet of paths: shards of ``shard_size`` rows."""
     records = filter_splits(read_image_source(source), splits, source)
     check_unique_ids(records, source)
-    records = resolve_image_paths(records, [Path(r) for r in images_roots],
-                                  Path(image_map) if image_map is not None else None, source)
+    records = resolve_image_paths(
+        records, [Path(r) for r in images_roots], Path(image_map) if image_map is not None else None, source
+    )
 
     def encode_mine(state, bundle, runtime, directory, rank, world_size):
         _encode_my_shards(records, state, bundle, runtime, directory, batch_size, workers, rank, world_size)
@@ -159,12 +176,21 @@ def _plan_records(source: Path, splits: Sequence[str] | None, images_roots: Sequ
     return EncodePlan(len(shard_ranges(len(records), shard_size)), len(records), encode_mine)
 
 
-def _plan_shard_files(source: Path, splits: Sequence[str] | None, images_roots: Sequence[str | os.PathLike],
-                      image_map: str | os.PathLike | None, batch_size: int, workers: int) -> EncodePlan:
+def _plan_shard_files(
+    source: Path,
+    splits: Sequence[str] | None,
+    images_roots: Sequence[str | os.PathLike],
+    image_map: str | os.PathLike | None,
+    batch_size: int,
+    workers: int,
+) -> EncodePlan:
     """img2dataset's webdataset shards: one shard per tar, the keys checked unique before any work."""
     if splits or images_roots or image_map is not None:
-        raise ConfigError("--split, --images-root and --image-map do not apply to webdataset shards (the images "
-                          "are inside the tars, with no split)", source)
+        raise ConfigError(
+            "--split, --images-root and --image-map do not apply to webdataset shards (the images "
+            "are inside the tars, with no split)",
+            source,
+        )
     shards = list_shards(source)
     rows = check_unique_keys(shards, source)
 
@@ -174,8 +200,17 @@ def _plan_shard_files(source: Path, splits: Sequence[str] | None, images_roots: 
     return EncodePlan(len(shards), rows, encode_mine)
 
 
-def _encode_my_shards(records: ImageRecords, state: ResumeState, bundle, runtime: Runtime, directory: Path,
-                      batch_size: int, workers: int, rank: int, world_size: int) -> None:
+def _encode_my_shards(
+    records: ImageRecords,
+    state: ResumeState,
+    bundle,
+    runtime: Runtime,
+    directory: Path,
+    batch_size: int,
+    workers: int,
+    rank: int,
+    world_size: int,
+) -> None:
     shards = shard_ranges(len(records), state.key["config"]["shard_size"])
     pending = {i: rows for i, rows in enumerate(shards) if str(i) not in state.done and i % world_size == rank}
     if len(state.done):
@@ -183,8 +218,17 @@ def _encode_my_shards(records: ImageRecords, state: ResumeState, bundle, runtime
     _encode_pending(records, pending, bundle, runtime, directory, state, batch_size, workers)
 
 
-def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, plan: EncodePlan, bundle, runtime: Runtime,
-                        config: EncodeConfig, source: Path, rank: int, world_size: int) -> Path:
+def _encode_distributed(
+    writer: artifacts.ArtifactWriter,
+    key: dict,
+    plan: EncodePlan,
+    bundle,
+    runtime: Runtime,
+    config: EncodeConfig,
+    source: Path,
+    rank: int,
+    world_size: int,
+) -> Path:
     """Every rank encodes its shards into the shared partial directory; rank 0 writes the manifest once all
     are done. Barriers order the steps: rank 0 prepares the directory (dropping a stale run) before the others
     read it, and every rank waits until the artifact is in place before it returns its path."""
@@ -204,8 +248,9 @@ def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, plan: Encod
         shard_count = plan.shard_count
         missing = [i for i in range(shard_count) if str(i) not in merged.done]
         if missing:
-            raise MltkError(f"{len(missing)} shard(s) were not encoded by their rank (first: {missing[0]}); rerun "
-                            "to resume", source)
+            raise MltkError(
+                f"{len(missing)} shard(s) were not encoded by their rank (first: {missing[0]}); rerun to resume", source
+            )
         _finish(writer, merged, shard_count, bundle, config, source)
         writer.commit()
     dist.barrier()
@@ -228,14 +273,27 @@ def _check_options(batch_size: int, shard_size: int, dtype: str, workers: int | 
         raise ConfigError(f"--workers must be 0 or more, got {workers}")
 
 
-def _encode_pending(records: ImageRecords, pending: dict[int, range], bundle, runtime: Runtime, directory: Path,
-                    state: ResumeState, batch_size: int, workers: int) -> None:
+def _encode_pending(
+    records: ImageRecords,
+    pending: dict[int, range],
+    bundle,
+    runtime: Runtime,
+    directory: Path,
+    state: ResumeState,
+    batch_size: int,
+    workers: int,
+) -> None:
     """Encode the pending shards, writing each one (and recording it in the resume state) as it completes."""
     if not pending:
         return
     batches, owners = batch_plan(pending, batch_size)
-    loader = DataLoader(DecodedImages(records, bundle.preprocess), batch_sampler=batches, num_workers=workers,
-                        collate_fn=collate_decoded, pin_memory=runtime.device.type == "cuda")
+    loader = DataLoader(
+        DecodedImages(records, bundle.preprocess),
+        batch_sampler=batches,
+        num_workers=workers,
+        collate_fn=collate_decoded,
+        pin_memory=runtime.device.type == "cuda",
+    )
     batches_left = {shard: owners.count(shard) for shard in pending}
     collected: dict[int, tuple[list[int], list[np.ndarray], list[tuple[int, str]]]] = {}
     total = sum(len(rows) for rows in pending.values())
@@ -267,13 +325,20 @@ def _write_shard(records: ImageRecords, shard: int, collected, directory: Path, 
         stacked = np.concatenate(vectors)  # [n, D] float32, L2-normalised
         dim = int(stacked.shape[1])
         dtype = state.key["config"]["dtype"]
-        entry = artifacts.write_embedding_shard(directory, shard, [records.ids[i] for i in indices], stacked, dtype,
-                                                split=[records.splits[i] for i in indices])
+        entry = artifacts.write_embedding_shard(
+            directory,
+            shard,
+            [records.ids[i] for i in indices],
+            stacked,
+            dtype,
+            split=[records.splits[i] for i in indices],
+        )
     state.mark_done(directory, shard, entry, skipped, dim)
 
 
-def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: int, bundle, config: EncodeConfig,
-            source: Path) -> None:
+def _finish(
+    writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: int, bundle, config: EncodeConfig, source: Path
+) -> None:
     done = [state.done[str(i)] for i in range(shard_count)]
     entries = [record["entry"] for record in done if record["entry"]]
     skipped = [item for record in done for item in record["skipped"]]
@@ -286,16 +351,32 @@ def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: i
     for state_file in writer.dir.glob("encode-state*.json"):
         state_file.unlink()
     artifacts.finish_embeddings(
-        writer, entries, dim=dims.pop(), dtype=config.dtype, normalized=True,
-        model=bundle.spec, preprocess=describe_preprocess(bundle), precision=config.precision,
-        skipped=skipped, skipped_count=len(skipped), source=str(source.resolve()),
-        **({"bad_shards": unreadable_shards, "bad_shard_count": len(unreadable_shards)} if config.shard_size is None
-           else {}),
+        writer,
+        entries,
+        dim=dims.pop(),
+        dtype=config.dtype,
+        normalized=True,
+        model=bundle.spec,
+        preprocess=describe_preprocess(bundle),
+        precision=config.precision,
+        skipped=skipped,
+        skipped_count=len(skipped),
+        source=str(source.resolve()),
+        **(
+            {"bad_shards": unreadable_shards, "bad_shard_count": len(unreadable_shards)}
+            if config.shard_size is None
+            else {}
+        ),
     )
     count = sum(entry["count"] for entry in entries)
-    log(f"encode-images: {count} images encoded into {len(entries)} shard(s), {len(skipped)} skipped"
-        + (f", {len(unreadable_shards)} bad shard(s): {', '.join(b['shard'] for b in unreadable_shards)}"
-           if unreadable_shards else ""))
+    log(
+        f"encode-images: {count} images encoded into {len(entries)} shard(s), {len(skipped)} skipped"
+        + (
+            f", {len(unreadable_shards)} bad shard(s): {', '.join(b['shard'] for b in unreadable_shards)}"
+            if unreadable_shards
+            else ""
+        )
+    )
 
 
 def describe_preprocess(bundle) -> dict:

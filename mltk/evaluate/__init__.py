@@ -22,6 +22,20 @@ from mltk.evaluate.stage import (
 from mltk.metrics.retrieval import evaluate_retrieval, mrv_instance_mode
 from mltk.metrics.retrieval_options import C2C_RELEVANCE, METRIC_NAMES, MRV_INSTANCES, PROTOCOLS
 
-__all__ = ["C2C_RELEVANCE", "METRIC_NAMES", "MRV_INSTANCES", "PROTOCOLS", "REPORT_FORMATS", "ContinualConfig",
-           "EvaluateConfig", "TextVectors", "check_text_source", "evaluate_retrieval", "load_normalized_embeddings",
-           "mrv_instance_mode", "run_continual", "run_evaluation", "text_embeddings_for"]
+__all__ = [
+    "C2C_RELEVANCE",
+    "METRIC_NAMES",
+    "MRV_INSTANCES",
+    "PROTOCOLS",
+    "REPORT_FORMATS",
+    "ContinualConfig",
+    "EvaluateConfig",
+    "TextVectors",
+    "check_text_source",
+    "evaluate_retrieval",
+    "load_normalized_embeddings",
+    "mrv_instance_mode",
+    "run_continual",
+    "run_evaluation",
+    "text_embeddings_for",
+]

@@ -29,17 +29,25 @@ def run_continual(config: ContinualConfig) -> Path:
     metrics artifacts, compute AR_j and F_j, and write them as a metrics artifact."""
     check_report_format(config.report_format)
     if len(config.runs) != len(config.tasks):
-        raise ConfigError(f"{len(config.runs)} metrics artifact(s) but {len(config.tasks)} task(s); give one "
-                          "metrics artifact per task, in training order")
+        raise ConfigError(
+            f"{len(config.runs)} metrics artifact(s) but {len(config.tasks)} task(s); give one "
+            "metrics artifact per task, in training order"
+        )
     existing = artifacts.reusable(config.out, "metrics", stage="evaluate", config=config, inputs=list(config.runs))
     if existing is not None:
         return existing
-    matrix = [[_continual_value(artifacts.load_metrics(run), task, config.metric, run) for task in config.tasks]
-              for run in config.runs]
-    result = {"continual": {"tasks": list(config.tasks), "metric": config.metric, **continual_metrics(matrix)},
-              "settings": {"matrix": "a[j][i] = metric on task i after training task j (null: not evaluated)",
-                           "AR": AVERAGE_RECALL_FORMULA,
-                           "F": FORGETTING_FORMULA}}
+    matrix = [
+        [_continual_value(artifacts.load_metrics(run), task, config.metric, run) for task in config.tasks]
+        for run in config.runs
+    ]
+    result = {
+        "continual": {"tasks": list(config.tasks), "metric": config.metric, **continual_metrics(matrix)},
+        "settings": {
+            "matrix": "a[j][i] = metric on task i after training task j (null: not evaluated)",
+            "AR": AVERAGE_RECALL_FORMULA,
+            "F": FORGETTING_FORMULA,
+        },
+    }
     return write_and_report(config.out, result, config, list(config.runs), config.report_format)
 
 

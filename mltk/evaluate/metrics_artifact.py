@@ -19,8 +19,9 @@ def check_report_format(report_format: str) -> None:
         raise ConfigError(f"--format must be one of {', '.join(REPORT_FORMATS)}, got {report_format!r}")
 
 
-def write_and_report(out: Path, result: dict, config: Any, inputs: list[Path], report_format: str,
-                      extra: dict[str, bytes] | None = None) -> Path:
+def write_and_report(
+    out: Path, result: dict, config: Any, inputs: list[Path], report_format: str, extra: dict[str, bytes] | None = None
+) -> Path:
     tables = report.metrics_tables(result)
     extra = dict(extra or {})
     long_rows = report.long_rows(result)

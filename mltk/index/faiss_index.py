@@ -72,23 +72,30 @@ def build_index(config: IndexConfig) -> Path:
     """Index the vectors of an embeddings artifact; returns the index artifact path."""
     if config.kind not in INDEX_KINDS:
         raise ConfigError(f"--kind must be one of {', '.join(INDEX_KINDS)}, got {config.kind!r}")
-    existing = artifacts.reusable(config.out, "index", stage="index build", config=config,
-                                  inputs=[config.embeddings])
+    existing = artifacts.reusable(config.out, "index", stage="index build", config=config, inputs=[config.embeddings])
     if existing is not None:
         return existing
     table, vectors = artifacts.load_embeddings(config.embeddings)
     if len(vectors) == 0:
-        raise ArtifactError("holds no vectors; an index of nothing would answer every query with nothing",
-                            config.embeddings)
+        raise ArtifactError(
+            "holds no vectors; an index of nothing would answer every query with nothing", config.embeddings
+        )
     vectors = normalized_float32(vectors)
     index, settings = _new_index(config, vectors)
     log(f"indexing {len(vectors)} vectors of dim {vectors.shape[1]} ({config.kind})")
     index.add(vectors)
-    with artifacts.ArtifactWriter(config.out, "index", stage="index build", config=config,
-                                  inputs=[config.embeddings]) as writer:
+    with artifacts.ArtifactWriter(
+        config.out, "index", stage="index build", config=config, inputs=[config.embeddings]
+    ) as writer:
         artifacts.write_index_files(writer.dir, index, table)
-        writer.manifest.update(index_kind=config.kind, count=int(index.ntotal), dim=int(vectors.shape[1]),
-                               metric="inner_product", normalized=True, **settings)
+        writer.manifest.update(
+            index_kind=config.kind,
+            count=int(index.ntotal),
+            dim=int(vectors.shape[1]),
+            metric="inner_product",
+            normalized=True,
+            **settings,
+        )
     return writer.path
 
 
@@ -129,12 +136,13 @@ class OpenIndex:
 
     path: Path
     index: faiss.Index
-    ids: np.ndarray          # [count] str
-    table: pa.Table          # ids.parquet (id plus the embedding table's other columns)
+    ids: np.ndarray  # [count] str
+    table: pa.Table  # ids.parquet (id plus the embedding table's other columns)
     manifest: dict
 
-    def search(self, vectors: np.ndarray, k: int = 10, exclude: Sequence[str] | None = None
-               ) -> list[tuple[list[str], list[float]]]:
+    def search(
+        self, vectors: np.ndarray, k: int = 10, exclude: Sequence[str] | None = None
+    ) -> list[tuple[list[str], list[float]]]:
         """Top-``k`` ``(ids, scores)`` per query vector [Q, d], best first (fewer when the index holds fewer).
 
         ``exclude`` (one id per query) leaves that id out of its query's results: a query taken from the indexed
@@ -145,8 +153,9 @@ class OpenIndex:
             raise ArtifactError("the index holds no vectors; there is nothing to search", self.path)
         queries = np.asarray(vectors)
         if queries.ndim != 2 or queries.shape[1] != self.index.d:
-            raise ArtifactError(f"query vectors have shape {tuple(queries.shape)}, the index has dim {self.index.d}",
-                                self.path)
+            raise ArtifactError(
+                f"query vectors have shape {tuple(queries.shape)}, the index has dim {self.index.d}", self.path
+            )
         if exclude is not None and len(exclude) != len(queries):
             raise ValueError(f"{len(exclude)} ids to exclude for {len(queries)} queries")
         wanted = min(k + (exclude is not None), self.index.ntotal)
@@ -191,9 +200,16 @@ def query_vectors_from_embeddings(path: Path, ids: Sequence[str] = ()) -> tuple[
     return list(ids), np.asarray(vectors[[position[i] for i in ids]])
 
 
-def query_vectors_from_texts(texts: Sequence[str], lang: str, model: str, *, pretrained: str | None = None,
-                             device: str = "auto", precision: str = "auto", batch_size: int = 256
-                             ) -> tuple[list[str], np.ndarray]:
+def query_vectors_from_texts(
+    texts: Sequence[str],
+    lang: str,
+    model: str,
+    *,
+    pretrained: str | None = None,
+    device: str = "auto",
+    precision: str = "auto",
+    batch_size: int = 256,
+) -> tuple[list[str], np.ndarray]:
     """Text queries of one language encoded through ``model`` (a checkpoint artifact of any format that
     ``mltk.encode.texts`` reads, or an open_clip name with ``pretrained``), by that language's own path. The query
     ids are the texts; vectors [Q, d] are L2-normalised float32."""
@@ -243,9 +259,18 @@ def check_contact_sheet(out_png: Path, sources: Sequence[Path | None], overwrite
     loose.check_target(out_png, [s for s in sources if s is not None], what="--contact-sheet", overwrite=overwrite)
 
 
-def write_contact_sheet(out_png: Path, query_ids: Sequence[str], results: Sequence[tuple[list[str], list[float]]],
-                        images_path: Path, *, index: OpenIndex | None = None, thumb: int = 128,
-                        max_rows: int = 20, inputs: Sequence[Path] = (), overwrite: bool | None = None) -> Path:
+def write_contact_sheet(
+    out_png: Path,
+    query_ids: Sequence[str],
+    results: Sequence[tuple[list[str], list[float]]],
+    images_path: Path,
+    *,
+    index: OpenIndex | None = None,
+    thumb: int = 128,
+    max_rows: int = 20,
+    inputs: Sequence[Path] = (),
+    overwrite: bool | None = None,
+) -> Path:
     """A PNG grid: one row per query (at most ``max_rows``). The first tile is the query: its image when the
     images artifact has one with that id, else a card with the whole query text (wrapped; a text query's id is
     its text). Then the retrieved images, scaled to fill their tiles, each labelled with rank, score and image id
@@ -296,12 +321,17 @@ def _check_labels(query_ids, results, to_image_id, source: Path) -> None:
     the artifact it came from) rather than failing deep inside the text layout."""
     from mltk.core.names import control_characters
 
-    for identifier in [*query_ids, *(i for ids, _ in results for i in ids), *(to_image_id(i) for ids, _ in results
-                                                                             for i in ids)]:
+    for identifier in [
+        *query_ids,
+        *(i for ids, _ in results for i in ids),
+        *(to_image_id(i) for ids, _ in results for i in ids),
+    ]:
         bad = control_characters(str(identifier))
         if bad:
-            raise ArtifactError(f"id {str(identifier)[:60]!r} holds the control character {bad[0]}; the contact "
-                                f"sheet cannot label it", source)
+            raise ArtifactError(
+                f"id {str(identifier)[:60]!r} holds the control character {bad[0]}; the contact sheet cannot label it",
+                source,
+            )
 
 
 def _image_lookup(images_path: Path) -> dict:
@@ -315,5 +345,3 @@ def _image_id_mapper(index: OpenIndex | None):
         return lambda identifier: identifier
     mapping = dict(zip(index.ids.tolist(), index.table.column("image_id").cast(pa.string()).to_pylist()))
     return lambda identifier: mapping.get(identifier, identifier)
-
-

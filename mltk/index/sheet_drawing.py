@@ -7,8 +7,13 @@ from __future__ import annotations
 import io
 
 TILE_GAP, LABEL_LINES, SHEET_MARGIN = 8, 2, 12
-SHEET_BACKGROUND, CARD_BACKGROUND, MISSING_TILE, INK, MUTED = "white", (255, 248, 225), (200, 200, 200), (25, 25, 25), \
-    (105, 105, 105)
+SHEET_BACKGROUND, CARD_BACKGROUND, MISSING_TILE, INK, MUTED = (
+    "white",
+    (255, 248, 225),
+    (200, 200, 200),
+    (25, 25, 25),
+    (105, 105, 105),
+)
 
 _ARABIC = ((0x0600, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08FF), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF))
 _KANA = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F))
@@ -67,8 +72,11 @@ def _wrap(text: str, font, width: float, direction: str | None) -> list[str]:
     """Greedy line breaking at spaces, and between any two CJK characters, to fit ``width`` pixels."""
     import re
 
-    units = re.findall(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef][\s\u3000-\u303f\uff01-\uff0f]*|[^\s\u2e80-\u9fff"
-                       r"\uf900-\ufaff\uff00-\uffef]+\s*|\s+", text)
+    units = re.findall(
+        r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef][\s\u3000-\u303f\uff01-\uff0f]*|[^\s\u2e80-\u9fff"
+        r"\uf900-\ufaff\uff00-\uffef]+\s*|\s+",
+        text,
+    )
     lines, line = [], ""
     for unit in units:
         if line and font.getlength((line + unit).rstrip(), direction=direction) > width:

@@ -26,8 +26,11 @@ def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> 
     Returns ``{"matrix": [[...]], "AR": [AR_0, ...], "F": [None, F_1, ...]}`` (None for undefined values, so the
     result is valid JSON).
     """
-    a = np.array([[math.nan if v is None else v for v in row] for row in matrix], dtype=np.float64) \
-        if not isinstance(matrix, np.ndarray) else matrix.astype(np.float64)
+    a = (
+        np.array([[math.nan if v is None else v for v in row] for row in matrix], dtype=np.float64)
+        if not isinstance(matrix, np.ndarray)
+        else matrix.astype(np.float64)
+    )
     if a.ndim != 2 or a.shape[0] > a.shape[1]:
         raise ValueError(f"continual matrix must be [tasks_trained, tasks] with tasks_trained <= tasks, got {a.shape}")
     average, forgetting = [], []

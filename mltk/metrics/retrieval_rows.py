@@ -22,8 +22,8 @@ TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
 
 @dataclass(frozen=True)
 class ImageRows:
-    ids: np.ndarray          # [N] str
-    vectors: np.ndarray      # [N, d]
+    ids: np.ndarray  # [N] str
+    vectors: np.ndarray  # [N, d]
     split: np.ndarray | None
 
 
@@ -54,10 +54,20 @@ def image_rows(table: pa.Table, vectors, source: str) -> ImageRows:
 
 def text_rows(table: pa.Table, vectors, source: str) -> TextRows:
     _check_rows(table, vectors, TEXT_COLUMNS, source)
-    refuse_caption_ids_on_several_images(table.select(["caption_id", "image_id"]).cast(
-        pa.schema([("caption_id", pa.string()), ("image_id", pa.string())])), source)
-    return TextRows(column_strings(table, "image_id"), column_strings(table, "lang"),
-                     column_strings(table, "caption_id"), _to_numpy(vectors), split_column(table), source)
+    refuse_caption_ids_on_several_images(
+        table.select(["caption_id", "image_id"]).cast(
+            pa.schema([("caption_id", pa.string()), ("image_id", pa.string())])
+        ),
+        source,
+    )
+    return TextRows(
+        column_strings(table, "image_id"),
+        column_strings(table, "lang"),
+        column_strings(table, "caption_id"),
+        _to_numpy(vectors),
+        split_column(table),
+        source,
+    )
 
 
 def split_column(table: pa.Table) -> np.ndarray | None:
@@ -77,8 +87,7 @@ def in_splits(column: np.ndarray, split: str) -> np.ndarray:
     return np.isin(column, [name.strip() for name in split.split(",") if name.strip()])
 
 
-def select_split(images: ImageRows | None, texts: TextRows,
-                  split: str | None) -> tuple[ImageRows | None, TextRows]:
+def select_split(images: ImageRows | None, texts: TextRows, split: str | None) -> tuple[ImageRows | None, TextRows]:
     """Keep rows of ``split`` (a name or a comma list). A table without a ``split`` column (or with only empty
     values) follows the other one: images are kept when a kept caption refers to them, captions when their image is
     kept. Neither table having the column is an error."""
@@ -113,8 +122,14 @@ def _take_images(images: ImageRows, keep: np.ndarray) -> ImageRows:
 
 def take_texts(texts: TextRows, keep: np.ndarray) -> TextRows:
     split = texts.split[keep] if texts.split is not None else None
-    return TextRows(texts.image_ids[keep], texts.lang[keep], texts.caption_ids[keep],
-                     texts.vectors[np.flatnonzero(keep)], split, texts.source)
+    return TextRows(
+        texts.image_ids[keep],
+        texts.lang[keep],
+        texts.caption_ids[keep],
+        texts.vectors[np.flatnonzero(keep)],
+        split,
+        texts.source,
+    )
 
 
 def first_caption_rows(texts: TextRows) -> np.ndarray:

@@ -19,8 +19,11 @@ def read_pooling(config_path: Path) -> str:
     chosen = [name for key, name in modes.items() if config.get(key)]
     others = [key for key, on in config.items() if key.startswith("pooling_mode_") and on and key not in modes]
     if others or len(chosen) != 1:
-        raise ConfigError(f"unsupported pooling {', '.join(others + chosen) or 'none'} (mltk pools with exactly one "
-                          f"of mean, CLS, last token)", config_path)
+        raise ConfigError(
+            f"unsupported pooling {', '.join(others + chosen) or 'none'} (mltk pools with exactly one "
+            f"of mean, CLS, last token)",
+            config_path,
+        )
     return chosen[0]
 
 

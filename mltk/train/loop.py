@@ -105,11 +105,11 @@ class TrainTask(Protocol):
 
 @dataclass
 class FitResult:
-    best_state: dict[str, torch.Tensor]   # trained tensors and kept buffers at the best validation (cpu clones)
+    best_state: dict[str, torch.Tensor]  # trained tensors and kept buffers at the best validation (cpu clones)
     last_state: dict[str, torch.Tensor]
     best_step: int
     best_score: float
-    history: list[dict]                   # one dict per validation / log line: event, step, loss, lr, score...
+    history: list[dict]  # one dict per validation / log line: event, step, loss, lr, score...
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -117,16 +117,19 @@ class FitResult:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
-                    config: LoopConfig) -> torch.optim.Optimizer:
+def build_optimizer(
+    task: TrainTask, params: dict[str, torch.nn.Parameter], config: LoopConfig
+) -> torch.optim.Optimizer:
     """The task's ``make_optimizer`` or ``default_optimizer``, each group remembering its base lr."""
     make = getattr(task, "make_optimizer", None)
     optimizer = make(params, config) if make is not None else default_optimizer(params, config)
     known = {id(p) for p in params.values()}
     for group in optimizer.param_groups:
         if any(id(p) not in known for p in group["params"]):
-            raise ValueError("make_optimizer returned an optimizer over a tensor that parameters_to_train does not "
-                             "name; its state could not be saved")
+            raise ValueError(
+                "make_optimizer returned an optimizer over a tensor that parameters_to_train does not "
+                "name; its state could not be saved"
+            )
         group.setdefault("initial_lr", group["lr"])  # the base lr the schedule multiplies, as LambdaLR keeps it
     return optimizer
 
@@ -136,8 +139,9 @@ def build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def loss_and_backward(task: TrainTask, step: int, runtime: Runtime, scaler: torch.amp.GradScaler | None
-                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def loss_and_backward(
+    task: TrainTask, step: int, runtime: Runtime, scaler: torch.amp.GradScaler | None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The loss of ``step`` (under autocast) and its terms, back-propagated (scaled under fp16); the loss is
     returned detached."""
     with runtime.autocast():
@@ -148,8 +152,14 @@ def loss_and_backward(task: TrainTask, step: int, runtime: Runtime, scaler: torc
     return loss.detach(), terms
 
 
-def apply_update(trained: list[torch.Tensor], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
-                 config: LoopConfig, step: int, measure_norm: bool = False) -> tuple[float, float | None]:
+def apply_update(
+    trained: list[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    config: LoopConfig,
+    step: int,
+    measure_norm: bool = False,
+) -> tuple[float, float | None]:
     """The update of ``step`` from the gradients: averaged over ranks (torchrun), unscaled, clipped as the config
     says, at the step's learning rate; gradients zeroed. Returns the lr and, with ``measure_norm``, the gradient
     norm before clipping (read-only)."""
@@ -169,9 +179,15 @@ def apply_update(trained: list[torch.Tensor], optimizer: torch.optim.Optimizer, 
     return lr, grad_norm
 
 
-def training_step(task: TrainTask, step: int, config: LoopConfig, runtime: Runtime,
-                  params: dict[str, torch.nn.Parameter], optimizer: torch.optim.Optimizer,
-                  scaler: torch.amp.GradScaler | None = None) -> torch.Tensor:
+def training_step(
+    task: TrainTask,
+    step: int,
+    config: LoopConfig,
+    runtime: Runtime,
+    params: dict[str, torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None = None,
+) -> torch.Tensor:
     """One update exactly as ``fit`` makes it, without its bookkeeping (state, logs, validation): for benchmarks
     that time the library's own step. ``optimizer`` from ``build_optimizer``. Returns the detached loss."""
     loss, _ = loss_and_backward(task, step, runtime, scaler)
@@ -237,9 +253,15 @@ def _log_line(text: str) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
-        on_step: StepCallback | None = None, description: str = "train",
-        steps_csv: Path | None = None) -> FitResult:
+def fit(
+    task: TrainTask,
+    config: LoopConfig,
+    runtime: Runtime,
+    state_dir: Path,
+    on_step: StepCallback | None = None,
+    description: str = "train",
+    steps_csv: Path | None = None,
+) -> FitResult:
     """Train ``task`` for ``config.steps`` updates, resuming from ``state_dir`` when it holds a saved state.
 
     ``on_step(step, loss)`` is called after each update with the 0-based step passed to ``task.loss`` and that
@@ -264,16 +286,31 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     if is_main and state_dir.is_dir():
         remove_unreferenced(state_dir, set(state_files(state)) if resumed else set())
     if not distributed.same_on_all_ranks(state.step):
-        raise ArtifactError("the processes found different saved states; the state directory must be on a file "
-                            "system every process reads", state_dir)
-    with DeferredSignals() as signals, _Reporter(description, config.steps, is_main) as reporter, \
-            contextlib.closing(step_log.StepLogger(
-                steps_csv, description, state.step, enabled=is_main,
+        raise ArtifactError(
+            "the processes found different saved states; the state directory must be on a file "
+            "system every process reads",
+            state_dir,
+        )
+    with (
+        DeferredSignals() as signals,
+        _Reporter(description, config.steps, is_main) as reporter,
+        contextlib.closing(
+            step_log.StepLogger(
+                steps_csv,
+                description,
+                state.step,
+                enabled=is_main,
                 samples_per_step=getattr(getattr(task, "batches", None), "batch_size", None),
-                tensorboard=options.tensorboard)) as reporter.steps_log:
-        reporter.begin(state.step, f"{sum(p.numel() for p in params.values()):,} trained values in {len(params)} "
-                                   f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
-                                   f"{runtime.precision}" + (f" ({runtime.reason})" if runtime.reason else ""))
+                tensorboard=options.tensorboard,
+            )
+        ) as reporter.steps_log,
+    ):
+        reporter.begin(
+            state.step,
+            f"{sum(p.numel() for p in params.values()):,} trained values in {len(params)} "
+            f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
+            f"{runtime.precision}" + (f" ({runtime.reason})" if runtime.reason else ""),
+        )
         try:
             _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
         except (KeyboardInterrupt, SystemExit):
@@ -283,13 +320,28 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             raise
     if is_main and state.saved_step != state.step:
         save_state(state_dir, state, params, optimizer, scaler, config)
-    return FitResult(best_state=state.best_state, last_state={**cpu_copy(params), **cpu_copy(buffers)},
-                     best_step=state.best_step, best_score=state.best_score, history=state.history)
+    return FitResult(
+        best_state=state.best_state,
+        last_state={**cpu_copy(params), **cpu_copy(buffers)},
+        best_step=state.best_step,
+        best_score=state.best_score,
+        history=state.history,
+    )
 
 
-def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
-         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: LoopState,
-         signals: DeferredSignals, reporter: _Reporter, on_step: StepCallback | None) -> None:
+def _run(
+    task: TrainTask,
+    config: LoopConfig,
+    runtime: Runtime,
+    state_dir: Path,
+    params: dict,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    state: LoopState,
+    signals: DeferredSignals,
+    reporter: _Reporter,
+    on_step: StepCallback | None,
+) -> None:
     buffers = task_buffers(task)  # a save holds their copy at the last step boundary, never one forward ahead
     trained = list(params.values())
     is_main = distributed.is_main_process()
@@ -331,15 +383,18 @@ def _log_window(state: LoopState, lr: float, reporter: _Reporter) -> None:
     """One log line and history entry: the mean loss of the steps since the previous one."""
     mean_loss = float(torch.stack(state.window).sum()) / len(state.window)
     if not math.isfinite(mean_loss):
-        raise TrainingDiverged(f"the training loss became {mean_loss} by step {state.step}; lower the learning "
-                               f"rate, or train in fp32 or bf16")
+        raise TrainingDiverged(
+            f"the training loss became {mean_loss} by step {state.step}; lower the learning "
+            f"rate, or train in fp32 or bf16"
+        )
     state.history.append({"event": "train", "step": state.step, "loss": mean_loss, "lr": lr})
     state.window = []
     reporter.train_line(state.step, mean_loss, lr)
 
 
-def _validate(task: TrainTask, state: LoopState, params: dict, runtime: Runtime, signals: DeferredSignals,
-              reporter: _Reporter) -> None:
+def _validate(
+    task: TrainTask, state: LoopState, params: dict, runtime: Runtime, signals: DeferredSignals, reporter: _Reporter
+) -> None:
     """Validate at ``state.step``; keep a copy of the trained tensors when the score beats the best so far
     (strictly: a tie keeps the earlier step)."""
     with torch.no_grad(), rng_preserved(runtime):
@@ -358,5 +413,7 @@ def _validate(task: TrainTask, state: LoopState, params: dict, runtime: Runtime,
         if improved:
             state.best_score, state.best_step, state.best_state = score, state.step, best_copy
     details = " ".join(f"{k} {v:.4f}" for k, v in entry.items() if k not in ("event", "step", "score"))
-    reporter.note(f"{reporter.description} step {state.step}/{reporter.steps} validation score {score:.4f} "
-                  f"(best {state.best_score:.4f} at step {state.best_step}) {details}".rstrip())
+    reporter.note(
+        f"{reporter.description} step {state.step}/{reporter.steps} validation score {score:.4f} "
+        f"(best {state.best_score:.4f} at step {state.best_step}) {details}".rstrip()
+    )

@@ -75,23 +75,32 @@ from mltk.train.teacher import TeacherRows
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def mla_encoder(config: MlaConfig, captions: pa.Table, runtime: Runtime
-                ) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
+def mla_encoder(
+    config: MlaConfig, captions: pa.Table, runtime: Runtime
+) -> tuple[LanguageAcquisitionEncoder, list[str], bool]:
     """The encoder, the languages to train, and whether the shared embedding trains."""
     available = sorted(set(pc.unique(captions.column("lang")).to_pylist()) - {NATIVE_LANG})
     if config.train not in TRAIN_MODES:
         raise ConfigError(f"--train must be one of {', '.join(TRAIN_MODES)}, got {config.train!r}")
     encoder, languages, added = prepare_encoder(
-        config.init, config.model, config.pretrained, config.tokenizer, config.init_embeddings,
-        lambda known: list(config.languages) or (known if config.init else available), runtime, config.acquirer,
-        train=config.train)
+        config.init,
+        config.model,
+        config.pretrained,
+        config.tokenizer,
+        config.init_embeddings,
+        lambda known: list(config.languages) or (known if config.init else available),
+        runtime,
+        config.acquirer,
+        train=config.train,
+    )
     if config.train != encoder.train_mode:  # an --init checkpoint keeps what it trained
         raise ConfigError(f"--train {config.train} but the --init checkpoint trains {encoder.train_mode}", config.init)
     train_embedding = config.train_embedding if config.train_embedding is not None else not added
     missing = [lang for lang in languages if lang not in available]
     if missing:
-        raise ConfigError(f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})",
-                          config.captions)
+        raise ConfigError(
+            f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})", config.captions
+        )
     if NATIVE_LANG in languages:
         raise ConfigError("English is the native language and is not trained", config.captions)
     return encoder, languages, train_embedding
@@ -109,14 +118,16 @@ def le_temperature(temperature: float | None, encoder: LanguageAcquisitionEncode
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _nlt_data(encoder, config: MlaConfig, captions: pa.Table, split: str, languages: list[str],
-              runtime: Runtime) -> NltPairs:
+def _nlt_data(
+    encoder, config: MlaConfig, captions: pa.Table, split: str, languages: list[str], runtime: Runtime
+) -> NltPairs:
     """The translation pairs per trained language; with English through the student (``train="mkd"``) also
     English itself, each English caption (by caption_id, sorted) distilled to the frozen tower's embedding of it."""
     pairs, english = translation_columns(captions, split, languages)
     if not any(rows.num_rows for rows in pairs.values()):
-        raise ConfigError(f"no translation pairs (captions sharing caption_id with English) in split {split!r}",
-                          config.captions)
+        raise ConfigError(
+            f"no translation pairs (captions sharing caption_id with English) in split {split!r}", config.captions
+        )
     texts = {lang: rows.column("caption").combine_chunks() for lang, rows in pairs.items()}
     sources = {lang: rows.column("english").combine_chunks() for lang, rows in pairs.items()}
     if encoder.english_student:
@@ -152,10 +163,22 @@ def train_nlt(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     log_sizes("NLT translation pairs", pairs.texts)
     validator, val_pairs = _validator(config, encoder, inputs, languages), None
     if validator is None:
-        val_pairs = _nlt_data(encoder, config, inputs.captions, config.val_split, languages,
-                              runtime).head(NLT_VALIDATION_PAIRS)
-    task = NltTask(encoder, pairs, list(pairs.texts), train_embedding, config.batch_size, config.loop.steps,
-                   config.loop.seed, runtime, validator, val_pairs, config.mse_form)
+        val_pairs = _nlt_data(encoder, config, inputs.captions, config.val_split, languages, runtime).head(
+            NLT_VALIDATION_PAIRS
+        )
+    task = NltTask(
+        encoder,
+        pairs,
+        list(pairs.texts),
+        train_embedding,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed,
+        runtime,
+        validator,
+        val_pairs,
+        config.mse_form,
+    )
     return _run(task, encoder, config, runtime, "train-nlt", languages, on_step)
 
 
@@ -170,8 +193,11 @@ def _le_data(encoder, captions: pa.Table, split: str, languages: list[str], imag
     data = {}
     for lang in languages:
         rows = caption_rows(captions, split, [lang])
-        pairs = sorted((image_row[i], t) for i, t in zip(rows.column("image_id").to_pylist(),
-                                                         rows.column("caption").to_pylist()) if i in image_row)
+        pairs = sorted(
+            (image_row[i], t)
+            for i, t in zip(rows.column("image_id").to_pylist(), rows.column("caption").to_pylist())
+            if i in image_row
+        )
         if not pairs:
             raise ConfigError(f"no {lang} captions of split {split!r} describe an image of the image embeddings")
         image_rows, counts, offsets = group_by_image(np.array([r for r, _ in pairs]))
@@ -189,8 +215,10 @@ def train_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path:
     trains fresh acquirers on ``model`` with ``tokenizer`` (LE only). Returns the checkpoint path."""
     config = resolve(config, "train-le")
     if config.init is None and not config.tokenizer and (config.model is None or not names_hf_tower(config.model)):
-        raise ConfigError("train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
-                          "--model and --tokenizer (the paper's LE-only ablation)")
+        raise ConfigError(
+            "train-le starts from an NLT checkpoint (--init), or from fresh acquirers with "
+            "--model and --tokenizer (the paper's LE-only ablation)"
+        )
     require_model(config.model, config.init, "train-le", MLA_INIT)
     refuse_text_only_tower("train-le", config.model, config.init)
     if config.images is None:
@@ -211,12 +239,24 @@ def _le_task(config: MlaConfig) -> tuple[LeTask, LanguageAcquisitionEncoder, lis
     log_sizes("LE images", {lang: d["image_rows"] for lang, d in data.items()})
     validator = _validator(config, encoder, inputs, languages)
     if validator is None:
-        raise ConfigError(f"no {config.val_split!r} captions match the image embeddings: LE validates on them",
-                          config.captions)
+        raise ConfigError(
+            f"no {config.val_split!r} captions match the image embeddings: LE validates on them", config.captions
+        )
     temperature = le_temperature(config.temperature, encoder)
     log(f"LE temperature {temperature:.4g} (logit scale {1 / temperature:.4g})")
-    task = LeTask(encoder, inputs.unit_image_vectors(), data, languages, train_embedding, config.batch_size,
-                  config.loop.steps, config.loop.seed, temperature, runtime, validator)
+    task = LeTask(
+        encoder,
+        inputs.unit_image_vectors(),
+        data,
+        languages,
+        train_embedding,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed,
+        temperature,
+        runtime,
+        validator,
+    )
     return task, encoder, languages, inputs
 
 
@@ -233,14 +273,24 @@ def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path
     if config.images is None:
         raise ConfigError("train-nlt-le needs image embeddings (positional IMAGES, or piped from encode-images)")
     if config.nlt_weight < 0 or config.le_weight < 0 or config.nlt_weight + config.le_weight == 0:
-        raise ConfigError(f"--nlt-weight and --le-weight must be >= 0 and not both 0, got {config.nlt_weight} and "
-                          f"{config.le_weight}")
+        raise ConfigError(
+            f"--nlt-weight and --le-weight must be >= 0 and not both 0, got {config.nlt_weight} and {config.le_weight}"
+        )
     le, encoder, languages, inputs = _le_task(config)
     runtime = inputs.runtime
     pairs = _nlt_data(encoder, config, inputs.captions, config.split, languages, runtime)
     log_sizes("NLT translation pairs", pairs.texts)
-    nlt = NltTask(encoder, pairs, languages, le.train_embedding, config.batch_size, config.loop.steps,
-                  config.loop.seed + 1, runtime, mse_form=config.mse_form)
+    nlt = NltTask(
+        encoder,
+        pairs,
+        languages,
+        le.train_embedding,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed + 1,
+        runtime,
+        mse_form=config.mse_form,
+    )
     task = NltLeTask(nlt, le, config.nlt_weight, config.le_weight)
     return _run(task, encoder, config, runtime, "train-nlt-le", languages, on_step)
 
@@ -253,8 +303,16 @@ def train_nlt_le(config: MlaConfig, on_step: StepCallback | None = None) -> Path
 def _inputs(config: MlaConfig) -> StageInputs:
     if config.mse_form is not None and config.mse_form not in MSE_FORMS:  # None: a stage that does not read it
         raise ConfigError(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {config.mse_form!r}")
-    return load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
-                       config.split, config.val_split, cpu_bf16=config.cpu_bf16)
+    return load_inputs(
+        config.device,
+        config.precision,
+        config.loop.seed,
+        config.captions,
+        config.images,
+        config.split,
+        config.val_split,
+        cpu_bf16=config.cpu_bf16,
+    )
 
 
 def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[str]):
@@ -262,12 +320,18 @@ def _validator(config: MlaConfig, encoder, inputs: StageInputs, languages: list[
     if inputs.image_table is None:
         return None
     split = retrieval_split(inputs.captions, inputs.image_table, inputs.image_vectors, config.val_split)
-    return None if split is None else retrieval_validator(encoder, split, languages, inputs.runtime,
-                                                          config.val_images)
+    return None if split is None else retrieval_validator(encoder, split, languages, inputs.runtime, config.val_images)
 
 
-def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: Runtime, stage: str,
-         languages: list[str], on_step: StepCallback | None = None) -> Path:
+def _run(
+    task,
+    encoder: LanguageAcquisitionEncoder,
+    config: MlaConfig,
+    runtime: Runtime,
+    stage: str,
+    languages: list[str],
+    on_step: StepCallback | None = None,
+) -> Path:
     encoder.train()
     task.embedding_lr = config.embedding_lr
     task = with_alignment(task, encoder, config.alignment, config.loop.seed, languages, captions=config.captions)
@@ -280,7 +344,19 @@ def _run(task, encoder: LanguageAcquisitionEncoder, config: MlaConfig, runtime: 
         trained ones."""
         return {**{k: v.detach().cpu() for k, v in encoder.state_tensors().items()}, **best}
 
-    return run_stage(task, config.loop, runtime, config.out, stage=stage, checkpoint_config=encoder.checkpoint_config,
-                     checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
-                     languages_trained=languages, tensors_trained=len(trained), train=encoder.train_mode,
-                     parameters_trained=sum(p.numel() for p in trained.values()))
+    return run_stage(
+        task,
+        config.loop,
+        runtime,
+        config.out,
+        stage=stage,
+        checkpoint_config=encoder.checkpoint_config,
+        checkpoint_tensors=checkpoint_tensors,
+        run_config=config,
+        inputs=inputs,
+        on_step=on_step,
+        languages_trained=languages,
+        tensors_trained=len(trained),
+        train=encoder.train_mode,
+        parameters_trained=sum(p.numel() for p in trained.values()),
+    )

@@ -21,8 +21,9 @@ from mltk.train.loop import LoopConfig, adamw, default_optimizer
 from mltk.train.teacher import TeacherRows
 
 
-def nlt_optimizer(params: dict[str, torch.nn.Parameter], loop: LoopConfig,
-                  embedding_lr: float | None) -> torch.optim.Optimizer:
+def nlt_optimizer(
+    params: dict[str, torch.nn.Parameter], loop: LoopConfig, embedding_lr: float | None
+) -> torch.optim.Optimizer:
     """The loop's AdamW, with the shared non-native embedding (keys ``embedding.*``) at its own peak lr when
     ``embedding_lr`` is given: a table copied from a trained tower wants a smaller step than fresh acquirers
     (measured on MiniLM: 2e-4 against 1e-3). The schedule multiplies each group's own lr."""
@@ -47,8 +48,9 @@ class EmbeddingLr:
 
 
 def caption_rows(captions: pa.Table, split: str, langs: list[str]) -> pa.Table:
-    keep = pc.and_(pc.equal(captions.column("split"), split),
-                   pc.is_in(captions.column("lang"), pa.array(langs, pa.string())))
+    keep = pc.and_(
+        pc.equal(captions.column("split"), split), pc.is_in(captions.column("lang"), pa.array(langs, pa.string()))
+    )
     return captions.filter(keep)
 
 
@@ -72,16 +74,30 @@ class NltPairs:
 
     def head(self, limit: int) -> NltPairs:
         """The first ``limit`` pairs of each language (a capped validation set)."""
-        return NltPairs({lang: texts[:limit] for lang, texts in self.texts.items()},
-                        {lang: english[:limit] for lang, english in self.english.items()}, self.teacher)
+        return NltPairs(
+            {lang: texts[:limit] for lang, texts in self.texts.items()},
+            {lang: english[:limit] for lang, english in self.english.items()},
+            self.teacher,
+        )
 
 
 class NltTask(EmbeddingLr):
     """MSE between the cached English teacher embedding and the acquisition encoder's embedding of a translation."""
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder, pairs: NltPairs, languages: list[str],
-                 train_embedding: bool, batch_size: int, steps: int, seed: int, runtime: Runtime, validator=None,
-                 val_pairs: NltPairs | None = None, mse_form: str = "mean"):
+    def __init__(
+        self,
+        encoder: LanguageAcquisitionEncoder,
+        pairs: NltPairs,
+        languages: list[str],
+        train_embedding: bool,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        runtime: Runtime,
+        validator=None,
+        val_pairs: NltPairs | None = None,
+        mse_form: str = "mean",
+    ):
         self.encoder, self.pairs = encoder, pairs
         self.criterion = MSEDistillLoss(mse_form)
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
@@ -111,8 +127,7 @@ class NltTask(EmbeddingLr):
         return {**losses, "score": -float(np.mean(list(losses.values())))}
 
 
-def translation_columns(captions: pa.Table, split: str, languages: list[str]
-                        ) -> tuple[dict[str, pa.Table], pa.Table]:
+def translation_columns(captions: pa.Table, split: str, languages: list[str]) -> tuple[dict[str, pa.Table], pa.Table]:
     """Per language the rows (``caption_id``, ``caption``, ``english``) of its captions that share a caption_id
     with an English caption of ``split``, in row order; and the English rows (``caption_id``, ``caption``)."""
     english = caption_rows(captions, split, [NATIVE_LANG]).select(["caption_id", "caption"]).combine_chunks()
@@ -121,20 +136,29 @@ def translation_columns(captions: pa.Table, split: str, languages: list[str]
         rows = caption_rows(captions, split, [lang])
         position = pc.index_in(rows.column("caption_id"), value_set=english.column("caption_id"))
         kept = pc.is_valid(position)
-        pairs[lang] = pa.table({"caption_id": rows.column("caption_id").filter(kept),
-                                "caption": rows.column("caption").filter(kept),
-                                "english": english.column("caption").take(position.filter(kept))})
+        pairs[lang] = pa.table(
+            {
+                "caption_id": rows.column("caption_id").filter(kept),
+                "caption": rows.column("caption").filter(kept),
+                "english": english.column("caption").take(position.filter(kept)),
+            }
+        )
     return pairs, english
 
 
-def translation_pairs(captions: pa.Table, split: str, languages: list[str]
-                      ) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, str]]:
+def translation_pairs(
+    captions: pa.Table, split: str, languages: list[str]
+) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, str]]:
     """Per language (caption_ids, texts) of captions with an English caption of the same ``caption_id``, and the
     English caption of each id (Python lists of ``translation_columns``)."""
     pairs, english = translation_columns(captions, split, languages)
-    return ({lang: (rows.column("caption_id").to_pylist(), rows.column("caption").to_pylist())
-             for lang, rows in pairs.items()},
-            dict(zip(english.column("caption_id").to_pylist(), english.column("caption").to_pylist())))
+    return (
+        {
+            lang: (rows.column("caption_id").to_pylist(), rows.column("caption").to_pylist())
+            for lang, rows in pairs.items()
+        },
+        dict(zip(english.column("caption_id").to_pylist(), english.column("caption").to_pylist())),
+    )
 
 
 class LeTask(EmbeddingLr):
@@ -144,15 +168,27 @@ class LeTask(EmbeddingLr):
     (seed, step)), so an image never appears twice in a batch as a false negative.
     """
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder, image_vectors: torch.Tensor, data: dict, languages,
-                 train_embedding: bool, batch_size: int, steps: int, seed: int, temperature: float,
-                 runtime: Runtime, validator):
+    def __init__(
+        self,
+        encoder: LanguageAcquisitionEncoder,
+        image_vectors: torch.Tensor,
+        data: dict,
+        languages,
+        train_embedding: bool,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        temperature: float,
+        runtime: Runtime,
+        validator,
+    ):
         self.encoder, self.image_vectors, self.data = encoder, image_vectors, data
         self.languages, self.train_embedding, self.runtime = languages, train_embedding, runtime
         self.seed, self.logit_scale, self.validator = seed, 1.0 / temperature, validator
         self.criterion = InfoNCELoss()
-        self.batches = LanguageBatches({lang: len(data[lang]["image_rows"]) for lang in languages}, batch_size,
-                                       steps, seed)
+        self.batches = LanguageBatches(
+            {lang: len(data[lang]["image_rows"]) for lang in languages}, batch_size, steps, seed
+        )
 
     def parameters_to_train(self) -> dict[str, torch.nn.Parameter]:
         return self.encoder.trainable_tensors(self.languages, embedding=self.train_embedding)

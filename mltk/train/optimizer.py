@@ -56,8 +56,12 @@ def _step_decay(step: int, warmup: int, steps: int) -> float:
 
 
 AFTER_WARMUP: dict[str, Callable[[int, int, int], float]] = {
-    "constant": lambda step, warmup, steps: 1.0, "cosine": _cosine, "linear": _linear,
-    "warmup_cosine": _warmup_cosine, "step": _step_decay}
+    "constant": lambda step, warmup, steps: 1.0,
+    "cosine": _cosine,
+    "linear": _linear,
+    "warmup_cosine": _warmup_cosine,
+    "step": _step_decay,
+}
 
 
 def default_optimizer(params: dict[str, torch.nn.Parameter], config: LoopConfig) -> torch.optim.AdamW:

@@ -57,9 +57,23 @@ from mltk.data.importers.multi30k import DEFAULT_TASK, import_multi30k, multi30k
 from mltk.data.importers.xflickrco import import_xflickrco
 from mltk.data.importers.xtd10 import import_xtd10
 
-__all__ = ["CAPTIONS_DIR", "IMAGES_DIR", "FORMATS", "LANGUAGE_ALIASES", "ImageRoots", "ImportRequest", "Imported",
-           "canonical_image_id", "import_dataset", "merge_captions", "multi30k_split_name", "normalize_lang",
-           "read_json_lines", "read_lines", "read_text"]
+__all__ = [
+    "CAPTIONS_DIR",
+    "IMAGES_DIR",
+    "FORMATS",
+    "LANGUAGE_ALIASES",
+    "ImageRoots",
+    "ImportRequest",
+    "Imported",
+    "canonical_image_id",
+    "import_dataset",
+    "merge_captions",
+    "multi30k_split_name",
+    "normalize_lang",
+    "read_json_lines",
+    "read_lines",
+    "read_text",
+]
 
 CAPTIONS_DIR = "captions"
 IMAGES_DIR = "images"
@@ -79,12 +93,20 @@ FORMATS: dict[str, Importer] = {
 MULTI_FILE_FORMATS = frozenset({"lines"})
 
 
-def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
-                   splits: Sequence[str] | None = None,
-                   images_root: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
-                   lang: str | None = None, image_list: str | os.PathLike | None = None,
-                   translation_of: str | None = None, parent: str | os.PathLike | None = None,
-                   test_list: str | os.PathLike | None = None, task: str | None = None) -> Path:
+def import_dataset(
+    fmt: str,
+    src: str | os.PathLike | Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    splits: Sequence[str] | None = None,
+    images_root: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    lang: str | None = None,
+    image_list: str | os.PathLike | None = None,
+    translation_of: str | None = None,
+    parent: str | os.PathLike | None = None,
+    test_list: str | os.PathLike | None = None,
+    task: str | None = None,
+) -> Path:
     """Import ``src`` in format ``fmt`` into ``out_dir/captions`` (a captions artifact) and ``out_dir/images``
     (an images artifact of absolute paths: the dataset's names resolved against ``images_root``, one folder or
     several tried in order; by default the folder of ``src``). ``lang`` names the language of a single file
@@ -103,12 +125,20 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
             raise ArtifactError("no such file or directory", source)
     first = sources[0]
     roots = _roots(images_root, first if first.is_dir() else first.parent)
-    request = ImportRequest(ImageRoots(roots), tuple(splits or ()), lang, *_optional_paths(image_list),
-                            translation_of, *_optional_paths(parent, test_list), task)
+    request = ImportRequest(
+        ImageRoots(roots),
+        tuple(splits or ()),
+        lang,
+        *_optional_paths(image_list),
+        translation_of,
+        *_optional_paths(parent, test_list),
+        task,
+    )
     inputs = [*sources, *(path for path in (request.parent, request.test_list) if path is not None)]
     config = _recorded_config(fmt, sources, splits, request, image_list, parent)
-    reused = artifacts.reusable(Path(out_dir) / CAPTIONS_DIR, "captions", stage="import-data", config=config,
-                                inputs=inputs)
+    reused = artifacts.reusable(
+        Path(out_dir) / CAPTIONS_DIR, "captions", stage="import-data", config=config, inputs=inputs
+    )
     if reused is not None:  # the same import, already done: nothing to read again
         return Path(out_dir).resolve()
     imported = FORMATS[fmt](sources if fmt in MULTI_FILE_FORMATS else first, request)
@@ -118,8 +148,9 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
         log(f"import-data ({fmt}): {note}")
     table = imported.captions_table()
     if table.num_rows == 0:
-        raise ArtifactError(f"no captions found for format {fmt}"
-                            + (f" in split(s) {', '.join(splits)}" if splits else ""), first)
+        raise ArtifactError(
+            f"no captions found for format {fmt}" + (f" in split(s) {', '.join(splits)}" if splits else ""), first
+        )
     _check_unique_caption_ids(table, first)
     refuse_caption_ids_on_several_images(table, first)  # here, so that the message names the input
     _report(imported, table, fmt, request.images)
@@ -128,14 +159,29 @@ def import_dataset(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike
         raise ArtifactError("exists and is not a directory", out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     dropped = sum(imported.dropped_empty.values())
-    artifacts.write_captions(out_dir / CAPTIONS_DIR, table, stage="import-data", config=config, inputs=inputs,
-                             format=fmt, dropped_empty=dropped, dropped_empty_by_lang=dict(imported.dropped_empty),
-                             splits=value_counts(table.column("split")),
-                             skipped_files=imported.skipped,
-                             **({"test_protocol": "1k-a"} if request.test_list is not None else {}))
+    artifacts.write_captions(
+        out_dir / CAPTIONS_DIR,
+        table,
+        stage="import-data",
+        config=config,
+        inputs=inputs,
+        format=fmt,
+        dropped_empty=dropped,
+        dropped_empty_by_lang=dict(imported.dropped_empty),
+        splits=value_counts(table.column("split")),
+        skipped_files=imported.skipped,
+        **({"test_protocol": "1k-a"} if request.test_list is not None else {}),
+    )
     if imported.image_count():
-        artifacts.write_images(out_dir / IMAGES_DIR, imported.images_table(), stage="import-data", config=config,
-                               inputs=inputs, format=fmt, images_root=[str(r) for r in request.images.roots])
+        artifacts.write_images(
+            out_dir / IMAGES_DIR,
+            imported.images_table(),
+            stage="import-data",
+            config=config,
+            inputs=inputs,
+            format=fmt,
+            images_root=[str(r) for r in request.images.roots],
+        )
     return out_dir.resolve()
 
 
@@ -157,7 +203,6 @@ def _roots(images_root, default: Path) -> list[Path]:
     return roots or [default]
 
 
-
 def _sources(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
     """The source paths of an import, as many as the format reads."""
     sources = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
@@ -168,16 +213,28 @@ def _sources(fmt: str, src: str | os.PathLike | Sequence[str | os.PathLike]) -> 
     return sources
 
 
-def _recorded_config(fmt: str, sources: list[Path], splits: Sequence[str] | None, request: ImportRequest,
-                     image_list: str | os.PathLike | None, parent: str | os.PathLike | None) -> dict:
+def _recorded_config(
+    fmt: str,
+    sources: list[Path],
+    splits: Sequence[str] | None,
+    request: ImportRequest,
+    image_list: str | os.PathLike | None,
+    parent: str | os.PathLike | None,
+) -> dict:
     """The import's settings as its manifest records them (and as a rerun compares them)."""
-    return {"format": fmt, "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else
-            str(sources[0].resolve()), "splits": list(splits or []),
-            "images_root": [str(r) for r in request.images.roots], "lang": request.lang,
-            "image_list": str(image_list) if image_list else None, "translation_of": request.translation_of,
-            "parent": str(parent) if parent else None,
-            **({"test_list": str(request.test_list.resolve())} if request.test_list is not None else {}),
-            **({"task": request.task} if request.task is not None else {})}
+    return {
+        "format": fmt,
+        "source": [str(s.resolve()) for s in sources] if len(sources) > 1 else str(sources[0].resolve()),
+        "splits": list(splits or []),
+        "images_root": [str(r) for r in request.images.roots],
+        "lang": request.lang,
+        "image_list": str(image_list) if image_list else None,
+        "translation_of": request.translation_of,
+        "parent": str(parent) if parent else None,
+        **({"test_list": str(request.test_list.resolve())} if request.test_list is not None else {}),
+        **({"task": request.task} if request.task is not None else {}),
+    }
+
 
 def _short_names(paths: Sequence[Path]) -> list[str]:
     """File names with their parent folder (``raw/train.de``): enough to tell the files apart on one line."""
@@ -192,28 +249,36 @@ def _check_unique_caption_ids(table: pa.Table, src: Path) -> None:
         pairs = len(np.unique(first[repeats]))
         row = int(first[repeats].min())
         caption_id, lang = table.column("caption_id")[row].as_py(), table.column("lang")[row].as_py()
-        raise SchemaError(f"{pairs} caption_id/lang pair(s) occur more than once (e.g. {caption_id!r} in "
-                          f"{lang}); the source repeats an id", src)
+        raise SchemaError(
+            f"{pairs} caption_id/lang pair(s) occur more than once (e.g. {caption_id!r} in "
+            f"{lang}); the source repeats an id",
+            src,
+        )
 
 
 def _report(imported: Imported, table: pa.Table, fmt: str, images: ImageRoots) -> None:
     """What was imported, on stderr: the files read (where the importer names them), captions per language and
     per split, images."""
     if imported.read:
-        log(f"import-data ({fmt}): read {len(imported.read)} caption file(s): "
-            f"{', '.join(_short_names(imported.read))}")
+        log(f"import-data ({fmt}): read {len(imported.read)} caption file(s): {', '.join(_short_names(imported.read))}")
     per_lang = value_counts(table.column("lang"))
     per_split = value_counts(table.column("split"))
-    log(f"import-data ({fmt}): {table.num_rows} captions in {len(per_lang)} language(s) "
-        f"({', '.join(f'{lang} {n}' for lang, n in sorted(per_lang.items()))}), {imported.image_count()} images")
+    log(
+        f"import-data ({fmt}): {table.num_rows} captions in {len(per_lang)} language(s) "
+        f"({', '.join(f'{lang} {n}' for lang, n in sorted(per_lang.items()))}), {imported.image_count()} images"
+    )
     log(f"import-data ({fmt}): captions per split: {', '.join(f'{split} {n}' for split, n in per_split.items())}")
     dropped = sum(imported.dropped_empty.values())
     if dropped:
         detail = ", ".join(f"{lang} {n}" for lang, n in sorted(imported.dropped_empty.items()))
         log(f"import-data ({fmt}): dropped {dropped} empty caption(s) ({detail})")
     if imported.image_split_conflicts:
-        log(f"import-data ({fmt}): {imported.image_split_conflicts} image reference(s) name an image already seen "
-            f"in another split; the images table keeps the first split")
+        log(
+            f"import-data ({fmt}): {imported.image_split_conflicts} image reference(s) name an image already seen "
+            f"in another split; the images table keeps the first split"
+        )
     if images.missing:
-        log(f"import-data ({fmt}): {images.missing} image file(s) were found under none of the "
-            f"{len(images.roots)} --images-root folders; their paths use the first")
+        log(
+            f"import-data ({fmt}): {images.missing} image file(s) were found under none of the "
+            f"{len(images.roots)} --images-root folders; their paths use the first"
+        )

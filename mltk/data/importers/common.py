@@ -34,8 +34,9 @@ def normalize_lang(code: str) -> str:
 # What ``str.strip()`` strips (``str.isspace``), for Arrow's ``utf8_trim``.
 PYTHON_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
-NOT_LANGUAGES = frozenset({"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py",
-                           "sh"})
+NOT_LANGUAGES = frozenset(
+    {"gz", "txt", "md", "csv", "tsv", "zip", "tar", "bz2", "xz", "json", "jpg", "png", "py", "sh"}
+)
 
 
 def is_language_code(code: str) -> bool:
@@ -86,11 +87,11 @@ class ImportRequest:
     images: ImageRoots
     splits: tuple[str, ...] = ()
     lang: str | None = None
-    image_list: Path | None = None      # import-data lines: the image of each line
-    translation_of: str | None = None   # import-data lines: the language the lines translate ...
-    parent: Path | None = None          # ... in this captions artifact
-    test_list: Path | None = None       # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
-    task: str | None = None             # import-data multi30k: task1 (translations) or task2 (descriptions)
+    image_list: Path | None = None  # import-data lines: the image of each line
+    translation_of: str | None = None  # import-data lines: the language the lines translate ...
+    parent: Path | None = None  # ... in this captions artifact
+    test_list: Path | None = None  # import-data msrvtt: the 1K-A test list (JSFusion's CSV)
+    task: str | None = None  # import-data multi30k: task1 (translations) or task2 (descriptions)
 
     def wants(self, split: str) -> bool:
         return not self.splits or split in self.splits
@@ -119,9 +120,15 @@ class Imported:
         dropped = pc.sum(empty).as_py() or 0
         if dropped:
             self.dropped_empty[lang] += dropped
-        rows = pa.table({"image_id": image_id, "lang": pa.nulls(len(text), pa.string()).fill_null(lang),
-                         "caption": text, "caption_id": caption_id,
-                         "split": pa.nulls(len(text), pa.string()).fill_null(split)})
+        rows = pa.table(
+            {
+                "image_id": image_id,
+                "lang": pa.nulls(len(text), pa.string()).fill_null(lang),
+                "caption": text,
+                "caption_id": caption_id,
+                "split": pa.nulls(len(text), pa.string()).fill_null(split),
+            }
+        )
         self.caption_tables.append(rows.filter(pc.invert(empty)) if dropped else rows)
 
     def image_count(self) -> int:
@@ -157,9 +164,13 @@ class Imported:
         if self.image_table is not None:
             return self.image_table
         ids = list(self.images)
-        return pa.table({"image_id": pa.array(ids, pa.string()),
-                         "split": pa.array([self.images[i][0] for i in ids], pa.string()),
-                         "path": pa.array([self.images[i][1] for i in ids], pa.string())})
+        return pa.table(
+            {
+                "image_id": pa.array(ids, pa.string()),
+                "split": pa.array([self.images[i][0] for i in ids], pa.string()),
+                "path": pa.array([self.images[i][1] for i in ids], pa.string()),
+            }
+        )
 
 
 def read_lines(path: Path) -> list[str]:
@@ -188,8 +199,9 @@ def _decoded(path: Path) -> str:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
                 data = handle.read(MAX_CORPUS_BYTES + 1)
             if len(data) > MAX_CORPUS_BYTES:
-                raise ArtifactError(f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one "
-                                    f"dataset file", path)
+                raise ArtifactError(
+                    f"unpacks to more than {MAX_CORPUS_BYTES:,} bytes, the most mltk reads of one dataset file", path
+                )
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path)
@@ -224,5 +236,8 @@ def text_file(folder: Path, name: str) -> Path | None:
 
 def require_aligned(lines: Sequence[str] | pa.Array, expected: int, path: Path, reference: Path) -> None:
     if len(lines) != expected:
-        raise SchemaError(f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
-                          f"by line, so their line counts must be equal", path)
+        raise SchemaError(
+            f"has {len(lines)} lines but {reference.name} has {expected}; the files are aligned "
+            f"by line, so their line counts must be equal",
+            path,
+        )

@@ -41,8 +41,10 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     if request.image_list is None:
         raise ConfigError("import-data lines needs --image-list (one image name per line, aligned with the files)")
     if (request.translation_of is None) != (request.parent is None):
-        raise ConfigError("--translation-of and --parent go together (the language translated from and the "
-                          "captions artifact that holds it)")
+        raise ConfigError(
+            "--translation-of and --parent go together (the language translated from and the "
+            "captions artifact that holds it)"
+        )
     lang = normalize_lang(request.lang)
     split = request.splits[0] if request.splits else "test"
     if len(request.splits) > 1:
@@ -90,9 +92,13 @@ class _ImageCodes:
     def table(self, split: str, paths: pa.Array) -> pa.Table:
         """The images table: each image once, at its first line, with that line's path."""
         _, first = np.unique(self.codes, return_index=True)
-        return pa.table({"image_id": self.distinct.cast(pa.string()),
-                         "split": pa.nulls(len(first), pa.string()).fill_null(split),
-                         "path": paths.take(pa.array(first))})
+        return pa.table(
+            {
+                "image_id": self.distinct.cast(pa.string()),
+                "split": pa.nulls(len(first), pa.string()).fill_null(split),
+                "path": paths.take(pa.array(first)),
+            }
+        )
 
 
 class _ParentCaptions:
@@ -124,9 +130,12 @@ class _ParentCaptions:
         beyond = np.flatnonzero(occurrence >= have)
         if len(beyond):
             line = int(beyond[0])
-            raise SchemaError(f"line {line + 1} (image {self.images.ids[line].as_py()}) translates caption "
-                              f"{occurrence[line] + 1} of that image in {request.translation_of}, but "
-                              f"{request.parent} has {have[line]} for it", path)
+            raise SchemaError(
+                f"line {line + 1} (image {self.images.ids[line].as_py()}) translates caption "
+                f"{occurrence[line] + 1} of that image in {request.translation_of}, but "
+                f"{request.parent} has {have[line]} for it",
+                path,
+            )
         return self.caption_id.take(pa.array(self.starts[codes] + occurrence))
 
 

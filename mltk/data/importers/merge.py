@@ -32,10 +32,17 @@ def merge_captions(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     source = np.repeat(np.arange(len(tables)), [table.num_rows for _, table in tables])  # [rows] input of each row
     _refuse_first_conflict(merged, source, [path for path, _ in tables])
     langs = value_counts(merged.column("lang"))
-    log(f"merge-captions: {merged.num_rows} captions from {len(tables)} artifacts "
-        f"({', '.join(f'{lang} {n}' for lang, n in sorted(langs.items()))})")
-    return artifacts.write_captions(out_dir, merged, stage="merge-captions",
-                                    config={"inputs": [str(p) for p, _ in tables]}, inputs=[p for p, _ in tables])
+    log(
+        f"merge-captions: {merged.num_rows} captions from {len(tables)} artifacts "
+        f"({', '.join(f'{lang} {n}' for lang, n in sorted(langs.items()))})"
+    )
+    return artifacts.write_captions(
+        out_dir,
+        merged,
+        stage="merge-captions",
+        config={"inputs": [str(p) for p, _ in tables]},
+        inputs=[p for p, _ in tables],
+    )
 
 
 def _refuse_first_conflict(merged: pa.Table, source: np.ndarray, paths: list[Path]) -> None:
@@ -48,18 +55,37 @@ def _refuse_first_conflict(merged: pa.Table, source: np.ndarray, paths: list[Pat
     if row is not None:
         earlier = paths[source[first[row]]]
         where = "twice in it" if earlier == paths[source[row]] else f"also in {earlier}"
-        checks.append((row, 0, f"caption_id {column('caption_id')[row].as_py()!r} in {column('lang')[row].as_py()} "
-                               f"is {where} (duplicate row)"))
+        checks.append(
+            (
+                row,
+                0,
+                f"caption_id {column('caption_id')[row].as_py()!r} in {column('lang')[row].as_py()} "
+                f"is {where} (duplicate row)",
+            )
+        )
+
     def value(name: str, row: int) -> str:
         return column(name)[row].as_py()
 
     changed = (  # (order of the check, column whose value must not change, key column, message)
-        (1, "image_id", "caption_id", lambda row, earlier: (
-            f"caption_id {value('caption_id', row)!r} names image {value('image_id', row)!r} here but "
-            f"{value('image_id', earlier)!r} in {paths[source[earlier]]} (conflicting ids)")),
-        (2, "split", "image_id", lambda row, earlier: (
-            f"image {value('image_id', row)!r} is in split {value('split', row)!r} here but "
-            f"{value('split', earlier)!r} in {paths[source[earlier]]}")),
+        (
+            1,
+            "image_id",
+            "caption_id",
+            lambda row, earlier: (
+                f"caption_id {value('caption_id', row)!r} names image {value('image_id', row)!r} here but "
+                f"{value('image_id', earlier)!r} in {paths[source[earlier]]} (conflicting ids)"
+            ),
+        ),
+        (
+            2,
+            "split",
+            "image_id",
+            lambda row, earlier: (
+                f"image {value('image_id', row)!r} is in split {value('split', row)!r} here but "
+                f"{value('split', earlier)!r} in {paths[source[earlier]]}"
+            ),
+        ),
     )
     for order, name, key, message in changed:
         found = _first_changed(column(name), column(key))
@@ -91,5 +117,11 @@ def _all_columns(tables: list[tuple[Path, pa.Table]]) -> list[str]:
 
 
 def _with_columns(table: pa.Table, names: list[str]) -> pa.Table:
-    return pa.table({name: table.column(name).cast(pa.string()) if name in table.column_names
-                     else pa.nulls(table.num_rows, pa.string()) for name in names})
+    return pa.table(
+        {
+            name: table.column(name).cast(pa.string())
+            if name in table.column_names
+            else pa.nulls(table.num_rows, pa.string())
+            for name in names
+        }
+    )
