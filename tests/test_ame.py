@@ -29,6 +29,7 @@ runner = CliRunner()
 # Formulas against plain loops
 # ----------------------------------------------------------------------------------------------------------------
 
+
 def _cos(a, b) -> float:
     return float(sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b)))
 
@@ -72,14 +73,19 @@ def test_rcsls_gradient_moves_sources_towards_their_translations():
 def test_order_violation_similarity_and_the_hinge_that_uses_it():
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(4, 3, generator=g), torch.randn(5, 3, generator=g)
-    expected = [[-sum(max(0.0, bj - ai) ** 2 for ai, bj in zip(a_row, b_row)) for b_row in b.tolist()]
-                for a_row in a.tolist()]
+    expected = [
+        [-sum(max(0.0, bj - ai) ** 2 for ai, bj in zip(a_row, b_row)) for b_row in b.tolist()] for a_row in a.tolist()
+    ]
     assert order_violation_similarity(a, b).flatten().tolist() == pytest.approx(sum(expected, []), rel=1e-5)
     assert float(order_violation_similarity(torch.tensor([[2.0, 2.0]]), torch.tensor([[1.0, -1.0]]))) == 0.0
     image, text = a, b[:4]
     s = order_violation_similarity(image, text).tolist()
-    by_loop = sum(max(0.0, 0.05 - s[i][i] + s[i][j]) + max(0.0, 0.05 - s[i][i] + s[j][i])
-                  for i in range(4) for j in range(4) if j != i)
+    by_loop = sum(
+        max(0.0, 0.05 - s[i][i] + s[i][j]) + max(0.0, 0.05 - s[i][i] + s[j][i])
+        for i in range(4)
+        for j in range(4)
+        if j != i
+    )
     assert float(pairwise_ranking_hinge(image, text, 0.05, similarity="order")) == pytest.approx(by_loop, rel=1e-5)
     with pytest.raises(ConfigError):
         pairwise_ranking_hinge(image, text, 0.2, similarity="dot")
@@ -90,8 +96,9 @@ def test_ccrk_objective_takes_ames_margin_of_its_similarity():
     from mltk.train.ccrk import CcrkConfig, CcrkObjective
 
     def objective(**fields):
-        return CcrkObjective.of(resolve(CcrkConfig(images="i", captions="c", out="o", loss="hinge", **fields),
-                                                 "train-ccrk"), ["en", "de"])
+        return CcrkObjective.of(
+            resolve(CcrkConfig(images="i", captions="c", out="o", loss="hinge", **fields), "train-ccrk"), ["en", "de"]
+        )
 
     assert objective().margin == 0.2
     assert objective(similarity="order").margin == 0.05
@@ -112,8 +119,9 @@ def test_csls_and_p_at_1_on_a_hand_example():
     scores = csls_scores(x, y, k)
     assert scores.flatten().tolist() == pytest.approx(sum(expected, []), abs=1e-6)
     gold = [{1}, {0}, {2}]
-    assert precision_at_1(scores, gold) == pytest.approx(100.0 * sum(
-        max(range(3), key=lambda j: expected[i][j]) in gold[i] for i in range(3)) / 3)
+    assert precision_at_1(scores, gold) == pytest.approx(
+        100.0 * sum(max(range(3), key=lambda j: expected[i][j]) in gold[i] for i in range(3)) / 3
+    )
     assert precision_at_1(cos, [{0}, {0}, {2}]) == pytest.approx(100 * 2 / 3)
 
 
@@ -131,6 +139,7 @@ def test_word_rows_are_the_mean_of_content_tokens():
 # Lexicons
 # ----------------------------------------------------------------------------------------------------------------
 
+
 def test_muse_lines_become_a_lexicon_artifact(tmp_path):
     muse = tmp_path / "de-en.0-5000.txt"
     muse.write_text("rot red\nrot scarlet\nkreis\tcircle\n\nblau blue\nrot red\n", encoding="utf-8")
@@ -139,13 +148,15 @@ def test_muse_lines_become_a_lexicon_artifact(tmp_path):
     assert lexicon_pairs(table) == [("rot", "red"), ("rot", "scarlet"), ("kreis", "circle"), ("blau", "blue")]
     assert set(table.column("src_lang").to_pylist()) == {"de"}
     assert artifacts.read_manifest(path, "lexicon")["src_words"] == 3
-    result = runner.invoke(app, ["import-data", "lexicon", str(muse), "--src", "de", "--tgt", "en",
-                                 "-o", str(tmp_path / "cli")])
+    result = runner.invoke(
+        app, ["import-data", "lexicon", str(muse), "--src", "de", "--tgt", "en", "-o", str(tmp_path / "cli")]
+    )
     assert result.exit_code == 0 and load_lexicon(tmp_path / "cli").num_rows == 4
     bad = tmp_path / "bad.txt"
     bad.write_text("rot red\nein roter kreis\n", encoding="utf-8")
-    result = runner.invoke(app, ["import-data", "lexicon", str(bad), "--src", "de", "--tgt", "en",
-                                 "-o", str(tmp_path / "bad")])
+    result = runner.invoke(
+        app, ["import-data", "lexicon", str(bad), "--src", "de", "--tgt", "en", "-o", str(tmp_path / "bad")]
+    )
     assert result.exit_code == 2 and "line 2" in result.stderr and str(bad) in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     result = runner.invoke(app, ["import-data", "lexicon", str(muse), "-o", str(tmp_path / "nolang")])
@@ -153,14 +164,22 @@ def test_muse_lines_become_a_lexicon_artifact(tmp_path):
 
 
 def test_dice_induction_keeps_mutual_best_matches():
-    pairs = [("der rote kreis", "the red circle"), ("ein roter kreis", "a red circle"),
-             ("der blaue kreis", "the blue circle"), ("das blaue quadrat", "the blue square")]
+    pairs = [
+        ("der rote kreis", "the red circle"),
+        ("ein roter kreis", "a red circle"),
+        ("der blaue kreis", "the blue circle"),
+        ("das blaue quadrat", "the blue square"),
+    ]
     # By hand: c(kreis) = c(circle) = c(kreis, circle) = 3 -> Dice 1. "der" ties between "circle" and "the" (2*2/5)
     # and takes the smaller word, "circle", which prefers "kreis": not kept. "rote" prefers "red" (2/3) but "red"
     # prefers "kreis" (2*2/5). "ein"/"roter" tie for "a" (1.0): "ein" wins; "das"/"quadrat" tie for "square": "das".
     kept = {(s, t): (round(dice, 6), c) for s, t, dice, c in dice_lexicon(pairs, "de", "en", min_count=1)}
-    assert kept == {("kreis", "circle"): (1.0, 3), ("blaue", "blue"): (1.0, 2), ("ein", "a"): (1.0, 1),
-                    ("das", "square"): (1.0, 1)}
+    assert kept == {
+        ("kreis", "circle"): (1.0, 3),
+        ("blaue", "blue"): (1.0, 2),
+        ("ein", "a"): (1.0, 1),
+        ("das", "square"): (1.0, 1),
+    }
     kept = {(s, t) for s, t, _, _ in dice_lexicon(pairs, "de", "en", min_count=2)}
     assert kept == {("kreis", "circle"), ("blaue", "blue")}
 
@@ -179,14 +198,19 @@ def test_the_world_lexicon_pairs_words_its_captions_use(tmp_path):
     used = [(s, t) for s, t in pairs if s.lower() in words["de"] and t.lower() in words["en"]]
     assert len(used) >= len(pairs) // 3  # a small world does not say every form, but says many
     assert {"kreis", "quadrat", "rote"} <= words["de"]
-    result = runner.invoke(app, ["import-data", "synth-lexicon", str(tmp_path / "w"), "--src", "de", "--tgt", "en",
-                                 "-o", str(tmp_path / "L")])
+    result = runner.invoke(
+        app,
+        ["import-data", "synth-lexicon", str(tmp_path / "w"), "--src", "de", "--tgt", "en", "-o", str(tmp_path / "L")],
+    )
     assert result.exit_code == 0 and load_lexicon(tmp_path / "L").num_rows == len(set(pairs))
-    result = runner.invoke(app, ["import-data", "synth-lexicon", str(tmp_path / "w"), "--src", "ru", "--tgt", "en",
-                                 "-o", str(tmp_path / "R")])
+    result = runner.invoke(
+        app,
+        ["import-data", "synth-lexicon", str(tmp_path / "w"), "--src", "ru", "--tgt", "en", "-o", str(tmp_path / "R")],
+    )
     assert result.exit_code == 2 and "no captions in ru" in result.stderr
-    result = runner.invoke(app, ["induce-lexicon", str(world.captions_path), "--src", "de", "--min-count", "2",
-                                 "-o", str(tmp_path / "I")])
+    result = runner.invoke(
+        app, ["induce-lexicon", str(world.captions_path), "--src", "de", "--min-count", "2", "-o", str(tmp_path / "I")]
+    )
     induced = dict(lexicon_pairs(load_lexicon(tmp_path / "I")))
     assert result.exit_code == 0 and induced.get("kreis") == "circle"
 
@@ -194,6 +218,7 @@ def test_the_world_lexicon_pairs_words_its_captions_use(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 # The term in a stage, and BLI of a checkpoint
 # ----------------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -204,20 +229,62 @@ def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("ame")
     world = synthesize(root / "world", SynthConfig(train=40, val=8, test=8, langs=("en", "de")))
     torch.manual_seed(0)
-    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    native = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     vocab = build_vocab(world.captions_path, "de", root / "vocab", size=600)
-    lexicon = runner.invoke(app, ["import-data", "synth-lexicon", str(root / "world"), "--src", "de", "--tgt", "en",
-                                  "-o", str(root / "lexicon")])
+    lexicon = runner.invoke(
+        app,
+        [
+            "import-data",
+            "synth-lexicon",
+            str(root / "world"),
+            "--src",
+            "de",
+            "--tgt",
+            "en",
+            "-o",
+            str(root / "lexicon"),
+        ],
+    )
     assert lexicon.exit_code == 0, lexicon.stderr
-    return {"root": root, "captions": world.captions_path, "native": native, "vocab": vocab,
-            "lexicon": root / "lexicon"}
+    return {
+        "root": root,
+        "captions": world.captions_path,
+        "native": native,
+        "vocab": vocab,
+        "lexicon": root / "lexicon",
+    }
 
 
 def _nlt(tiny, out, *extra):
-    return runner.invoke(app, ["train-nlt", str(tiny["captions"]), "--model", str(tiny["native"]), "--tokenizer",
-                               str(tiny["vocab"]), "--lang", "de", "--steps", "4", "--batch-size", "8", "--device",
-                               "cpu", "--acquirer", "none", "--out", str(out), *extra])
+    return runner.invoke(
+        app,
+        [
+            "train-nlt",
+            str(tiny["captions"]),
+            "--model",
+            str(tiny["native"]),
+            "--tokenizer",
+            str(tiny["vocab"]),
+            "--lang",
+            "de",
+            "--steps",
+            "4",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--acquirer",
+            "none",
+            "--out",
+            str(out),
+            *extra,
+        ],
+    )
 
 
 def test_alignment_term_is_added_and_aligns_the_table(tiny, tmp_path):
@@ -227,8 +294,18 @@ def test_alignment_term_is_added_and_aligns_the_table(tiny, tmp_path):
     from mltk.train.step_log import STEPS_CSV, read_steps_csv
 
     plain = _nlt(tiny, tmp_path / "plain")
-    aligned = _nlt(tiny, tmp_path / "aligned", "--lexicon", str(tiny["lexicon"]), "--align-weight", "2",
-                   "--align-k", "3", "--log-every", "1")
+    aligned = _nlt(
+        tiny,
+        tmp_path / "aligned",
+        "--lexicon",
+        str(tiny["lexicon"]),
+        "--align-weight",
+        "2",
+        "--align-k",
+        "3",
+        "--log-every",
+        "1",
+    )
     assert plain.exit_code == 0 and aligned.exit_code == 0, aligned.stderr
     header = list(read_steps_csv(tmp_path / "aligned" / STEPS_CSV)[0])
     assert "rcsls" in header and "nlt_mse" in header
@@ -258,15 +335,30 @@ def test_alignment_needs_a_trained_table_and_a_trained_language(tiny, tmp_path):
 
 def test_evaluate_bli_writes_p_at_1(tiny, tmp_path):
     assert _nlt(tiny, tmp_path / "ckpt").exit_code == 0
-    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "ckpt"), "--metric", "bli", "--lexicon",
-                                 str(tiny["lexicon"]), "--device", "cpu", "-o", str(tmp_path / "m")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--model",
+            str(tmp_path / "ckpt"),
+            "--metric",
+            "bli",
+            "--lexicon",
+            str(tiny["lexicon"]),
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "m"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     bli = artifacts.load_metrics(tmp_path / "m")["bli"]
     assert 0.0 <= bli["P@1"] <= 100.0 and bli["k"] == 10 and bli["queries"] > 10
     assert bli["vocabulary"]["source"] == "training captions" and bli["source_words"] >= bli["queries"]
     assert bli["P@1_csls"] is not None and "P@1_reverse" in bli
-    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "ckpt"), "--metric", "bli",
-                                 "-o", str(tmp_path / "m2")])
+    result = runner.invoke(
+        app, ["evaluate", "--model", str(tmp_path / "ckpt"), "--metric", "bli", "-o", str(tmp_path / "m2")]
+    )
     assert result.exit_code == 2 and "--lexicon" in result.stderr
 
 
@@ -274,8 +366,9 @@ def test_evaluate_bli_writes_p_at_1(tiny, tmp_path):
 def tiny_images(tiny):
     from mltk.encode.images import encode_images
 
-    return encode_images(tiny["root"] / "world" / "images", tiny["root"] / "img", model=str(tiny["native"]),
-                         device="cpu", workers=0)
+    return encode_images(
+        tiny["root"] / "world" / "images", tiny["root"] / "img", model=str(tiny["native"]), device="cpu", workers=0
+    )
 
 
 @pytest.mark.slow
@@ -283,39 +376,145 @@ def test_train_ccrk_hinge_with_order_similarity_and_the_term(tiny, tiny_images, 
     from mltk.train.step_log import STEPS_CSV, read_steps_csv
 
     assert _nlt(tiny, tmp_path / "nlt").exit_code == 0
-    result = runner.invoke(app, ["train-ccrk", str(tiny_images), "--captions", str(tiny["captions"]), "--init",
-                                 str(tmp_path / "nlt"), "--lang", "en,de", "--loss", "hinge", "--similarity", "order",
-                                 "--lexicon", str(tiny["lexicon"]), "--steps", "3", "--batch-size", "8",
-                                 "--val-images", "8", "--device", "cpu", "--log-every", "1", "-o", str(tmp_path / "c")])
+    result = runner.invoke(
+        app,
+        [
+            "train-ccrk",
+            str(tiny_images),
+            "--captions",
+            str(tiny["captions"]),
+            "--init",
+            str(tmp_path / "nlt"),
+            "--lang",
+            "en,de",
+            "--loss",
+            "hinge",
+            "--similarity",
+            "order",
+            "--lexicon",
+            str(tiny["lexicon"]),
+            "--steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--val-images",
+            "8",
+            "--device",
+            "cpu",
+            "--log-every",
+            "1",
+            "-o",
+            str(tmp_path / "c"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert {"hinge", "rcsls"} <= set(read_steps_csv(tmp_path / "c" / STEPS_CSV)[0])
     config = artifacts.read_checkpoint_config(tmp_path / "c")
     assert config["train_ccrk"]["similarity"] == "order"
-    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "c"), "--captions", str(tiny["captions"]),
-                                 "--images", str(tiny_images), "--lang", "de", "--split", "val", "--device", "cpu",
-                                 "-o", str(tmp_path / "m")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--model",
+            str(tmp_path / "c"),
+            "--captions",
+            str(tiny["captions"]),
+            "--images",
+            str(tiny_images),
+            "--lang",
+            "de",
+            "--split",
+            "val",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "m"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert artifacts.load_metrics(tmp_path / "m")["settings"]["similarity"] == "order"  # the scorer it trained
 
 
 def test_train_continual_aligns_only_the_lexicon_languages_task_with_its_own_recipe(tiny, tiny_images, tmp_path):
-    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
-                                 "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
-                                 "8", "--vocab-size", "600", "--val-images", "8", "--device", "cpu",
-                                 "--lexicon", str(tiny["lexicon"]), "--align-k", "4", "-o", str(tmp_path / "cll")])
+    result = runner.invoke(
+        app,
+        [
+            "train-continual",
+            str(tiny_images),
+            "--captions",
+            str(tiny["captions"]),
+            "--model",
+            str(tiny["native"]),
+            "--lang",
+            "en,de",
+            "--steps",
+            "2",
+            "--batch-size",
+            "8",
+            "--vocab-size",
+            "600",
+            "--val-images",
+            "8",
+            "--device",
+            "cpu",
+            "--lexicon",
+            str(tiny["lexicon"]),
+            "--align-k",
+            "4",
+            "-o",
+            str(tmp_path / "cll"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("alignment: RCSLS over") == 1  # task de only, not task en
-    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "cll"), "--metric", "bli", "--lexicon",
-                                 str(tiny["lexicon"]), "--device", "cpu", "-o", str(tmp_path / "m")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--model",
+            str(tmp_path / "cll"),
+            "--metric",
+            "bli",
+            "--lexicon",
+            str(tiny["lexicon"]),
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "m"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert artifacts.load_metrics(tmp_path / "m")["bli"]["queries"] > 10
 
 
 def test_train_continual_refuses_the_map_form_before_task_0(tiny, tiny_images, tmp_path):
-    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
-                                 "--model", str(tiny["native"]), "--lang", "en,de", "--steps", "2", "--batch-size",
-                                 "8", "--vocab-size", "600", "--device", "cpu", "--lexicon", str(tiny["lexicon"]),
-                                 "--align-form", "map", "-o", str(tmp_path / "cll")])
+    result = runner.invoke(
+        app,
+        [
+            "train-continual",
+            str(tiny_images),
+            "--captions",
+            str(tiny["captions"]),
+            "--model",
+            str(tiny["native"]),
+            "--lang",
+            "en,de",
+            "--steps",
+            "2",
+            "--batch-size",
+            "8",
+            "--vocab-size",
+            "600",
+            "--device",
+            "cpu",
+            "--lexicon",
+            str(tiny["lexicon"]),
+            "--align-form",
+            "map",
+            "-o",
+            str(tmp_path / "cll"),
+        ],
+    )
     assert result.exit_code == 2
     assert "--align-form table" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "cll").exists()
@@ -323,12 +522,56 @@ def test_train_continual_refuses_the_map_form_before_task_0(tiny, tiny_images, t
 
 def test_train_ccrk_refuses_the_map_form_on_a_cll_clip_checkpoint(tiny, tiny_images, tmp_path):
     out = tmp_path / "cll"
-    result = runner.invoke(app, ["train-continual", str(tiny_images), "--captions", str(tiny["captions"]),
-                                 "--model", str(tiny["native"]), "--lang", "de", "--steps", "1", "--batch-size", "8",
-                                 "--vocab-size", "600", "--val-images", "8", "--device", "cpu", "-o", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "train-continual",
+            str(tiny_images),
+            "--captions",
+            str(tiny["captions"]),
+            "--model",
+            str(tiny["native"]),
+            "--lang",
+            "de",
+            "--steps",
+            "1",
+            "--batch-size",
+            "8",
+            "--vocab-size",
+            "600",
+            "--val-images",
+            "8",
+            "--device",
+            "cpu",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
-    result = runner.invoke(app, ["train-ccrk", str(tiny_images), "--captions", str(tiny["captions"]), "--init",
-                                 str(out), "--lang", "en,de", "--lexicon", str(tiny["lexicon"]), "--align-form", "map",
-                                 "--steps", "1", "--batch-size", "8", "--device", "cpu", "-o", str(tmp_path / "c")])
+    result = runner.invoke(
+        app,
+        [
+            "train-ccrk",
+            str(tiny_images),
+            "--captions",
+            str(tiny["captions"]),
+            "--init",
+            str(out),
+            "--lang",
+            "en,de",
+            "--lexicon",
+            str(tiny["lexicon"]),
+            "--align-form",
+            "map",
+            "--steps",
+            "1",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "c"),
+        ],
+    )
     assert result.exit_code == 2
     assert "CLL-CLIP checkpoint" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -38,15 +38,25 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("ccrk")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=LANGS))
     torch.manual_seed(0)
-    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    native = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     images = encode_images(result.images_path, root / "img", model=str(native), device="cpu", workers=0)
     vocab = None
     for lang in LANGS[1:]:
         vocab = build_vocab(result.captions_path, lang, root / f"vocab-{lang}", parent=vocab, size=600)
     captions = artifacts.load_captions(result.captions_path)
-    return {"root": root, "captions": result.captions_path, "native": native, "images": images, "vocab": vocab,
-            "gappy": artifacts.write_captions(root / "gappy", _drop_languages(captions), stage="test")}
+    return {
+        "root": root,
+        "captions": result.captions_path,
+        "native": native,
+        "images": images,
+        "vocab": vocab,
+        "gappy": artifacts.write_captions(root / "gappy", _drop_languages(captions), stage="test"),
+    }
 
 
 def _drop_languages(captions: pa.Table) -> pa.Table:
@@ -55,15 +65,25 @@ def _drop_languages(captions: pa.Table) -> pa.Table:
     lang = captions.column("lang").to_pylist()
     no_fr = {f"train-{i:06d}" for i in range(10)}
     no_de = {f"train-{i:06d}" for i in range(10, 15)}
-    keep = [not ((i in no_fr and caption_lang == "fr") or (i in no_de and caption_lang == "de"))
-            for i, caption_lang in zip(image, lang)]
+    keep = [
+        not ((i in no_fr and caption_lang == "fr") or (i in no_de and caption_lang == "de"))
+        for i, caption_lang in zip(image, lang)
+    ]
     return captions.filter(pa.array(keep))
 
 
 def config(world, out, **changes) -> ccrk.CcrkConfig:
-    base = ccrk.CcrkConfig(images=world["images"], captions=world["captions"], out=out, model=str(world["native"]),
-                           tokenizer=str(world["vocab"]), batch_size=8, device="cpu", val_images=8,
-                           loop={"steps": 3, "lr": 1e-3})
+    base = ccrk.CcrkConfig(
+        images=world["images"],
+        captions=world["captions"],
+        out=out,
+        model=str(world["native"]),
+        tokenizer=str(world["vocab"]),
+        batch_size=8,
+        device="cpu",
+        val_images=8,
+        loop={"steps": 3, "lr": 1e-3},
+    )
     return resolve(replace_settings(base, **changes), "train-ccrk")
 
 
@@ -103,9 +123,16 @@ def test_batches_hold_every_available_language_and_skip_missing_ones():
 def test_captions_of_a_batch_are_translations_when_the_data_has_them():
     # image 0: caption_id a in en+de+fr, b in en only, c in de only -> always a
     # image 1: caption_ids only per language (independent descriptions) -> each language still filled
-    rows = [("i0", "en", "a", "en-a", "train"), ("i0", "de", "a", "de-a", "train"), ("i0", "fr", "a", "fr-a", "train"),
-            ("i0", "en", "b", "en-b", "train"), ("i0", "de", "c", "de-c", "train"),
-            ("i1", "en", "x", "en-x", "train"), ("i1", "de", "y", "de-y", "train"), ("i1", "fr", "z", "fr-z", "train")]
+    rows = [
+        ("i0", "en", "a", "en-a", "train"),
+        ("i0", "de", "a", "de-a", "train"),
+        ("i0", "fr", "a", "fr-a", "train"),
+        ("i0", "en", "b", "en-b", "train"),
+        ("i0", "de", "c", "de-c", "train"),
+        ("i1", "en", "x", "en-x", "train"),
+        ("i1", "de", "y", "de-y", "train"),
+        ("i1", "fr", "z", "fr-z", "train"),
+    ]
     data = ccrk_batches.group_captions(_table(rows), "train", ["en", "de", "fr"], {"i0": 0, "i1": 1})
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -133,8 +160,12 @@ def test_hard_negatives_put_each_anchor_beside_its_nearest_images():
 
 
 def test_one_to_one_batches_keep_one_present_language_per_image():
-    rows = [(f"i{i}", lang, f"i{i}#0", "t", "train") for i in range(8) for lang in ("en", "de", "fr")
-            if not (i == 0 and lang != "de")]
+    rows = [
+        (f"i{i}", lang, f"i{i}#0", "t", "train")
+        for i in range(8)
+        for lang in ("en", "de", "fr")
+        if not (i == 0 and lang != "de")
+    ]
     data = ccrk_batches.group_captions(_table(rows), "train", ["en", "de", "fr"], {f"i{i}": i for i in range(8)})
     batches = ccrk_batches.MultilingualBatches(data, batch_size=8, steps=30, seed=0, one_language=True)
     seen = set()
@@ -156,10 +187,31 @@ def test_one_to_k_cli_writes_an_mla_checkpoint_that_load_text_encoder_reads(worl
     from mltk.encode.text_encoders import load_text_encoder
 
     out = tmp_path / "ccrk"
-    result = runner.invoke(app, ["train-ccrk", "--captions", str(world["gappy"]), "--out", str(out), "--model",
-                                 str(world["native"]), "--tokenizer", str(world["vocab"]), "--steps", "3",
-                                 "--batch-size", "8", "--lr", "1e-3", "--val-images", "8", "--device", "cpu"],
-                           input=f"{world['images']}\n")
+    result = runner.invoke(
+        app,
+        [
+            "train-ccrk",
+            "--captions",
+            str(world["gappy"]),
+            "--out",
+            str(out),
+            "--model",
+            str(world["native"]),
+            "--tokenizer",
+            str(world["vocab"]),
+            "--steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--lr",
+            "1e-3",
+            "--val-images",
+            "8",
+            "--device",
+            "cpu",
+        ],
+        input=f"{world['images']}\n",
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     assert "K = 4 (en, de, fr, zh)" in result.stderr
@@ -200,14 +252,17 @@ def test_the_loss_choice_is_honoured(world, tmp_path, loss):
     elif loss == "english-bridge":
         expected = english_bridge_mse(text, 0, mask)
     elif loss == "hinge":
-        expected = torch.stack([pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], 0.2)
-                                for k in range(4)]).mean()
+        expected = torch.stack(
+            [pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], 0.2) for k in range(4)]
+        ).mean()
     else:  # MLMME as the paper sums it over K languages: every language's S_I, every pair's S_S
         beta = 0.5  # MLMME: beta * S_I + (1 - beta) * S_S (Calixto et al. 2017)
         image_sentence = sum(pairwise_ranking_hinge(image[mask[:, k]], text[mask[:, k], k], 0.2) for k in range(4))
-        sentence_sentence = sum(pairwise_ranking_hinge(text[mask[:, k] & mask[:, m], k],
-                                                       text[mask[:, k] & mask[:, m], m], 0.2)
-                                for k in range(4) for m in range(k + 1, 4))
+        sentence_sentence = sum(
+            pairwise_ranking_hinge(text[mask[:, k] & mask[:, m], k], text[mask[:, k] & mask[:, m], m], 0.2)
+            for k in range(4)
+            for m in range(k + 1, 4)
+        )
         expected = beta * image_sentence + (1 - beta) * sentence_sentence
         # the logged terms: S_I and S_S before beta weighs them
         assert list(terms) == ["mlmme_image_sentence", "mlmme_sentence_sentence"]
@@ -238,10 +293,34 @@ def test_bad_inputs_exit_2_with_one_line(world, tmp_path):
         ([str(world["images"]), *common, "--model", str(world["native"])], "--tokenizer"),
         ([str(world["images"]), *common, "--tokenizer", str(world["vocab"]), "--loss", "nope"], "--loss"),
         ([str(world["images"]), *common, "--tokenizer", str(world["vocab"]), "--batch-size", "1"], "--batch-size"),
-        ([str(world["images"]), *common, "--model", str(world["native"]), "--tokenizer", str(world["vocab"]),
-          "--lang", "de,fr", "--loss", "english-bridge"], "include en"),
-        ([str(world["images"]), *common, "--model", str(world["native"]), "--tokenizer", str(world["vocab"]),
-          "--lang", "en,ja"], "ja"),
+        (
+            [
+                str(world["images"]),
+                *common,
+                "--model",
+                str(world["native"]),
+                "--tokenizer",
+                str(world["vocab"]),
+                "--lang",
+                "de,fr",
+                "--loss",
+                "english-bridge",
+            ],
+            "include en",
+        ),
+        (
+            [
+                str(world["images"]),
+                *common,
+                "--model",
+                str(world["native"]),
+                "--tokenizer",
+                str(world["vocab"]),
+                "--lang",
+                "en,ja",
+            ],
+            "ja",
+        ),
         ([str(tmp_path / "missing"), *common, "--tokenizer", str(world["vocab"])], str(tmp_path / "missing")),
         ([str(world["images"]), *common, "--init", str(world["native"])], "--init must be an MLA checkpoint"),
     ]
@@ -263,19 +342,53 @@ def cll_checkpoint(world):
     """A real train-continual checkpoint over en, de, fr, zh (one update per task)."""
     from mltk.train.continual import ContinualTrainConfig, train_continual
 
-    return train_continual(replace_settings(ContinualTrainConfig(
-        images=world["images"], captions=world["captions"], out=world["root"] / "cll", model=str(world["native"]),
-        languages=LANGS, vocab_size=600, steps=1, batch_size=8, val_images=8, device="cpu",
-        cache_dir=world["root"] / "cache"), lr=1e-2))
+    return train_continual(
+        replace_settings(
+            ContinualTrainConfig(
+                images=world["images"],
+                captions=world["captions"],
+                out=world["root"] / "cll",
+                model=str(world["native"]),
+                languages=LANGS,
+                vocab_size=600,
+                steps=1,
+                batch_size=8,
+                val_images=8,
+                device="cpu",
+                cache_dir=world["root"] / "cache",
+            ),
+            lr=1e-2,
+        )
+    )
 
 
 def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoint, tmp_path):
     from mltk.encode.text_encoders import load_text_encoder
 
     out = tmp_path / "ccrk-cll"
-    result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["gappy"]), "--out",
-                                 str(out), "--init", str(cll_checkpoint), "--steps", "2", "--batch-size", "8",
-                                 "--lr", "1e-2", "--val-images", "8", "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "train-ccrk",
+            str(world["images"]),
+            "--captions",
+            str(world["gappy"]),
+            "--out",
+            str(out),
+            "--init",
+            str(cll_checkpoint),
+            "--steps",
+            "2",
+            "--batch-size",
+            "8",
+            "--lr",
+            "1e-2",
+            "--val-images",
+            "8",
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     assert "K = 4 (en, de, fr, zh)" in result.stderr  # en + the languages the checkpoint learnt
@@ -298,12 +411,12 @@ def test_cll_tower_trains_the_shared_table_english_included(world, cll_checkpoin
     assert not torch.allclose(moved, before)
 
 
-def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_clip(world, cll_checkpoint,
-                                                                                      tmp_path):
+def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_clip(world, cll_checkpoint, tmp_path):
     from mltk.encode.text_encoders import ClipTextEncoder
 
-    task, _ = ccrk.build_task(config(world, tmp_path / "unused", init=cll_checkpoint, tokenizer=None,
-                                     loss="english-bridge"))
+    task, _ = ccrk.build_task(
+        config(world, tmp_path / "unused", init=cll_checkpoint, tokenizer=None, loss="english-bridge")
+    )
     assert task.english_trains and task.trained_languages == list(LANGS)
     assert set(task.parameters_to_train()) == {"table"}
     images, captions = task.batches.batch(0)
@@ -323,20 +436,50 @@ def test_cll_tower_english_slot_has_gradients_and_the_bridge_targets_the_frozen_
 
 def test_image_embeddings_of_another_width_exit_2_for_either_tower(world, cll_checkpoint, tmp_path):
     table, vectors = artifacts.load_embeddings(world["images"])
-    narrow = artifacts.write_embeddings(tmp_path / "img64", table.column("id").to_pylist(),
-                                        np.asarray(vectors)[:, :64].copy(), split=table.column("split").to_pylist())
-    for start in (["--init", str(cll_checkpoint)], ["--model", str(world["native"]), "--tokenizer",
-                                                     str(world["vocab"])]):
-        result = runner.invoke(app, ["train-ccrk", str(narrow), "--captions", str(world["captions"]), "--out",
-                                     str(tmp_path / "x"), "--device", "cpu", *start])
+    narrow = artifacts.write_embeddings(
+        tmp_path / "img64",
+        table.column("id").to_pylist(),
+        np.asarray(vectors)[:, :64].copy(),
+        split=table.column("split").to_pylist(),
+    )
+    for start in (
+        ["--init", str(cll_checkpoint)],
+        ["--model", str(world["native"]), "--tokenizer", str(world["vocab"])],
+    ):
+        result = runner.invoke(
+            app,
+            [
+                "train-ccrk",
+                str(narrow),
+                "--captions",
+                str(world["captions"]),
+                "--out",
+                str(tmp_path / "x"),
+                "--device",
+                "cpu",
+                *start,
+            ],
+        )
         assert result.exit_code == 2, result.stderr
         assert "text features have dim 128 but the image embeddings have dim 64" in result.stderr
         assert "Traceback" not in result.stderr and not (tmp_path / "x").exists()
 
 
 def test_cll_tower_rejects_freeze_embedding(world, cll_checkpoint, tmp_path):
-    result = runner.invoke(app, ["train-ccrk", str(world["images"]), "--captions", str(world["captions"]), "--out",
-                                 str(tmp_path / "x"), "--init", str(cll_checkpoint), "--freeze-embedding"])
+    result = runner.invoke(
+        app,
+        [
+            "train-ccrk",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--out",
+            str(tmp_path / "x"),
+            "--init",
+            str(cll_checkpoint),
+            "--freeze-embedding",
+        ],
+    )
     assert result.exit_code == 2 and "nothing to train" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -347,17 +490,32 @@ def test_cll_tower_rejects_freeze_embedding(world, cll_checkpoint, tmp_path):
 
 def _metrics(ar: dict[str, float], mrv: tuple[float, float]) -> dict:
     side = {"R@1": 0.0, "R@5": 0.0, "R@10": 0.0, "median_rank": 1.0, "mean_rank": 1.0}
-    return {"per_language": {lang: {"i2t": side, "t2i": side, "AR": value} for lang, value in ar.items()},
-            "mrv": {"variant": "paper", "languages": list(ar), "K": len(ar), "i2t": mrv[0], "t2i": mrv[1]}}
+    return {
+        "per_language": {lang: {"i2t": side, "t2i": side, "AR": value} for lang, value in ar.items()},
+        "mrv": {"variant": "paper", "languages": list(ar), "K": len(ar), "i2t": mrv[0], "t2i": mrv[1]},
+    }
 
 
 def test_compare_prints_mean_ar_mrv_and_recall_spread_side_by_side(tmp_path):
     one_to_k = artifacts.write_metrics(tmp_path / "m1", _metrics({"en": 60.0, "de": 50.0, "fr": 55.0}, (3.5, 2.25)))
-    one_to_one = artifacts.write_metrics(tmp_path / "m2", _metrics({"en": 60.0, "de": 30.0, "fr": 45.0, "zh": 9.0},
-                                                                   (7.0, 6.0)))
+    one_to_one = artifacts.write_metrics(
+        tmp_path / "m2", _metrics({"en": 60.0, "de": 30.0, "fr": 45.0, "zh": 9.0}, (7.0, 6.0))
+    )
     out = tmp_path / "cmp"
-    result = runner.invoke(app, ["compare", str(one_to_k), str(one_to_one), "--out", str(out),
-                                 "--name", "1-to-K,1-to-1", "--format", "markdown"])
+    result = runner.invoke(
+        app,
+        [
+            "compare",
+            str(one_to_k),
+            str(one_to_one),
+            "--out",
+            str(out),
+            "--name",
+            "1-to-K,1-to-1",
+            "--format",
+            "markdown",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     assert "| 1-to-K | 55.00 | 3.50 | 2.25 | 10.00 | de 50.0 | en 60.0 |" in result.stderr
@@ -374,8 +532,17 @@ def test_compare_prints_mean_ar_mrv_and_recall_spread_side_by_side(tmp_path):
 
 def _c2c_metrics(ar: dict[str, float]) -> dict:
     side = {"R@1": 0.0, "R@5": 0.0, "R@10": 0.0, "median_rank": 1.0, "mean_rank": 1.0}
-    return {"c2c": {pair: {f"{pair[:2]}->{pair[3:]}": side, f"{pair[3:]}->{pair[:2]}": side, "AR": value,
-                           "relevance": "caption_id"} for pair, value in ar.items()}}
+    return {
+        "c2c": {
+            pair: {
+                f"{pair[:2]}->{pair[3:]}": side,
+                f"{pair[3:]}->{pair[:2]}": side,
+                "AR": value,
+                "relevance": "caption_id",
+            }
+            for pair, value in ar.items()
+        }
+    }
 
 
 def test_compare_puts_caption_to_caption_results_side_by_side(tmp_path):
@@ -383,8 +550,9 @@ def test_compare_puts_caption_to_caption_results_side_by_side(tmp_path):
     first = artifacts.write_metrics(tmp_path / "m1", _c2c_metrics({"de-en": 90.0, "fr-en": 80.0}))
     second = artifacts.write_metrics(tmp_path / "m2", _c2c_metrics({"de-en": 70.0, "fr-en": 40.0, "cs-en": 9.0}))
     out = tmp_path / "cmp"
-    result = runner.invoke(app, ["compare", str(first), str(second), "--out", str(out), "--name", "a,b",
-                                 "--format", "markdown"])
+    result = runner.invoke(
+        app, ["compare", str(first), str(second), "--out", str(out), "--name", "a,b", "--format", "markdown"]
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     assert "| a | 85.00 | – | – | 10.00 | fr-en 80.0 | de-en 90.0 |" in result.stderr
@@ -392,8 +560,7 @@ def test_compare_puts_caption_to_caption_results_side_by_side(tmp_path):
     comparison = artifacts.load_metrics(out)["c2c_comparison"]
     assert comparison["languages"] == ["de-en", "fr-en"]  # cs-en is not shared
     assert [r["mean_AR"] for r in comparison["runs"]] == [85.0, 55.0]
-    only_de = runner.invoke(app, ["compare", str(first), str(second), "--out", str(tmp_path / "c2"), "--lang",
-                                  "de,en"])
+    only_de = runner.invoke(app, ["compare", str(first), str(second), "--out", str(tmp_path / "c2"), "--lang", "de,en"])
     assert only_de.exit_code == 0, only_de.stderr
     assert artifacts.load_metrics(tmp_path / "c2")["c2c_comparison"]["languages"] == ["de-en"]
     none = runner.invoke(app, ["compare", str(first), "--out", str(tmp_path / "c3"), "--lang", "ja,en"])
@@ -413,14 +580,21 @@ def test_ccrk_defaults_are_the_authors():
     objective = CcrkObjective.of(config, ["en", "de"])
     objective.criterion.logit_scale.load_log_scale(torch.tensor(0.0))  # T = 1
     assert objective.temperature() == pytest.approx(0.5)
-    params = {"table": torch.nn.Parameter(torch.zeros(3, 2)), "bias": torch.nn.Parameter(torch.zeros(2)),
-              **objective.trainable()}
-    task = SimpleNamespace(temperature_lr_scale=config.temperature_lr_scale,
-                           temperature_weight_decay=config.temperature_weight_decay)
+    params = {
+        "table": torch.nn.Parameter(torch.zeros(3, 2)),
+        "bias": torch.nn.Parameter(torch.zeros(2)),
+        **objective.trainable(),
+    }
+    task = SimpleNamespace(
+        temperature_lr_scale=config.temperature_lr_scale, temperature_weight_decay=config.temperature_weight_decay
+    )
     groups = ccrk.CcrkTask.make_optimizer(task, params, config.loop).param_groups
     # CCR_k's create_optimizer: the temperature at twice the lr with the run's decay 0.01; matrices decayed
     assert [(len(g["params"]), g["lr"], g["weight_decay"]) for g in groups] == [
-        (1, 1e-4, 0.01), (1, 1e-4, 0.0), (1, 2e-4, 0.01)]
+        (1, 1e-4, 0.01),
+        (1, 1e-4, 0.0),
+        (1, 2e-4, 0.01),
+    ]
     assert groups[2]["params"][0] is objective.criterion.logit_scale.value
     with pytest.raises(ConfigError, match="clamp range"):
         resolve(CcrkConfig(images=Path("i"), captions=Path("c"), out=Path("o"), temperature=0.9), "train-ccrk")

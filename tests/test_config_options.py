@@ -24,8 +24,14 @@ from mltk.settings.pretrain import PretrainConfig
 from mltk.settings.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = {"train-nlt": MlaConfig, "train-le": MlaConfig, "train-nlt-le": MlaConfig, "train-ccrk": CcrkConfig,
-          "train-continual": ContinualTrainConfig, "pretrain": PretrainConfig}
+STAGES = {
+    "train-nlt": MlaConfig,
+    "train-le": MlaConfig,
+    "train-nlt-le": MlaConfig,
+    "train-ccrk": CcrkConfig,
+    "train-continual": ContinualTrainConfig,
+    "pretrain": PretrainConfig,
+}
 COMMAND_MODULES = ("train.py", "ccrk.py", "continual.py", "pretrain.py", "options.py", "common.py")
 COMMANDS = dict(leaf_commands())
 
@@ -52,14 +58,20 @@ def _declared_option_names() -> set[str]:
     for module in COMMAND_MODULES:
         for node in ast.walk(ast.parse((ROOT / "mltk" / "cli" / module).read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option":
-                names |= {a.value.split("/")[0] for a in node.args
-                          if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")}
+                names |= {
+                    a.value.split("/")[0]
+                    for a in node.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")
+                }
     return names
 
 
 def test_no_config_field_option_is_declared_by_hand():
-    fields = {option_name(o.field).split("/")[0] for stage, config in STAGES.items()
-              for o in generated_options(stage, config, set())}
+    fields = {
+        option_name(o.field).split("/")[0]
+        for stage, config in STAGES.items()
+        for o in generated_options(stage, config, set())
+    }
     assert fields >= {"--batch-size", "--mse-form", "--val-images", "--gamma1", "--margin", "--align-k", "--lexicon"}
     # --seed: the alias of the commands that are not training commands (synth-data, encode-videos); train-ccrk's
     # --train-embedding is its own (on by default, a field without a recipe value), not MlaConfig's
@@ -90,9 +102,11 @@ def test_a_flag_a_parsed_option_and_a_nested_one_give_their_fields_values():
 
 
 def test_the_config_classes_import_no_torch():
-    code = ("import sys\nimport mltk.settings.mla, mltk.settings.ccrk, mltk.settings.continual\n"
-            "import mltk.settings.pretrain, mltk.ame.alignment_config\n"
-            "print([m for m in ('torch', 'numpy', 'pyarrow') if m in sys.modules])")
+    code = (
+        "import sys\nimport mltk.settings.mla, mltk.settings.ccrk, mltk.settings.continual\n"
+        "import mltk.settings.pretrain, mltk.ame.alignment_config\n"
+        "print([m for m in ('torch', 'numpy', 'pyarrow') if m in sys.modules])"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr
 
@@ -104,16 +118,22 @@ def test_the_old_import_paths_still_give_the_config_classes():
     from mltk.train.mla import MlaConfig as from_mla
     from mltk.train.pretrain import PretrainConfig as from_pretrain
 
-    assert (from_rcsls, from_ccrk, from_continual, from_mla, from_pretrain) == \
-        (AlignmentConfig, CcrkConfig, ContinualTrainConfig, MlaConfig, PretrainConfig)
+    assert (from_rcsls, from_ccrk, from_continual, from_mla, from_pretrain) == (
+        AlignmentConfig,
+        CcrkConfig,
+        ContinualTrainConfig,
+        MlaConfig,
+        PretrainConfig,
+    )
 
 
 # --- AME's alignment settings: the recipe's ------------------------------------------------------------------------
 
 
 def test_alignment_settings_have_no_default_in_code_and_come_from_the_recipe(tmp_path):
-    assert all(getattr(AlignmentConfig(), key) is FROM_RECIPE for key in ("weight", "k", "form", "every", "lr",
-                                                                         "orthogonal"))
+    assert all(
+        getattr(AlignmentConfig(), key) is FROM_RECIPE for key in ("weight", "k", "form", "every", "lr", "orthogonal")
+    )
     resolved = resolve(MlaConfig(**_paths()), "train-nlt").alignment
     assert (resolved.form, resolved.every, resolved.lr, resolved.orthogonal) == ("map", 500, 2.0, False)
     recipe = json.loads((ROOT / "mltk" / "recipes" / "mla-nlt.json").read_text(encoding="utf-8"))

@@ -30,17 +30,36 @@ def recipe_options(method: str, given=None):
 
 def test_the_recipe_holds_the_papers_values():
     assert options_dict(recipe_options("lora")) == {"rank": 8, "alpha": 8.0, "dropout": 0.0, "targets": "q+v"}
-    assert options_dict(recipe_options("ptuning")) == {"length": 30, "bottleneck": 512, "separate_kv": True,
-                                                       "layer_norm": False}
-    assert options_dict(recipe_options("dualprompt")) == {"g_length": 2, "e_length": 16, "g_layers": [0, 1],
-                                                          "e_layers": [2, 3, 4], "pool": 36, "pull_weight": 1.0,
-                                                          "key_init": "uniform", "candidates": "all"}
-    assert options_dict(recipe_options("codaprompt")) == {"components": 5, "length": 2, "layers": [0, 1, 2, 3, 4],
-                                                          "tasks": 36}
+    assert options_dict(recipe_options("ptuning")) == {
+        "length": 30,
+        "bottleneck": 512,
+        "separate_kv": True,
+        "layer_norm": False,
+    }
+    assert options_dict(recipe_options("dualprompt")) == {
+        "g_length": 2,
+        "e_length": 16,
+        "g_layers": [0, 1],
+        "e_layers": [2, 3, 4],
+        "pool": 36,
+        "pull_weight": 1.0,
+        "key_init": "uniform",
+        "candidates": "all",
+    }
+    assert options_dict(recipe_options("codaprompt")) == {
+        "components": 5,
+        "length": 2,
+        "layers": [0, 1, 2, 3, 4],
+        "tasks": 36,
+    }
     assert recipe_options("der").alpha == 1.0 and recipe_options("der").memory_size == 8000
     assert recipe_options("er").replay_loss == "clfm" == recipe_options("der").replay_loss
-    assert options_dict(recipe_options("oewc")) == {"penalty": 1000.0, "gamma": 1.0, "fisher_batches": None,
-                                                    "half": False}
+    assert options_dict(recipe_options("oewc")) == {
+        "penalty": 1000.0,
+        "gamma": 1.0,
+        "fisher_batches": None,
+        "half": False,
+    }
     assert options_dict(recipe_options("mla")) == {"reduction": 2, "position": "block", "init": "bert"}
 
 
@@ -75,8 +94,9 @@ def test_the_options_have_no_value_in_code_and_a_recipe_without_one_is_refused()
     with pytest.raises(TypeError):
         METHOD_OPTIONS["lora"]()
     recipe = load_recipe("cll-clip")
-    lacking = dataclasses.replace(recipe, methods={**recipe.methods, "lora": {"alpha": 8.0, "dropout": 0.0,
-                                                                              "targets": "q+v"}})
+    lacking = dataclasses.replace(
+        recipe, methods={**recipe.methods, "lora": {"alpha": 8.0, "dropout": 0.0, "targets": "q+v"}}
+    )
     with pytest.raises(ConfigError, match="the recipe sets no 'methods.lora.rank'"):
         resolved_options("lora", None, lacking)
     assert resolved_options("lora", {"rank": 4}, lacking).rank == 4
@@ -248,8 +268,21 @@ def test_train_continual_order_option_refuses_languages_outside_it(world, tmp_pa
 
     from mltk.cli import app
 
-    result = CliRunner().invoke(app, ["train-continual", str(world["images"]), "--captions", str(world["captions"]),
-                                      "--out", str(tmp_path / "x"), "--order", "cll-clip", "--lang", "en,xx"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train-continual",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--out",
+            str(tmp_path / "x"),
+            "--order",
+            "cll-clip",
+            "--lang",
+            "en,xx",
+        ],
+    )
     assert result.exit_code == 2 and "xx are not in the cll-clip order" in result.stderr
 
 
@@ -278,14 +311,24 @@ def test_gradients_are_clipped_by_their_global_norm(world):
     assert task.config.loop.clip_mode == "global" and C.loop_config(task.config, task).clip_mode == "global"
 
 
-@pytest.mark.parametrize("parts, expected", [
-    (("init",), (True, False, True, True)), (("grad",), (False, True, True, False)),
-    (("decay",), (False, True, False, True)), (("grad", "decay"), (False, True, True, True)),
-    (("init", "grad", "decay"), (True, True, True, True))])
+@pytest.mark.parametrize(
+    "parts, expected",
+    [
+        (("init",), (True, False, True, True)),
+        (("grad",), (False, True, True, False)),
+        (("decay",), (False, True, False, True)),
+        (("grad", "decay"), (False, True, True, True)),
+        (("init", "grad", "decay"), (True, True, True, True)),
+    ],
+)
 def test_teir_parts_alone_or_together_reach_the_optimizer(world, parts, expected):
     settings = C.teir_parts(parts=parts)
-    assert (settings["teir_init"], settings["teir_reg"], settings["teir_reg_grad"],
-            settings["teir_reg_decay"]) == expected
+    assert (
+        settings["teir_init"],
+        settings["teir_reg"],
+        settings["teir_reg_grad"],
+        settings["teir_reg_decay"],
+    ) == expected
     encoder = encoder_for(world)
     (task,) = start_tasks(world, encoder, 1, **settings)
     optimizer = task.make_optimizer(task.parameters_to_train(), C.loop_config(task.config, task))
@@ -327,8 +370,9 @@ def test_the_joint_bound_trains_every_language_at_once_with_the_oracle_vocabular
 
     from mltk.vocab import load_vocabulary
 
-    out = C.train_continual(config(world, "joint", languages=("en", "de"), joint=True, steps=2,
-                                   keep_task_checkpoints=True))
+    out = C.train_continual(
+        config(world, "joint", languages=("en", "de"), joint=True, steps=2, keep_task_checkpoints=True)
+    )
     document = json.loads((out / "continual.json").read_text())
     matrix = document["continual"]["matrix"]
     assert len(matrix) == 1 and None not in matrix[0]  # one task, tested on every language
@@ -372,8 +416,18 @@ def test_every_method_completes_a_tiny_run_without_teir(world, method):
         vocabs.mkdir()
         for lang in ("en", "de"):
             (vocabs / lang).symlink_to(world["vocab"][lang].path)
-    out = C.train_continual(config(world, f"plain-{method}", languages=("en", "de"), method=method, steps=1,
-                                   options=SMALL.get(method), vocab_dir=vocabs, val_images=8))
+    out = C.train_continual(
+        config(
+            world,
+            f"plain-{method}",
+            languages=("en", "de"),
+            method=method,
+            steps=1,
+            options=SMALL.get(method),
+            vocab_dir=vocabs,
+            val_images=8,
+        )
+    )
     document = json.loads((out / "continual.json").read_text())
     assert document["method"]["teir"]["variant"] == "plain"
     assert len(document["continual"]["matrix"]) == 2 and None not in document["continual"]["matrix"][1]
@@ -383,14 +437,34 @@ def test_checkpoints_with_the_old_flat_options_keep_their_meaning(tmp_path):
     """train-continual checkpoints written before per-method options recorded one flat set for every method."""
     from mltk.cll_clip.model import legacy_options
 
-    old = {"ewc_lambda": 1000.0, "ewc_gamma": 1.0, "fisher_batches": 2, "memory_size": 40, "replay_batch": None,
-           "der_alpha": 0.5, "adapter_hidden": 16, "lora_rank": 8, "lora_alpha": 16.0, "ptuning_length": 30,
-           "coda_components": 2, "coda_length": 8, "coda_layers": [0, 1, 2, 3, 4]}
-    assert legacy_options("der", old, 128, tmp_path) == {"memory_size": 40, "replay_batch": None, "alpha": 0.5,
-                                                         "replay_loss": "separate"}
+    old = {
+        "ewc_lambda": 1000.0,
+        "ewc_gamma": 1.0,
+        "fisher_batches": 2,
+        "memory_size": 40,
+        "replay_batch": None,
+        "der_alpha": 0.5,
+        "adapter_hidden": 16,
+        "lora_rank": 8,
+        "lora_alpha": 16.0,
+        "ptuning_length": 30,
+        "coda_components": 2,
+        "coda_length": 8,
+        "coda_layers": [0, 1, 2, 3, 4],
+    }
+    assert legacy_options("der", old, 128, tmp_path) == {
+        "memory_size": 40,
+        "replay_batch": None,
+        "alpha": 0.5,
+        "replay_loss": "separate",
+    }
     assert legacy_options("mla", old, 128, tmp_path) == {"position": "block", "reduction": 8, "init": "zero"}
-    assert legacy_options("codaprompt", old, 128, tmp_path) == {"components": 2, "length": 8,
-                                                                "layers": [0, 1, 2, 3, 4], "tasks": 36}
+    assert legacy_options("codaprompt", old, 128, tmp_path) == {
+        "components": 2,
+        "length": 8,
+        "layers": [0, 1, 2, 3, 4],
+        "tasks": 36,
+    }
     assert legacy_options("cll-clip", old, 128, tmp_path) == {}
     for method in ("der", "mla", "codaprompt", "oewc", "er", "cll-clip"):
         method_options(method, legacy_options(method, old, 128, tmp_path))  # valid options of the method

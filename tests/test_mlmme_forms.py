@@ -37,11 +37,14 @@ def test_mlmme_sums_every_language_and_every_pair_by_default():
     mask[0, 2] = False  # image 0 has no caption in the third language
     objective = mlmme(["en", "de", "fr"])
     loss, terms = objective(image, text, mask)
+
     def h(a, b):  # AME_MARGINS["cosine"], the margin the objective is built with
         return pairwise_ranking_hinge(a, b, 0.2)
+
     s_i = sum(h(image[mask[:, k]], text[mask[:, k], k]) for k in range(3))
-    s_s = sum(h(text[mask[:, a] & mask[:, b], a], text[mask[:, a] & mask[:, b], b])
-              for a, b in ((0, 1), (0, 2), (1, 2)))
+    s_s = sum(
+        h(text[mask[:, a] & mask[:, b], a], text[mask[:, a] & mask[:, b], b]) for a, b in ((0, 1), (0, 2), (1, 2))
+    )
     assert torch.allclose(terms["mlmme_image_sentence"], s_i) and torch.allclose(terms["mlmme_sentence_sentence"], s_s)
     assert torch.allclose(loss, 0.5 * s_i + 0.5 * s_s)
     # the de-fr pair counts: with English pivoting, it would not
@@ -100,8 +103,10 @@ def test_max_violation_is_reachable_from_the_recipe_the_config_and_the_option(tm
         summed = ccrk.CcrkObjective.of(resolved(**paths, loss=loss), ["en", "de"])
         assert objective(image, text, mask).loss < summed(image, text, mask).loss
     hinge = ccrk.CcrkObjective.of(resolved(**paths, loss="hinge", max_violation=True), ["en", "de"])
-    expected = (pairwise_ranking_hinge(image, text[:, 0], 0.2, max_violation=True)
-                + pairwise_ranking_hinge(image, text[:, 1], 0.2, max_violation=True)) / 2
+    expected = (
+        pairwise_ranking_hinge(image, text[:, 0], 0.2, max_violation=True)
+        + pairwise_ranking_hinge(image, text[:, 1], 0.2, max_violation=True)
+    ) / 2
     assert torch.allclose(hinge(image, text, mask).loss, expected)
     with pytest.raises(ConfigError, match="--max-violation goes with --loss hinge or mlmme"):
         resolved(**paths, loss="one-to-k", max_violation=True)

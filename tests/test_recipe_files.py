@@ -45,8 +45,10 @@ BAD_RECIPES = {
     "one beta": (lambda r: r["loop"].update(betas=[0.9]), "'loop.betas' must be a list of 2 numbers"),
     "bool lr": (lambda r: r["loop"].update(lr=True), "'loop.lr' must be a number"),
     "null steps": (lambda r: r["loop"].update(steps=None), "'loop.steps' must be an integer, not null"),
-    "bad schedule": (lambda r: r["loop"].update(schedule="exponential"), "'loop.schedule' must be one of constant, "
-                                                                     "cosine"),
+    "bad schedule": (
+        lambda r: r["loop"].update(schedule="exponential"),
+        "'loop.schedule' must be one of constant, cosine",
+    ),
     "unknown loop key": (lambda r: r["loop"].update(lrr=1e-3), "unknown recipe key 'loop.lrr' (did you mean lr?)"),
     "unknown config key": (lambda r: r["config"].update(batch=8), "unknown recipe key 'config.batch'"),
     "unknown top key": (lambda r: r.update(loops={}), "unknown recipe key 'loops' (did you mean loop?)"),
@@ -68,8 +70,19 @@ def inputs(tmp_path_factory) -> dict:
 
 
 def _pretrain(inputs, recipe, *more):
-    return invoke("pretrain", inputs["images"], "--captions", inputs["captions"], "--recipe", recipe,
-                  "-o", Path(recipe).parent / "out", "--device", "cpu", *more)
+    return invoke(
+        "pretrain",
+        inputs["images"],
+        "--captions",
+        inputs["captions"],
+        "--recipe",
+        recipe,
+        "-o",
+        Path(recipe).parent / "out",
+        "--device",
+        "cpu",
+        *more,
+    )
 
 
 @pytest.mark.parametrize("case", list(BAD_RECIPES))
@@ -110,8 +123,9 @@ def test_the_same_recipe_file_is_the_same_settings_however_its_path_is_spelled(t
     elsewhere.mkdir()
 
     def record(recipe: str) -> dict:
-        return settings_record(resolve(PretrainConfig(images=Path("/i"), captions=Path("/c"), out=Path("/o"),
-                                                     recipe=recipe), "pretrain"))
+        return settings_record(
+            resolve(PretrainConfig(images=Path("/i"), captions=Path("/c"), out=Path("/o"), recipe=recipe), "pretrain")
+        )
 
     absolute = record(str(folder / "mine.json"))
     monkeypatch.chdir(folder)
@@ -147,15 +161,18 @@ def test_set_wins_over_the_recipe_and_is_recorded_like_a_named_option(world, tmp
     assert weights[0] == weights[1]
 
 
-@pytest.mark.parametrize("args,words", [
-    (("--set", "lrr=1e-3"), "--set: unknown key 'lrr' (did you mean lr?)"),
-    (("--set", "lr"), "--set takes KEY=VALUE, got 'lr'"),
-    (("--set", "device=cpu"), "--set: unknown key 'device'"),  # a run option, not a recipe key
-    (("--set", "steps=two"), "--set key 'steps' must be an integer, not \"two\""),
-    (("--set", "batch_size=1"), "--set key 'batch_size' must be at least 2, not 1"),
-    (("--set", "lr=1e-3", "--lr", "2e-3"), "lr given twice, as an option and as --set lr=..."),
-    (("--set", "batch_size=8", "--batch-size", "8"), "batch_size given twice"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (("--set", "lrr=1e-3"), "--set: unknown key 'lrr' (did you mean lr?)"),
+        (("--set", "lr"), "--set takes KEY=VALUE, got 'lr'"),
+        (("--set", "device=cpu"), "--set: unknown key 'device'"),  # a run option, not a recipe key
+        (("--set", "steps=two"), "--set key 'steps' must be an integer, not \"two\""),
+        (("--set", "batch_size=1"), "--set key 'batch_size' must be at least 2, not 1"),
+        (("--set", "lr=1e-3", "--lr", "2e-3"), "lr given twice, as an option and as --set lr=..."),
+        (("--set", "batch_size=8", "--batch-size", "8"), "batch_size given twice"),
+    ],
+)
 def test_a_bad_set_is_exit_2_with_one_line(inputs, tmp_path, args, words):
     result = invoke("pretrain", inputs["images"], "--captions", inputs["captions"], "-o", tmp_path / "o", *args)
     assert result.exit_code == 2, result.output
@@ -169,8 +186,11 @@ def test_recipes_list_names_every_packaged_recipe_and_its_stage():
     result = invoke("recipes", "list", "--json")
     assert result.exit_code == 0, result.stderr
     rows = {row["name"]: row for row in json.loads(result.stdout)}
-    assert (rows["mla-le"]["stage"], rows["mla-le"]["extends"], rows["mla-le"]["default"]) == ("train-le", "mla-nlt",
-                                                                                               True)
+    assert (rows["mla-le"]["stage"], rows["mla-le"]["extends"], rows["mla-le"]["default"]) == (
+        "train-le",
+        "mla-nlt",
+        True,
+    )
     assert not rows["mlmme"]["default"] and set(rows) == {p.stem for p in (ROOT / "mltk" / "recipes").glob("*.json")}
 
 
@@ -189,18 +209,34 @@ def test_recipes_show_lists_every_value_with_its_source():
 
 # The authors' optimizer settings of each recipe, as their code runs them (docs/fidelity.md).
 AUTHORS_VALUES = {
-    "cll-clip": {"loop.eps": 1e-6, "loop.schedule": "constant", "loop.clip_mode": "global",
-                 "config.alignment": {"weight": 1.0, "k": 5, "form": "table", "every": 500, "lr": 2.0,
-                                      "orthogonal": False}},
-    "ccrk": {"loop.schedule": "linear", "loop.eps": 1e-8, "loop.clip_mode": "global", "loop.grad_clip": 1.0,
-             "config.temperature_form": "temperature", "config.temperature_lr_scale": 2.0,
-             "config.temperature_weight_decay": 0.01},
+    "cll-clip": {
+        "loop.eps": 1e-6,
+        "loop.schedule": "constant",
+        "loop.clip_mode": "global",
+        "config.alignment": {"weight": 1.0, "k": 5, "form": "table", "every": 500, "lr": 2.0, "orthogonal": False},
+    },
+    "ccrk": {
+        "loop.schedule": "linear",
+        "loop.eps": 1e-8,
+        "loop.clip_mode": "global",
+        "loop.grad_clip": 1.0,
+        "config.temperature_form": "temperature",
+        "config.temperature_lr_scale": 2.0,
+        "config.temperature_weight_decay": 0.01,
+    },
     "mla-nlt": {"loop.schedule": "warmup_cosine"},
     "mla-le": {"loop.schedule": "warmup_cosine"},
     "mla-nlt-le": {"loop.schedule": "warmup_cosine"},
-    "ame": {"loop.lr": 1.1e-4, "loop.weight_decay": 0.0, "loop.warmup_fraction": 0.0, "loop.schedule": "step",
-            "loop.grad_clip": 2.0, "loop.clip_mode": "global", "config.loss": "hinge",
-            "config.alignment": {"weight": 1.0, "k": 5, "form": "map", "every": 500, "lr": 2.0, "orthogonal": False}},
+    "ame": {
+        "loop.lr": 1.1e-4,
+        "loop.weight_decay": 0.0,
+        "loop.warmup_fraction": 0.0,
+        "loop.schedule": "step",
+        "loop.grad_clip": 2.0,
+        "loop.clip_mode": "global",
+        "config.loss": "hinge",
+        "config.alignment": {"weight": 1.0, "k": 5, "form": "map", "every": 500, "lr": 2.0, "orthogonal": False},
+    },
 }
 
 
@@ -240,8 +276,11 @@ def test_help_shows_the_recipe_value_read_from_the_recipe(monkeypatch, tmp_path)
     edited = packaged("mla-le")
     edited["loop"]["lr"] = 7e-6
     (tmp_path / "mla-le.json").write_text(json.dumps(edited))
-    monkeypatch.setattr(config_options, "load_recipe", lambda name: load_recipe(tmp_path / "mla-le.json")
-                        if name == "mla-le" else load_recipe(name))
+    monkeypatch.setattr(
+        config_options,
+        "load_recipe",
+        lambda name: load_recipe(tmp_path / "mla-le.json") if name == "mla-le" else load_recipe(name),
+    )
     assert "7e-06" in config_options.recipe_value_words("train-le", "lr")
 
 

@@ -21,13 +21,28 @@ from mltk.train.mla import MlaConfig
 from mltk.train.pretrain import PretrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = {"train-nlt": MlaConfig, "train-le": MlaConfig, "train-nlt-le": MlaConfig, "train-ccrk": CcrkConfig,
-           "train-continual": ContinualTrainConfig, "pretrain": PretrainConfig}
+CONFIGS = {
+    "train-nlt": MlaConfig,
+    "train-le": MlaConfig,
+    "train-nlt-le": MlaConfig,
+    "train-ccrk": CcrkConfig,
+    "train-continual": ContinualTrainConfig,
+    "pretrain": PretrainConfig,
+}
 
 
 def test_the_published_recipes_are_shipped():
-    assert {"mla-nlt", "mla-le", "mla-nlt-le", "cll-clip", "teir-minilm", "ccrk", "mlmme", "real-text-minilm",
-            "clip-pretrain"} <= set(recipe_names())
+    assert {
+        "mla-nlt",
+        "mla-le",
+        "mla-nlt-le",
+        "cll-clip",
+        "teir-minilm",
+        "ccrk",
+        "mlmme",
+        "real-text-minilm",
+        "clip-pretrain",
+    } <= set(recipe_names())
     assert set(STAGE_RECIPES.values()) <= set(recipe_names())
 
 
@@ -63,27 +78,101 @@ def _paths():
 # the recipes, with the authors' schedules, eps and clipping since put in (MLA warmup_cosine; CCR_k linear, eps 1e-8,
 # global clipping; CLL-CLIP eps 1e-6): the quickstart and every example that leaves a value out runs these.
 BEFORE = {
-    "train-nlt": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.1, schedule="warmup_cosine", weight_decay=0.2,
-                             betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="per_tensor"),
-                  {"batch_size": 128, "acquirer": "mlp", "mse_form": "mean", "embedding_lr": None,
-                   "temperature": None, "nlt_weight": None, "le_weight": None}),  # None: LE's keys, not NLT's
-    "train-ccrk": (LoopConfig(steps=1000, lr=1e-4, warmup_fraction=0.03, schedule="linear", weight_decay=0.01,
-                              betas=(0.9, 0.98), eps=1e-8, grad_clip=1.0, clip_mode="global"),
-                   {"batch_size": 128, "loss": "one-to-k", "weighting": "paper", "temperature": 0.07,
-                    "learn_temperature": True, "margin": None, "beta": 0.5, "hard_negatives": 0,
-                    "temperature_range": (0.001, 0.5)}),
-    "train-continual": (LoopConfig(steps=None, lr=5e-5, warmup_fraction=0.1, schedule="constant", weight_decay=0.05,
-                                   betas=(0.9, 0.999), eps=1e-6, grad_clip=1.0, clip_mode="global"),
-                        {"epochs": 3, "epoch_unit": "captions", "batch_size": 128, "vocab_size": 10000,
-                         "vocab_min_frequency": 2, "token_sets": "occurrence", "method_lr": None, "gamma1": 0.01,
-                         "gamma2": 1.0, "mse_form": "mean", "temperature": 0.07}),
-    "pretrain": (LoopConfig(steps=1500, lr=1e-3, warmup_fraction=0.1, schedule="cosine", weight_decay=0.1,
-                            betas=(0.9, 0.98), eps=1e-6, grad_clip=1.0, clip_mode="global"), {"batch_size": 128}),
+    "train-nlt": (
+        LoopConfig(
+            steps=1000,
+            lr=1e-4,
+            warmup_fraction=0.1,
+            schedule="warmup_cosine",
+            weight_decay=0.2,
+            betas=(0.9, 0.98),
+            eps=1e-6,
+            grad_clip=1.0,
+            clip_mode="per_tensor",
+        ),
+        {
+            "batch_size": 128,
+            "acquirer": "mlp",
+            "mse_form": "mean",
+            "embedding_lr": None,
+            "temperature": None,
+            "nlt_weight": None,
+            "le_weight": None,
+        },
+    ),  # None: LE's keys, not NLT's
+    "train-ccrk": (
+        LoopConfig(
+            steps=1000,
+            lr=1e-4,
+            warmup_fraction=0.03,
+            schedule="linear",
+            weight_decay=0.01,
+            betas=(0.9, 0.98),
+            eps=1e-8,
+            grad_clip=1.0,
+            clip_mode="global",
+        ),
+        {
+            "batch_size": 128,
+            "loss": "one-to-k",
+            "weighting": "paper",
+            "temperature": 0.07,
+            "learn_temperature": True,
+            "margin": None,
+            "beta": 0.5,
+            "hard_negatives": 0,
+            "temperature_range": (0.001, 0.5),
+        },
+    ),
+    "train-continual": (
+        LoopConfig(
+            steps=None,
+            lr=5e-5,
+            warmup_fraction=0.1,
+            schedule="constant",
+            weight_decay=0.05,
+            betas=(0.9, 0.999),
+            eps=1e-6,
+            grad_clip=1.0,
+            clip_mode="global",
+        ),
+        {
+            "epochs": 3,
+            "epoch_unit": "captions",
+            "batch_size": 128,
+            "vocab_size": 10000,
+            "vocab_min_frequency": 2,
+            "token_sets": "occurrence",
+            "method_lr": None,
+            "gamma1": 0.01,
+            "gamma2": 1.0,
+            "mse_form": "mean",
+            "temperature": 0.07,
+        },
+    ),
+    "pretrain": (
+        LoopConfig(
+            steps=1500,
+            lr=1e-3,
+            warmup_fraction=0.1,
+            schedule="cosine",
+            weight_decay=0.1,
+            betas=(0.9, 0.98),
+            eps=1e-6,
+            grad_clip=1.0,
+            clip_mode="global",
+        ),
+        {"batch_size": 128},
+    ),
 }
-BEFORE["train-le"] = (dataclasses.replace(BEFORE["train-nlt"][0], lr=3e-6),  # CLI: 3e-6
-                      {**BEFORE["train-nlt"][1], "temperature": 0.01, "mse_form": None})
-BEFORE["train-nlt-le"] = (BEFORE["train-nlt"][0],
-                          {**BEFORE["train-nlt"][1], "temperature": 0.01, "nlt_weight": 1.0, "le_weight": 1.0})
+BEFORE["train-le"] = (
+    dataclasses.replace(BEFORE["train-nlt"][0], lr=3e-6),  # CLI: 3e-6
+    {**BEFORE["train-nlt"][1], "temperature": 0.01, "mse_form": None},
+)
+BEFORE["train-nlt-le"] = (
+    BEFORE["train-nlt"][0],
+    {**BEFORE["train-nlt"][1], "temperature": 0.01, "nlt_weight": 1.0, "le_weight": 1.0},
+)
 
 
 def _default_config(stage: str, **fields):
@@ -160,8 +249,16 @@ def _fidelity_claims() -> list[tuple[str, str, str]]:
 
 def test_the_fidelity_table_states_the_recipe_files_values():
     claims = _fidelity_claims()
-    assert {name for name, _, _ in claims} >= {"mla-nlt", "mla-le", "cll-clip", "ccrk", "mlmme", "real-text-minilm",
-                                               "teir-minilm", "clip-pretrain"}
+    assert {name for name, _, _ in claims} >= {
+        "mla-nlt",
+        "mla-le",
+        "cll-clip",
+        "ccrk",
+        "mlmme",
+        "real-text-minilm",
+        "teir-minilm",
+        "clip-pretrain",
+    }
     for name, key, text in claims:
         try:
             value = json.loads(text)

@@ -36,12 +36,25 @@ from mltk.core.errors import ConfigError
 from mltk.core.runtime import log
 from mltk.losses.base import split_loss
 
-__all__ = ["ALIGN_BATCH", "ALIGN_FORMS", "AlignedTask", "AlignmentConfig", "LexiconAlignment", "RcslsLoss",
-           "rcsls_loss", "with_alignment"]
+__all__ = [
+    "ALIGN_BATCH",
+    "ALIGN_FORMS",
+    "AlignedTask",
+    "AlignmentConfig",
+    "LexiconAlignment",
+    "RcslsLoss",
+    "rcsls_loss",
+    "with_alignment",
+]
 
 
-def rcsls_loss(x: torch.Tensor, y: torch.Tensor, k: int, x_candidates: torch.Tensor | None = None,
-               y_candidates: torch.Tensor | None = None) -> torch.Tensor:
+def rcsls_loss(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    k: int,
+    x_candidates: torch.Tensor | None = None,
+    y_candidates: torch.Tensor | None = None,
+) -> torch.Tensor:
     """RCSLS (Joulin et al. 2018, eq. 5) on pairs (x_i, y_i), x [n, D] the mapped source words, y [n, D] their
     translations; every vector is L2-normalised first, so the dot products are cosines::
 
@@ -89,16 +102,32 @@ class LexiconAlignment:
     no token (see ``mltk.ame.words``) are dropped, and their number logged.
     """
 
-    def __init__(self, encoder: nn.Module, lexicon: pa.Table, weight: float, k: int, batch: int = ALIGN_BATCH,
-                 seed: int = 0, config: AlignmentConfig | None = None, captions: Path | None = None):
+    def __init__(
+        self,
+        encoder: nn.Module,
+        lexicon: pa.Table,
+        weight: float,
+        k: int,
+        batch: int = ALIGN_BATCH,
+        seed: int = 0,
+        config: AlignmentConfig | None = None,
+        captions: Path | None = None,
+    ):
         src_lang, tgt_lang = lexicon_languages(lexicon)
         if tgt_lang != NATIVE_LANG:
-            raise ConfigError(f"the alignment pulls words towards the frozen English table: the lexicon must "
-                              f"translate into {NATIVE_LANG}, not {tgt_lang}")
+            raise ConfigError(
+                f"the alignment pulls words towards the frozen English table: the lexicon must "
+                f"translate into {NATIVE_LANG}, not {tgt_lang}"
+            )
         if weight < 0 or batch < 2:
             raise ConfigError(f"--align-weight must be >= 0 and the pair batch >= 2, got {weight} and {batch}")
-        self.tables, self.weight, self.loss, self.batch, self.seed = WordTables(encoder, src_lang), weight, \
-            RcslsLoss(k), batch, seed
+        self.tables, self.weight, self.loss, self.batch, self.seed = (
+            WordTables(encoder, src_lang),
+            weight,
+            RcslsLoss(k),
+            batch,
+            seed,
+        )
         self.src_lang = src_lang
         pairs = lexicon_pairs(lexicon)
         sources, targets = list(dict.fromkeys(s for s, _ in pairs)), list(dict.fromkeys(t for _, t in pairs))
@@ -118,12 +147,23 @@ class LexiconAlignment:
     def word_map(self, sources: list[str], targets: list[str], captions: Path | None) -> MappedWords:
         """The map form (``mltk.ame.word_map``), started from Procrustes; neighbours over the captions' words
         and the lexicon's."""
-        vocabulary = {lang: vocabulary_words([captions], lang) if captions is not None else []
-                      for lang in (self.src_lang, NATIVE_LANG)}
+        vocabulary = {
+            lang: vocabulary_words([captions], lang) if captions is not None else []
+            for lang in (self.src_lang, NATIVE_LANG)
+        }
         source_vocabulary = self.tables.source_ids(list(dict.fromkeys(sources + vocabulary[self.src_lang])))
         target_vocabulary = self.tables.english_ids(list(dict.fromkeys(targets + vocabulary[NATIVE_LANG])))
-        mapped = MappedWords(self.tables, self.pairs, self.source_words, self.target_words, source_vocabulary,
-                             target_vocabulary, self.loss, self.config.lr, self.config.orthogonal)
+        mapped = MappedWords(
+            self.tables,
+            self.pairs,
+            self.source_words,
+            self.target_words,
+            source_vocabulary,
+            target_vocabulary,
+            self.loss,
+            self.config.lr,
+            self.config.orthogonal,
+        )
         mapped.start()
         return mapped
 
@@ -150,7 +190,6 @@ class LexiconAlignment:
         s_index, t_index = s_index.to(x_all.device), t_index.to(x_all.device)
         loss = self.loss(x_all[s_index], y_all[t_index], x_all, y_all)
         return self.weight * loss, {"rcsls": loss}
-
 
     def map_step(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The map form: after every ``every`` optimizer steps (called before steps every, 2 every, ..., so that no
@@ -192,8 +231,15 @@ class AlignedTask:
         setattr(self.task, name, value)
 
 
-def with_alignment(task, encoder: nn.Module, config: AlignmentConfig, seed: int, languages: list[str],
-                   other_language_ok: bool = False, captions: Path | None = None):
+def with_alignment(
+    task,
+    encoder: nn.Module,
+    config: AlignmentConfig,
+    seed: int,
+    languages: list[str],
+    other_language_ok: bool = False,
+    captions: Path | None = None,
+):
     """``task`` itself without a lexicon; with one, ``AlignedTask``. The lexicon's source language must be among
     the ``languages`` trained, unless ``other_language_ok`` (train-continual: only that language's task aligns)."""
     if config.lexicon is None:
@@ -203,10 +249,14 @@ def with_alignment(task, encoder: nn.Module, config: AlignmentConfig, seed: int,
     if src_lang not in languages and other_language_ok:
         return task
     if src_lang not in languages:
-        raise ConfigError(f"the lexicon translates {src_lang}, which this run does not train "
-                          f"({', '.join(languages)})", config.lexicon)
+        raise ConfigError(
+            f"the lexicon translates {src_lang}, which this run does not train ({', '.join(languages)})", config.lexicon
+        )
     alignment = LexiconAlignment(encoder, lexicon, config.weight, config.k, config.batch, seed, config, captions)
-    how = (f"a map updated every {config.every} steps at rate {config.lr}" if config.form == "map"
-           else f"in the table, weight {config.weight}")
+    how = (
+        f"a map updated every {config.every} steps at rate {config.lr}"
+        if config.form == "map"
+        else f"in the table, weight {config.weight}"
+    )
     log(f"alignment: RCSLS over {len(alignment.pairs)} {src_lang}-{NATIVE_LANG} lexicon pairs, k = {config.k}, {how}")
     return AlignedTask(task, alignment)

@@ -40,9 +40,11 @@ import typer
 from mltk.recipes import FROM_RECIPE, STAGE_RECIPES, load_recipe
 from mltk.settings.loop import LoopConfig
 
-SET_HELP = ("Set any recipe key, loop or config (e.g. --set lr=3e-4 --set betas=0.9,0.98); repeatable; wins over "
-            "the recipe and is recorded in the manifest like a named option. `mltk recipes show NAME` lists the "
-            "keys.")
+SET_HELP = (
+    "Set any recipe key, loop or config (e.g. --set lr=3e-4 --set betas=0.9,0.98); repeatable; wins over "
+    "the recipe and is recorded in the manifest like a named option. `mltk recipes show NAME` lists the "
+    "keys."
+)
 RECIPE_DEFAULT = re.compile(r"\s*\(?[Dd]efault: the recipe's\)?\.?$")
 
 
@@ -123,8 +125,13 @@ def _parameter(stage: str, option: GeneratedOption) -> inspect.Parameter:
         inner = str if "parse" in metadata else inner  # the parser reads the option's text
         annotation, default = Optional[inner], None
     extra = {key: metadata[key] for key in ("min", "max", "metavar") if key in metadata}
-    info = typer.Option(default, option_name(option.field), *metadata.get("aliases", ()),
-                        help=_help_with_default(stage, option), **extra)
+    info = typer.Option(
+        default,
+        option_name(option.field),
+        *metadata.get("aliases", ()),
+        help=_help_with_default(stage, option),
+        **extra,
+    )
     return inspect.Parameter(option.parameter, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
 
 
@@ -161,8 +168,14 @@ def training_options(stage: str, config_class: type) -> Callable[[Callable], Cal
         signature = inspect.signature(function, eval_str=True)
         options = generated_options(stage, config_class, set(signature.parameters))
         added = [_parameter(stage, option) for option in options]
-        added.append(inspect.Parameter("set_", inspect.Parameter.KEYWORD_ONLY, annotation=List[str],
-                                       default=typer.Option([], "--set", metavar="KEY=VALUE", help=SET_HELP)))
+        added.append(
+            inspect.Parameter(
+                "set_",
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=List[str],
+                default=typer.Option([], "--set", metavar="KEY=VALUE", help=SET_HELP),
+            )
+        )
 
         @functools.wraps(function)
         def command(*args, **kwargs):
@@ -194,13 +207,15 @@ def given_config(config_class: type, received: dict[GeneratedOption, Any]) -> di
     return {**given, **{name: hints[name](**values) for name, values in nested.items()}}
 
 
-def given_settings(config_class: type, named_loop: dict, named_config: dict, pairs: list[str],
-                   stage: str | None = None) -> GivenSettings:
+def given_settings(
+    config_class: type, named_loop: dict, named_config: dict, pairs: list[str], stage: str | None = None
+) -> GivenSettings:
     """The loop values given by name (None: not given), the config values given and every ``--set`` pair, typed
     and merged (``mltk.settings.resolve``); a key given two ways is refused."""
     from mltk.settings.resolve import merge_given, parse_overrides
 
     overrides = parse_overrides(pairs, config_class, stage)
     merge_given({key: True for key in named_config}, overrides["config"], "config")  # refuses a key given twice
-    return GivenSettings(loop=merge_given(named_loop, overrides["loop"], "loop"),
-                         config={**named_config, **overrides["config"]})
+    return GivenSettings(
+        loop=merge_given(named_loop, overrides["loop"], "loop"), config={**named_config, **overrides["config"]}
+    )

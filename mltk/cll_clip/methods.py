@@ -20,8 +20,18 @@ from mltk.core.errors import ConfigError
 from mltk.models.towers import clip_text_tower
 
 METHODS: dict[str, type[ContinualMethod]] = {
-    cls.name: cls for cls in (ContinualMethod, OnlineEWC, ExperienceReplay, DarkExperienceReplay, LanguageAdapters,
-                              LoraMethod, PTuning, DualPrompt, CodaPrompt)
+    cls.name: cls
+    for cls in (
+        ContinualMethod,
+        OnlineEWC,
+        ExperienceReplay,
+        DarkExperienceReplay,
+        LanguageAdapters,
+        LoraMethod,
+        PTuning,
+        DualPrompt,
+        CodaPrompt,
+    )
 }
 
 

@@ -37,8 +37,10 @@ class NoOptions:
 class EwcOptions:
     penalty: float = _option("oEWC's lambda, the weight of the penalty (methods.yaml: fisher_penalty_scale 1000).")
     gamma: float = _option("oEWC's decay of earlier tasks' Fisher information (methods.yaml: fisher_gamma 1).")
-    fisher_batches: int | None = _option("Batches that estimate the Fisher after a task; null: every batch of one "
-                                         "pass over the task (the authors' code; mltk's earlier estimate: 32).")
+    fisher_batches: int | None = _option(
+        "Batches that estimate the Fisher after a task; null: every batch of one "
+        "pass over the task (the authors' code; mltk's earlier estimate: 32)."
+    )
     half: bool = _option("lambda / 2, the papers' form, instead of the authors' code's lambda.")
 
     def check(self) -> str | None:
@@ -47,13 +49,16 @@ class EwcOptions:
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    memory_size: int = _option("Replay memory: examples the reservoir keeps of earlier tasks (methods.yaml: "
-                               "memory_size 8000).")
-    replay_batch: int | None = _option("Replayed examples per step; null: the batch size (CLFM's "
-                                       "double_batch_size).")
-    replay_loss: str = _option("Replayed examples in the task's InfoNCE with a distillation mean of their own "
-                               "(clfm, the authors'), in the task's batch for both terms (joint), or in a loss "
-                               "apart (separate).", choices=("clfm", "joint", "separate"))
+    memory_size: int = _option(
+        "Replay memory: examples the reservoir keeps of earlier tasks (methods.yaml: memory_size 8000)."
+    )
+    replay_batch: int | None = _option("Replayed examples per step; null: the batch size (CLFM's double_batch_size).")
+    replay_loss: str = _option(
+        "Replayed examples in the task's InfoNCE with a distillation mean of their own "
+        "(clfm, the authors'), in the task's batch for both terms (joint), or in a loss "
+        "apart (separate).",
+        choices=("clfm", "joint", "separate"),
+    )
 
     def check(self) -> str | None:
         if self.memory_size < 1 or (self.replay_batch is not None and self.replay_batch < 1):
@@ -69,10 +74,15 @@ class DerOptions(ReplayOptions):
 @dataclass(frozen=True)
 class AdapterOptions:
     reduction: int = _option("MLA adapters' bottleneck = width / reduction (MLA.json: reduction_factor 2).")
-    position: str = _option("Where an adapter sits: after the block's residual add (block, MLA.json) or on the "
-                            "MLP's output (mlp).", choices=("block", "mlp"))
-    init: str = _option("Adapter initialisation: AdapterHub's init_weights bert (N(0, 0.02)), or zero (W_up zero, "
-                        "a new adapter is the identity).", choices=("bert", "zero"))
+    position: str = _option(
+        "Where an adapter sits: after the block's residual add (block, MLA.json) or on the MLP's output (mlp).",
+        choices=("block", "mlp"),
+    )
+    init: str = _option(
+        "Adapter initialisation: AdapterHub's init_weights bert (N(0, 0.02)), or zero (W_up zero, "
+        "a new adapter is the identity).",
+        choices=("bert", "zero"),
+    )
 
     def check(self) -> str | None:
         return "reduction must be at least 1" if self.reduction < 1 else None
@@ -83,8 +93,7 @@ class LoraOptions:
     rank: int = _option("LoRA's rank r (lora.json: r 8).")
     alpha: float = _option("LoRA's scale alpha / r (lora.json: alpha 8).")
     dropout: float = _option("Dropout on the input of LoRA's A (lora.json: 0).")
-    targets: str = _option("Projections with LoRA, of q, k, v joined by + (lora.json: q+v; the paper's appendix: "
-                           "k+v).")
+    targets: str = _option("Projections with LoRA, of q, k, v joined by + (lora.json: q+v; the paper's appendix: k+v).")
 
     @property
     def projections(self) -> tuple[str, ...]:
@@ -104,10 +113,10 @@ class LoraOptions:
 class PTuningOptions:
     length: int = _option("P-Tuning's prefix vectors per block (prefix_tuning: prefix_length 30).")
     bottleneck: int = _option("Hidden width of P-Tuning's tanh MLP (prefix_tuning: bottleneck_size 512).")
-    separate_kv: bool = _option("Keys and values of their own per block (prefix_tuning); false: one vector for both "
-                                "(p_tuning.json).")
-    layer_norm: bool = _option("LayerNorm on the produced prefixes (p_tuning.json's use_ln; prefix_tuning has "
-                               "none).")
+    separate_kv: bool = _option(
+        "Keys and values of their own per block (prefix_tuning); false: one vector for both (p_tuning.json)."
+    )
+    layer_norm: bool = _option("LayerNorm on the produced prefixes (p_tuning.json's use_ln; prefix_tuning has none).")
 
     def check(self) -> str | None:
         return "length and bottleneck must be at least 1" if min(self.length, self.bottleneck) < 1 else None
@@ -121,10 +130,13 @@ class DualPromptOptions:
     e_layers: tuple[int, ...] = _option("Blocks with the expert prompt (prompt.py: 2, 3, 4).")
     pool: int = _option("Expert prompts, one per task (prompt.py: e_pool_size 36).")
     pull_weight: float = _option("Weight of the key-query matching loss (pull_constraint_coeff 1).")
-    key_init: str = _option("A new key: uniform in [-1, 1) (the authors' code), or the task's mean query.",
-                            choices=("uniform", "mean"))
-    candidates: str = _option("Keys ranked at test time: the whole pool (all, the authors' code), or the trained "
-                              "ones.", choices=("all", "trained"))
+    key_init: str = _option(
+        "A new key: uniform in [-1, 1) (the authors' code), or the task's mean query.", choices=("uniform", "mean")
+    )
+    candidates: str = _option(
+        "Keys ranked at test time: the whole pool (all, the authors' code), or the trained ones.",
+        choices=("all", "trained"),
+    )
 
     def check(self) -> str | None:
         if self.g_length < 2 or self.e_length < 2 or self.g_length % 2 or self.e_length % 2:
@@ -134,8 +146,7 @@ class DualPromptOptions:
 
 @dataclass(frozen=True)
 class CodaPromptOptions:
-    components: int = _option("CODA-Prompt's components added per task (prompt.py: e_pool_size 36 x 5 for 36 "
-                              "tasks).")
+    components: int = _option("CODA-Prompt's components added per task (prompt.py: e_pool_size 36 x 5 for 36 tasks).")
     length: int = _option("CODA-Prompt's prompt length (prompt.py: e_p_length 2, 1 key + 1 value).")
     layers: tuple[int, ...] = _option("Blocks with CODA prompts (prompt.py: 0-4).")
     tasks: int = _option("The most tasks CODA-Prompt is set up for (prompt.py: n_tasks 36).")
@@ -148,15 +159,23 @@ class CodaPromptOptions:
 
 # Each method's options (``--method``; ``mltk.cll_clip.methods.METHODS`` holds the same names).
 METHOD_OPTIONS: dict[str, type] = {
-    "cll-clip": NoOptions, "oewc": EwcOptions, "er": ReplayOptions, "der": DerOptions, "mla": AdapterOptions,
-    "lora": LoraOptions, "ptuning": PTuningOptions, "dualprompt": DualPromptOptions, "codaprompt": CodaPromptOptions,
+    "cll-clip": NoOptions,
+    "oewc": EwcOptions,
+    "er": ReplayOptions,
+    "der": DerOptions,
+    "mla": AdapterOptions,
+    "lora": LoraOptions,
+    "ptuning": PTuningOptions,
+    "dualprompt": DualPromptOptions,
+    "codaprompt": CodaPromptOptions,
 }
 
 
 def options_dict(options: Any) -> dict[str, Any]:
     """JSON-ready ``{key: value}`` of an options dataclass (tuples as lists)."""
-    return {f.name: list(v) if isinstance(v := getattr(options, f.name), tuple) else v
-            for f in dataclasses.fields(options)}
+    return {
+        f.name: list(v) if isinstance(v := getattr(options, f.name), tuple) else v for f in dataclasses.fields(options)
+    }
 
 
 def option_fields(method: str) -> dict[str, tuple[Any, Any]]:
@@ -195,5 +214,10 @@ def options_from_mapping(method: str, values: Mapping[str, Any], source: str | P
     if missing:
         raise ConfigError(f"the options of method {method} lack {', '.join(missing)}", source)
     plain = {key: list(value) if isinstance(value, tuple) else value for key, value in values.items()}
-    return checked_options(method, {key: check_value(plain[key], hint, key, source, what="option", metadata=metadata)
-                                    for key, (hint, metadata) in fields.items()})
+    return checked_options(
+        method,
+        {
+            key: check_value(plain[key], hint, key, source, what="option", metadata=metadata)
+            for key, (hint, metadata) in fields.items()
+        },
+    )

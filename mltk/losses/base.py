@@ -42,8 +42,13 @@ class LogitScale(nn.Module):
     (CCR_k's code: [0.001, 0.5], i.e. s in [2, 1000]).
     """
 
-    def __init__(self, init_temperature: float, learnable: bool = True, max_scale: float = MAX_LOGIT_SCALE,
-                 temperature_range: tuple[float, float] | None = None):
+    def __init__(
+        self,
+        init_temperature: float,
+        learnable: bool = True,
+        max_scale: float = MAX_LOGIT_SCALE,
+        temperature_range: tuple[float, float] | None = None,
+    ):
         super().__init__()
         if not init_temperature > 0:
             raise ConfigError(f"temperature must be positive, got {init_temperature}")
@@ -133,14 +138,14 @@ class Temperature(nn.Module):
 TEMPERATURE_FORMS = ("temperature", "log")  # T itself, clamped to a range (the authors'); log(1/T), s <= 100
 
 
-def make_temperature(form: str, init_temperature: float, temperature_range: tuple[float, float]
-                     ) -> LogitScale | Temperature:
+def make_temperature(
+    form: str, init_temperature: float, temperature_range: tuple[float, float]
+) -> LogitScale | Temperature:
     """A learnable temperature in ``form``: ``temperature`` (``Temperature``: T clamped to ``temperature_range``)
     or ``log`` (``LogitScale``: log(1/T), T >= 0.01; the range is not used)."""
     if form not in TEMPERATURE_FORMS:
         raise ConfigError(f"the temperature form must be one of {', '.join(TEMPERATURE_FORMS)}, got {form!r}")
-    return Temperature(init_temperature, temperature_range) if form == "temperature" else \
-        LogitScale(init_temperature)
+    return Temperature(init_temperature, temperature_range) if form == "temperature" else LogitScale(init_temperature)
 
 
 def check_pair(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -> None:
@@ -149,8 +154,7 @@ def check_pair(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -> No
         raise ValueError(f"{name_a} and {name_b} must both be [B, D], got {tuple(a.shape)} and {tuple(b.shape)}")
 
 
-def check_multilingual(image: torch.Tensor | None, text: torch.Tensor, text_mask: torch.Tensor | None
-                       ) -> torch.Tensor:
+def check_multilingual(image: torch.Tensor | None, text: torch.Tensor, text_mask: torch.Tensor | None) -> torch.Tensor:
     """Validate [B, D] / [B, K, D] / [B, K] shapes and return the mask (all True when None)."""
     if text.dim() != 3:
         raise ValueError(f"text features must be [B, K, D], got {tuple(text.shape)}")

@@ -82,22 +82,33 @@ class OneToKLoss(nn.Module):
     image->text mean. One [B, B*K] logits matrix serves both directions: memory and time are linear in K.
     """
 
-    def __init__(self, init_temperature: float, learnable: bool = True, weighting: str = "paper",
-                 temperature_range: tuple[float, float] | None = None):
+    def __init__(
+        self,
+        init_temperature: float,
+        learnable: bool = True,
+        weighting: str = "paper",
+        temperature_range: tuple[float, float] | None = None,
+    ):
         super().__init__()
         _check_weighting(weighting)
         self.logit_scale = LogitScale(init_temperature, learnable, temperature_range=temperature_range)
         self.weighting = weighting
 
-    def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
-                text_mask: torch.Tensor | None = None) -> LossOutput:
+    def forward(
+        self, image_features: torch.Tensor, text_features: torch.Tensor, text_mask: torch.Tensor | None = None
+    ) -> LossOutput:
         scale = self.logit_scale()
         loss = one_to_k_contrastive(image_features, text_features, 1.0 / scale, text_mask, self.weighting)
         return LossOutput(loss, {"one_to_k": loss, "logit_scale": scale})
 
 
-def one_to_k_contrastive(image_features: torch.Tensor, text_features: torch.Tensor, temperature: Scalar,
-                         text_mask: torch.Tensor | None = None, weighting: str = "paper") -> torch.Tensor:
+def one_to_k_contrastive(
+    image_features: torch.Tensor,
+    text_features: torch.Tensor,
+    temperature: Scalar,
+    text_mask: torch.Tensor | None = None,
+    weighting: str = "paper",
+) -> torch.Tensor:
     """The functional form of ``OneToKLoss`` (formula there) at a given temperature T (float or 0-dim tensor)."""
     _check_weighting(weighting)
     mask = check_multilingual(image_features, text_features, text_mask)
@@ -148,21 +159,31 @@ class OneToOneLoss(nn.Module):
     ``LossOutput(loss, {"one_to_one": loss, "logit_scale": s})``.
     """
 
-    def __init__(self, init_temperature: float, learnable: bool = True,
-                 temperature_range: tuple[float, float] | None = None):
+    def __init__(
+        self, init_temperature: float, learnable: bool = True, temperature_range: tuple[float, float] | None = None
+    ):
         super().__init__()
         self.logit_scale = LogitScale(init_temperature, learnable, temperature_range=temperature_range)
 
-    def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
-                text_mask: torch.Tensor | None = None, generator: torch.Generator | None = None) -> LossOutput:
+    def forward(
+        self,
+        image_features: torch.Tensor,
+        text_features: torch.Tensor,
+        text_mask: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> LossOutput:
         scale = self.logit_scale()
         loss = one_to_one_contrastive(image_features, text_features, 1.0 / scale, text_mask, generator)
         return LossOutput(loss, {"one_to_one": loss, "logit_scale": scale})
 
 
-def one_to_one_contrastive(image_features: torch.Tensor, text_features: torch.Tensor, temperature: Scalar,
-                           text_mask: torch.Tensor | None = None,
-                           generator: torch.Generator | None = None) -> torch.Tensor:
+def one_to_one_contrastive(
+    image_features: torch.Tensor,
+    text_features: torch.Tensor,
+    temperature: Scalar,
+    text_mask: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """The functional form of ``OneToOneLoss`` (formula there) at a given temperature T."""
     mask = check_multilingual(image_features, text_features, text_mask)
     keep = mask.any(dim=1)

@@ -76,17 +76,23 @@ class CLLCLIPLoss(nn.Module):
         _check_form(form)
         self.gamma1, self.gamma2, self.form = gamma1, gamma2, form
 
-    def forward(self, image_features: torch.Tensor | None, text_features: torch.Tensor,
-                teacher_features: torch.Tensor, logit_scale: Scalar | None = None) -> LossOutput:
+    def forward(
+        self,
+        image_features: torch.Tensor | None,
+        text_features: torch.Tensor,
+        teacher_features: torch.Tensor,
+        logit_scale: Scalar | None = None,
+    ) -> LossOutput:
         if image_features is None:
             mse = mse_distill(text_features, teacher_features, self.form)
             return LossOutput(self.gamma2 * mse, {"mse": mse})
         check_pair(image_features, text_features, "image_features", "text_features")
         contrastive = info_nce(F.normalize(image_features, dim=-1), F.normalize(text_features, dim=-1), logit_scale)
         if teacher_features.shape[0] > text_features.shape[0]:
-            raise ValueError(f"teacher has more rows ({teacher_features.shape[0]}) than text "
-                             f"({text_features.shape[0]})")
-        mse = mse_distill(text_features[:teacher_features.shape[0]], teacher_features, self.form)
+            raise ValueError(
+                f"teacher has more rows ({teacher_features.shape[0]}) than text ({text_features.shape[0]})"
+            )
+        mse = mse_distill(text_features[: teacher_features.shape[0]], teacher_features, self.form)
         return LossOutput(self.gamma1 * contrastive + self.gamma2 * mse, {"infonce": contrastive, "mse": mse})
 
 
@@ -112,20 +118,23 @@ class EnglishBridgeLoss(nn.Module):
         super().__init__()
         self.english_index = english_index
 
-    def forward(self, text_features: torch.Tensor, text_mask: torch.Tensor | None = None,
-                teacher: torch.Tensor | None = None) -> LossOutput:
+    def forward(
+        self, text_features: torch.Tensor, text_mask: torch.Tensor | None = None, teacher: torch.Tensor | None = None
+    ) -> LossOutput:
         if teacher is None:
             loss = english_bridge_mse(text_features, self.english_index, text_mask)
         else:
             mask = check_multilingual(None, text_features, text_mask)
-            english = mask[:, self.english_index:self.english_index + 1]
-            loss = english_bridge_mse(torch.cat([teacher.unsqueeze(1), text_features], dim=1), 0,
-                                      torch.cat([english, mask], 1))
+            english = mask[:, self.english_index : self.english_index + 1]
+            loss = english_bridge_mse(
+                torch.cat([teacher.unsqueeze(1), text_features], dim=1), 0, torch.cat([english, mask], 1)
+            )
         return LossOutput(loss, {"english_bridge_mse": loss})
 
 
-def english_bridge_mse(text_features: torch.Tensor, english_index: int = 0,
-                       text_mask: torch.Tensor | None = None) -> torch.Tensor:
+def english_bridge_mse(
+    text_features: torch.Tensor, english_index: int = 0, text_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """The functional form of ``EnglishBridgeLoss`` without a teacher (formula there): text [B, K, D]."""
     mask = check_multilingual(None, text_features, text_mask)
     batch, slots, dim = text_features.shape
@@ -134,7 +143,7 @@ def english_bridge_mse(text_features: torch.Tensor, english_index: int = 0,
     english_index %= slots
     text = zero_masked(text_features, mask)
     english = text[:, english_index].detach().unsqueeze(1)  # [B, 1, D]
-    pairs = mask & mask[:, english_index:english_index + 1]  # [B, K]: language and English both present
+    pairs = mask & mask[:, english_index : english_index + 1]  # [B, K]: language and English both present
     pairs[:, english_index] = False
     squared = ((text - english) ** 2).sum(dim=-1)  # [B, K]
     pair_count = int(pairs.sum())

@@ -36,13 +36,15 @@ def order_violation_scores(specific: torch.Tensor, general: torch.Tensor, block_
     out = torch.empty(specific.shape[0], general.shape[0], dtype=torch.float32, device=specific.device)
     for start in range(0, specific.shape[0], rows):
         for c_start in range(0, general.shape[0], columns):
-            out[start:start + rows, c_start:c_start + columns] = order_violation_similarity(
-                specific[start:start + rows], general[c_start:c_start + columns])
+            out[start : start + rows, c_start : c_start + columns] = order_violation_similarity(
+                specific[start : start + rows], general[c_start : c_start + columns]
+            )
     return out
 
 
-def ranking_scores(image_features: torch.Tensor, text_features: torch.Tensor, similarity: str = "cosine"
-                   ) -> torch.Tensor:
+def ranking_scores(
+    image_features: torch.Tensor, text_features: torch.Tensor, similarity: str = "cosine"
+) -> torch.Tensor:
     """[B, D] x [B, D] -> [B, B] scores of ``pairwise_ranking_hinge``: dot products (cosine on normalised features)
     or ``order_violation_similarity(image, text)``."""
     if similarity == "cosine":
@@ -62,8 +64,13 @@ def retrieval_scorer(similarity: str):
     raise ConfigError(f"--similarity must be one of {', '.join(SIMILARITIES)}, got {similarity!r}")
 
 
-def pairwise_ranking_hinge(image_features: torch.Tensor, text_features: torch.Tensor, margin: float,
-                           max_violation: bool = False, similarity: str = "cosine") -> torch.Tensor:
+def pairwise_ranking_hinge(
+    image_features: torch.Tensor,
+    text_features: torch.Tensor,
+    margin: float,
+    max_violation: bool = False,
+    similarity: str = "cosine",
+) -> torch.Tensor:
     """Bidirectional pairwise ranking (hinge) loss over in-batch negatives (Kiros et al. 2014; VSE++).
 
     With ``s(i, j)`` the similarity of x_i and y_j (``similarity``: ``cosine``, ``<x_i, y_j>`` on L2-normalised
@@ -81,8 +88,8 @@ def pairwise_ranking_hinge(image_features: torch.Tensor, text_features: torch.Te
     scores = ranking_scores(image_features, text_features, similarity)  # [B, B]
     positive = scores.diagonal()
     negatives = ~torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device)
-    cost_text = ((margin - positive.unsqueeze(1) + scores).clamp(min=0) * negatives)  # row i: x_i vs y_j
-    cost_image = ((margin - positive.unsqueeze(0) + scores).clamp(min=0) * negatives)  # column i: y_i vs x_j
+    cost_text = (margin - positive.unsqueeze(1) + scores).clamp(min=0) * negatives  # row i: x_i vs y_j
+    cost_image = (margin - positive.unsqueeze(0) + scores).clamp(min=0) * negatives  # column i: y_i vs x_j
     if max_violation:
         return cost_text.max(dim=1).values.sum() + cost_image.max(dim=0).values.sum()
     return cost_text.sum() + cost_image.sum()
@@ -103,12 +110,21 @@ class PairwiseRankingLoss(nn.Module):
         super().__init__()
         self.margin, self.max_violation, self.similarity = margin, max_violation, similarity
 
-    def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
-                text_mask: torch.Tensor | None = None) -> LossOutput:
+    def forward(
+        self, image_features: torch.Tensor, text_features: torch.Tensor, text_mask: torch.Tensor | None = None
+    ) -> LossOutput:
         mask = check_multilingual(image_features, text_features, text_mask)
-        terms = [pairwise_ranking_hinge(image_features[mask[:, k]], text_features[mask[:, k], k], self.margin,
-                                        self.max_violation, self.similarity)
-                 for k in range(text_features.shape[1]) if int(mask[:, k].sum()) >= 2]
+        terms = [
+            pairwise_ranking_hinge(
+                image_features[mask[:, k]],
+                text_features[mask[:, k], k],
+                self.margin,
+                self.max_violation,
+                self.similarity,
+            )
+            for k in range(text_features.shape[1])
+            if int(mask[:, k].sum()) >= 2
+        ]
         loss = torch.stack(terms).mean() if terms else zero_with_graph(text_features)
         return LossOutput(loss, {"hinge": loss})
 
@@ -133,8 +149,14 @@ class MLMMELoss(nn.Module):
     "mlmme_sentence_sentence": S_S})`` (before beta).
     """
 
-    def __init__(self, margin: float | None, beta: float, english_index: int | None = 0,
-                 max_violation: bool = False, form: str = "paper"):
+    def __init__(
+        self,
+        margin: float | None,
+        beta: float,
+        english_index: int | None = 0,
+        max_violation: bool = False,
+        form: str = "paper",
+    ):
         super().__init__()
         if not 0.0 <= beta <= 1.0:
             raise ConfigError(f"MLMME's beta weighs beta * S_I + (1 - beta) * S_S and must lie in [0, 1], got {beta}")
@@ -149,15 +171,17 @@ class MLMMELoss(nn.Module):
     def hinge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return pairwise_ranking_hinge(a, b, self.margin, self.max_violation)
 
-    def pair_terms(self, image: torch.Tensor, english: torch.Tensor, other: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair_terms(
+        self, image: torch.Tensor, english: torch.Tensor, other: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(S_I(k), S_S(k))`` of one language pair: image, english, other [b, D], row i the same image."""
         check_pair(image, english, "image_features", "english")
         check_pair(english, other, "english", "other")
         return self.hinge(image, english) + self.hinge(image, other), self.hinge(english, other)
 
-    def all_pairs_terms(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    def all_pairs_terms(
+        self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The paper's sums over every language (S_I) and every pair of languages (S_S)."""
         image_sentence = sentence_sentence = zero_with_graph(text)
         slots = text.shape[1]
@@ -170,20 +194,25 @@ class MLMMELoss(nn.Module):
                     sentence_sentence = sentence_sentence + self.hinge(text[both, k], text[both, other])
         return image_sentence, sentence_sentence
 
-    def pivot_terms(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def pivot_terms(
+        self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """English pivoting each other language; the means of S_I(k) and S_S(k) over the languages."""
         en = self.english_index
-        parts = [self.pair_terms(image[both], text[both, en], text[both, k])
-                 for k in range(text.shape[1]) for both in [mask[:, k] & mask[:, en]]
-                 if k != en and int(both.sum()) >= 2]
+        parts = [
+            self.pair_terms(image[both], text[both, en], text[both, k])
+            for k in range(text.shape[1])
+            for both in [mask[:, k] & mask[:, en]]
+            if k != en and int(both.sum()) >= 2
+        ]
         if not parts:
             zero = zero_with_graph(text)
             return zero, zero
         return tuple(torch.stack(column).mean() for column in zip(*parts))
 
-    def forward(self, image_features: torch.Tensor, text_features: torch.Tensor,
-                text_mask: torch.Tensor | None = None) -> LossOutput:
+    def forward(
+        self, image_features: torch.Tensor, text_features: torch.Tensor, text_mask: torch.Tensor | None = None
+    ) -> LossOutput:
         mask = check_multilingual(image_features, text_features, text_mask)
         terms = self.all_pairs_terms if self.form == "paper" else self.pivot_terms
         s_i, s_s = terms(image_features, text_features, mask)

@@ -32,21 +32,38 @@ class LossEntry:
     needs_english: bool = False  # aligns every language with English
 
 
-CONTRASTIVE_ARGUMENTS = {"init_temperature": "temperature", "learnable": "learn_temperature",
-                         "temperature_range": "temperature_range"}
+CONTRASTIVE_ARGUMENTS = {
+    "init_temperature": "temperature",
+    "learnable": "learn_temperature",
+    "temperature_range": "temperature_range",
+}
 LOSSES: dict[str, LossEntry] = {
-    "one-to-k": LossEntry(OneToKLoss, {**CONTRASTIVE_ARGUMENTS, "weighting": "weighting"},
-                          "1-to-K contrastive (CCR_k)", contrastive=True),
-    "one-to-one": LossEntry(OneToOneLoss, CONTRASTIVE_ARGUMENTS, "1-to-1 contrastive, one sampled language per image",
-                            contrastive=True),
-    "english-bridge": LossEntry(EnglishBridgeLoss, {"english_index": "english_index"},
-                                "MSE of each language to English", needs_english=True),
-    "hinge": LossEntry(PairwiseRankingLoss, {"margin": "margin", "similarity": "similarity",
-                                               "max_violation": "max_violation"},
-                       "bidirectional pairwise ranking hinge"),
-    "mlmme": LossEntry(MLMMELoss, {"margin": "margin", "beta": "beta", "english_index": "english_index",
-                                   "form": "mlmme_form", "max_violation": "max_violation"},
-                       "MLMME: image-sentence and sentence-sentence ranking", needs_english=True),
+    "one-to-k": LossEntry(
+        OneToKLoss, {**CONTRASTIVE_ARGUMENTS, "weighting": "weighting"}, "1-to-K contrastive (CCR_k)", contrastive=True
+    ),
+    "one-to-one": LossEntry(
+        OneToOneLoss, CONTRASTIVE_ARGUMENTS, "1-to-1 contrastive, one sampled language per image", contrastive=True
+    ),
+    "english-bridge": LossEntry(
+        EnglishBridgeLoss, {"english_index": "english_index"}, "MSE of each language to English", needs_english=True
+    ),
+    "hinge": LossEntry(
+        PairwiseRankingLoss,
+        {"margin": "margin", "similarity": "similarity", "max_violation": "max_violation"},
+        "bidirectional pairwise ranking hinge",
+    ),
+    "mlmme": LossEntry(
+        MLMMELoss,
+        {
+            "margin": "margin",
+            "beta": "beta",
+            "english_index": "english_index",
+            "form": "mlmme_form",
+            "max_violation": "max_violation",
+        },
+        "MLMME: image-sentence and sentence-sentence ranking",
+        needs_english=True,
+    ),
 }
 
 

@@ -35,12 +35,26 @@ from mltk.core.user_files import expect, read_user_json
 
 RECIPES_DIR = Path(__file__).resolve().parent
 # The recipe each training stage uses unless --recipe names another.
-STAGE_RECIPES = {"train-nlt": "mla-nlt", "train-le": "mla-le", "train-nlt-le": "mla-nlt-le",
-                 "train-continual": "cll-clip", "train-ccrk": "ccrk", "pretrain": "clip-pretrain"}
+STAGE_RECIPES = {
+    "train-nlt": "mla-nlt",
+    "train-le": "mla-le",
+    "train-nlt-le": "mla-nlt-le",
+    "train-continual": "cll-clip",
+    "train-ccrk": "ccrk",
+    "pretrain": "clip-pretrain",
+}
 # ... and on a Hugging Face (transformers / sentence-transformers) text tower.
 HF_TOWER_RECIPES = {"train-nlt": "real-text-minilm", "train-continual": "teir-minilm"}
-RECIPE_KEYS = {"name": str, "stage": str, "extends": str, "description": str, "source": str, "loop": dict,
-               "config": dict, "methods": dict}
+RECIPE_KEYS = {
+    "name": str,
+    "stage": str,
+    "extends": str,
+    "description": str,
+    "source": str,
+    "loop": dict,
+    "config": dict,
+    "methods": dict,
+}
 MAX_RECIPE_DEPTH = 4  # the file, its loop / config / methods sections, a list value, one more for a nested section
 
 
@@ -114,16 +128,28 @@ def _load(path: Path, name: str | None, seen: tuple[str, ...]) -> Recipe:
     parent = data.get("extends")
     if parent is not None:
         if parent in seen or parent not in recipe_names():
-            raise ConfigError(f"recipe key 'extends' must name another packaged recipe ({', '.join(recipe_names())})"
-                              f", not {parent!r}", path)
+            raise ConfigError(
+                f"recipe key 'extends' must name another packaged recipe ({', '.join(recipe_names())}), not {parent!r}",
+                path,
+            )
         base = _load(RECIPES_DIR / f"{parent}.json", parent, (*seen, name or str(path)))
         loop, config = {**base.loop, **loop}, {**base.config, **config}
-        methods = {method: {**base.methods.get(method, {}), **methods.get(method, {})}
-                   for method in {**base.methods, **methods}}  # each method's options updated key by key
+        methods = {
+            method: {**base.methods.get(method, {}), **methods.get(method, {})}
+            for method in {**base.methods, **methods}
+        }  # each method's options updated key by key
         sources = {**base.sources, **sources}
-    return Recipe(name=name or content_name(data), stage=data["stage"], description=data.get("description", ""),
-                  source=data.get("source", ""), loop=loop, config=config, path=path, sources=sources,
-                  methods=methods)
+    return Recipe(
+        name=name or content_name(data),
+        stage=data["stage"],
+        description=data.get("description", ""),
+        source=data.get("source", ""),
+        loop=loop,
+        config=config,
+        path=path,
+        sources=sources,
+        methods=methods,
+    )
 
 
 def _methods_section(section: dict, path: Path) -> dict:
@@ -145,12 +171,15 @@ def _check_shape(data: Any, path: Path) -> None:
         raise ConfigError("a recipe file must hold a JSON object", path)
     for key in data:
         if key not in RECIPE_KEYS:
-            raise ConfigError(f"unknown recipe key {key!r}{did_you_mean(key, RECIPE_KEYS)} (known: "
-                              f"{', '.join(sorted(RECIPE_KEYS))})", path)
+            raise ConfigError(
+                f"unknown recipe key {key!r}{did_you_mean(key, RECIPE_KEYS)} (known: {', '.join(sorted(RECIPE_KEYS))})",
+                path,
+            )
         expect(data[key], RECIPE_KEYS[key], key, path, what="recipe")
     if data.get("stage") not in STAGE_RECIPES:
-        raise ConfigError(f"recipe key 'stage' must be one of {', '.join(STAGE_RECIPES)}, not "
-                          f"{json.dumps(data.get('stage'))}", path)
+        raise ConfigError(
+            f"recipe key 'stage' must be one of {', '.join(STAGE_RECIPES)}, not {json.dumps(data.get('stage'))}", path
+        )
 
 
 def did_you_mean(key: str, known) -> str:

@@ -65,48 +65,92 @@ class ContinualTrainConfig:
     teir_reg: bool = False  # TEIR regularisation (per-token lambda in AdamW), with its parts:
     teir_reg_grad: bool = True  # lambda scales each row's gradient (before the moment estimates)
     teir_reg_decay: bool = True  # lambda scales each row's decoupled weight decay
-    token_sets: str = field(default=FROM_RECIPE, metadata={
-        "help": "TEIR's token sets: occurrence (tokens in the task's text, the authors' code) or vocabulary (tokens "
-        "of the task's new vocabulary, the paper's wording)."})
-    teir_memory_tokens: bool = field(default=FROM_RECIPE, metadata={
-        "option": "--teir-memory-tokens/--teir-task-tokens", "help": "Under ER/DER, TEIR's occurrence token set "
-        "holds the replay memory's tokens as well as the task's (CLFM's prepare_token_mapping), so replayed "
-        "captions train their tokens; or the task's text alone (mltk's earlier form)."})
+    token_sets: str = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "TEIR's token sets: occurrence (tokens in the task's text, the authors' code) or vocabulary "
+            "(tokens of the task's new vocabulary, the paper's wording)."
+        },
+    )
+    teir_memory_tokens: bool = field(
+        default=FROM_RECIPE,
+        metadata={
+            "option": "--teir-memory-tokens/--teir-task-tokens",
+            "help": "Under ER/DER, TEIR's occurrence token set "
+            "holds the replay memory's tokens as well as the task's (CLFM's prepare_token_mapping), so replayed "
+            "captions train their tokens; or the task's text alone (mltk's earlier form).",
+        },
+    )
     joint: bool = False  # the upper bound: one task over every language at once (with the oracle vocabulary)
     oracle_vocab: bool = False  # one vocabulary built from every task's text up front (implied by joint)
     vocab_dir: Path | None = None  # prebuilt vocab artifacts at vocab_dir/<lang>; built on the fly otherwise
     vocab_size: int = field(default=FROM_RECIPE, metadata={"help": "Tokens of each task's new vocabulary V̂."})
-    vocab_min_frequency: int = field(default=FROM_RECIPE, metadata={
-        "help": "The fewest occurrences in a task's text of a merge that its new vocabulary learns.", "cli": False,
-        "min": 1})
+    vocab_min_frequency: int = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "The fewest occurrences in a task's text of a merge that its new vocabulary learns.",
+            "cli": False,
+            "min": 1,
+        },
+    )
     protect_lang: str | None = None  # keep this language's parent ids when vocabularies are built (off: paper)
     wordpiece_growth: str = "keep"  # WordPiece: keep earlier tasks' word segmentation, or "resegment"
-    epochs: int = field(default=FROM_RECIPE, metadata={
-        "help": "Epochs per task (an epoch = one pass over its captions, or over its images with --epoch-unit "
-        "images)."})
-    epoch_unit: str = field(default=FROM_RECIPE, metadata={
-        "help": "captions (the authors': every caption once per epoch) or images (every image once, one of its "
-        "captions drawn)."})
+    epochs: int = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "Epochs per task (an epoch = one pass over its captions, or over its images with --epoch-unit "
+            "images)."
+        },
+    )
+    epoch_unit: str = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "captions (the authors': every caption once per epoch) or images (every image once, one of its "
+            "captions drawn)."
+        },
+    )
     steps: int | None = field(default=None, metadata={"help": "Updates per task (overrides --epochs).", "min": 1})
-    eval_every: int | None = field(default=None, metadata={
-        "help": "Validate every N steps of a task (default: every epoch); the best validation state is kept.",
-        "min": 0})
+    eval_every: int | None = field(
+        default=None,
+        metadata={
+            "help": "Validate every N steps of a task (default: every epoch); the best validation state is kept.",
+            "min": 0,
+        },
+    )
     batch_size: int = field(default=FROM_RECIPE, metadata=BATCH_SIZE)
-    method_lr: float | None = field(default=FROM_RECIPE, metadata={
-        "help": "Learning rate of the method's own tensors (adapters, LoRA, prompts); none: --lr, as the paper "
-        "trains everything at one rate."})
-    gamma1: float = field(default=FROM_RECIPE, metadata={
-        "help": "Weight of the image-text InfoNCE term (0 and off in a text-only run, which has no images)."})
+    method_lr: float | None = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "Learning rate of the method's own tensors (adapters, LoRA, prompts); none: --lr, as the paper "
+            "trains everything at one rate."
+        },
+    )
+    gamma1: float = field(
+        default=FROM_RECIPE,
+        metadata={"help": "Weight of the image-text InfoNCE term (0 and off in a text-only run, which has no images)."},
+    )
     gamma2: float = field(default=FROM_RECIPE, metadata={"help": "Weight of the MSE to the English teacher."})
     mse_form: str = field(default=FROM_RECIPE, metadata=MSE_FORM)
-    temperature: float = field(default=FROM_RECIPE, metadata={
-        "help": "Initial temperature of the InfoNCE term (trained with it).", "cli": False})
-    temperature_form: str = field(default=FROM_RECIPE, metadata={
-        "help": "How the temperature trains: temperature (T itself, clamped to --temperature-range each step, "
-        "reset at each task: the authors' code) or log (log 1/T, T >= 0.01, carried across tasks: mltk's earlier "
-        "form)."})
-    temperature_range: tuple[float, float] = field(default=FROM_RECIPE, metadata={
-        "help": "The clamp of T in the temperature form.", "metavar": "LOW,HIGH", "parse": temperature_range_option})
+    temperature: float = field(
+        default=FROM_RECIPE,
+        metadata={"help": "Initial temperature of the InfoNCE term (trained with it).", "cli": False},
+    )
+    temperature_form: str = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "How the temperature trains: temperature (T itself, clamped to --temperature-range each step, "
+            "reset at each task: the authors' code) or log (log 1/T, T >= 0.01, carried across tasks: mltk's earlier "
+            "form)."
+        },
+    )
+    temperature_range: tuple[float, float] = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "The clamp of T in the temperature form.",
+            "metavar": "LOW,HIGH",
+            "parse": temperature_range_option,
+        },
+    )
     metric: str | None = None  # a_{j,i}: AR or <i2t|t2i>.R@<K>; text-only <x2en|en2x>.R@<K> (None: R@1 t2i / x2en)
     split: str = "train"
     val_split: str = "val"
@@ -127,8 +171,9 @@ class ContinualTrainConfig:
     def variant(self) -> str:
         """plain, init-only, reg-only or teir; a regularisation of the gradient or the decay alone adds -grad or
         -decay; joint runs and the oracle vocabulary say so."""
-        name = {(False, False): "plain", (True, False): "init-only", (False, True): "reg-only",
-                (True, True): "teir"}[(self.teir_init, self.teir_reg)]
+        name = {(False, False): "plain", (True, False): "init-only", (False, True): "reg-only", (True, True): "teir"}[
+            (self.teir_init, self.teir_reg)
+        ]
         if self.teir_reg and not (self.teir_reg_grad and self.teir_reg_decay):
             name += "-grad" if self.teir_reg_grad else "-decay"
         if self.joint:
@@ -155,8 +200,9 @@ class ContinualTrainConfig:
         if self.method not in METHODS:
             problems.append(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.epochs < 1 or (self.steps is not None and self.steps < 1) or self.batch_size < 1:
-            problems.append(f"epochs, steps and batch size must be positive (got {self.epochs}, {self.steps}, "
-                            f"{self.batch_size})")
+            problems.append(
+                f"epochs, steps and batch size must be positive (got {self.epochs}, {self.steps}, {self.batch_size})"
+            )
         if not self.text_only and (problem := vocabulary_size_problem(self.vocab_size, "--vocab-size")):
             problems.append(problem)  # CLIP's BPE; a WordPiece vocabulary needs only a positive size
         if self.vocab_size < 1:
@@ -164,17 +210,23 @@ class ContinualTrainConfig:
         if len(set(self.languages)) != len(self.languages):
             problems.append(f"a language appears twice in the task order {','.join(self.languages)}")
         if self.temperature_form not in TEMPERATURE_FORMS:
-            problems.append(f"--temperature-form must be one of {', '.join(TEMPERATURE_FORMS)}, got "
-                            f"{self.temperature_form!r}")
-        if not (len(self.temperature_range) == 2 and 0 < self.temperature_range[0] <= self.temperature
-                <= self.temperature_range[1]):
-            problems.append(f"--temperature-range must be two numbers low,high with 0 < low <= the initial "
-                            f"temperature ({self.temperature}) <= high, got {list(self.temperature_range)}")
+            problems.append(
+                f"--temperature-form must be one of {', '.join(TEMPERATURE_FORMS)}, got {self.temperature_form!r}"
+            )
+        if not (
+            len(self.temperature_range) == 2
+            and 0 < self.temperature_range[0] <= self.temperature <= self.temperature_range[1]
+        ):
+            problems.append(
+                f"--temperature-range must be two numbers low,high with 0 < low <= the initial "
+                f"temperature ({self.temperature}) <= high, got {list(self.temperature_range)}"
+            )
         if self.mse_form not in MSE_FORMS:
             problems.append(f"--mse-form must be one of {', '.join(MSE_FORMS)}, got {self.mse_form!r}")
         if self.wordpiece_growth not in WORDPIECE_GROWTH:
-            problems.append(f"--wordpiece-growth must be one of {', '.join(WORDPIECE_GROWTH)}, got "
-                            f"{self.wordpiece_growth!r}")
+            problems.append(
+                f"--wordpiece-growth must be one of {', '.join(WORDPIECE_GROWTH)}, got {self.wordpiece_growth!r}"
+            )
         if self.epoch_unit not in EPOCH_UNITS:
             problems.append(f"--epoch-unit must be one of {', '.join(EPOCH_UNITS)}, got {self.epoch_unit!r}")
         if self.token_sets not in TOKEN_SETS:
@@ -182,20 +234,31 @@ class ContinualTrainConfig:
         if self.teir_reg and not (self.teir_reg_grad or self.teir_reg_decay):
             problems.append("TEIR's regularisation needs its gradient part, its decay part or both")
         if self.joint and self.method != "cll-clip":
-            problems.append(f"--joint trains every language at once, the upper bound of plain CLL-CLIP; it takes "
-                            f"no continual method (got --method {self.method})")
+            problems.append(
+                f"--joint trains every language at once, the upper bound of plain CLL-CLIP; it takes "
+                f"no continual method (got --method {self.method})"
+            )
         if self.uses_oracle_vocab and self.vocab_dir is not None:
             problems.append("--oracle-vocab builds its one vocabulary itself; leave out --vocab-dir")
         if not METRIC_PATTERN.fullmatch(self.metric):
-            problems.append(f"--continual-metric must be AR or <i2t|t2i>.R@<1|5|10> (text-only: "
-                            f"<x2en|en2x>.R@<1|5|10>), got {self.metric!r}")
-        problems += self._text_only_problems() if self.text_only else \
-            ([f"--continual-metric {self.metric} is caption-to-caption retrieval of a text-only run (no image "
-              f"embeddings); with images use AR or <i2t|t2i>.R@<1|5|10>"]
-             if self.metric[:4] in ("x2en", "en2x") else [])
+            problems.append(
+                f"--continual-metric must be AR or <i2t|t2i>.R@<1|5|10> (text-only: "
+                f"<x2en|en2x>.R@<1|5|10>), got {self.metric!r}"
+            )
+        problems += (
+            self._text_only_problems()
+            if self.text_only
+            else (
+                [
+                    f"--continual-metric {self.metric} is caption-to-caption retrieval of a text-only run (no image "
+                    f"embeddings); with images use AR or <i2t|t2i>.R@<1|5|10>"
+                ]
+                if self.metric[:4] in ("x2en", "en2x")
+                else []
+            )
+        )
         if problems:
             raise ConfigError("; ".join(problems))
-
 
     def _text_only_problems(self) -> list[str]:
         """What a text-only run (no image embeddings) cannot do."""
@@ -203,17 +266,24 @@ class ContinualTrainConfig:
 
         problems = []
         if self.gamma1:
-            problems.append(f"the InfoNCE term (--gamma1 {self.gamma1}) needs image embeddings; a text-only run trains "
-                            f"the MSE-to-English term alone (leave out --gamma1)")
+            problems.append(
+                f"the InfoNCE term (--gamma1 {self.gamma1}) needs image embeddings; a text-only run trains "
+                f"the MSE-to-English term alone (leave out --gamma1)"
+            )
         if self.metric.split(".")[0] in ("i2t", "t2i", "AR"):
-            problems.append(f"--continual-metric {self.metric} needs image embeddings; a text-only run is scored by "
-                            f"caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10>")
+            problems.append(
+                f"--continual-metric {self.metric} needs image embeddings; a text-only run is scored by "
+                f"caption-to-caption retrieval against English: <x2en|en2x>.R@<1|5|10>"
+            )
         if NATIVE_LANG in self.languages:
-            problems.append(f"{NATIVE_LANG} is the teacher of a text-only run (the frozen tower); "
-                            f"leave it out of --lang")
+            problems.append(
+                f"{NATIVE_LANG} is the teacher of a text-only run (the frozen tower); leave it out of --lang"
+            )
         if self.method != "cll-clip":
             problems.append(f"a text-only run trains plain CLL-CLIP's table (--method cll-clip), not {self.method}")
         if self.uses_oracle_vocab:
-            problems.append("a text-only run grows its vocabulary task by task: --joint and --oracle-vocab need "
-                            "a CLIP with image embeddings")
+            problems.append(
+                "a text-only run grows its vocabulary task by task: --joint and --oracle-vocab need "
+                "a CLIP with image embeddings"
+            )
         return problems

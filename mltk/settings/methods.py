@@ -28,8 +28,7 @@ SECTION = "methods"
 
 def section_field(config_class: type) -> str | None:
     """The field of ``config_class`` that holds a method's options from the recipe's ``methods`` section."""
-    return next((f.name for f in dataclasses.fields(config_class) if f.metadata.get("recipe_section") == SECTION),
-                None)
+    return next((f.name for f in dataclasses.fields(config_class) if f.metadata.get("recipe_section") == SECTION), None)
 
 
 def set_key(key: str) -> tuple[str | None, str] | None:
@@ -49,8 +48,10 @@ def add_given(given: dict[str, Any], key: str, text: str) -> None:
     if not option:
         raise ConfigError(f"--set {key}: name the option, as method.KEY=VALUE (e.g. method.rank=16)")
     if method is not None and method not in METHOD_OPTIONS:
-        raise ConfigError(f"--set {key}: no method {method!r}{did_you_mean(method, METHOD_OPTIONS)} (methods: "
-                          f"{', '.join(METHOD_OPTIONS)})")
+        raise ConfigError(
+            f"--set {key}: no method {method!r}{did_you_mean(method, METHOD_OPTIONS)} (methods: "
+            f"{', '.join(METHOD_OPTIONS)})"
+        )
     entry = given.setdefault(method, {}) if method else given
     if option in entry:
         raise ConfigError(f"--set {key} given twice")
@@ -62,17 +63,24 @@ def check_section(recipe: Recipe, reads_methods: bool) -> None:
     option its method lacks, naming the file; check each value against its field."""
     for method, entry in recipe.methods.items():
         if not reads_methods:
-            raise ConfigError(f"recipe section 'methods': {recipe.stage} has no continual methods; leave it out",
-                              recipe.path)
+            raise ConfigError(
+                f"recipe section 'methods': {recipe.stage} has no continual methods; leave it out", recipe.path
+            )
         if method not in METHOD_OPTIONS:
-            raise ConfigError(f"recipe key 'methods.{method}': no such method{did_you_mean(method, METHOD_OPTIONS)} "
-                              f"(methods: {', '.join(METHOD_OPTIONS)})", recipe.path)
+            raise ConfigError(
+                f"recipe key 'methods.{method}': no such method{did_you_mean(method, METHOD_OPTIONS)} "
+                f"(methods: {', '.join(METHOD_OPTIONS)})",
+                recipe.path,
+            )
         fields = option_fields(method)
         for key, value in entry.items():
             where = recipe.source_of(SECTION, f"{method}.{key}")
             if key not in fields:
-                raise ConfigError(f"unknown recipe key 'methods.{method}.{key}'{did_you_mean(key, fields)} (the "
-                                  f"options of {method}: {', '.join(fields) or 'none'})", where)
+                raise ConfigError(
+                    f"unknown recipe key 'methods.{method}.{key}'{did_you_mean(key, fields)} (the "
+                    f"options of {method}: {', '.join(fields) or 'none'})",
+                    where,
+                )
             check_value(value, fields[key][0], f"methods.{method}.{key}", where, metadata=fields[key][1])
 
 
@@ -85,8 +93,9 @@ def resolved_options(method: str, given: Any, recipe: Recipe) -> Any:
     if isinstance(given, options_class):
         return checked_options(method, {f.name: getattr(given, f.name) for f in dataclasses.fields(given)})
     if given is not None and not isinstance(given, Mapping):
-        raise ConfigError(f"method {method} takes {options_class.__name__} or a mapping of its options, got "
-                          f"{type(given).__name__}")
+        raise ConfigError(
+            f"method {method} takes {options_class.__name__} or a mapping of its options, got {type(given).__name__}"
+        )
     given = _own_entries(method, given or {})
     unknown_options(method, given, "--set method.{}")
     entry = recipe.methods.get(method, {})
@@ -95,11 +104,18 @@ def resolved_options(method: str, given: Any, recipe: Recipe) -> Any:
         if key in given:
             values[key] = _given_value(given[key], hint, metadata, f"method.{key}")
         elif key in entry:
-            values[key] = check_value(entry[key], hint, f"methods.{method}.{key}",
-                                      recipe.source_of(SECTION, f"{method}.{key}"), metadata=metadata)
+            values[key] = check_value(
+                entry[key],
+                hint,
+                f"methods.{method}.{key}",
+                recipe.source_of(SECTION, f"{method}.{key}"),
+                metadata=metadata,
+            )
         else:
-            raise ConfigError(f"the recipe sets no 'methods.{method}.{key}' (a train-continual recipe must, or "
-                              f"extend one that does)", recipe.path)
+            raise ConfigError(
+                f"the recipe sets no 'methods.{method}.{key}' (a train-continual recipe must, or extend one that does)",
+                recipe.path,
+            )
     return checked_options(method, values)
 
 
@@ -108,12 +124,15 @@ def _own_entries(method: str, given: Mapping[str, Any]) -> dict[str, Any]:
     given for another method are refused (they would do nothing)."""
     plain = {key: value for key, value in given.items() if key not in METHOD_OPTIONS}
     for other in sorted(set(given) & set(METHOD_OPTIONS) - {method}):
-        raise ConfigError(f"--set {SECTION}.{other}.{next(iter(given[other]), '')}: the run's method is {method}, "
-                          f"which does not read {other}'s options")
+        raise ConfigError(
+            f"--set {SECTION}.{other}.{next(iter(given[other]), '')}: the run's method is {method}, "
+            f"which does not read {other}'s options"
+        )
     both = sorted(set(plain) & set(given.get(method, {})))
     if both:
-        raise ConfigError(f"method option {both[0]} given twice (method.{both[0]} and {SECTION}.{method}."
-                          f"{both[0]}); give it once")
+        raise ConfigError(
+            f"method option {both[0]} given twice (method.{both[0]} and {SECTION}.{method}.{both[0]}); give it once"
+        )
     return {**plain, **given.get(method, {})}
 
 
@@ -132,6 +151,13 @@ def method_rows(recipe: Recipe) -> list[tuple[str, Any, Path, str]]:
     rows = []
     for method, entry in recipe.methods.items():
         fields = option_fields(method)
-        rows += [(f"{SECTION}.{method}.{key}", value, recipe.source_of(SECTION, f"{method}.{key}"),
-                  " ".join(fields[key][1].get("help", "").split())) for key, value in entry.items()]
+        rows += [
+            (
+                f"{SECTION}.{method}.{key}",
+                value,
+                recipe.source_of(SECTION, f"{method}.{key}"),
+                " ".join(fields[key][1].get("help", "").split()),
+            )
+            for key, value in entry.items()
+        ]
     return rows

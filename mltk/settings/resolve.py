@@ -51,16 +51,21 @@ def recipe_loop(recipe: Recipe, **given: Any) -> LoopConfig:
     for key, value in recipe.loop.items():
         path = recipe.source_of("loop", key)
         if key not in hints:
-            raise ConfigError(f"unknown recipe key 'loop.{key}'{did_you_mean(key, hints)} (known: "
-                              f"{', '.join(LOOP_KEYS)})", path)
+            raise ConfigError(
+                f"unknown recipe key 'loop.{key}'{did_you_mean(key, hints)} (known: {', '.join(LOOP_KEYS)})", path
+            )
         if key in unread:
-            raise ConfigError(f"recipe key 'loop.{key}': {recipe.stage} does not read it ({unread[key]}); leave it "
-                              f"out", path)
+            raise ConfigError(
+                f"recipe key 'loop.{key}': {recipe.stage} does not read it ({unread[key]}); leave it out", path
+            )
         values[key] = check_value(value, hints[key][0], f"loop.{key}", path, metadata=hints[key][1])
     missing = [key for key in RECIPE_LOOP_KEYS if key not in values]
     if missing:
-        raise ConfigError(f"the recipe sets no 'loop.{missing[0]}' (a recipe names every loop key "
-                          f"{', '.join(RECIPE_LOOP_KEYS)}, or extends one that does)", recipe.path)
+        raise ConfigError(
+            f"the recipe sets no 'loop.{missing[0]}' (a recipe names every loop key "
+            f"{', '.join(RECIPE_LOOP_KEYS)}, or extends one that does)",
+            recipe.path,
+        )
     for key in given.keys() & unread.keys():
         raise ConfigError(f"loop key {key!r}: {recipe.stage} does not read it ({unread[key]})")
     values.update({key: given_value(value, *hints[key], key) for key, value in given.items() if value is not None})
@@ -73,10 +78,14 @@ def recipe_loop(recipe: Recipe, **given: Any) -> LoopConfig:
 
 
 # The config class of each training stage, imported when asked (the config modules import this one).
-STAGE_CONFIGS = {"train-nlt": "mltk.settings.mla:MlaConfig", "train-le": "mltk.settings.mla:MlaConfig",
-                 "train-nlt-le": "mltk.settings.mla:MlaConfig", "train-ccrk": "mltk.settings.ccrk:CcrkConfig",
-                 "train-continual": "mltk.settings.continual:ContinualTrainConfig",
-                 "pretrain": "mltk.settings.pretrain:PretrainConfig"}
+STAGE_CONFIGS = {
+    "train-nlt": "mltk.settings.mla:MlaConfig",
+    "train-le": "mltk.settings.mla:MlaConfig",
+    "train-nlt-le": "mltk.settings.mla:MlaConfig",
+    "train-ccrk": "mltk.settings.ccrk:CcrkConfig",
+    "train-continual": "mltk.settings.continual:ContinualTrainConfig",
+    "pretrain": "mltk.settings.pretrain:PretrainConfig",
+}
 
 
 def stage_config(stage: str) -> type:
@@ -102,8 +111,10 @@ def stage_keys(recipe: Recipe) -> dict:
     kept = {}
     for key, value in recipe.config.items():
         if key not in hints or key in ("loop", "recipe"):
-            raise ConfigError(f"unknown recipe key 'config.{key}' for {recipe.stage}{did_you_mean(key, hints)}",
-                              recipe.source_of("config", key))
+            raise ConfigError(
+                f"unknown recipe key 'config.{key}' for {recipe.stage}{did_you_mean(key, hints)}",
+                recipe.source_of("config", key),
+            )
         problem = unread_by(recipe.stage, key, hints[key][1])
         if problem and recipe.source_of("config", key) == recipe.path:
             raise ConfigError(f"recipe key 'config.{key}': {problem}; leave it out", recipe.path)
@@ -148,10 +159,12 @@ def recipe_fields(config: Any, stage: str) -> dict[str, Any]:
                 given_value(value, hint, metadata, name)
             continue
         if name not in recipe.config:
-            raise ConfigError(f"the recipe sets no 'config.{name}' (a {stage} recipe must, or extend one that does)",
-                              recipe.path)
-        filled[name] = check_value(recipe.config[name], hint, f"config.{name}", recipe.source_of("config", name),
-                                   metadata=metadata)
+            raise ConfigError(
+                f"the recipe sets no 'config.{name}' (a {stage} recipe must, or extend one that does)", recipe.path
+            )
+        filled[name] = check_value(
+            recipe.config[name], hint, f"config.{name}", recipe.source_of("config", name), metadata=metadata
+        )
     if not isinstance(config.loop, LoopConfig):
         filled["loop"] = recipe_loop(recipe, **(config.loop or {}))
     check_learning_rates({**{name: getattr(config, name) for name in hints}, **filled})  # every rate, one rule
@@ -169,12 +182,16 @@ def _nested_fields(value: Any, name: str, recipe: Recipe, stage: str) -> dict[st
     for key in section:
         if key not in hints:
             raise ConfigError(f"unknown recipe key 'config.{name}.{key}'{did_you_mean(key, hints)}", path)
-    values = {key: check_value(section[key], hints[key][0], f"config.{name}.{key}", path, metadata=hints[key][1])
-              for key in section}
+    values = {
+        key: check_value(section[key], hints[key][0], f"config.{name}.{key}", path, metadata=hints[key][1])
+        for key in section
+    }
     missing = [key for key in hints if getattr(value, key) is FROM_RECIPE and key not in values]
     if missing:
-        raise ConfigError(f"the recipe sets no 'config.{name}.{missing[0]}' (a {stage} recipe must, or extend one "
-                          f"that does)", recipe.path)
+        raise ConfigError(
+            f"the recipe sets no 'config.{name}.{missing[0]}' (a {stage} recipe must, or extend one that does)",
+            recipe.path,
+        )
     left = {key: values[key] for key in hints if getattr(value, key) is FROM_RECIPE}
     return {name: dataclasses.replace(value, **left)} if left else {}
 
@@ -202,8 +219,12 @@ def is_resolved(config: Any) -> bool:
     """No field left to the recipe (a nested section's included), a built ``LoopConfig`` and a method's options
     built from the recipe's ``methods`` section (``mltk.settings.methods``)."""
     values = [getattr(config, name) for name in field_hints(type(config))]
-    nested = [getattr(value, f.name) for value in values if dataclasses.is_dataclass(value)
-              and not isinstance(value, type) for f in dataclasses.fields(value)]
+    nested = [
+        getattr(value, f.name)
+        for value in values
+        if dataclasses.is_dataclass(value) and not isinstance(value, type)
+        for f in dataclasses.fields(value)
+    ]
     section = section_field(type(config))
     built = section is None or dataclasses.is_dataclass(getattr(config, section))
     return built and isinstance(config.loop, LoopConfig) and all(value is not FROM_RECIPE for value in values + nested)
@@ -241,8 +262,7 @@ def parse_overrides(pairs: Iterable[str], config_class: type, stage: str | None 
         if key in keys and stage and (problem := unread_by(stage, key, keys[key][2])):
             raise ConfigError(f"--set {key}: {problem}")
         if key not in keys:
-            raise ConfigError(f"--set: unknown key {key!r}{did_you_mean(key, keys)} (known: "
-                              f"{', '.join(sorted(keys))})")
+            raise ConfigError(f"--set: unknown key {key!r}{did_you_mean(key, keys)} (known: {', '.join(sorted(keys))})")
         section, hint, metadata = keys[key]
         if key in parsed[section]:
             raise ConfigError(f"--set {key} given twice")

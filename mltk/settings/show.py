@@ -21,12 +21,19 @@ def recipe_values(name_or_path: str | Path) -> tuple[Recipe, list[RecipeValue]]:
     recipe = load_recipe(name_or_path)
     fields = {"loop": field_hints(LoopConfig), "config": field_hints(stage_config(recipe.stage))}
     check_section(recipe, section_field(stage_config(recipe.stage)) is not None)
-    rows = [RecipeValue(f"{section}.{key}", value, source_name(recipe, recipe.source_of(section, key)),
-                        _meaning(fields[section].get(key)))
-            for section, values in (("loop", recipe.loop), ("config", stage_keys(recipe)))
-            for key, value in values.items()]
-    rows += [RecipeValue(key, value, source_name(recipe, path), meaning)
-             for key, value, path, meaning in method_rows(recipe)]
+    rows = [
+        RecipeValue(
+            f"{section}.{key}",
+            value,
+            source_name(recipe, recipe.source_of(section, key)),
+            _meaning(fields[section].get(key)),
+        )
+        for section, values in (("loop", recipe.loop), ("config", stage_keys(recipe)))
+        for key, value in values.items()
+    ]
+    rows += [
+        RecipeValue(key, value, source_name(recipe, path), meaning) for key, value, path, meaning in method_rows(recipe)
+    ]
     return recipe, rows
 
 

@@ -121,10 +121,21 @@ class CcrkObjective(nn.Module):
     ``text_mask [B, K]``. Holds the learnable temperature of the contrastive losses (``criterion.logit_scale``).
     """
 
-    def __init__(self, loss: str, languages: list[str], weighting: str, temperature: float,
-                 learn_temperature: bool, margin: float | None, beta: float,
-                 temperature_range: tuple[float, float] | None, similarity: str = "cosine",
-                 mlmme_form: str = "paper", max_violation: bool = False, temperature_form: str = "log"):
+    def __init__(
+        self,
+        loss: str,
+        languages: list[str],
+        weighting: str,
+        temperature: float,
+        learn_temperature: bool,
+        margin: float | None,
+        beta: float,
+        temperature_range: tuple[float, float] | None,
+        similarity: str = "cosine",
+        mlmme_form: str = "paper",
+        max_violation: bool = False,
+        temperature_form: str = "log",
+    ):
         super().__init__()
         if loss not in LOSSES:
             raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {loss!r}")
@@ -135,23 +146,45 @@ class CcrkObjective(nn.Module):
         self.name, self.beta, self.similarity, self.mlmme_form = loss, beta, similarity, mlmme_form
         self.margin = AME_MARGINS[similarity] if margin is None else margin
         self.english = languages.index(NATIVE_LANG) if NATIVE_LANG in languages else None
-        self.criterion = build_loss(loss, {
-            "temperature": temperature, "learn_temperature": learn_temperature, "weighting": weighting,
-            "temperature_range": temperature_range, "english_index": self.english, "margin": self.margin,
-            "similarity": similarity, "beta": beta, "mlmme_form": mlmme_form,
-            "max_violation": max_violation})
+        self.criterion = build_loss(
+            loss,
+            {
+                "temperature": temperature,
+                "learn_temperature": learn_temperature,
+                "weighting": weighting,
+                "temperature_range": temperature_range,
+                "english_index": self.english,
+                "margin": self.margin,
+                "similarity": similarity,
+                "beta": beta,
+                "mlmme_form": mlmme_form,
+                "max_violation": max_violation,
+            },
+        )
         if temperature_form == "temperature" and learn_temperature and hasattr(self.criterion, "logit_scale"):
             self.criterion.logit_scale = make_temperature(temperature_form, temperature, temperature_range)
 
     @classmethod
     def of(cls, config: CcrkConfig, languages: list[str]) -> CcrkObjective:
         """The objective ``config`` (its recipe's values filled in) names."""
-        return cls(config.loss, languages, config.weighting, config.temperature, config.learn_temperature,
-                   config.margin, config.beta, config.temperature_range, config.similarity, config.mlmme_form,
-                   config.max_violation, config.temperature_form)
+        return cls(
+            config.loss,
+            languages,
+            config.weighting,
+            config.temperature,
+            config.learn_temperature,
+            config.margin,
+            config.beta,
+            config.temperature_range,
+            config.similarity,
+            config.mlmme_form,
+            config.max_violation,
+            config.temperature_form,
+        )
 
-    def forward(self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor,
-                teacher: torch.Tensor | None = None) -> LossOutput:
+    def forward(
+        self, image: torch.Tensor, text: torch.Tensor, mask: torch.Tensor, teacher: torch.Tensor | None = None
+    ) -> LossOutput:
         """``teacher`` [B, D]: the frozen CLIP's English features, given when English trains (the English bridge
         then targets them); the other losses do not use it."""
         if self.name == "english-bridge":
@@ -184,10 +217,20 @@ class CcrkTask:
     CLL-CLIP's table English is encoded live, and the frozen CLIP's English features are precomputed only as the
     English bridge's target."""
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder | ContinualTextEncoder, objective: CcrkObjective,
-                 data: ImageCaptions, batches: MultilingualBatches, image_vectors: torch.Tensor, train_embedding: bool,
-                 runtime: Runtime, validator: RetrievalValidator, *, temperature_lr_scale: float,
-                 temperature_weight_decay: float):
+    def __init__(
+        self,
+        encoder: LanguageAcquisitionEncoder | ContinualTextEncoder,
+        objective: CcrkObjective,
+        data: ImageCaptions,
+        batches: MultilingualBatches,
+        image_vectors: torch.Tensor,
+        train_embedding: bool,
+        runtime: Runtime,
+        validator: RetrievalValidator,
+        *,
+        temperature_lr_scale: float,
+        temperature_weight_decay: float,
+    ):
         self.encoder, self.objective, self.data, self.batches = encoder, objective, data, batches
         self.temperature_lr_scale, self.temperature_weight_decay = temperature_lr_scale, temperature_weight_decay
         self.image_vectors = image_vectors  # [N_all, D] L2-normalised, CPU
@@ -197,17 +240,24 @@ class CcrkTask:
         self.trained_languages = trained_languages(encoder, self.languages)
         self.tokens = {lang: encoder.tokenize(data.texts[lang], lang) for lang in self.trained_languages}
         if encoder.tower.output_dim != image_vectors.shape[1]:
-            raise ConfigError(f"text features have dim {encoder.tower.output_dim} but the image embeddings have "
-                              f"dim {image_vectors.shape[1]}: encode the images with the encoder's base CLIP")
+            raise ConfigError(
+                f"text features have dim {encoder.tower.output_dim} but the image embeddings have "
+                f"dim {image_vectors.shape[1]}: encode the images with the encoder's base CLIP"
+            )
         self.english = None  # [N_en, D] L2-normalised constants: frozen English, or the bridge's teacher
         if NATIVE_LANG in self.languages and (not self.english_trains or objective.name == "english-bridge"):
             frozen = ClipTextEncoder(encoder.clip) if self.english_trains else encoder
-            self.english = torch.from_numpy(encode_texts(frozen, data.texts[NATIVE_LANG], NATIVE_LANG, runtime,
-                                                         description="encoding English (frozen)"))
+            self.english = torch.from_numpy(
+                encode_texts(
+                    frozen, data.texts[NATIVE_LANG], NATIVE_LANG, runtime, description="encoding English (frozen)"
+                )
+            )
 
     def parameters_to_train(self) -> dict[str, nn.Parameter]:
-        return {**self.encoder.trainable_tensors(self.trained_languages, embedding=self.train_embedding),
-                **self.objective.trainable()}
+        return {
+            **self.encoder.trainable_tensors(self.trained_languages, embedding=self.train_embedding),
+            **self.objective.trainable(),
+        }
 
     def make_optimizer(self, params: dict[str, nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
         """The loop's AdamW (decay on matrices only), with the loss's learnt temperature in a group of its own at
@@ -216,8 +266,13 @@ class CcrkTask:
         loss_params = {name: p for name, p in params.items() if name.startswith(LOSS_PREFIX)}
         others = {name: p for name, p in params.items() if name not in loss_params}
         groups = decay_groups(others, loop.weight_decay)
-        groups.append({"params": list(loss_params.values()), "lr": loop.lr * self.temperature_lr_scale,
-                       "weight_decay": self.temperature_weight_decay})
+        groups.append(
+            {
+                "params": list(loss_params.values()),
+                "lr": loop.lr * self.temperature_lr_scale,
+                "weight_decay": self.temperature_weight_decay,
+            }
+        )
         return adamw([g for g in groups if g["params"]], loop)
 
     def loss(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -281,38 +336,48 @@ def trained_languages(encoder, languages: list[str]) -> list[str]:
     return [lang for lang in languages if lang != NATIVE_LANG]
 
 
-def ccrk_encoder(config: CcrkConfig, captions: pa.Table, runtime: Runtime
-                 ) -> tuple[LanguageAcquisitionEncoder | ContinualTextEncoder, list[str]]:
+def ccrk_encoder(
+    config: CcrkConfig, captions: pa.Table, runtime: Runtime
+) -> tuple[LanguageAcquisitionEncoder | ContinualTextEncoder, list[str]]:
     """The encoder and the K language slots (English first when present)."""
-    available = sorted(set(captions.filter(pc.equal(captions.column("split"), config.split))
-                           .column("lang").to_pylist()))
+    available = sorted(
+        set(captions.filter(pc.equal(captions.column("split"), config.split)).column("lang").to_pylist())
+    )
     if not available:
         raise ConfigError(f"no captions in split {config.split!r}", config.captions)
     english = [NATIVE_LANG] if NATIVE_LANG in available else []
     init_format = artifacts.checkpoint_format(config.init) if config.init is not None else None
     if init_format not in (None, "mla", CLL_FORMAT):
-        raise ConfigError(f"--init must be an MLA checkpoint (train-nlt, train-le) or a CLL-CLIP one "
-                          f"(train-continual), not format {init_format!r}", config.init)
+        raise ConfigError(
+            f"--init must be an MLA checkpoint (train-nlt, train-le) or a CLL-CLIP one "
+            f"(train-continual), not format {init_format!r}",
+            config.init,
+        )
 
     def slots(known: list[str]) -> list[str]:
         languages = list(config.languages) or ([*english, *known] if config.init is not None else available)
         languages = sorted(dict.fromkeys(languages), key=lambda lang: (lang != NATIVE_LANG, lang))
         missing = [lang for lang in languages if lang not in available]
         if missing:
-            raise ConfigError(f"no {config.split} captions in language(s) {', '.join(missing)} (has "
-                              f"{', '.join(available)})", config.captions)
+            raise ConfigError(
+                f"no {config.split} captions in language(s) {', '.join(missing)} (has {', '.join(available)})",
+                config.captions,
+            )
         if init_format != CLL_FORMAT and not [lang for lang in languages if lang != NATIVE_LANG]:
             raise ConfigError("nothing to train: English is the frozen native language; add other languages")
         return languages
 
     if init_format == CLL_FORMAT:
         if not config.train_embedding:
-            raise ConfigError("--freeze-embedding leaves nothing to train in a CLL-CLIP checkpoint (its token table "
-                              "is what trains)", config.init)
+            raise ConfigError(
+                "--freeze-embedding leaves nothing to train in a CLL-CLIP checkpoint (its token table is what trains)",
+                config.init,
+            )
         encoder = load_continual_encoder(config.init, device=runtime.device)
         return encoder.to(runtime.device), slots(encoder.trained_languages)
-    encoder, languages, _ = prepare_encoder(config.init, config.model, config.pretrained, config.tokenizer,
-                                            config.init_embeddings, slots, runtime)
+    encoder, languages, _ = prepare_encoder(
+        config.init, config.model, config.pretrained, config.tokenizer, config.init_embeddings, slots, runtime
+    )
     return encoder, languages
 
 
@@ -321,35 +386,63 @@ def build_task(config: CcrkConfig) -> tuple[CcrkTask, Runtime]:
     config = resolve(config, "train-ccrk")
     require_model(config.model, config.init, "train-ccrk", "MLA or CLL-CLIP")
     if config.init is None and config.tokenizer is None and not names_hf_tower(config.model):
-        raise ConfigError("give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF "
-                          "(a Hugging Face tower reads with its own tokenizer by default)")
+        raise ConfigError(
+            "give --init CHECKPOINT (MLA or CLL-CLIP), or --model BASE with --tokenizer VOCAB_OR_HF "
+            "(a Hugging Face tower reads with its own tokenizer by default)"
+        )
     refuse_text_only_tower("train-ccrk", config.model, config.init)
     cll_init = config.init is not None and artifacts.checkpoint_format(config.init) == CLL_FORMAT
     config.alignment.check_form(takes_map=not cll_init, encoder="a CLL-CLIP checkpoint (--init)")
     require_weights(config.model, config.pretrained, config.init, "train-ccrk")
     check_image_embeddings(config.images, config.model, config.pretrained, config.init)
-    inputs = load_inputs(config.device, config.precision, config.loop.seed, config.captions, config.images,
-                         config.split, config.val_split)
+    inputs = load_inputs(
+        config.device,
+        config.precision,
+        config.loop.seed,
+        config.captions,
+        config.images,
+        config.split,
+        config.val_split,
+    )
     runtime, captions = inputs.runtime, inputs.captions
     image_vectors = inputs.unit_image_vectors()  # [N, D]
     encoder, languages = ccrk_encoder(config, captions, runtime)
     data = group_captions(captions, config.split, languages, inputs.image_row())
     if not len(data.image_rows):
         raise ConfigError(f"no {config.split} captions describe an image of the image embeddings", config.images)
-    log(f"train-ccrk: {len(data.image_rows)} images, K = {len(languages)} ({', '.join(languages)}); captions "
-        + ", ".join(f"{lang} {len(data.texts[lang])}" for lang in languages) + f"; loss {config.loss}")
+    log(
+        f"train-ccrk: {len(data.image_rows)} images, K = {len(languages)} ({', '.join(languages)}); captions "
+        + ", ".join(f"{lang} {len(data.texts[lang])}" for lang in languages)
+        + f"; loss {config.loss}"
+    )
     neighbours = None
     if config.hard_negatives:
         neighbours = nearest_images(image_vectors[data.image_rows], config.hard_negatives)
-    batches = MultilingualBatches(data, config.batch_size, config.loop.steps, config.loop.seed, neighbours,
-                                  one_language=config.loss == "one-to-one")
+    batches = MultilingualBatches(
+        data,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed,
+        neighbours,
+        one_language=config.loss == "one-to-one",
+    )
     objective = CcrkObjective.of(config, languages).to(runtime.device)
     validator = _validator(config, encoder, inputs, image_vectors.numpy(), trained_languages(encoder, languages))
-    task = CcrkTask(encoder, objective, data, batches, image_vectors, config.train_embedding, runtime, validator,
-                    temperature_lr_scale=config.temperature_lr_scale,
-                    temperature_weight_decay=config.temperature_weight_decay)
-    return with_alignment(task, encoder, config.alignment, config.loop.seed, languages,
-                          captions=config.captions), runtime
+    task = CcrkTask(
+        encoder,
+        objective,
+        data,
+        batches,
+        image_vectors,
+        config.train_embedding,
+        runtime,
+        validator,
+        temperature_lr_scale=config.temperature_lr_scale,
+        temperature_weight_decay=config.temperature_weight_decay,
+    )
+    return with_alignment(
+        task, encoder, config.alignment, config.loop.seed, languages, captions=config.captions
+    ), runtime
 
 
 def train_ccrk(config: CcrkConfig, on_step: StepCallback | None = None) -> Path:
@@ -368,10 +461,16 @@ def train_ccrk(config: CcrkConfig, on_step: StepCallback | None = None) -> Path:
         return {**{k: v.detach().cpu() for k, v in encoder.state_tensors().items()}, **encoder_best}
 
     def checkpoint_config() -> dict:
-        return {**encoder.checkpoint_config(),
-                "train_ccrk": {"loss": config.loss, "languages": task.languages, "similarity": config.similarity,
-                               "weighting": config.weighting if config.loss == "one-to-k" else None,
-                               "temperature": objective.temperature()}}
+        return {
+            **encoder.checkpoint_config(),
+            "train_ccrk": {
+                "loss": config.loss,
+                "languages": task.languages,
+                "similarity": config.similarity,
+                "weighting": config.weighting if config.loss == "one-to-k" else None,
+                "temperature": objective.temperature(),
+            },
+        }
 
     def copy_vocabulary(directory: Path) -> None:
         """A ``cll`` checkpoint carries its vocabulary (the one of ``--init``: CCR_k adds no tokens)."""
@@ -380,18 +479,34 @@ def train_ccrk(config: CcrkConfig, on_step: StepCallback | None = None) -> Path:
 
     inputs = [p for p in (config.images, config.captions, config.init, config.alignment.lexicon) if p is not None]
     inputs += model_inputs(config.init, config.model, config.pretrained, config.tokenizer)
-    return run_stage(task, config.loop, runtime, config.out, stage="train-ccrk", checkpoint_config=checkpoint_config,
-                     checkpoint_tensors=checkpoint_tensors, run_config=config, inputs=inputs, on_step=on_step,
-                     extra_files=copy_vocabulary if task.english_trains else None, loss=config.loss,
-                     languages=task.languages, K=len(task.languages))
+    return run_stage(
+        task,
+        config.loop,
+        runtime,
+        config.out,
+        stage="train-ccrk",
+        checkpoint_config=checkpoint_config,
+        checkpoint_tensors=checkpoint_tensors,
+        run_config=config,
+        inputs=inputs,
+        on_step=on_step,
+        extra_files=copy_vocabulary if task.english_trains else None,
+        loss=config.loss,
+        languages=task.languages,
+        K=len(task.languages),
+    )
 
 
-def _validator(config: CcrkConfig, encoder, inputs: StageInputs, image_vectors: np.ndarray,
-               trained: list[str]) -> RetrievalValidator:
+def _validator(
+    config: CcrkConfig, encoder, inputs: StageInputs, image_vectors: np.ndarray, trained: list[str]
+) -> RetrievalValidator:
     """Mean AR over the trained languages on the validation split, on at most ``val_images`` images, ranked by the
     similarity the loss trains (AME): the score that picks the checkpoint's step."""
     split = retrieval_split(inputs.captions, inputs.image_table, image_vectors, config.val_split)
     if split is None or not set(trained) & set(split.captions.column("lang").to_pylist()):
-        raise ConfigError(f"no {config.val_split!r} captions in {', '.join(trained)} describe an image of the image "
-                          f"embeddings: train-ccrk validates on them (--val-split)", config.captions)
+        raise ConfigError(
+            f"no {config.val_split!r} captions in {', '.join(trained)} describe an image of the image "
+            f"embeddings: train-ccrk validates on them (--val-split)",
+            config.captions,
+        )
     return retrieval_validator(encoder, split, trained, inputs.runtime, config.val_images, config.similarity)

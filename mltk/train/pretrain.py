@@ -43,8 +43,7 @@ def decode_images(table: pa.Table, preprocess, origin="<images>") -> torch.Tenso
     column = "image" if "image" in table.column_names else "path"
     out = []
     ids = table.column("image_id").to_pylist()
-    for image_id, value in zip(ids, track(table.column(column).to_pylist(), "decoding images",
-                                          total=table.num_rows)):
+    for image_id, value in zip(ids, track(table.column(column).to_pylist(), "decoding images", total=table.num_rows)):
         source = io.BytesIO(value) if column == "image" else value
         try:
             with Image.open(source) as image:
@@ -58,9 +57,20 @@ def decode_images(table: pa.Table, preprocess, origin="<images>") -> torch.Tenso
 class ClipPretrainTask:
     """Standard CLIP loss on (image, English caption) batches of distinct images."""
 
-    def __init__(self, clip, tower, pixels: torch.Tensor, tokens: tuple[torch.Tensor, torch.Tensor],
-                 offsets: np.ndarray, counts: np.ndarray, batch_size: int, steps: int, seed: int, runtime: Runtime,
-                 validate_fn):
+    def __init__(
+        self,
+        clip,
+        tower,
+        pixels: torch.Tensor,
+        tokens: tuple[torch.Tensor, torch.Tensor],
+        offsets: np.ndarray,
+        counts: np.ndarray,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        runtime: Runtime,
+        validate_fn,
+    ):
         self.clip, self.pixels = clip, pixels  # [N, 3, H, W]
         self.tokens, self.lengths = tokens  # [M, L], [M]: captions grouped by image
         self.offsets, self.counts, self.seed, self.runtime = offsets, counts, seed, runtime
@@ -94,11 +104,15 @@ class ClipPretrainTask:
 
 
 def _english(captions: pa.Table, split: str, image_ids: list[str]):
-    rows = captions.filter(pc.and_(pc.equal(captions.column("lang"), NATIVE_LANG),
-                                   pc.equal(captions.column("split"), split)))
+    rows = captions.filter(
+        pc.and_(pc.equal(captions.column("lang"), NATIVE_LANG), pc.equal(captions.column("split"), split))
+    )
     row_of = {image_id: i for i, image_id in enumerate(image_ids)}
-    pairs = sorted((row_of[i], t) for i, t in zip(rows.column("image_id").to_pylist(),
-                                                  rows.column("caption").to_pylist()) if i in row_of)
+    pairs = sorted(
+        (row_of[i], t)
+        for i, t in zip(rows.column("image_id").to_pylist(), rows.column("caption").to_pylist())
+        if i in row_of
+    )
     return pairs
 
 
@@ -141,14 +155,31 @@ def pretrain(config: PretrainConfig) -> Path:
     val_pixels = decode_images(val_table, bundle.preprocess, config.images) if val_pairs else None
     validate_fn = _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime)
 
-    task = ClipPretrainTask(clip, tower, pixels, tokens, offsets, counts, config.batch_size, config.loop.steps,
-                            config.loop.seed, runtime, validate_fn)
+    task = ClipPretrainTask(
+        clip,
+        tower,
+        pixels,
+        tokens,
+        offsets,
+        counts,
+        config.batch_size,
+        config.loop.steps,
+        config.loop.seed,
+        runtime,
+        validate_fn,
+    )
     clip.train()
     return run_stage(
-        task, config.loop, runtime, config.out, stage="pretrain",
+        task,
+        config.loop,
+        runtime,
+        config.out,
+        stage="pretrain",
         checkpoint_config=lambda: clip_checkpoint_config(config.model),
         checkpoint_tensors=lambda best: {**{k: v.detach().cpu() for k, v in clip.state_dict().items()}, **best},
-        run_config=config, inputs=[config.images, config.captions])
+        run_config=config,
+        inputs=[config.images, config.captions],
+    )
 
 
 def _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime: Runtime):
@@ -164,14 +195,27 @@ def _make_validator(clip, bundle, val_table, val_pixels, val_pairs, runtime: Run
             return {"score": 0.0}
         was_training = clip.training
         clip.eval()
-        image = torch.cat([F.normalize(clip.encode_image(val_pixels[i:i + 256].to(runtime.device)).float(), dim=-1)
-                           for i in range(0, len(val_pixels), 256)]).cpu().numpy()
-        text = encode_texts(text_encoder, [t for _, t in val_pairs], NATIVE_LANG, runtime,
-                            description="validation captions")
+        image = (
+            torch.cat(
+                [
+                    F.normalize(clip.encode_image(val_pixels[i : i + 256].to(runtime.device)).float(), dim=-1)
+                    for i in range(0, len(val_pixels), 256)
+                ]
+            )
+            .cpu()
+            .numpy()
+        )
+        text = encode_texts(
+            text_encoder, [t for _, t in val_pairs], NATIVE_LANG, runtime, description="validation captions"
+        )
         clip.train(was_training)
         ids = val_table.column("image_id").to_pylist()
-        text_table = {"id": [str(i) for i in range(len(val_pairs))], "image_id": [ids[r] for r, _ in val_pairs],
-                      "lang": [NATIVE_LANG] * len(val_pairs), "caption_id": [str(i) for i in range(len(val_pairs))]}
+        text_table = {
+            "id": [str(i) for i in range(len(val_pairs))],
+            "image_id": [ids[r] for r, _ in val_pairs],
+            "lang": [NATIVE_LANG] * len(val_pairs),
+            "caption_id": [str(i) for i in range(len(val_pairs))],
+        }
         result = evaluate_retrieval({"id": ids}, image, text_table, text)
         english = result["per_language"][NATIVE_LANG]
         return {"score": english["AR"], "i2t_R@1": english["i2t"]["R@1"], "t2i_R@1": english["t2i"]["R@1"]}
