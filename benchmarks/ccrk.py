@@ -64,36 +64,66 @@ def make_world(root: Path, train_images: int, own_captions: bool = False, tower:
     if not own_captions:
         german = captions.filter(pc.equal(captions.column("lang"), "de"))
         english = captions.filter(pc.equal(captions.column("lang"), "en"))
-        relabelled = [german.set_column(german.schema.get_field_index("lang"), "lang",
-                                        pa.array([lang] * german.num_rows, pa.string())) for lang in LANGS]
+        relabelled = [
+            german.set_column(
+                german.schema.get_field_index("lang"), "lang", pa.array([lang] * german.num_rows, pa.string())
+            )
+            for lang in LANGS
+        ]
         captions = pa.concat_tables([english, *relabelled])
     artifacts.write_captions(root / "captions", captions, stage="benchmark")
     torch.manual_seed(0)
-    artifacts.write_checkpoint(root / "base", load_clip("mltk-tiny").model.state_dict(),
-                               clip_checkpoint_config("mltk-tiny"), stage="benchmark")
+    artifacts.write_checkpoint(
+        root / "base", load_clip("mltk-tiny").model.state_dict(), clip_checkpoint_config("mltk-tiny"), stage="benchmark"
+    )
     table = artifacts.load_images(world.images_path)
     vectors = np.random.default_rng(0).standard_normal((table.num_rows, 128)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    artifacts.write_embeddings(root / "img", table.column("image_id").to_pylist(), vectors,
-                               split=table.column("split").to_pylist())
+    artifacts.write_embeddings(
+        root / "img", table.column("image_id").to_pylist(), vectors, split=table.column("split").to_pylist()
+    )
     vocab = None
     for lang in LANGS:
         vocab = build_vocab(root / "captions", lang, root / f"vocab-{lang}", parent=vocab, size=600)
     if tower == "cll":
         from mltk.train.continual import ContinualTrainConfig, train_continual
 
-        train_continual(ContinualTrainConfig(images=root / "img", captions=root / "captions", out=root / "cll",
-                                        model=str(root / "base"), languages=LANGS, vocab_size=600, steps=1,
-                                        batch_size=8, val_images=8, test_split="val", device="cpu",
-                                        cache_dir=root / "cache"))
+        train_continual(
+            ContinualTrainConfig(
+                images=root / "img",
+                captions=root / "captions",
+                out=root / "cll",
+                model=str(root / "base"),
+                languages=LANGS,
+                vocab_size=600,
+                steps=1,
+                batch_size=8,
+                val_images=8,
+                test_split="val",
+                device="cpu",
+                cache_dir=root / "cache",
+            )
+        )
 
 
 def build(root: Path, k: int, batch_size: int, device: str, tower: str = "mla") -> ccrk.CcrkTask:
-    start = {"init": root / "cll"} if tower == "cll" else {"model": str(root / "base"),
-                                                           "tokenizer": str(root / f"vocab-{LANGS[-1]}")}
-    config = ccrk.CcrkConfig(images=root / "img", captions=root / "captions", out=root / "unused", **start,
-                             languages=LANGS[:k], batch_size=batch_size, device=device, precision="fp32",
-                             val_images=8, loop={"steps": 1000, "lr": 1e-4})
+    start = (
+        {"init": root / "cll"}
+        if tower == "cll"
+        else {"model": str(root / "base"), "tokenizer": str(root / f"vocab-{LANGS[-1]}")}
+    )
+    config = ccrk.CcrkConfig(
+        images=root / "img",
+        captions=root / "captions",
+        out=root / "unused",
+        **start,
+        languages=LANGS[:k],
+        batch_size=batch_size,
+        device=device,
+        precision="fp32",
+        val_images=8,
+        loop={"steps": 1000, "lr": 1e-4},
+    )
     task, _ = ccrk.build_task(config)
     task.encoder.train()
     return task
@@ -145,9 +175,25 @@ def cuda_peak_bytes(task: ccrk.CcrkTask) -> int:
 
 def cpu_peak_bytes(root: Path, k: int, batch_size: int, threads: int, tower: str) -> int:
     """Peak-RSS growth of two steps, measured in a fresh subprocess."""
-    out = subprocess.run([sys.executable, __file__, "--memory-child", str(k), "--root", str(root),
-                          "--batch-size", str(batch_size), "--threads", str(threads), "--tower", tower],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--memory-child",
+            str(k),
+            "--root",
+            str(root),
+            "--batch-size",
+            str(batch_size),
+            "--threads",
+            str(threads),
+            "--tower",
+            tower,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["bytes"]
 
 
@@ -171,14 +217,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default 1: steady timings on a shared machine; 0 = torch's default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: steady timings on a shared machine; 0 = torch's default)",
+    )
     parser.add_argument("--train-images", type=int, default=256)
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--own-captions", action="store_true",
-                        help="each language slot its own captions (cost per slot follows its token count)")
-    parser.add_argument("--tower", default="mla", choices=("mla", "cll"),
-                        help="the tower that trains: MLA's acquirers (default) or CLL-CLIP's token table")
+    parser.add_argument(
+        "--own-captions",
+        action="store_true",
+        help="each language slot its own captions (cost per slot follows its token count)",
+    )
+    parser.add_argument(
+        "--tower",
+        default="mla",
+        choices=("mla", "cll"),
+        help="the tower that trains: MLA's acquirers (default) or CLL-CLIP's token table",
+    )
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -204,16 +261,23 @@ def main() -> None:
     memory_kind = "CUDA max_memory_allocated" if device == "cuda" else "peak RSS growth (VmHWM), a subprocess per K"
     slots = "each language its own captions" if args.own_captions else "every slot the same (German) captions"
     tower = "CLL-CLIP token table" if args.tower == "cll" else "MLA acquirers"
-    print(f"train-ccrk step (1-to-K loss, forward + backward), mltk-tiny, {tower}, B = {args.batch_size} images, "
-          f"{slots}, "
-          f"device {device}" + (f" ({torch.get_num_threads()} thread(s))" if device == "cpu" else "")
-          + f", median of {args.rounds} interleaved rounds; memory: {memory_kind}")
-    print(f"{'K':>3} {'tokens/step':>12} {'step ms':>9} {'ms/K':>8} {'time xK=1':>10} {'peak MiB':>9} "
-          f"{'MiB per added lang':>19}")
+    print(
+        f"train-ccrk step (1-to-K loss, forward + backward), mltk-tiny, {tower}, B = {args.batch_size} images, "
+        f"{slots}, "
+        f"device {device}"
+        + (f" ({torch.get_num_threads()} thread(s))" if device == "cpu" else "")
+        + f", median of {args.rounds} interleaved rounds; memory: {memory_kind}"
+    )
+    print(
+        f"{'K':>3} {'tokens/step':>12} {'step ms':>9} {'ms/K':>8} {'time xK=1':>10} {'peak MiB':>9} "
+        f"{'MiB per added lang':>19}"
+    )
     for k in KS:
         added = (memory[k] - memory[KS[0]]) / (k - KS[0]) / 2**20 if k != KS[0] else float("nan")
-        print(f"{k:>3} {tokens[k]:>12.0f} {seconds[k] * 1e3:>9.1f} {seconds[k] * 1e3 / k:>8.1f} "
-              f"{seconds[k] / seconds[KS[0]]:>10.2f} {memory[k] / 2**20:>9.1f} {added:>19.1f}")
+        print(
+            f"{k:>3} {tokens[k]:>12.0f} {seconds[k] * 1e3:>9.1f} {seconds[k] * 1e3 / k:>8.1f} "
+            f"{seconds[k] / seconds[KS[0]]:>10.2f} {memory[k] / 2**20:>9.1f} {added:>19.1f}"
+        )
 
 
 if __name__ == "__main__":

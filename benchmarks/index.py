@@ -42,8 +42,10 @@ def compare(name: str, mltk_search, raw_search, queries: np.ndarray, k: int, rep
         raw_times.append(seconds)
     mltk_qps = len(queries) / statistics.median(mltk_times)
     raw_qps = len(queries) / statistics.median(raw_times)
-    print(f"  {name:5s}: mltk {mltk_qps:10.0f} queries/s, raw FAISS {raw_qps:10.0f} queries/s, "
-          f"ratio {mltk_qps / raw_qps:.3f} (target >= 0.9)")
+    print(
+        f"  {name:5s}: mltk {mltk_qps:10.0f} queries/s, raw FAISS {raw_qps:10.0f} queries/s, "
+        f"ratio {mltk_qps / raw_qps:.3f} (target >= 0.9)"
+    )
     return ours, raw
 
 
@@ -60,8 +62,10 @@ def main() -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     queries = rng.standard_normal((args.queries, args.dim), dtype=np.float32)
     ids = [f"v{i}" for i in range(args.count)]
-    print(f"{args.count:,} vectors, {args.queries:,} queries, dim {args.dim}, top {args.k}, faiss threads "
-          f"{faiss.omp_get_max_threads()}, {args.repeats} alternating runs each")
+    print(
+        f"{args.count:,} vectors, {args.queries:,} queries, dim {args.dim}, top {args.k}, faiss threads "
+        f"{faiss.omp_get_max_threads()}, {args.repeats} alternating runs each"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         embeddings = artifacts.write_embeddings(tmp / "emb", ids, vectors)
@@ -75,8 +79,10 @@ def main() -> None:
         ours, (raw_scores, raw_positions) = compare("flat", flat.search, raw_flat, queries, args.k, args.repeats)
         same_ids = all(result_ids == [ids[p] for p in row] for (result_ids, _), row in zip(ours, raw_positions))
         score_gap = max(float(np.abs(np.float32(scores) - row).max()) for (_, scores), row in zip(ours, raw_scores))
-        print(f"  exact index: identical top-{args.k} ids {same_ids}; largest score difference {score_gap:.1e} "
-              "(queries and vectors normalised by faiss.normalize_L2 in mltk, by numpy here)")
+        print(
+            f"  exact index: identical top-{args.k} ids {same_ids}; largest score difference {score_gap:.1e} "
+            "(queries and vectors normalised by faiss.normalize_L2 in mltk, by numpy here)"
+        )
 
         hnsw = open_index(build_index(IndexConfig(embeddings=embeddings, out=tmp / "hnsw", kind="hnsw")))
 

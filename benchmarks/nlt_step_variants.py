@@ -57,9 +57,9 @@ class Variant:
         enabled = self.precision == "bf16"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
             tokens, lengths = trim_to_lengths(self.tokens[index], self.encoder.non_native.end_token_id)
-            student = self.encoder.tower.forward_embeddings(self.encoder.embedding(tokens), lengths,
-                                                            after_block=self.encoder.acquirers[LANG],
-                                                            buckets=self.buckets)  # [B, D]
+            student = self.encoder.tower.forward_embeddings(
+                self.encoder.embedding(tokens), lengths, after_block=self.encoder.acquirers[LANG], buckets=self.buckets
+            )  # [B, D]
         loss = mse_distill(student.float(), self.teacher[index])
         loss.backward()
         clip_gradients(list(self.params.values()), 1.0, "per_tensor")
@@ -85,7 +85,7 @@ def main() -> None:
     encoder = build_encoder(minilm_folder(), None, None, [LANG], device="cpu")
     tokens = encoder.tokenize(german, LANG)  # [N, L]
     with torch.no_grad():
-        teacher = torch.cat([encoder.encode(english[i:i + 256], "en") for i in range(0, len(english), 256)])
+        teacher = torch.cat([encoder.encode(english[i : i + 256], "en") for i in range(0, len(english), 256)])
     variants = [Variant(name, encoder, tokens, teacher) for name in args.variants]
     generator = torch.Generator().manual_seed(0)
     losses = {v.precision + str(v.buckets): [] for v in variants}
@@ -95,9 +95,12 @@ def main() -> None:
             losses[variant.precision + str(variant.buckets)].append(variant.step(index))
     print(f"threads {torch.get_num_threads()}, batch {args.batch_size}, {args.steps} steps, medians of steps 1..")
     for name, variant in zip(args.variants, variants):
-        print(f"{name:>10}: {statistics.median(variant.seconds[1:]):8.3f} s/step  (runs: "
-              + " ".join(f"{s:.2f}" for s in variant.seconds) + ")  losses "
-              + " ".join(f"{loss:.5f}" for loss in losses[variant.precision + str(variant.buckets)]))
+        print(
+            f"{name:>10}: {statistics.median(variant.seconds[1:]):8.3f} s/step  (runs: "
+            + " ".join(f"{s:.2f}" for s in variant.seconds)
+            + ")  losses "
+            + " ".join(f"{loss:.5f}" for loss in losses[variant.precision + str(variant.buckets)])
+        )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,7 @@ def test_pairs(captions: Path, lang: str) -> tuple[list[str], list[str]]:
 class Clock:
     """Seconds spent in training steps: the time between two ``on_step`` calls, evaluations left out."""
 
-    def __init__(self, encoder_box: dict, english: list[str], foreign: list[str], lang: str, every: int,
-                 autocast):
+    def __init__(self, encoder_box: dict, english: list[str], foreign: list[str], lang: str, every: int, autocast):
         self.box, self.english, self.foreign, self.lang, self.every = encoder_box, english, foreign, lang, every
         self.autocast, self.train_seconds, self.last, self.first = autocast, 0.0, None, None
         self.rows: list[tuple[int, float, float, float]] = []  # (updates, training seconds, loss, R@1)
@@ -66,8 +65,12 @@ class Clock:
             self.train_seconds += now - self.last
         if (step + 1) % self.every == 0:
             self.rows.append((step + 1, self.train_seconds, loss, self.recall()))
-            print(f"update {step + 1:5d}  {self.train_seconds:7.1f} s  loss {loss:.5f}  R@1 {self.lang}->en "
-                  f"{self.rows[-1][3]:.1f}", file=sys.stderr, flush=True)
+            print(
+                f"update {step + 1:5d}  {self.train_seconds:7.1f} s  loss {loss:.5f}  R@1 {self.lang}->en "
+                f"{self.rows[-1][3]:.1f}",
+                file=sys.stderr,
+                flush=True,
+            )
         self.last = time.perf_counter()
 
     @torch.no_grad()
@@ -85,7 +88,7 @@ class Clock:
 
     @staticmethod
     def encode(encoder, texts: list[str], lang: str) -> torch.Tensor:
-        return torch.cat([encoder.encode(texts[i:i + 256], lang).float() for i in range(0, len(texts), 256)])
+        return torch.cat([encoder.encode(texts[i : i + 256], lang).float() for i in range(0, len(texts), 256)])
 
 
 def main() -> None:
@@ -115,20 +118,41 @@ def main() -> None:
     mla.mla_encoder = capture
     clock = Clock(box, english, foreign, args.lang, args.eval_every, runtime.autocast)
     with tempfile.TemporaryDirectory() as scratch:
-        config = mla.MlaConfig(captions=args.captions, out=Path(scratch) / "nlt", model=args.model or minilm_folder(),
-                               languages=(args.lang,), device="cpu", precision=args.precision,
-                               cache_dir=args.cache_dir or Path(scratch) / "cache", recipe=args.recipe,
-                               loop=overrides.get("loop") or None, **overrides.get("config", {}))
+        config = mla.MlaConfig(
+            captions=args.captions,
+            out=Path(scratch) / "nlt",
+            model=args.model or minilm_folder(),
+            languages=(args.lang,),
+            device="cpu",
+            precision=args.precision,
+            cache_dir=args.cache_dir or Path(scratch) / "cache",
+            recipe=args.recipe,
+            loop=overrides.get("loop") or None,
+            **overrides.get("config", {}),
+        )
         mla.train_nlt(config, on_step=clock.on_step)
     passed = next((row for row in clock.rows if args.peer is not None and row[3] >= args.peer), None)
-    print(f"before the first update's end: {clock.first:.1f} s (loading, teacher caching); training "
-          f"{clock.train_seconds:.1f} s; " + (f"passed {args.peer} at update {passed[0]}, {passed[1] / 60:.2f} min"
-                                              if passed else f"never at or above {args.peer}"))
+    print(
+        f"before the first update's end: {clock.first:.1f} s (loading, teacher caching); training "
+        f"{clock.train_seconds:.1f} s; "
+        + (
+            f"passed {args.peer} at update {passed[0]}, {passed[1] / 60:.2f} min"
+            if passed
+            else f"never at or above {args.peer}"
+        )
+    )
     if args.json:
-        args.json.write_text(json.dumps({"rows": clock.rows, "first_seconds": clock.first,
-                                         "settings": vars(args) | {"captions": str(args.captions),
-                                                                   "json": str(args.json),
-                                                                   "cache_dir": str(args.cache_dir)}}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rows": clock.rows,
+                    "first_seconds": clock.first,
+                    "settings": vars(args)
+                    | {"captions": str(args.captions), "json": str(args.json), "cache_dir": str(args.cache_dir)},
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,9 @@ def write_shards(folder: Path, shards: int, per_shard: int, seed: int = 0) -> Pa
 
 
 def encode_once(shards: Path, out: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", ENCODE, str(shards), str(out)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", ENCODE, str(shards), str(out)], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -64,28 +65,36 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mltk-shards-bench-") as tmp:
         tmp = Path(tmp)
-        sets = {factor: write_shards(tmp / f"x{factor}", args.shards * factor, args.per_shard)
-                for factor in (1, args.scale)}
-        data_mb = {factor: sum(p.stat().st_size for p in folder.glob("*.tar")) / 2**20
-                   for factor, folder in sets.items()}
+        sets = {
+            factor: write_shards(tmp / f"x{factor}", args.shards * factor, args.per_shard) for factor in (1, args.scale)
+        }
+        data_mb = {
+            factor: sum(p.stat().st_size for p in folder.glob("*.tar")) / 2**20 for factor, folder in sets.items()
+        }
         runs: dict[int, list[dict]] = {factor: [] for factor in sets}
         for repeat in range(args.repeats):
             for factor, folder in sets.items():
                 runs[factor].append(encode_once(folder, tmp / f"emb-{factor}-{repeat}"))
-    print(f"encode-images on webdataset shards: mltk-tiny, CPU, {args.per_shard} JPEGs (256x256) per tar, "
-          f"median of {args.repeats}")
+    print(
+        f"encode-images on webdataset shards: mltk-tiny, CPU, {args.per_shard} JPEGs (256x256) per tar, "
+        f"median of {args.repeats}"
+    )
     summary = {}
     for factor, results in runs.items():
         images = args.shards * factor * args.per_shard
         peak = statistics.median(r["peak_mb"] for r in results)
         per_image = statistics.median(r["seconds"] for r in results) / images * 1e3
         summary[factor] = (peak, per_image)
-        print(f"  {factor:>3}x: {args.shards * factor:>4} tars ({data_mb[factor]:6.1f} MB), {images:>6} images: "
-              f"peak {peak:7.1f} MB, "
-              f"{per_image:6.2f} ms/image")
+        print(
+            f"  {factor:>3}x: {args.shards * factor:>4} tars ({data_mb[factor]:6.1f} MB), {images:>6} images: "
+            f"peak {peak:7.1f} MB, "
+            f"{per_image:6.2f} ms/image"
+        )
     (peak_1, time_1), (peak_n, time_n) = summary[1], summary[args.scale]
-    print(f"  ratio {args.scale}x/1x: peak memory {peak_n / peak_1:.2f}x, time per image {time_n / time_1:.2f}x "
-          f"(for {args.scale}x the images)")
+    print(
+        f"  ratio {args.scale}x/1x: peak memory {peak_n / peak_1:.2f}x, time per image {time_n / time_1:.2f}x "
+        f"(for {args.scale}x the images)"
+    )
 
 
 if __name__ == "__main__":

@@ -36,10 +36,10 @@ def main() -> None:
     device = torch.device(args.device)
     generator = torch.Generator().manual_seed(0)
     table = torch.randn(args.rows, args.dim, generator=generator).to(device)
-    active = torch.randperm(args.rows, generator=generator)[:args.active]
+    active = torch.randperm(args.rows, generator=generator)[: args.active]
     lambdas = torch.zeros(args.rows)
     lambdas[active] = 1.0 / (1.0 + torch.randint(0, 3, (args.active,), generator=generator).float())
-    touched = active[torch.randperm(args.active, generator=generator)[:args.touched]].to(device)
+    touched = active[torch.randperm(args.active, generator=generator)[: args.touched]].to(device)
     grad = torch.zeros(args.rows, args.dim, device=device)
     grad[touched] = torch.randn(args.touched, args.dim, generator=generator).to(device)
 
@@ -59,8 +59,10 @@ def main() -> None:
             if repeat >= 3:  # warm-up
                 times[kind].append(time.perf_counter() - start)
     base = statistics.median(times["torch AdamW"])
-    print(f"device {device}, table {args.rows}x{args.dim}, {args.active} rows with lambda>0, "
-          f"{args.touched} with a gradient, median of {args.repeats}")
+    print(
+        f"device {device}, table {args.rows}x{args.dim}, {args.active} rows with lambda>0, "
+        f"{args.touched} with a gradient, median of {args.repeats}"
+    )
     for kind in kinds:
         median = statistics.median(times[kind])
         print(f"  {kind:28s} {median * 1e3:8.2f} ms   ratio to torch AdamW {median / base:5.2f}")

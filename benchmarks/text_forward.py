@@ -44,15 +44,18 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", default=str(torch.get_num_threads()),
-                        help="comma-separated intra-op thread counts, each measured in turn (default: torch's)")
+    parser.add_argument(
+        "--threads",
+        default=str(torch.get_num_threads()),
+        help="comma-separated intra-op thread counts, each measured in turn (default: torch's)",
+    )
     args = parser.parse_args()
 
     torch.manual_seed(0)
     bundle = load_clip(args.model)
     tower = OpenClipTextTower(bundle.model)
     texts, source = captions(args.batch * args.batches)
-    batches = [bundle.tokenizer(texts[i:i + args.batch]) for i in range(0, len(texts), args.batch)]
+    batches = [bundle.tokenizer(texts[i : i + args.batch]) for i in range(0, len(texts), args.batch)]
 
     lengths = torch.cat([(b != 0).sum(1) for b in batches]).float()
     print(f"model {args.model} (random weights), {source}, batch {args.batch}, fp32")
@@ -64,6 +67,7 @@ def main() -> None:
 
 def compare(full_forward, trimmed_forward, batches: list[torch.Tensor], repeats: int, n: int) -> None:
     """Both forwards interleaved ``repeats`` times at torch's current thread count: wall and CPU-time ratios."""
+
     def run(fn):
         start, cpu_start = time.perf_counter(), time.process_time()
         outputs = [fn(tokens) for tokens in batches]
@@ -83,12 +87,15 @@ def compare(full_forward, trimmed_forward, batches: list[torch.Tensor], repeats:
     cpu = {name: statistics.median(t[1]) for name, t in times.items()}
     threads = torch.get_num_threads()
     share = sum(cpu.values()) / sum(wall.values()) / threads
-    print(f"threads {threads} (load average {os.getloadavg()[0]:.1f}; this process got {share:.2f} of each "
-          "thread's core)")
+    print(
+        f"threads {threads} (load average {os.getloadavg()[0]:.1f}; this process got {share:.2f} of each thread's core)"
+    )
     print(f"  encode_text : {n / wall['full']:8.1f} captions/s")
     print(f"  trimmed     : {n / wall['trimmed']:8.1f} captions/s")
-    print(f"  speed ratio trimmed/encode_text: {wall['full'] / wall['trimmed']:.2f}x wall, "
-          f"{cpu['full'] / cpu['trimmed']:.2f}x CPU time")
+    print(
+        f"  speed ratio trimmed/encode_text: {wall['full'] / wall['trimmed']:.2f}x wall, "
+        f"{cpu['full'] / cpu['trimmed']:.2f}x CPU time"
+    )
     print(f"  max abs difference: {(outputs['full'] - outputs['trimmed']).abs().max().item():.2e}")
 
 

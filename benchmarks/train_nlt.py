@@ -88,8 +88,13 @@ def multi30k_captions(train: int, val: int) -> pa.Table:
         for lang in ("en", LANG):
             for i, (image, caption) in enumerate(zip(images, read_lines(MULTI30K / "raw" / f"{split}.{lang}", n))):
                 if caption:
-                    for key, value in (("image_id", Path(image).stem), ("lang", lang), ("caption", caption),
-                                       ("caption_id", f"{split}-{i}"), ("split", split)):
+                    for key, value in (
+                        ("image_id", Path(image).stem),
+                        ("lang", lang),
+                        ("caption", caption),
+                        ("caption_id", f"{split}-{i}"),
+                        ("split", split),
+                    ):
                         rows[key].append(value)
     return pa.table(rows)
 
@@ -98,8 +103,12 @@ def save_random_base(root: Path, architecture: str) -> Path:
     """A random-weight CLIP as a checkpoint artifact (what ``mltk pretrain`` would write), so the MLA encoder
     can name its base."""
     torch.manual_seed(0)
-    return artifacts.write_checkpoint(root / "base", load_clip(architecture).model.state_dict(),
-                                      clip_checkpoint_config(architecture), stage="pretrain")
+    return artifacts.write_checkpoint(
+        root / "base",
+        load_clip(architecture).model.state_dict(),
+        clip_checkpoint_config(architecture),
+        stage="pretrain",
+    )
 
 
 def german_tokenizer(root: Path, kind: str, size: int) -> Path:
@@ -113,8 +122,15 @@ def german_tokenizer(root: Path, kind: str, size: int) -> Path:
     texts = [t for t in read_lines(MULTI30K / "raw" / "train.de") if t]
     if kind == "vocab":
         n = len(texts)
-        table = pa.table({"image_id": [str(i) for i in range(n)], "lang": [LANG] * n, "caption": texts,
-                          "caption_id": [str(i) for i in range(n)], "split": ["train"] * n})
+        table = pa.table(
+            {
+                "image_id": [str(i) for i in range(n)],
+                "lang": [LANG] * n,
+                "caption": texts,
+                "caption_id": [str(i) for i in range(n)],
+                "split": ["train"] * n,
+            }
+        )
         return build_vocab(table, LANG, root / "vocab", size=size)
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizerFast
@@ -154,8 +170,14 @@ def padded_forward(encoder: LanguageAcquisitionEncoder, tokens: torch.Tensor, la
 class StraightforwardNlt:
     """NLT recomputing the English teacher every step and padding every batch to 77 tokens."""
 
-    def __init__(self, encoder: LanguageAcquisitionEncoder, english: torch.Tensor, german: torch.Tensor,
-                 config: mla.MlaConfig, runtime: Runtime):
+    def __init__(
+        self,
+        encoder: LanguageAcquisitionEncoder,
+        english: torch.Tensor,
+        german: torch.Tensor,
+        config: mla.MlaConfig,
+        runtime: Runtime,
+    ):
         self.encoder, self.english, self.german, self.runtime = encoder, english, german, runtime  # [N, 77] each
         self.loop = config.loop
         self.batches = LanguageBatches({LANG: len(german)}, config.batch_size, config.loop.steps, config.loop.seed)
@@ -209,8 +231,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--pairs", type=int, default=1024, help="Multi30K train translation pairs")
     parser.add_argument("--val-pairs", type=int, default=32, help="Multi30K val pairs (train_nlt's validation)")
-    parser.add_argument("--tokenizer", default="vocab", choices=("vocab", "wordpiece"),
-                        help="German tokenizer: mltk build-vocab BPE, or an M-BERT-style WordPiece")
+    parser.add_argument(
+        "--tokenizer",
+        default="vocab",
+        choices=("vocab", "wordpiece"),
+        help="German tokenizer: mltk build-vocab BPE, or an M-BERT-style WordPiece",
+    )
     parser.add_argument("--vocab-size", type=int, default=10000, help="new BPE tokens (vocab) / WordPiece size")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--threads", type=int, default=1)
@@ -229,10 +255,21 @@ def main() -> None:
         captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
         base = save_random_base(root, args.model)
         vocab = german_tokenizer(root, args.tokenizer, args.vocab_size)
-        config = resolve(mla.MlaConfig(
-            captions=captions, out=root / "nlt", model=str(base), tokenizer=str(vocab), languages=(LANG,),
-            batch_size=args.batch_size, device=args.device, precision=args.precision, cache_dir=root / "cache",
-            loop={"steps": args.steps, "lr": args.lr}), "train-nlt")
+        config = resolve(
+            mla.MlaConfig(
+                captions=captions,
+                out=root / "nlt",
+                model=str(base),
+                tokenizer=str(vocab),
+                languages=(LANG,),
+                batch_size=args.batch_size,
+                device=args.device,
+                precision=args.precision,
+                cache_dir=root / "cache",
+                loop={"steps": args.steps, "lr": args.lr},
+            ),
+            "train-nlt",
+        )
 
         # The straightforward side's encoder: built exactly as train_nlt builds its own (same seed, same calls),
         # so both start from the same weights (the step-0 losses show it).
@@ -247,8 +284,7 @@ def main() -> None:
         for split in (config.split, config.val_split):
             pairs, english = mla.translation_pairs(table, split, [LANG])
             needed = sorted(set(pairs[LANG][0]))
-            teacher_embeddings(encoder, encoder.spec, needed, [english[c] for c in needed], runtime,
-                               config.cache_dir)
+            teacher_embeddings(encoder, encoder.spec, needed, [english[c] for c in needed], runtime, config.cache_dir)
             cached += len(needed)
         teacher_seconds = time.perf_counter() - teacher_start
         caches_before = sorted(p.name for p in config.cache_dir.iterdir())
@@ -275,22 +311,32 @@ def main() -> None:
     batch_lengths = [int(german_lengths[torch.as_tensor(baseline.batches.batch(k)[1])].max()) for k in timed]
     amortised = teacher_seconds / (straight_step - mltk_step)
 
-    print(f"model {args.model} (random weights) + MLA acquirers ({LANG}), vocab {encoder.non_native.vocab_size} "
-          f"x {encoder.embedding.table.embedding_dim}, device {runtime.device} {runtime.precision}, "
-          f"threads {torch.get_num_threads()}")
-    print(f"data: {len(ids)} Multi30K train pairs en-{LANG}; tokens per caption mean/max: {LANG} "
-          f"{german_lengths.mean():.1f}/{int(german_lengths.max())}, en {english_lengths.mean():.1f}/"
-          f"{int(english_lengths.max())} (context 77)")
-    print(f"batch {b}, {args.steps} steps each, interleaved; timed steps 1..{args.steps - 2} "
-          f"({len(timed)} per side), medians; longest caption per batch: mean "
-          f"{statistics.mean(batch_lengths):.1f} tokens (straightforward: 77; mltk cuts length groups shorter)")
-    print(f"straightforward : {b / straight_step:8.2f} samples/s  ({straight_step:.3f} s/step, of which "
-          f"teacher recompute {teacher_step:.3f} s)")
+    print(
+        f"model {args.model} (random weights) + MLA acquirers ({LANG}), vocab {encoder.non_native.vocab_size} "
+        f"x {encoder.embedding.table.embedding_dim}, device {runtime.device} {runtime.precision}, "
+        f"threads {torch.get_num_threads()}"
+    )
+    print(
+        f"data: {len(ids)} Multi30K train pairs en-{LANG}; tokens per caption mean/max: {LANG} "
+        f"{german_lengths.mean():.1f}/{int(german_lengths.max())}, en {english_lengths.mean():.1f}/"
+        f"{int(english_lengths.max())} (context 77)"
+    )
+    print(
+        f"batch {b}, {args.steps} steps each, interleaved; timed steps 1..{args.steps - 2} "
+        f"({len(timed)} per side), medians; longest caption per batch: mean "
+        f"{statistics.mean(batch_lengths):.1f} tokens (straightforward: 77; mltk cuts length groups shorter)"
+    )
+    print(
+        f"straightforward : {b / straight_step:8.2f} samples/s  ({straight_step:.3f} s/step, of which "
+        f"teacher recompute {teacher_step:.3f} s)"
+    )
     print(f"mltk train_nlt  : {b / mltk_step:8.2f} samples/s  ({mltk_step:.3f} s/step)")
     print(f"speed ratio mltk/straightforward: {straight_step / mltk_step:.2f}x (target >= 3x on CPU)")
-    print(f"one-off teacher caching: {teacher_seconds:.2f} s for {cached} English captions "
-          f"({cached / teacher_seconds:.1f} captions/s); amortised after {amortised:.1f} steps "
-          f"({amortised * b / len(ids):.2f} of an epoch, whatever the dataset size)")
+    print(
+        f"one-off teacher caching: {teacher_seconds:.2f} s for {cached} English captions "
+        f"({cached / teacher_seconds:.1f} captions/s); amortised after {amortised:.1f} steps "
+        f"({amortised * b / len(ids):.2f} of an epoch, whatever the dataset size)"
+    )
     shown = range(min(args.show_losses, args.steps))
     print("losses mltk           : " + " ".join(f"{losses['mltk'][k]:.6f}" for k in shown))
     print("losses straightforward: " + " ".join(f"{losses['straightforward'][k]:.6f}" for k in shown))

@@ -64,8 +64,16 @@ def minilm_folder() -> str:
 class StraightforwardNlt:
     """A sentence-transformers-style MSE distillation step: teacher recomputed, batch padded."""
 
-    def __init__(self, folder: str, english: list[str], german: list[str], config: mla.MlaConfig, pad: str,
-                 max_length: int, device: torch.device):
+    def __init__(
+        self,
+        folder: str,
+        english: list[str],
+        german: list[str],
+        config: mla.MlaConfig,
+        pad: str,
+        max_length: int,
+        device: torch.device,
+    ):
         from transformers import AutoModel, AutoTokenizer
 
         self.english, self.german, self.config, self.device = english, german, config, device
@@ -85,8 +93,11 @@ class StraightforwardNlt:
         self.loop = config.loop
         groups = mla.nlt_optimizer(self.params, self.loop, config.embedding_lr).param_groups
         # the same groups in torch's default (foreach) AdamW, as sentence-transformers' fit builds it
-        self.optimizer = torch.optim.AdamW([{k: g[k] for k in ("params", "lr", "weight_decay")} for g in groups],
-                                           betas=self.loop.betas, eps=self.loop.eps)
+        self.optimizer = torch.optim.AdamW(
+            [{k: g[k] for k in ("params", "lr", "weight_decay")} for g in groups],
+            betas=self.loop.betas,
+            eps=self.loop.eps,
+        )
         for group in self.optimizer.param_groups:
             group["initial_lr"] = group["lr"]
         self.batches = LanguageBatches({LANG: len(german)}, config.batch_size, self.loop.steps, self.loop.seed)
@@ -97,6 +108,7 @@ class StraightforwardNlt:
             if isinstance(output, tuple):
                 return (self.acquirers[index](output[0]),) + output[1:]
             return self.acquirers[index](output)
+
         return after_layer
 
     def _mean_pooled(self, model, texts: list[str]) -> torch.Tensor:
@@ -140,10 +152,22 @@ def setup(args, root: Path):
         train_nlt.MULTI30K = args.data
     table = train_nlt.multi30k_captions(args.pairs, args.val_pairs)
     captions = artifacts.write_captions(root / "captions", table, stage="benchmark")
-    config = resolve(mla.MlaConfig(
-        captions=captions, out=root / "nlt", model=minilm_folder(), languages=(LANG,), batch_size=args.batch_size,
-        embedding_lr=args.table_lr, device=args.device, precision=args.precision, cache_dir=root / "cache",
-        recipe="mla-nlt", loop={"steps": args.steps, "lr": args.lr}), "train-nlt")
+    config = resolve(
+        mla.MlaConfig(
+            captions=captions,
+            out=root / "nlt",
+            model=minilm_folder(),
+            languages=(LANG,),
+            batch_size=args.batch_size,
+            embedding_lr=args.table_lr,
+            device=args.device,
+            precision=args.precision,
+            cache_dir=root / "cache",
+            recipe="mla-nlt",
+            loop={"steps": args.steps, "lr": args.lr},
+        ),
+        "train-nlt",
+    )
     pairs, english = mla.translation_pairs(table, config.split, [LANG])
     ids, german = pairs[LANG]
     return table, config, [english[c] for c in ids], german
@@ -172,8 +196,9 @@ def memory_only(args) -> None:
         if args.memory_only == "mltk":
             mla.train_nlt(config)  # includes caching the teacher, as a first run does
         else:
-            baseline = StraightforwardNlt(config.model, english, german, config, args.pad, args.max_length,
-                                          runtime.device)
+            baseline = StraightforwardNlt(
+                config.model, english, german, config, args.pad, args.max_length, runtime.device
+            )
             for step in range(config.loop.steps):
                 baseline.step(step)
     print(json.dumps({"peak_mb": peak_memory_mb(runtime.device)}))
@@ -193,10 +218,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-length", type=int, default=128, help="--pad max: the fixed batch length")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
-                        help="mltk's side (train-nlt --precision); auto: what train-nlt's default recipe on a Hugging "
-                        "Face tower picks on this CPU (bf16 where it multiplies bf16 in hardware, calibrated); the "
-                        "straightforward side stays fp32")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=("auto", "fp32", "bf16"),
+        help="mltk's side (train-nlt --precision); auto: what train-nlt's default recipe on a Hugging "
+        "Face tower picks on this CPU (bf16 where it multiplies bf16 in hardware, calibrated); the "
+        "straightforward side stays fp32",
+    )
     parser.add_argument("--memory-steps", type=int, default=4, help="steps of each side alone, for peak memory")
     parser.add_argument("--memory-only", choices=("mltk", "straightforward"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -212,8 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         table, config, english, german = setup(args, Path(tmp))
         teacher_seconds, cached = cache_teacher(table, config, runtime)
         caches_before = sorted(p.name for p in config.cache_dir.iterdir())
-        baseline = StraightforwardNlt(config.model, english, german, config, args.pad, args.max_length,
-                                      runtime.device)
+        baseline = StraightforwardNlt(config.model, english, german, config, args.pad, args.max_length, runtime.device)
         record = Interleaved(baseline, runtime.device)
 
         mla.train_nlt(config, on_step=record)
@@ -223,10 +251,30 @@ def main(argv: list[str] | None = None) -> None:
 
     memory = {}
     for side in ("mltk", "straightforward"):
-        command = [sys.executable, __file__, "--memory-only", side, "--memory-steps", str(args.memory_steps),
-                   "--batch-size", str(args.batch_size), "--pairs", str(args.pairs), "--val-pairs",
-                   str(args.val_pairs), "--pad", args.pad, "--max-length", str(args.max_length), "--threads",
-                   str(args.threads), "--device", args.device, "--precision", args.precision]
+        command = [
+            sys.executable,
+            __file__,
+            "--memory-only",
+            side,
+            "--memory-steps",
+            str(args.memory_steps),
+            "--batch-size",
+            str(args.batch_size),
+            "--pairs",
+            str(args.pairs),
+            "--val-pairs",
+            str(args.val_pairs),
+            "--pad",
+            args.pad,
+            "--max-length",
+            str(args.max_length),
+            "--threads",
+            str(args.threads),
+            "--device",
+            args.device,
+            "--precision",
+            args.precision,
+        ]
         command += ["--data", str(args.data)] if args.data else []
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         memory[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
@@ -237,19 +285,29 @@ def main(argv: list[str] | None = None) -> None:
     diffs, losses = record.loss_differences(args.steps), record.losses
     amortised = teacher_seconds / max(straight_step - mltk_step, 1e-9)
     padded = f"{args.max_length} tokens" if args.pad == "max" else "the longest row of each batch"
-    print(f"tower all-MiniLM-L6-v2 (6 layers, width 384) + MLA acquirers ({LANG}) + table copy, device "
-          f"{runtime.device}, mltk {args.precision} ({runtime.reason}; straightforward fp32), threads "
-          f"{torch.get_num_threads()}")
-    print(f"data: {len(german)} Multi30K train pairs en-{LANG}; German WordPiece tokens per caption mean/max "
-          f"{statistics.mean(lengths):.1f}/{max(lengths)}; straightforward pads to {padded}")
+    print(
+        f"tower all-MiniLM-L6-v2 (6 layers, width 384) + MLA acquirers ({LANG}) + table copy, device "
+        f"{runtime.device}, mltk {args.precision} ({runtime.reason}; straightforward fp32), threads "
+        f"{torch.get_num_threads()}"
+    )
+    print(
+        f"data: {len(german)} Multi30K train pairs en-{LANG}; German WordPiece tokens per caption mean/max "
+        f"{statistics.mean(lengths):.1f}/{max(lengths)}; straightforward pads to {padded}"
+    )
     print(f"batch {b}, {args.steps} steps each, interleaved; timed steps 1..{args.steps - 2}, medians")
-    print(f"straightforward : {b / straight_step:8.2f} samples/s  ({straight_step:.3f} s/step, of which teacher "
-          f"recompute {teacher_step:.3f} s)  peak memory {memory['straightforward']:.0f} MB")
-    print(f"mltk train_nlt  : {b / mltk_step:8.2f} samples/s  ({mltk_step:.3f} s/step)  peak memory "
-          f"{memory['mltk']:.0f} MB")
+    print(
+        f"straightforward : {b / straight_step:8.2f} samples/s  ({straight_step:.3f} s/step, of which teacher "
+        f"recompute {teacher_step:.3f} s)  peak memory {memory['straightforward']:.0f} MB"
+    )
+    print(
+        f"mltk train_nlt  : {b / mltk_step:8.2f} samples/s  ({mltk_step:.3f} s/step)  peak memory "
+        f"{memory['mltk']:.0f} MB"
+    )
     print(f"speed ratio mltk/straightforward: {straight_step / mltk_step:.2f}x (target >= 3x against --pad longest)")
-    print(f"one-off teacher caching: {teacher_seconds:.2f} s for {cached} English captions; amortised after "
-          f"{amortised:.1f} steps")
+    print(
+        f"one-off teacher caching: {teacher_seconds:.2f} s for {cached} English captions; amortised after "
+        f"{amortised:.1f} steps"
+    )
     shown = range(min(5, args.steps))
     print("losses mltk           : " + " ".join(f"{losses['mltk'][k]:.6f}" for k in shown))
     print("losses straightforward: " + " ".join(f"{losses['straightforward'][k]:.6f}" for k in shown))

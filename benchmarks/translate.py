@@ -31,7 +31,7 @@ from mltk.core.runtime import resolve_runtime
 from mltk.translate.seq2seq import Seq2SeqTranslator, plan_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tiny models are a test fixture
-from helpers_translate import build_tiny_marian, synthetic_sentences  # noqa: E402
+from helpers_translate import build_tiny_marian, synthetic_sentences
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k" / "task1" / "raw"
 
@@ -40,8 +40,9 @@ def load_captions(count: int) -> tuple[list[str], list[str], str]:
     """(benchmark captions, tokenizer/training captions, where they came from)."""
     if (SHARED / "val.en").is_file() and (SHARED / "train.en").is_file():
         val = [line.strip() for line in (SHARED / "val.en").read_text(encoding="utf-8").splitlines() if line.strip()]
-        train = [line.strip() for line in (SHARED / "train.en").read_text(encoding="utf-8").splitlines()
-                 if line.strip()]
+        train = [
+            line.strip() for line in (SHARED / "train.en").read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
         return val[:count], train[:5000], f"Multi30K val.en ({SHARED / 'val.en'})"
     return synthetic_sentences(count, seed=1), synthetic_sentences(5000, seed=2), "synthetic sentences"
 
@@ -58,8 +59,7 @@ def train_copy_model(model_dir: Path, texts: list[str], steps: int, seed: int = 
     model.train()
     for _ in range(steps):
         batch = rng.sample(texts, 32)
-        encoded = tokenizer(batch, text_target=batch, return_tensors="pt", padding=True, truncation=True,
-                            max_length=64)
+        encoded = tokenizer(batch, text_target=batch, return_tensors="pt", padding=True, truncation=True, max_length=64)
         encoded["labels"][encoded["labels"] == tokenizer.pad_token_id] = -100
         loss = model(**encoded).loss
         optimizer.zero_grad()
@@ -97,30 +97,45 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-steps", type=int, default=300)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (1: a tiny model gains nothing from more, and shared cores stay calm)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1: a tiny model gains nothing from more, and shared cores stay calm)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
     texts, train_texts, origin = load_captions(args.captions)
     runtime = resolve_runtime(args.device, "auto")
-    print(f"{len(texts)} captions from {origin}; batch {args.batch_size}, beams {args.beams}, "
-          f"max length {args.max_length}, {runtime.device} {runtime.precision}, {torch.get_num_threads()} threads, "
-          f"{args.repeats} interleaved repeats, medians")
+    print(
+        f"{len(texts)} captions from {origin}; batch {args.batch_size}, beams {args.beams}, "
+        f"max length {args.max_length}, {runtime.device} {runtime.precision}, {torch.get_num_threads()} threads, "
+        f"{args.repeats} interleaved repeats, medians"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("random", "copy"):
-            model_dir = build_tiny_marian(Path(tmp) / kind / "opus-mt-en-de", texts=train_texts, d_model=64,
-                                          layers=2, vocab_size=1000, init_std=1.0 if kind == "random" else 0.02)
+            model_dir = build_tiny_marian(
+                Path(tmp) / kind / "opus-mt-en-de",
+                texts=train_texts,
+                d_model=64,
+                layers=2,
+                vocab_size=1000,
+                init_std=1.0 if kind == "random" else 0.02,
+            )
             if kind == "copy":
                 train_copy_model(model_dir, train_texts, args.train_steps)
-            translator = Seq2SeqTranslator(str(model_dir), "marian", "en", runtime, beams=args.beams,
-                                           max_length=args.max_length)
+            translator = Seq2SeqTranslator(
+                str(model_dir), "marian", "en", runtime, beams=args.beams, max_length=args.max_length
+            )
             timings = measure(translator, texts, args.batch_size, args.repeats)
             sorted_rate, unsorted_rate = (statistics.median(timings[k]) for k in ("sorted", "unsorted"))
-            print(f"{kind:>6} model: sorted {sorted_rate:7.1f} captions/s (padding "
-                  f"{padding_share(translator, texts, args.batch_size, True):.0%}), unsorted {unsorted_rate:7.1f} "
-                  f"captions/s (padding {padding_share(translator, texts, args.batch_size, False):.0%}), "
-                  f"sorted/unsorted {sorted_rate / unsorted_rate:.2f}x")
+            print(
+                f"{kind:>6} model: sorted {sorted_rate:7.1f} captions/s (padding "
+                f"{padding_share(translator, texts, args.batch_size, True):.0%}), unsorted {unsorted_rate:7.1f} "
+                f"captions/s (padding {padding_share(translator, texts, args.batch_size, False):.0%}), "
+                f"sorted/unsorted {sorted_rate / unsorted_rate:.2f}x"
+            )
 
 
 if __name__ == "__main__":

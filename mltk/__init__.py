@@ -90,8 +90,13 @@ _EXPORTS: dict[str, str] = {
     "MltkError": "mltk.core.errors",
 }
 # a public name whose definition is spelled otherwise in its module
-_ALIASES = {"import_data": "import_dataset", "evaluate_continual": "run_continual", "compare": "compare_runs",
-            "import_mla": "import_mla_checkpoint", "prune": "prune_state"}
+_ALIASES = {
+    "import_data": "import_dataset",
+    "evaluate_continual": "run_continual",
+    "compare": "compare_runs",
+    "import_mla": "import_mla_checkpoint",
+    "prune": "prune_state",
+}
 
 __all__ = ["__version__", *_EXPORTS]
 

@@ -9,6 +9,7 @@ from mltk.cli.application import full_app
 
 def leaf_commands() -> list:
     """(name, click command) of every leaf command; typer may vendor click, so classes are matched by duck type."""
+
     def walk(command, prefix: str):
         if hasattr(command, "commands"):
             for name, sub in command.commands.items():

@@ -18,8 +18,12 @@ def tiny_clip_and_mla(root: Path, languages: tuple[str, ...] = ("de",)) -> tuple
     from mltk.models.multilingual import build_encoder, save_encoder
 
     torch.manual_seed(0)
-    clip = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                      clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    clip = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     encoder = build_encoder(str(clip), None, str(tiny_wordpiece_tokenizer(root / "wordpiece")), list(languages))
     with torch.no_grad():
         for parameter in encoder.acquirers.parameters():

@@ -7,13 +7,37 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-WORDS = ["a", "dog", "runs", "über", "the", "grass", "café", "two", "men", "play", "ball", "near", "water", "猫",
-         "красный", "mit", "einem", "ball"]
+WORDS = [
+    "a",
+    "dog",
+    "runs",
+    "über",
+    "the",
+    "grass",
+    "café",
+    "two",
+    "men",
+    "play",
+    "ball",
+    "near",
+    "water",
+    "猫",
+    "красный",
+    "mit",
+    "einem",
+    "ball",
+]
 ODD_CAPTIONS = ["", "   ", "\u3000tabbed\tcaption\u00a0", "nul\x00inside", "trailing  \x85", "\x1cleading sep"]
 
 
-def write_corpus(folder: Path, images: int, seed: int = 0, languages: tuple[str, ...] = ("en", "de"),
-                 captions_per_image: int = 2, flickr_names: bool = True) -> dict:
+def write_corpus(
+    folder: Path,
+    images: int,
+    seed: int = 0,
+    languages: tuple[str, ...] = ("en", "de"),
+    captions_per_image: int = 2,
+    flickr_names: bool = True,
+) -> dict:
     """``folder/images.txt`` and ``folder/{lang}.{k}`` (k = 1..captions_per_image): line i of every file describes
     image i; the first language has no blank line (the others translate it). Returns the paths:
     ``{"images": path, lang: [files]}``."""

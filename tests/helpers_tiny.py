@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-WORDS = ("ein roter kreis blauer blaues quadrat links von einem un cercle rouge carré bleu à gauche d' "
-         "красный круг синий квадрат слева от 一 个 红 色 的 圆 蓝 方 形 左 边 two red circle blue square").split()
+WORDS = (
+    "ein roter kreis blauer blaues quadrat links von einem un cercle rouge carré bleu à gauche d' "
+    "красный круг синий квадрат слева от 一 个 红 色 的 圆 蓝 方 形 左 边 two red circle blue square"
+).split()
 
 
 def tiny_wordpiece_tokenizer(directory: Path) -> Path:
@@ -31,8 +33,14 @@ def tiny_bert_folder(directory, seed=0, layers=2):
     tiny_wordpiece_tokenizer(directory)
     vocab = len((directory / "vocab.txt").read_text(encoding="utf-8").split())
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=40)
+    config = BertConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+    )
     BertModel(config).eval().save_pretrained(directory)
     return directory
 
@@ -41,10 +49,17 @@ def register_hf_clip(directory, bert_dir, name, pooler="mean_pooler", proj="line
     """An open_clip config (tiny ViT, text tower = the tiny local BERT) registered under ``name``."""
     import open_clip
 
-    config = {"embed_dim": 16,
-              "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 16, "head_width": 8},
-              "text_cfg": {"hf_model_name": str(bert_dir), "hf_tokenizer_name": str(bert_dir),
-                           "hf_pooler_type": pooler, "hf_proj_type": proj, "context_length": 24}}
+    config = {
+        "embed_dim": 16,
+        "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 16, "head_width": 8},
+        "text_cfg": {
+            "hf_model_name": str(bert_dir),
+            "hf_tokenizer_name": str(bert_dir),
+            "hf_pooler_type": pooler,
+            "hf_proj_type": proj,
+            "context_length": 24,
+        },
+    }
     path = directory / f"{name}.json"
     path.write_text(json.dumps(config))
     open_clip.add_model_config(path)

@@ -19,8 +19,9 @@ def tiny_clip_checkpoint(directory: Path) -> Path:
 
     torch.manual_seed(0)
     bundle = load_clip("mltk-tiny")
-    return artifacts.write_checkpoint(directory / "tiny", clip_state_for_checkpoint(bundle.model),
-                                      clip_checkpoint_config("mltk-tiny"), stage="test")
+    return artifacts.write_checkpoint(
+        directory / "tiny", clip_state_for_checkpoint(bundle.model), clip_checkpoint_config("mltk-tiny"), stage="test"
+    )
 
 
 def run_two_ranks(script: str, *args: object) -> subprocess.CompletedProcess:
@@ -28,8 +29,16 @@ def run_two_ranks(script: str, *args: object) -> subprocess.CompletedProcess:
     per rank (OMP_NUM_THREADS=1), so that a one-thread single process gives the same bits."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     env.pop("WORLD_SIZE", None)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(Path(script).resolve()), *map(str, args)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(Path(script).resolve()),
+        *map(str, args),
+    ]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
 

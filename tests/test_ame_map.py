@@ -17,20 +17,26 @@ from mltk.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
-def plain(tiny, tmp_path_factory):  # noqa: F811
+def plain(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("map") / "plain"
     assert _nlt(tiny, out).exit_code == 0
     return out
 
 
-def test_the_map_moves_only_every_t_steps_and_never_the_table(tiny, plain):  # noqa: F811
+def test_the_map_moves_only_every_t_steps_and_never_the_table(tiny, plain):
     from mltk.models.multilingual import load_encoder
 
     encoder = load_encoder(plain)
     proj, table = encoder.embedding.proj.weight, encoder.embedding.table.weight
     table_before, proj_before = table.detach().clone(), proj.detach().clone()
-    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), weight=1.0, k=3,
-                                 config=AlignmentConfig(form="map", every=3, lr=2.0), captions=tiny["captions"])
+    alignment = LexiconAlignment(
+        encoder,
+        load_lexicon(tiny["lexicon"]),
+        weight=1.0,
+        k=3,
+        config=AlignmentConfig(form="map", every=3, lr=2.0),
+        captions=tiny["captions"],
+    )
     assert not torch.equal(proj, proj_before)  # the Procrustes start is folded in
     assert len(alignment.mapped.source_vocabulary.ids) > len(alignment.source_words.ids)  # the captions' words too
     updates = []
@@ -44,11 +50,22 @@ def test_the_map_moves_only_every_t_steps_and_never_the_table(tiny, plain):  # n
     assert torch.isfinite(logged["rcsls"])
 
 
-def test_train_nlt_folds_the_map_into_its_checkpoint(tiny, tmp_path):  # noqa: F811
+def test_train_nlt_folds_the_map_into_its_checkpoint(tiny, tmp_path):
     from mltk.train.step_log import STEPS_CSV, read_steps_csv
 
-    result = _nlt(tiny, tmp_path / "mapped", "--lexicon", str(tiny["lexicon"]), "--align-every", "2",
-                  "--align-lr", "1.5", "--align-orthogonal", "--log-every", "1")
+    result = _nlt(
+        tiny,
+        tmp_path / "mapped",
+        "--lexicon",
+        str(tiny["lexicon"]),
+        "--align-every",
+        "2",
+        "--align-lr",
+        "1.5",
+        "--align-orthogonal",
+        "--log-every",
+        "1",
+    )
     assert result.exit_code == 0, result.stderr
     assert "a map updated every 2 steps at rate 1.5" in result.stderr
     assert "rcsls" in read_steps_csv(tmp_path / "mapped" / STEPS_CSV)[0]
@@ -56,13 +73,14 @@ def test_train_nlt_folds_the_map_into_its_checkpoint(tiny, tmp_path):  # noqa: F
     assert config["form"] == "map" and config["every"] == 2 and config["lr"] == 1.5 and config["orthogonal"]
 
 
-def test_the_table_form_stays_an_option(tiny, plain):  # noqa: F811
+def test_the_table_form_stays_an_option(tiny, plain):
     from mltk.models.multilingual import load_encoder
 
     encoder = load_encoder(plain)
     proj_before = encoder.embedding.proj.weight.detach().clone()
-    alignment = LexiconAlignment(encoder, load_lexicon(tiny["lexicon"]), weight=1.0, k=3,
-                                 config=AlignmentConfig(form="table"))
+    alignment = LexiconAlignment(
+        encoder, load_lexicon(tiny["lexicon"]), weight=1.0, k=3, config=AlignmentConfig(form="table")
+    )
     term, _ = alignment(0)
     term.backward()
     assert encoder.embedding.table.weight.grad is not None  # RCSLS into the table

@@ -17,9 +17,15 @@ from mltk.cli import app
 REPO = Path(__file__).resolve().parents[1]
 API_DOC = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
 # commands whose function is named otherwise, and the name docs/api.md gives it
-NAMED_OTHERWISE = {"evaluate": "run_evaluation", "export": "export_checkpoint", "encode-texts": "write_text_embeddings",
-                   "index build": "build_index", "index query": "query", "inspect": "verify_artifact",
-                   "recipes show": "load_recipe"}
+NAMED_OTHERWISE = {
+    "evaluate": "run_evaluation",
+    "export": "export_checkpoint",
+    "encode-texts": "write_text_embeddings",
+    "index build": "build_index",
+    "index query": "query",
+    "inspect": "verify_artifact",
+    "recipes show": "load_recipe",
+}
 NO_FUNCTION = {"recipes list", "recipes cp"}
 
 
@@ -71,8 +77,9 @@ def test_functions_are_named_as_their_commands_except_where_the_page_says_why():
         assert function == expected, f"{command}: docs/api.md names mltk.{function}"
         assert function in mltk.__all__, function
         if command in NAMED_OTHERWISE:
-            assert f"`mltk.{function}`" in API_DOC.split("except where that name is taken")[1].split("\n\n")[0], \
+            assert f"`mltk.{function}`" in API_DOC.split("except where that name is taken")[1].split("\n\n")[0], (
                 f"docs/api.md does not say why {command} is mltk.{function}"
+            )
 
 
 def test_a_function_with_a_configuration_takes_it_alone_and_returns_a_path():
@@ -119,8 +126,11 @@ def at_tiny_sizes(code: str) -> str:
     return code
 
 
-EXAMPLES = {"mltk/__init__.py": [docstring_example()], "docs/api.md": python_blocks(REPO / "docs" / "api.md"),
-            "README.md": python_blocks(REPO / "README.md")}
+EXAMPLES = {
+    "mltk/__init__.py": [docstring_example()],
+    "docs/api.md": python_blocks(REPO / "docs" / "api.md"),
+    "README.md": python_blocks(REPO / "README.md"),
+}
 
 
 @pytest.mark.parametrize("source", sorted(EXAMPLES))
@@ -129,7 +139,7 @@ def test_the_examples_run_at_tiny_sizes(source, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the examples write under runs/
     for number, code in enumerate(EXAMPLES[source]):
         namespace: dict = {}
-        exec(compile(at_tiny_sizes(code), f"{source} example {number + 1}", "exec"), namespace)  # noqa: S102
+        exec(compile(at_tiny_sizes(code), f"{source} example {number + 1}", "exec"), namespace)
         if "vectors" in namespace or "texts" in namespace:
             vectors = namespace.get("vectors", namespace.get("texts"))
             assert vectors.dtype.name == "float32" and abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-5
@@ -141,11 +151,11 @@ def test_a_config_carrying_its_output_records_what_the_command_records(tmp_path)
     from typer.testing import CliRunner
 
     world = mltk.synth_data(mltk.SynthConfig(train=2, val=1, test=1, langs=("en",), out=tmp_path / "api"))
-    result = CliRunner().invoke(app, ["synth-data", "--train", "2", "--val", "1", "--test", "1", "--lang", "en",
-                                      "-o", str(tmp_path / "cli")])
+    result = CliRunner().invoke(
+        app, ["synth-data", "--train", "2", "--val", "1", "--test", "1", "--lang", "en", "-o", str(tmp_path / "cli")]
+    )
     assert result.exit_code == 0, result.stderr
     for name in ("images", "captions"):
-        api, command = (mltk.read_manifest(tmp_path / side / name)["created_by"]["config"]
-                        for side in ("api", "cli"))
+        api, command = (mltk.read_manifest(tmp_path / side / name)["created_by"]["config"] for side in ("api", "cli"))
         assert "out" not in api and api == command
     assert world == (tmp_path / "api").resolve()

@@ -14,21 +14,24 @@ from mltk.core.errors import ArtifactError, SchemaError
 
 
 def captions_table(n: int = 4) -> pa.Table:
-    return pa.table({
-        "image_id": [f"img{i // 2}" for i in range(n)],
-        "lang": ["en", "de"] * (n // 2),
-        "caption": [f"caption {i}" for i in range(n)],
-        "caption_id": [f"c{i // 2}" for i in range(n)],
-        "split": ["train"] * n,
-    })
+    return pa.table(
+        {
+            "image_id": [f"img{i // 2}" for i in range(n)],
+            "lang": ["en", "de"] * (n // 2),
+            "caption": [f"caption {i}" for i in range(n)],
+            "caption_id": [f"c{i // 2}" for i in range(n)],
+            "split": ["train"] * n,
+        }
+    )
 
 
 def test_embeddings_round_trip_keeps_ids_with_vectors(tmp_path):
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((5, 3)).astype(np.float32)
     ids = [f"id{i}" for i in range(5)]
-    path = artifacts.write_embeddings(tmp_path / "emb", ids, vectors, lang=["en", "de", "fr", "en", "de"],
-                                      image_id=["a", "a", "b", "b", "c"])
+    path = artifacts.write_embeddings(
+        tmp_path / "emb", ids, vectors, lang=["en", "de", "fr", "en", "de"], image_id=["a", "a", "b", "b", "c"]
+    )
     table, loaded = artifacts.load_embeddings(path)
     assert table.column("id").to_pylist() == ids
     assert table.column("lang").to_pylist() == ["en", "de", "fr", "en", "de"]
@@ -40,8 +43,9 @@ def test_embeddings_round_trip_keeps_ids_with_vectors(tmp_path):
 
 def test_embeddings_in_several_shards_concatenate_in_order(tmp_path):
     vectors = np.arange(20, dtype=np.float32).reshape(10, 2)
-    path = artifacts.write_embeddings(tmp_path / "emb", [str(i) for i in range(10)], vectors, shard_size=3,
-                                      dtype="float16")
+    path = artifacts.write_embeddings(
+        tmp_path / "emb", [str(i) for i in range(10)], vectors, shard_size=3, dtype="float16"
+    )
     table, loaded = artifacts.load_embeddings(path)
     assert len(artifacts.read_manifest(path)["shards"]) == 4
     assert loaded.dtype == np.float16
@@ -107,8 +111,9 @@ def test_failed_write_leaves_nothing_that_looks_complete(tmp_path):
 
 def test_manifest_written_last_and_inputs_fingerprinted(tmp_path):
     caps = artifacts.write_captions(tmp_path / "caps", captions_table())
-    with artifacts.ArtifactWriter(tmp_path / "m", "metrics", stage="evaluate", config={"k": 1},
-                                  inputs=[caps]) as writer:
+    with artifacts.ArtifactWriter(
+        tmp_path / "m", "metrics", stage="evaluate", config={"k": 1}, inputs=[caps]
+    ) as writer:
         assert not (writer.dir / schema.MANIFEST).exists()
         artifacts.write_json(writer.dir / "metrics.json", {"a": 1})
     manifest = artifacts.read_manifest(tmp_path / "m", "metrics")

@@ -103,8 +103,9 @@ def test_resolve_input_reads_the_last_line_or_its_json_path(tmp_path):
 
 
 def test_build_vocab_refuses_a_minimum_frequency_below_one_and_names_its_default(tmp_path):
-    result = runner.invoke(app, ["build-vocab", str(tmp_path), "--lang", "de", "-o", str(tmp_path / "v"),
-                                 "--min-frequency", "0"])
+    result = runner.invoke(
+        app, ["build-vocab", str(tmp_path), "--lang", "de", "-o", str(tmp_path / "v"), "--min-frequency", "0"]
+    )
     assert result.exit_code == 2 and "--min-frequency must be at least 1, got 0" in result.output
     assert not (tmp_path / "v").exists()
     help_text = " ".join(runner.invoke(app, ["build-vocab", "--help"]).output.split())

@@ -18,8 +18,13 @@ runner = CliRunner()
 
 def test_a_reader_that_left_is_a_normal_end():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-m", "mltk", "recipes", "list"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mltk", "recipes", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
     process.stdout.close()  # the reader leaves before the first line is written (as `head` does after its lines)
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 0, stderr

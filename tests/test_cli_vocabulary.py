@@ -88,8 +88,12 @@ def test_no_option_name_is_cut_in_80_columns(name, command):
 
 def test_vocabulary_names_are_what_the_commands_use():
     """Each canonical name is used by some command (a stale table would hold nothing to account)."""
-    used = {spelling for _, command in COMMANDS for option in _visible_options(command)
-            for spelling in option.opts + option.secondary_opts}
+    used = {
+        spelling
+        for _, command in COMMANDS
+        for option in _visible_options(command)
+        for spelling in option.opts + option.secondary_opts
+    }
     assert set(VOCABULARY) - used == set()
 
 
@@ -99,16 +103,28 @@ def test_list_options_accept_commas_and_repeats():
     assert split_list(["recall,mrv", "c2c"]) == ("recall", "mrv", "c2c")
     for name, command in COMMANDS:
         for option in _visible_options(command):
-            if option.multiple and option.name not in ("continual", "src", "translations", "text", "images_root",
-                                                        "c2c_pair", "set_"):  # --set betas=0.9,0.98: one value
+            if option.multiple and option.name not in (
+                "continual",
+                "src",
+                "translations",
+                "text",
+                "images_root",
+                "c2c_pair",
+                "set_",
+            ):  # --set betas=0.9,0.98: one value
                 assert option.metavar == "A[,B...]", f"{name}: {option.opts} should say it takes a comma list"
 
 
 def test_old_spellings_still_work_hidden():
-    hidden = {(name, s) for name, command in COMMANDS for p in command.params
-              if _is_option(p) and p.hidden for s in p.opts}
-    assert {("synth-data", "--langs"), ("translate-data", "--cache"), ("index query", "--image-emb"),
-            ("train-continual", "--metric")} <= hidden
+    hidden = {
+        (name, s) for name, command in COMMANDS for p in command.params if _is_option(p) and p.hidden for s in p.opts
+    }
+    assert {
+        ("synth-data", "--langs"),
+        ("translate-data", "--cache"),
+        ("index query", "--image-emb"),
+        ("train-continual", "--metric"),
+    } <= hidden
 
 
 def test_defaults_copied_into_the_cli_match_the_library():
@@ -119,8 +135,10 @@ def test_defaults_copied_into_the_cli_match_the_library():
     from mltk.export import import_mla
 
     assert cli_translate.DEFAULT_MODEL == translate.DEFAULT_MODEL
-    assert (cli_import_mla.DEFAULT_ARCHITECTURE, cli_import_mla.DEFAULT_TOKENIZER) == \
-        (import_mla.DEFAULT_ARCHITECTURE, import_mla.DEFAULT_TOKENIZER)
+    assert (cli_import_mla.DEFAULT_ARCHITECTURE, cli_import_mla.DEFAULT_TOKENIZER) == (
+        import_mla.DEFAULT_ARCHITECTURE,
+        import_mla.DEFAULT_TOKENIZER,
+    )
 
 
 HEAVY = ("torch", "open_clip", "transformers", "pyarrow", "numpy", "faiss", "matplotlib")
@@ -139,9 +157,15 @@ print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
 
 
 def test_help_imports_no_torch_numpy_or_pyarrow():
-    result = subprocess.run([sys.executable, "-c", HELP_PROBE, json.dumps(IDS), json.dumps(HEAVY)],
-                            capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", HELP_PROBE, json.dumps(IDS), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stderr.strip().splitlines()[-1]) == []
     assert "train-nlt" in result.stdout and "Example" in result.stdout
@@ -169,8 +193,12 @@ def test_the_option_aliases_are_canonical_written_once_and_used():
         names = [n.split("/")[0] for n in (info.default, *info.param_decls) if n.startswith("--")]  # a flag pair
         # ("--x/--no-x") is named by its first spelling; Annotated holds the names only
         assert len(names) == 1 and names[0] not in NON_CANONICAL, alias_name
-        assert names[0] in VOCABULARY or names[0] in ("--grad-clip", "--mse-form", "--val-images",
-                                                      "--init-embeddings"), alias_name
+        assert names[0] in VOCABULARY or names[0] in (
+            "--grad-clip",
+            "--mse-form",
+            "--val-images",
+            "--init-embeddings",
+        ), alias_name
         by_name[names[0]] = info
     used = {spelling for _, command in COMMANDS for option in _visible_options(command) for spelling in option.opts}
     assert set(by_name) <= used, set(by_name) - used
@@ -182,6 +210,9 @@ def test_the_option_aliases_are_canonical_written_once_and_used():
                 assert option.help.startswith(by_name[long].help), f"{name}: {long} restates the alias"
         if name in TRAINING:
             defaults = {o.opts[-1]: o.default for o in _visible_options(command)}
-            hyper = {k: v for k, v in defaults.items() if k in ("--recipe", "--lr", "--steps", "--batch-size",
-                                                                "--weight-decay", "--grad-clip", "--warmup")}
+            hyper = {
+                k: v
+                for k, v in defaults.items()
+                if k in ("--recipe", "--lr", "--steps", "--batch-size", "--weight-decay", "--grad-clip", "--warmup")
+            }
             assert "--recipe" in hyper and set(hyper.values()) == {None}, (name, hyper)

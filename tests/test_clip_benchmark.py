@@ -39,8 +39,10 @@ def _main_build():
 
 CLIP_BENCHMARK = _clip_benchmark_command()
 MAIN_BUILD = _main_build()
-needs_reader = pytest.mark.skipif(MAIN_BUILD is None, reason="clip_benchmark is not installed (pip install "
-                                  "clip-benchmark; its import also needs requests)")
+needs_reader = pytest.mark.skipif(
+    MAIN_BUILD is None,
+    reason="clip_benchmark is not installed (pip install clip-benchmark; its import also needs requests)",
+)
 
 
 def _build(files: list[str], output) -> None:
@@ -57,16 +59,35 @@ def _embeddings(tmp_path):
     vectors = np.vstack([images + 0.6 * rng.standard_normal((10, 8)) for _ in ("en", "de")]).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     text_path = artifacts.write_embeddings(
-        tmp_path / "texts", [f"{lang}{i}" for lang in ("en", "de") for i in range(10)], vectors,
-        image_id=ids * 2, lang=["en"] * 10 + ["de"] * 10, caption_id=[f"s{i}" for i in range(10)] * 2)
+        tmp_path / "texts",
+        [f"{lang}{i}" for lang in ("en", "de") for i in range(10)],
+        vectors,
+        image_id=ids * 2,
+        lang=["en"] * 10 + ["de"] * 10,
+        caption_id=[f"s{i}" for i in range(10)] * 2,
+    )
     return image_path, text_path
 
 
 def _evaluate(tmp_path):
     image_path, text_path = _embeddings(tmp_path)
     out = tmp_path / "m"
-    result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path),
-                                 "--format", "clip-benchmark", "--dataset", "toy", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(image_path),
+            "--texts",
+            str(text_path),
+            "--format",
+            "clip-benchmark",
+            "--dataset",
+            "toy",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     return out
 
@@ -120,7 +141,11 @@ def test_the_artifact_folder_itself_is_not_a_results_folder(tmp_path):
 def test_the_clip_benchmark_command_in_a_subprocess(tmp_path):
     out = _evaluate(tmp_path)
     csv_path = tmp_path / "benchmark.csv"
-    done = subprocess.run([*CLIP_BENCHMARK, "build", str(out / "clip_benchmark"), "--output", str(csv_path)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*CLIP_BENCHMARK, "build", str(out / "clip_benchmark"), "--output", str(csv_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     _assert_csv_holds_mltk_numbers(csv_path, out)

@@ -39,13 +39,23 @@ from mltk.vocab import clip_vocabulary, load_vocabulary, select_captions, train_
 runner = CliRunner()
 LANGS = ("en", "de", "ru")
 # Small settings for the tiny tower (width 128, 4 blocks), through each method's own options.
-SMALL = {"oewc": {"fisher_batches": 2}, "er": {"memory_size": 40}, "der": {"memory_size": 40},
-         "mla": {"reduction": 8}, "codaprompt": {"components": 2}, "ptuning": {"bottleneck": 32}}
+SMALL = {
+    "oewc": {"fisher_batches": 2},
+    "er": {"memory_size": 40},
+    "der": {"memory_size": 40},
+    "mla": {"reduction": 8},
+    "codaprompt": {"components": 2},
+    "ptuning": {"bottleneck": 32},
+}
 TASK_SPECIFIC = {"mla", "lora", "ptuning"}  # one set per language, chosen by the task identity
 # steps.csv: each method's own loss terms, unweighted, and the weight (option) of each in the optimised loss
 # (ER's replayed examples join the batch's InfoNCE; their distillation is a mean of its own, weighted by gamma2)
-METHOD_TERMS = {"oewc": {"ewc_penalty": 1000.0}, "er": {"replay_mse": 1.0}, "der": {"der_mse": 1.0},
-                "dualprompt": {"prompt_pull": 1.0}}
+METHOD_TERMS = {
+    "oewc": {"ewc_penalty": 1000.0},
+    "er": {"replay_mse": 1.0},
+    "der": {"der_mse": 1.0},
+    "dualprompt": {"prompt_pull": 1.0},
+}
 
 CLL_TEMPERATURE = load_recipe("cll-clip").config["temperature"]
 METHOD_VALUES = load_recipe("cll-clip").methods  # each method's options, as the recipe gives them
@@ -61,49 +71,83 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("continual")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=LANGS))
     torch.manual_seed(0)
-    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    native = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     images = encode_images(result.images_path, root / "img", model=str(native), device="cpu", workers=0)
     captions = artifacts.load_captions(result.captions_path)
     vocab_en = write_vocabulary(train_vocabulary(select_captions(captions, "en"), "en", None, 600, 2), root / "v-en")
-    vocab_de = write_vocabulary(train_vocabulary(select_captions(captions, "de"), "de", load_vocabulary(vocab_en),
-                                                 600, 2), root / "v-de")
+    vocab_de = write_vocabulary(
+        train_vocabulary(select_captions(captions, "de"), "de", load_vocabulary(vocab_en), 600, 2), root / "v-de"
+    )
     runtime = resolve_runtime("cpu", "fp32")
     clip = load_clip(str(native))
     image_table, vectors = artifacts.load_embeddings(images)
     vectors = np.asarray(vectors, dtype=np.float32)
     image_row = {image_id: i for i, image_id in enumerate(image_table.column("id").to_pylist())}
     teacher = ClipTextEncoder(clip)
-    corpus = C.Corpus(captions, "train", list(LANGS), image_row, torch.from_numpy(vectors),
-                      lambda ids, texts: teacher_embeddings(teacher, clip.spec, ids, texts, runtime, root / "cache"),
-                      result.captions_path)
+    corpus = C.Corpus(
+        captions,
+        "train",
+        list(LANGS),
+        image_row,
+        torch.from_numpy(vectors),
+        lambda ids, texts: teacher_embeddings(teacher, clip.spec, ids, texts, runtime, root / "cache"),
+        result.captions_path,
+    )
     val = C.split_task_data(captions, image_table, vectors, "val", list(LANGS), result.captions_path)
     test = C.split_task_data(captions, image_table, vectors, "test", list(LANGS), result.captions_path)
-    return {"root": root, "captions": result.captions_path, "native": native, "images": images, "clip": clip,
-            "vocab": {"en": load_vocabulary(vocab_en), "de": load_vocabulary(vocab_de)}, "corpus": corpus,
-            "val": val, "test": test, "runtime": runtime}
+    return {
+        "root": root,
+        "captions": result.captions_path,
+        "native": native,
+        "images": images,
+        "clip": clip,
+        "vocab": {"en": load_vocabulary(vocab_en), "de": load_vocabulary(vocab_de)},
+        "corpus": corpus,
+        "val": val,
+        "test": test,
+        "runtime": runtime,
+    }
 
 
 def config(world, out="unused", **changes) -> C.ContinualTrainConfig:
-    base = C.ContinualTrainConfig(images=world["images"], captions=world["captions"], out=world["root"] / out,
-                             model=str(world["native"]), languages=LANGS, vocab_size=600, steps=2, batch_size=8,
-                             device="cpu", cache_dir=world["root"] / "cache")
+    base = C.ContinualTrainConfig(
+        images=world["images"],
+        captions=world["captions"],
+        out=world["root"] / out,
+        model=str(world["native"]),
+        languages=LANGS,
+        vocab_size=600,
+        steps=2,
+        batch_size=8,
+        device="cpu",
+        cache_dir=world["root"] / "cache",
+    )
     if "method" in changes:
         changes.setdefault("options", None)  # the options of plain CLL-CLIP do not fit another method
     return resolve(replace_settings(base, lr=1e-2, **changes), "train-continual")
 
 
 def encoder_for(world, method: str = "cll-clip", **options) -> ContinualTextEncoder:
-    return ContinualTextEncoder(world["clip"], clip_vocabulary().tokenizer,
-                                make_method(method, {**METHOD_VALUES.get(method, {}), **options}, world["clip"]),
-                                init_temperature=CLL_TEMPERATURE)
+    return ContinualTextEncoder(
+        world["clip"],
+        clip_vocabulary().tokenizer,
+        make_method(method, {**METHOD_VALUES.get(method, {}), **options}, world["clip"]),
+        init_temperature=CLL_TEMPERATURE,
+    )
 
 
 def start_tasks(world, encoder, count: int, **changes) -> list[C.CllClipTask]:
     """Prepare tasks en (and de) on ``encoder`` without training them; returns the task objects."""
     cfg = config(world, **changes)
-    return [C.prepare_task(cfg, encoder, world["corpus"], world["vocab"][lang], index, lang, world["val"],
-                           world["runtime"]) for index, lang in enumerate(("en", "de")[:count])]
+    return [
+        C.prepare_task(cfg, encoder, world["corpus"], world["vocab"][lang], index, lang, world["val"], world["runtime"])
+        for index, lang in enumerate(("en", "de")[:count])
+    ]
 
 
 def train(task: C.CllClipTask, state_dir) -> None:
@@ -136,7 +180,7 @@ def test_english_keeps_clips_ids_and_pooling_uses_the_first_end_token(world):
     tokens = encoder.tokenize([german], "de")
     assert int(tokens.max()) > 49407  # new tokens: the end token is no longer the largest id
     end = int((tokens[0] == 49407).nonzero()[0])
-    x = F.embedding(tokens[:, :end + 1], encoder.table)
+    x = F.embedding(tokens[:, : end + 1], encoder.table)
     expected = encoder.tower.forward_embeddings(x, torch.tensor([end + 1]))
     assert torch.allclose(encoder.encode_tokens(tokens, "de"), expected, atol=1e-6)
 
@@ -162,8 +206,7 @@ def test_teir_freezes_absent_and_special_rows_and_draws_new_rows_from_the_table(
     after = encoder.table.detach()
     assert torch.equal(after[frozen], before[frozen])  # absent tokens and specials: not updated, not decayed
     assert (after[~frozen] != before[~frozen]).any(dim=1).all()  # every token of the German text moved
-    assert isinstance(task.make_optimizer(task.parameters_to_train(), C.loop_config(task.config, task)),
-                      C.TeirAdamW)
+    assert isinstance(task.make_optimizer(task.parameters_to_train(), C.loop_config(task.config, task)), C.TeirAdamW)
 
 
 def test_plain_cll_clip_trains_every_row_and_draws_new_rows_from_n_0_002(world, tmp_path):
@@ -264,7 +307,8 @@ def test_language_adapters_isolate_languages(world):
     assert list(adapters) == ["en", "de"] and encoder.method.needs_task_identity
     assert torch.allclose(encoder.encode(text, "de"), plain, atol=1e-6)  # an untrained adapter is the identity
     assert set(de.parameters_to_train()) == {"table", "logit_scale"} | {
-        f"method.adapters.de.{k}" for k, _ in adapters["de"].named_parameters()}
+        f"method.adapters.de.{k}" for k, _ in adapters["de"].named_parameters()
+    }
     assert not any(p.requires_grad for p in adapters["en"].parameters())
     with torch.no_grad():
         for p in adapters["de"].parameters():
@@ -319,8 +363,13 @@ def test_dualprompt_trains_the_current_expert_and_selects_experts_by_key(world):
     en, de = start_tasks(world, encoder, 2)
     method = encoder.method
     assert method.trained == 2 and method.g_layers == [0, 1] and method.e_layers == [2, 3]
-    assert set(de.parameters_to_train()) == {"table", "logit_scale", "method.g_prompt", "method.e_prompts.1",
-                                             "method.e_keys.1"}
+    assert set(de.parameters_to_train()) == {
+        "table",
+        "logit_scale",
+        "method.g_prompt",
+        "method.e_prompts.1",
+        "method.e_keys.1",
+    }
     tokens = encoder.tokenize(["a red circle", "ein roter kreis"])
     encoder.train()
     encoder.encode_tokens(tokens, "de")
@@ -367,8 +416,9 @@ def test_checkpoints_rebuild_the_method_structure(world, tmp_path, method):
         for p in encoder.method.parameters():
             p.add_(0.01 * torch.randn_like(p))
     encoder.trained_languages = ["en", "de"]
-    path = C.write_task_checkpoint(tmp_path / "ckpt", encoder, world["vocab"]["de"], {"task": 1, "lang": "de"},
-                                    config(world, method=method))
+    path = C.write_task_checkpoint(
+        tmp_path / "ckpt", encoder, world["vocab"]["de"], {"task": 1, "lang": "de"}, config(world, method=method)
+    )
     loaded = load_text_encoder(path)
     encoder.eval()
     texts = world["corpus"].texts["de"][:4]
@@ -382,10 +432,32 @@ def test_checkpoints_rebuild_the_method_structure(world, tmp_path, method):
 
 
 def cli_arguments(world, out):
-    return ["train-continual", str(world["images"]), "--captions", str(world["captions"]), "--out", str(out),
-            "--model", str(world["native"]), "--lang", "en,de,ru", "--teir", "--vocab-size", "600", "--steps", "2",
-            "--batch-size", "8", "--lr", "1e-2", "--keep-task-checkpoints", "--device", "cpu",
-            "--cache-dir", str(world["root"] / "cache")]
+    return [
+        "train-continual",
+        str(world["images"]),
+        "--captions",
+        str(world["captions"]),
+        "--out",
+        str(out),
+        "--model",
+        str(world["native"]),
+        "--lang",
+        "en,de,ru",
+        "--teir",
+        "--vocab-size",
+        "600",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-2",
+        "--keep-task-checkpoints",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        str(world["root"] / "cache"),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -400,8 +472,12 @@ def test_rerun_with_json_prints_the_final_ar_and_f(world, cli_run):
     assert result.exit_code == 0, result.stderr
     printed = json.loads(result.stdout)
     continual = json.loads((out / "continual.json").read_text())["continual"]
-    assert printed == {"path": str(out.resolve()), "tasks": list(LANGS), "AR": continual["AR"][-1],
-                       "F": continual["F"][-1]}
+    assert printed == {
+        "path": str(out.resolve()),
+        "tasks": list(LANGS),
+        "AR": continual["AR"][-1],
+        "F": continual["F"][-1],
+    }
 
 
 def test_train_continual_writes_a_checkpoint_with_the_matrix_and_pictures(world, cli_run):
@@ -416,7 +492,8 @@ def test_train_continual_writes_a_checkpoint_with_the_matrix_and_pictures(world,
     assert continual["AR"][2] == pytest.approx(np.mean(matrix[2]))
     assert document["method"]["teir"]["variant"] == "teir" and not document["method"]["needs_task_identity"]
     assert [t["vocabulary"]["size"] for t in document["per_task"]] == sorted(
-        t["vocabulary"]["size"] for t in document["per_task"])
+        t["vocabulary"]["size"] for t in document["per_task"]
+    )
     for name in ("continual_matrix.png", "continual_curve.png"):
         assert Image.open(out / name).size[0] > 300
         assert (out / name).with_suffix(".svg").read_bytes().startswith(b"<?xml")
@@ -463,8 +540,18 @@ def test_an_interrupted_run_resumes_to_the_same_result(world, cli_run, tmp_path)
 
 
 def test_bad_options_are_one_line_errors(world, tmp_path):
-    base = ["train-continual", str(world["images"]), "--captions", str(world["captions"]), "--out",
-            str(tmp_path / "x"), "--model", str(world["native"]), "--device", "cpu"]
+    base = [
+        "train-continual",
+        str(world["images"]),
+        "--captions",
+        str(world["captions"]),
+        "--out",
+        str(tmp_path / "x"),
+        "--model",
+        str(world["native"]),
+        "--device",
+        "cpu",
+    ]
     result = runner.invoke(app, base + ["--teir", "--teir-init-only"])
     assert result.exit_code == 2 and "--teir" in result.stderr
     result = runner.invoke(app, base + ["--method", "gem"])
@@ -480,17 +567,31 @@ def test_bad_options_are_one_line_errors(world, tmp_path):
     shutil.copytree(world["vocab"]["de"].path, vocab_dir / "en")  # the de chain where en alone is expected
     result = runner.invoke(app, base + ["--vocab-dir", str(vocab_dir), "--cache-dir", str(world["root"] / "cache")])
     last = result.stderr.strip().splitlines()[-1]
-    assert result.exit_code == 2 and last.startswith("mltk train-continual: error:") \
-        and "task chain en,de, not en" in last
+    assert (
+        result.exit_code == 2 and last.startswith("mltk train-continual: error:") and "task chain en,de, not en" in last
+    )
 
 
 def test_method_options_given_with_set_are_checked_against_the_method_in_one_line(world, tmp_path):
-    base = ["train-continual", str(world["images"]), "--captions", str(world["captions"]), "--out",
-            str(tmp_path / "x"), "--model", str(world["native"]), "--device", "cpu", "--method", "lora"]
+    base = [
+        "train-continual",
+        str(world["images"]),
+        "--captions",
+        str(world["captions"]),
+        "--out",
+        str(tmp_path / "x"),
+        "--model",
+        str(world["native"]),
+        "--device",
+        "cpu",
+        "--method",
+        "lora",
+    ]
     result = runner.invoke(app, base + ["--set", "method.bogus=1"])
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
-    assert "--set method.bogus: not an option of method lora (its options: rank, alpha, dropout, targets)" \
-        in result.stderr
+    assert (
+        "--set method.bogus: not an option of method lora (its options: rank, alpha, dropout, targets)" in result.stderr
+    )
     result = runner.invoke(app, base + ["--set", "method.rank=0"])  # the type fits; LoraOptions.check refuses it
     assert result.exit_code == 2 and "the options of method lora: rank must be at least 1" in result.stderr
     result = runner.invoke(app, base + ["--set", "methods.er.memory_size=5"])  # a value that would do nothing
@@ -499,11 +600,39 @@ def test_method_options_given_with_set_are_checked_against_the_method_in_one_lin
 
 
 def test_set_method_rank_reaches_the_lora_method_and_its_checkpoint(world, tmp_path):
-    result = runner.invoke(app, [
-        "train-continual", str(world["images"]), "--captions", str(world["captions"]), "-o", str(tmp_path / "lora"),
-        "--model", str(world["native"]), "--device", "cpu", "--lang", "en,de", "--vocab-size", "600", "--steps", "1",
-        "--batch-size", "8", "--val-images", "8", "--cache-dir", str(world["root"] / "cache"), "--method", "lora",
-        "--set", "method.rank=4", "--set", "methods.lora.alpha=2"])
+    result = runner.invoke(
+        app,
+        [
+            "train-continual",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "-o",
+            str(tmp_path / "lora"),
+            "--model",
+            str(world["native"]),
+            "--device",
+            "cpu",
+            "--lang",
+            "en,de",
+            "--vocab-size",
+            "600",
+            "--steps",
+            "1",
+            "--batch-size",
+            "8",
+            "--val-images",
+            "8",
+            "--cache-dir",
+            str(world["root"] / "cache"),
+            "--method",
+            "lora",
+            "--set",
+            "method.rank=4",
+            "--set",
+            "methods.lora.alpha=2",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     out = Path(result.stdout.strip())
     document = json.loads((out / "continual.json").read_text())
@@ -515,11 +644,19 @@ def test_set_method_rank_reaches_the_lora_method_and_its_checkpoint(world, tmp_p
     assert downs and all(t.shape[-2] == 4 for t in downs)  # A [blocks, targets, r, W]
 
 
-@pytest.mark.parametrize("method", ["cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt",
-                                    "codaprompt"])
+@pytest.mark.parametrize(
+    "method", ["cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt", "codaprompt"]
+)
 def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix(world, method):
-    cfg = config(world, f"run-{method}", languages=("en", "de"), method=method, teir_init=True, teir_reg=True,
-                 options=SMALL.get(method))
+    cfg = config(
+        world,
+        f"run-{method}",
+        languages=("en", "de"),
+        method=method,
+        teir_init=True,
+        teir_reg=True,
+        options=SMALL.get(method),
+    )
     out = C.train_continual(cfg)
     document = json.loads((out / "continual.json").read_text())
     assert document["method"]["name"] == method
@@ -530,13 +667,14 @@ def test_every_method_trains_a_sequence_and_its_checkpoint_reproduces_the_matrix
     test = world["test"]
     table, vectors = encode_captions(encoder, test.captions, world["runtime"], languages=["en", "de"])
     again = evaluate_retrieval(test.image_table, test.image_vectors, table, vectors)
-    assert [again["per_language"][lang]["t2i"]["R@1"] for lang in ("en", "de")] == \
-        pytest.approx(document["continual"]["matrix"][1])
+    assert [again["per_language"][lang]["t2i"]["R@1"] for lang in ("en", "de")] == pytest.approx(
+        document["continual"]["matrix"][1]
+    )
     # the second task's steps.csv: CLL-CLIP's terms and the method's, whose weighted sum is the loss
     own = METHOD_TERMS.get(method, {})
     rows = read_steps_csv(out / "steps" / "01-de.csv")
     header = list(rows[0])
-    assert header[header.index("loss") + 1:header.index("lr")] == ["infonce", "mse", "logit_scale", *own]
+    assert header[header.index("loss") + 1 : header.index("lr")] == ["infonce", "mse", "logit_scale", *own]
     weights = {"infonce": cfg.gamma1, "mse": cfg.gamma2, **own}
     for row in rows:
         assert sum(weight * row[name] for name, weight in weights.items()) == pytest.approx(row["loss"], rel=1e-5)
@@ -550,5 +688,6 @@ def test_a_per_language_method_without_its_module_is_refused_when_defined():
     from mltk.cll_clip.base import PerLanguageMethod
 
     with pytest.raises(TypeError, match="must define new_module"):
-        class Forgetful(PerLanguageMethod):  # noqa: F841 - defining it is the test
+
+        class Forgetful(PerLanguageMethod):  # defining it is the test
             modules_name = "forgotten"

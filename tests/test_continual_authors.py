@@ -39,14 +39,17 @@ def test_mla_adapter_reads_the_block_output_and_starts_with_adapterhubs_bert_ini
     # the adapter of block i reads the block's whole output y = x + attention + MLP and adds its bottleneck to it
     tower = encoder.tower
     tokens, pool = trim_tokens(encoder.tokenize(["a red circle", "two blue squares"]), 49407)
-    x = F.embedding(tokens, encoder.table) + tower.positional_embedding[:tokens.shape[1]]
-    mask = tower.attn_mask[:tokens.shape[1], :tokens.shape[1]]
+    x = F.embedding(tokens, encoder.table) + tower.positional_embedding[: tokens.shape[1]]
+    mask = tower.attn_mask[: tokens.shape[1], : tokens.shape[1]]
     for index, block in enumerate(tower.blocks):
         y = attention_block(block, x, mask, index)
         x = y + stack[index].c_proj(torch.relu(stack[index].c_fc(y)))
     pooled = tower.ln_final(x[torch.arange(2), pool])
-    expected = tower.text_projection(pooled) if isinstance(tower.text_projection, torch.nn.Linear) \
+    expected = (
+        tower.text_projection(pooled)
+        if isinstance(tower.text_projection, torch.nn.Linear)
         else pooled @ tower.text_projection
+    )
     features = encoder.method.encode(encoder, F.embedding(tokens, encoder.table), pool + 1, "en")
     assert torch.allclose(features, expected, atol=1e-5)
     zero = encoder_for(world, "mla", init="zero")

@@ -85,11 +85,12 @@ def test_the_temperature_is_t_itself_clamped_in_place_to_its_range():
     assert float(temperature.parameter.detach()) == pytest.approx(0.07)  # T is the parameter, not log(1/T)
     scale = temperature()
     scale.backward()
-    assert float(temperature.parameter.grad) == pytest.approx(-1 / 0.07 ** 2, rel=1e-5)  # d(1/T)/dT
+    assert float(temperature.parameter.grad) == pytest.approx(-1 / 0.07**2, rel=1e-5)  # d(1/T)/dT
     with torch.no_grad():
         temperature.parameter.fill_(0.9)
-    assert float(temperature().detach()) == pytest.approx(2.0) \
-        and float(temperature.parameter.detach()) == pytest.approx(0.5)
+    assert float(temperature().detach()) == pytest.approx(2.0) and float(
+        temperature.parameter.detach()
+    ) == pytest.approx(0.5)
     with torch.no_grad():
         temperature.parameter.fill_(1e-5)
     assert float(temperature().detach()) == pytest.approx(1000.0) and temperature.temperature == pytest.approx(0.001)
@@ -101,15 +102,26 @@ def test_the_temperature_is_t_itself_clamped_in_place_to_its_range():
 
 
 def _encoder(world, form: str) -> ContinualTextEncoder:
-    return ContinualTextEncoder(world["clip"], clip_vocabulary().tokenizer,
-                                make_method("cll-clip", {}, world["clip"]),
-                                temperature=make_temperature(form, 0.07, (0.001, 0.5)))
+    return ContinualTextEncoder(
+        world["clip"],
+        clip_vocabulary().tokenizer,
+        make_method("cll-clip", {}, world["clip"]),
+        temperature=make_temperature(form, 0.07, (0.001, 0.5)),
+    )
 
 
 def _next_task(world, encoder, **changes) -> C.CllClipTask:
     """Task de on ``encoder`` after task en."""
-    return C.prepare_task(config(world, **changes), encoder, world["corpus"], world["vocab"]["de"], 1, "de",
-                          world["val"], world["runtime"])
+    return C.prepare_task(
+        config(world, **changes),
+        encoder,
+        world["corpus"],
+        world["vocab"]["de"],
+        1,
+        "de",
+        world["val"],
+        world["runtime"],
+    )
 
 
 def test_the_temperature_restarts_from_its_initial_value_at_every_task(world):
@@ -133,8 +145,12 @@ def test_the_temperature_restarts_from_its_initial_value_at_every_task(world):
 def test_continual_json_records_each_tasks_final_temperature_and_its_form(world):
     out = C.train_continual(config(world, "run-temperature", languages=("en", "de"), steps=3))
     document = json.loads((out / "continual.json").read_text())
-    assert document["protocol"]["temperature"] == {"form": "temperature", "initial": 0.07, "range": [0.001, 0.5],
-                                                   "reset_each_task": True}
+    assert document["protocol"]["temperature"] == {
+        "form": "temperature",
+        "initial": 0.07,
+        "range": [0.001, 0.5],
+        "reset_each_task": True,
+    }
     finals = [task["temperature"] for task in document["per_task"]]
     assert len(finals) == 2 and all(0.001 <= t <= 0.5 and t != pytest.approx(0.07, abs=1e-7) for t in finals)
 
@@ -154,8 +170,16 @@ def _de_lambdas_after_en_filled_the_memory(world, **changes):
     encoder = encoder_for(world, "er", memory_size=24)
     (en,) = start_tasks(world, encoder, 1, teir_reg=True, **changes)
     encoder.method.end_task(en)
-    de = C.prepare_task(config(world, teir_reg=True, **changes), encoder, world["corpus"], world["vocab"]["de"], 1,
-                        "de", world["val"], world["runtime"])
+    de = C.prepare_task(
+        config(world, teir_reg=True, **changes),
+        encoder,
+        world["corpus"],
+        world["vocab"]["de"],
+        1,
+        "de",
+        world["val"],
+        world["runtime"],
+    )
     return de.lambdas, replayed_token_ids(encoder, encoder.method.memory_tokens())
 
 

@@ -51,11 +51,21 @@ def world(tmp_path_factory):
     def teacher_of(ids, texts):
         return teacher_embeddings(teacher, base.spec, ids, texts, runtime, root / "cache")
 
-    corpus = C.Corpus(captions, "train", ["de", "fr"], C.data.caption_image_rows(captions), None, teacher_of,
-                      result.captions_path)
+    corpus = C.Corpus(
+        captions, "train", ["de", "fr"], C.data.caption_image_rows(captions), None, teacher_of, result.captions_path
+    )
     judge = C.CaptionRetrieval(captions, ["de", "fr"], teacher_of, "val", "test", runtime, None, result.captions_path)
-    return {"root": root, "captions_path": result.captions_path, "captions": captions, "bert": bert, "base": base,
-            "vocab": root_vocabulary(base), "corpus": corpus, "judge": judge, "runtime": runtime}
+    return {
+        "root": root,
+        "captions_path": result.captions_path,
+        "captions": captions,
+        "bert": bert,
+        "base": base,
+        "vocab": root_vocabulary(base),
+        "corpus": corpus,
+        "judge": judge,
+        "runtime": runtime,
+    }
 
 
 def texts_of(world, lang, split="train"):
@@ -74,7 +84,7 @@ def test_root_vocabulary_tokenises_exactly_as_the_tower(world):
     tower, root = world["base"].tower, world["vocab"]
     texts = texts_of(world, "en") + texts_of(world, "de")
     tokens, lengths = tower.tokenize(texts)
-    assert torch.equal(root.tokenizer(texts)[:, :tokens.shape[1]], tokens)
+    assert torch.equal(root.tokenizer(texts)[:, : tokens.shape[1]], tokens)
     assert torch.equal(tower.lengths(root.tokenizer(texts)), lengths)
     assert root.vocab_size == tower.token_embedding.weight.shape[0]
 
@@ -84,7 +94,7 @@ def test_grown_wordpiece_keeps_old_ids_and_new_tokens_are_ordinary_vocabulary(wo
 
     root = world["vocab"]
     de = grown(world)
-    assert de.tokenizer.tokens[:root.vocab_size] == root.tokenizer.tokens
+    assert de.tokenizer.tokens[: root.vocab_size] == root.tokenizer.tokens
     assert de.sizes.old == root.vocab_size and de.sizes.new > 0 and de.vocab_size == root.vocab_size + de.sizes.new
     assert grown(world).tokenizer.tokens == de.tokenizer.tokens  # deterministic
     # new tokens are WordPiece vocabulary entries (greedy longest match produces them), not added tokens
@@ -98,8 +108,8 @@ def test_grown_wordpiece_keeps_old_ids_and_new_tokens_are_ordinary_vocabulary(wo
     assert np.array_equal(de.task_token_freq, freq) and freq[de.tokenizer.all_special_ids].sum() == 0
     # a second task grows the first one: the first task's ids are kept too
     fr = grown(world, "fr", de)
-    assert fr.tokenizer.tokens[:de.vocab_size] == de.tokenizer.tokens
-    assert np.array_equal(fr.prior_task_counts[:de.vocab_size], de.counts_after_task())
+    assert fr.tokenizer.tokens[: de.vocab_size] == de.tokenizer.tokens
+    assert np.array_equal(fr.prior_task_counts[: de.vocab_size], de.counts_after_task())
     # round trip through a vocab artifact (plain JSON and NPY)
     loaded = load_vocabulary(write_vocabulary(fr, tmp_path / "fr"))
     assert loaded.tokenizer.tokens == fr.tokenizer.tokens and loaded.languages == ["de", "fr"]
@@ -123,9 +133,12 @@ def encoder_for(world, vocabulary=None):
     from mltk.cll_clip.model import ContinualTextEncoder
 
     base = world["base"]
-    return ContinualTextEncoder(base, (vocabulary or world["vocab"]).tokenizer,
-                                make_method("cll-clip", {}, base.tower),
-                                init_temperature=load_recipe("cll-clip").config["temperature"])
+    return ContinualTextEncoder(
+        base,
+        (vocabulary or world["vocab"]).tokenizer,
+        make_method("cll-clip", {}, base.tower),
+        init_temperature=load_recipe("cll-clip").config["temperature"],
+    )
 
 
 def test_the_table_replaces_the_word_embeddings_only_and_english_equals_the_tower_before_growth(world):
@@ -143,9 +156,18 @@ def test_the_table_replaces_the_word_embeddings_only_and_english_equals_the_towe
 def config(world, **changes):
     from mltk.train import continual as C
 
-    base = C.ContinualTrainConfig(images=None, captions=world["captions_path"], out=world["root"] / "unused",
-                                  model=str(world["bert"]), languages=("de", "fr"), vocab_size=300, steps=2,
-                                  batch_size=8, device="cpu", cache_dir=world["root"] / "cache")
+    base = C.ContinualTrainConfig(
+        images=None,
+        captions=world["captions_path"],
+        out=world["root"] / "unused",
+        model=str(world["bert"]),
+        languages=("de", "fr"),
+        vocab_size=300,
+        steps=2,
+        batch_size=8,
+        device="cpu",
+        cache_dir=world["root"] / "cache",
+    )
     from mltk.settings import resolve
     from mltk.train.stage import replace_settings
 
@@ -159,10 +181,11 @@ def test_teir_initialisation_differs_from_plain_cll_clip_on_a_trained_table(worl
     rows = {}
     for teir_init in (False, True):
         encoder = encoder_for(world)
-        C.prepare_task(config(world, teir_init=teir_init), encoder, world["corpus"], vocabulary, 0, "de", None,
-                       world["runtime"])
-        assert torch.equal(encoder.table[:vocabulary.parent_size], world["base"].tower.token_embedding.weight)
-        rows[teir_init] = encoder.table.detach()[vocabulary.parent_size:]
+        C.prepare_task(
+            config(world, teir_init=teir_init), encoder, world["corpus"], vocabulary, 0, "de", None, world["runtime"]
+        )
+        assert torch.equal(encoder.table[: vocabulary.parent_size], world["base"].tower.token_embedding.weight)
+        rows[teir_init] = encoder.table.detach()[vocabulary.parent_size :]
     old = world["base"].tower.token_embedding.weight.double()
     teir, plain = rows[True].double(), rows[False].double()
     assert abs(teir.mean() - old.mean()) < 0.02 and abs(teir.std() - old.std()) < 0.02  # N(mu, sigma) of the table
@@ -177,8 +200,16 @@ def test_teir_regularisation_trains_the_task_tokens_and_freezes_the_others(world
 
     vocabulary = grown(world)
     encoder = encoder_for(world)
-    task = C.prepare_task(config(world, teir_init=True, teir_reg=True), encoder, world["corpus"], vocabulary, 0, "de",
-                          world["judge"], world["runtime"])
+    task = C.prepare_task(
+        config(world, teir_init=True, teir_reg=True),
+        encoder,
+        world["corpus"],
+        vocabulary,
+        0,
+        "de",
+        world["judge"],
+        world["runtime"],
+    )
     assert "logit_scale" not in task.parameters_to_train()  # text only: no InfoNCE, no temperature to learn
     special = vocabulary.tokenizer.all_special_ids
     assert len(special) == 5 and (task.lambdas[special] == 0).all()
@@ -192,10 +223,32 @@ def test_teir_regularisation_trains_the_task_tokens_and_freezes_the_others(world
 
 
 def run_cli(world, out, *extra):
-    return runner.invoke(app, ["train-continual", str(world["captions_path"]), "--model", str(world["bert"]),
-                               "--lang", "de,fr", "--steps", "3", "--batch-size", "8", "--lr", "1e-2",
-                               "--vocab-size", "300", "--device", "cpu", "--cache-dir", str(world["root"] / "cache"),
-                               "--out", str(out), *extra])
+    return runner.invoke(
+        app,
+        [
+            "train-continual",
+            str(world["captions_path"]),
+            "--model",
+            str(world["bert"]),
+            "--lang",
+            "de,fr",
+            "--steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--lr",
+            "1e-2",
+            "--vocab-size",
+            "300",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(world["root"] / "cache"),
+            "--out",
+            str(out),
+            *extra,
+        ],
+    )
 
 
 def test_a_text_only_run_through_the_cli_writes_the_matrix_and_a_checkpoint_evaluate_reads(world, tmp_path):
@@ -220,14 +273,48 @@ def test_a_text_only_run_through_the_cli_writes_the_matrix_and_a_checkpoint_eval
     assert checkpoint["tokenizer"] == "wordpiece" and checkpoint["languages"] == ["de", "fr"]
     assert tensors["table"].shape[0] == checkpoint["vocab_size"] > world["vocab"].vocab_size
     # evaluate reads the checkpoint: English is the frozen tower there too, so it reproduces a_{j,i}
-    metrics = runner.invoke(app, ["evaluate", "--model", str(out), "--captions", str(world["captions_path"]),
-                                  "--split", "test", "--lang", "en,de", "--metric", "c2c", "--c2c-pair", "de:en",
-                                  "--out", str(tmp_path / "m"), "--device", "cpu"])
+    metrics = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--model",
+            str(out),
+            "--captions",
+            str(world["captions_path"]),
+            "--split",
+            "test",
+            "--lang",
+            "en,de",
+            "--metric",
+            "c2c",
+            "--c2c-pair",
+            "de:en",
+            "--out",
+            str(tmp_path / "m"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert metrics.exit_code == 0, metrics.stderr
     c2c = artifacts.load_metrics(tmp_path / "m")["c2c"]["de-en"]
     assert c2c["de->en"]["R@1"] == pytest.approx(matrix[1][0])
-    texts_out = runner.invoke(app, ["encode-texts", str(world["captions_path"]), "--model", str(out), "--split",
-                                    "test", "--lang", "fr", "--out", str(tmp_path / "t"), "--device", "cpu"])
+    texts_out = runner.invoke(
+        app,
+        [
+            "encode-texts",
+            str(world["captions_path"]),
+            "--model",
+            str(out),
+            "--split",
+            "test",
+            "--lang",
+            "fr",
+            "--out",
+            str(tmp_path / "t"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert texts_out.exit_code == 0, texts_out.stderr
     table, vectors = artifacts.load_embeddings(texts_out.stdout.strip())
     assert set(table.column("lang").to_pylist()) == {"fr"} and vectors.shape[1] == 32
@@ -272,12 +359,16 @@ def test_on_the_real_minilm_the_grown_vocabulary_reads_as_the_tower_and_teir_dra
 
     base = load_growable_base(minilm.get_model_path(), None, "cpu")
     root = root_vocabulary(base)
-    texts = ["Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.", "Příliš žluťoučký kůň úpěl ďábelské ódy.",
-             "Une fille à l'entrée d'un bâtiment.", "Two young, White males are outside near many bushes."]
+    texts = [
+        "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",
+        "Příliš žluťoučký kůň úpěl ďábelské ódy.",
+        "Une fille à l'entrée d'un bâtiment.",
+        "Two young, White males are outside near many bushes.",
+    ]
     tokens, _ = base.tower.tokenize(texts)
-    assert torch.equal(root.tokenizer(texts)[:, :tokens.shape[1]], tokens)
+    assert torch.equal(root.tokenizer(texts)[:, : tokens.shape[1]], tokens)
     german = train_vocabulary(texts[:1] * 2, "de", root, 50, 2)
-    assert german.tokenizer.tokens[:root.vocab_size] == root.tokenizer.tokens and german.sizes.new > 0
+    assert german.tokenizer.tokens[: root.vocab_size] == root.tokenizer.tokens and german.sizes.new > 0
     table = base.tower.token_embedding.weight
     generator = torch.Generator().manual_seed(0)
     teir = init_new_rows(table, 2000, generator, mode="teir").double()

@@ -15,9 +15,16 @@ import pytest
 from mltk.artifacts import schema
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mltk"
-CONTRACT_MODULES = {"mltk/artifacts/__init__.py", "mltk/artifacts/manifest.py", "mltk/artifacts/writer.py",
-                    "mltk/artifacts/tables.py", "mltk/artifacts/files.py", "mltk/artifacts/integrity.py",
-                    "mltk/artifacts/schema.py", "mltk/artifacts/checkpoint_fields.py"}
+CONTRACT_MODULES = {
+    "mltk/artifacts/__init__.py",
+    "mltk/artifacts/manifest.py",
+    "mltk/artifacts/writer.py",
+    "mltk/artifacts/tables.py",
+    "mltk/artifacts/files.py",
+    "mltk/artifacts/integrity.py",
+    "mltk/artifacts/schema.py",
+    "mltk/artifacts/checkpoint_fields.py",
+}
 MAX_LINES = 450
 
 # Files that may say "config.json" for a reason other than an mltk artifact.
@@ -29,6 +36,7 @@ READS_FOREIGN_CONFIG = {
     # mltk did not write (is_hf_model_folder, the tower's Pooling/Dense configs).
     "mltk/models/clip.py",
     "mltk/models/hf_text.py",
+    "mltk/models/st_modules.py",
     "mltk/models/hub.py",  # a hub snapshot's transformers config.json tells a text model from an open_clip one
     # mltk export writes (and its standalone loader reads) open_clip / transformers / sentence-transformers model
     # folders for other tools: their config.json is theirs, and the folders are no mltk artifacts.
@@ -70,8 +78,11 @@ def test_only_artifacts_calls_numpy_save_and_load():
 
 def test_the_library_never_reads_stdin():
     """Only the CLI resolves ``-`` and pipes (``mltk.cli.common.resolve_input``); the library receives paths."""
-    offenders = {name for name, text in _sources().items()
-                 if not name.startswith("mltk/cli/") and re.search(r"\bsys\.stdin\b|\binput\(", text)}
+    offenders = {
+        name
+        for name, text in _sources().items()
+        if not name.startswith("mltk/cli/") and re.search(r"\bsys\.stdin\b|\binput\(", text)
+    }
     assert offenders == set()
 
 
@@ -90,16 +101,20 @@ def test_allow_lists_name_existing_files(allow_list):
 def test_pending_entries_still_offend():
     """When a pending file is fixed, its entry must go, so the lists shrink to nothing."""
     sources = _sources()
-    fixed_contract = {name for name in PENDING_CONTRACT
-                      if "config.json" not in sources[name] and not ARTIFACT_FILE_CALL.search(sources[name])}
+    fixed_contract = {
+        name
+        for name in PENDING_CONTRACT
+        if "config.json" not in sources[name] and not ARTIFACT_FILE_CALL.search(sources[name])
+    }
     fixed_split = {name for name in PENDING_SPLIT if sources[name].count("\n") <= MAX_LINES}
     assert fixed_contract == set() and fixed_split == set()
 
 
 def test_the_library_does_not_import_test_tools():
     """pytest and hypothesis are a test extra, not runtime dependencies; fixtures live under tests/."""
-    offenders = {name for name, text in _sources().items()
-                 if re.search(r"^\s*(import|from)\s+(pytest|hypothesis)\b", text, re.M)}
+    offenders = {
+        name for name, text in _sources().items() if re.search(r"^\s*(import|from)\s+(pytest|hypothesis)\b", text, re.M)
+    }
     assert offenders == set()
 
 

@@ -73,15 +73,24 @@ def fake(tmp_path_factory):
     state = authors_state(clip.state_dict(), vocab_size, width, num_blocks)
     path = root / "mla_authors.pt"
     torch.save(state, path)
-    return {"root": root, "clip": clip, "tokenizer": tokenizer_dir, "state": state, "path": path,
-            "width": width, "blocks": num_blocks}
+    return {
+        "root": root,
+        "clip": clip,
+        "tokenizer": tokenizer_dir,
+        "state": state,
+        "path": path,
+        "width": width,
+        "blocks": num_blocks,
+    }
 
 
 @pytest.fixture(scope="module")
 def imported(fake):
     out = fake["root"] / "imported"
-    result = runner.invoke(app, ["import-mla", str(fake["path"]), "--out", str(out), "--model", ARCH,
-                                 "--tokenizer", str(fake["tokenizer"])])
+    result = runner.invoke(
+        app,
+        ["import-mla", str(fake["path"]), "--out", str(out), "--model", ARCH, "--tokenizer", str(fake["tokenizer"])],
+    )
     assert result.exit_code == 0, result.stderr
     return out, result
 
@@ -94,8 +103,9 @@ def _wordpiece(directory: str):
     return AutoTokenizer.from_pretrained(directory)
 
 
-def reference_features(state: dict, tokenizer_dir: Path, caption: str, lang: str | None,
-                       acquirers: bool = True) -> torch.Tensor:
+def reference_features(
+    state: dict, tokenizer_dir: Path, caption: str, lang: str | None, acquirers: bool = True
+) -> torch.Tensor:
     """The authors' forward in float64: M-BERT ids padded to 77 -> embedding -> linear -> + positions -> (block ->
     acquirer) x n -> first [SEP] -> ln_final -> projection. ``lang=None``: the English CLIP path instead."""
     s = {k: v.double() for k, v in state.items()}
@@ -107,8 +117,10 @@ def reference_features(state: dict, tokenizer_dir: Path, caption: str, lang: str
     else:
         tok = _wordpiece(str(tokenizer_dir))
         ids = torch.tensor(tok(caption, padding="max_length", max_length=77)["input_ids"])
-        x = s["multilingual_embedding.weight"][ids] @ s["multilingual_embedding_linear.weight"].T \
+        x = (
+            s["multilingual_embedding.weight"][ids] @ s["multilingual_embedding_linear.weight"].T
             + s["multilingual_embedding_linear.bias"]
+        )
         pool = int((ids == tok.sep_token_id).nonzero()[0])
     x = x + s["positional_embedding"]  # [77, W]
     length, width = x.shape
@@ -147,8 +159,9 @@ def test_imported_model_reproduces_the_reference_forward(fake, imported):
             reference = reference_features(fake["state"], fake["tokenizer"], caption, lang)
             assert (ours - reference).abs().max() < 1e-5, lang
             # the check has teeth: the features depend on the acquirers and on which language's acquirers
-            assert (reference_features(fake["state"], fake["tokenizer"], caption, lang, acquirers=False)
-                    - reference).abs().max() > 1e-2
+            assert (
+                reference_features(fake["state"], fake["tokenizer"], caption, lang, acquirers=False) - reference
+            ).abs().max() > 1e-2
             other = "fr" if lang == "de" else "de"
             assert (encoder.encode([caption], other)[0].double() - reference).abs().max() > 1e-2
         english = encoder.encode([ENGLISH], "en")[0]
@@ -170,9 +183,12 @@ def test_artifacts_hold_the_split_and_renamed_tensors(fake, imported):
     out, _ = imported
     config = json.loads((out / "mla" / "config.json").read_text())
     assert config["format"] == "mla" and config["base"]["model"] == str((out / "base").resolve())
-    assert config["non_native"] == {"kind": "hf", "source": str(fake["tokenizer"].resolve()),
-                                    "vocab_size": fake["state"]["multilingual_embedding.weight"].shape[0],
-                                    "embed_dim": EMBED_DIM}
+    assert config["non_native"] == {
+        "kind": "hf",
+        "source": str(fake["tokenizer"].resolve()),
+        "vocab_size": fake["state"]["multilingual_embedding.weight"].shape[0],
+        "embed_dim": EMBED_DIM,
+    }
     assert config["acquirer_hidden"] == HIDDEN and config["native_lang"] == "en"
     pinned = config["depends_on"]  # base and tokenizer by content, and relative to the checkpoint
     assert pinned["base.model"]["relative"] == "../base"
@@ -185,8 +201,9 @@ def test_artifacts_hold_the_split_and_renamed_tensors(fake, imported):
     from mltk.artifacts import load_checkpoint
 
     tensors, _ = load_checkpoint(out / "mla")
-    assert torch.equal(tensors["acquirers.fr.3.c_proj.weight"],
-                       fake["state"]["transformer.resblocks.3.acquirer.fr.mlp.c_proj.weight"])
+    assert torch.equal(
+        tensors["acquirers.fr.3.c_proj.weight"], fake["state"]["transformer.resblocks.3.acquirer.fr.mlp.c_proj.weight"]
+    )
     assert torch.equal(tensors["embedding.proj.bias"], fake["state"]["multilingual_embedding_linear.bias"])
     assert len(tensors) == 3 + 4 * 4 * len(LANGS)  # no ln, no CLIP
 
@@ -224,8 +241,22 @@ def test_wrapped_prefixed_and_safetensors_files_import_the_same(fake, imported, 
 
 
 def test_json_output_and_language_subset(fake, tmp_path):
-    result = runner.invoke(app, ["import-mla", str(fake["path"]), "--out", str(tmp_path / "o"), "--model", ARCH,
-                                 "--tokenizer", str(fake["tokenizer"]), "--lang", "fr", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "import-mla",
+            str(fake["path"]),
+            "--out",
+            str(tmp_path / "o"),
+            "--model",
+            ARCH,
+            "--tokenizer",
+            str(fake["tokenizer"]),
+            "--lang",
+            "fr",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["path"] == str((tmp_path / "o" / "mla").resolve()) and payload["languages"] == ["fr"]
@@ -239,8 +270,9 @@ def test_a_shared_acquirer_stack_needs_and_serves_the_named_languages(fake, tmp_
     torch.save(state, path)
     with pytest.raises(MltkError, match="shared by all languages"):
         import_mla_checkpoint(path, tmp_path / "x", model=ARCH, tokenizer=str(fake["tokenizer"]))
-    result = import_mla_checkpoint(path, tmp_path / "o", model=ARCH, tokenizer=str(fake["tokenizer"]),
-                                   languages=["de", "it"])
+    result = import_mla_checkpoint(
+        path, tmp_path / "o", model=ARCH, tokenizer=str(fake["tokenizer"]), languages=["de", "it"]
+    )
     encoder = load_encoder(result.mla)
     with torch.no_grad():
         de, it = encoder.encode([GERMAN], "de"), encoder.encode([GERMAN], "it")
@@ -255,8 +287,19 @@ def test_hub_tokenizer_without_network_is_recorded_with_a_warning(fake, tmp_path
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # no network, and no waiting for it
-    result = runner.invoke(app, ["import-mla", str(fake["path"]), "--out", str(tmp_path / "o"), "--model", ARCH,
-                                 "--tokenizer", "bert-base-multilingual-cased"])
+    result = runner.invoke(
+        app,
+        [
+            "import-mla",
+            str(fake["path"]),
+            "--out",
+            str(tmp_path / "o"),
+            "--model",
+            ARCH,
+            "--tokenizer",
+            "bert-base-multilingual-cased",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert "warning: could not load tokenizer 'bert-base-multilingual-cased'" in result.stderr
     config = json.loads((tmp_path / "o" / "mla" / "config.json").read_text())
@@ -285,12 +328,17 @@ def _save_variant(fake, tmp_path, drop=(), add=None, name="bad.pt") -> Path:
     return tmp_path / name
 
 
-@pytest.mark.parametrize("drop, message", [
-    (["multilingual_embedding_linear.bias"], "missing keys: multilingual_embedding_linear.bias"),
-    (["transformer.resblocks.2.acquirer.de.mlp.c_proj.weight"],
-     "missing keys: transformer.resblocks.2.acquirer.de.mlp.c_proj.weight"),
-    (["ln_final.weight"], "missing keys: 1 CLIP tensor"),
-])
+@pytest.mark.parametrize(
+    "drop, message",
+    [
+        (["multilingual_embedding_linear.bias"], "missing keys: multilingual_embedding_linear.bias"),
+        (
+            ["transformer.resblocks.2.acquirer.de.mlp.c_proj.weight"],
+            "missing keys: transformer.resblocks.2.acquirer.de.mlp.c_proj.weight",
+        ),
+        (["ln_final.weight"], "missing keys: 1 CLIP tensor"),
+    ],
+)
 def test_missing_keys(fake, tmp_path, drop, message):
     path = _save_variant(fake, tmp_path, drop=drop)
     line = _import_fails(path, tmp_path / "o", "--model", ARCH, "--tokenizer", str(fake["tokenizer"]))
@@ -305,8 +353,9 @@ def test_no_acquirers_is_not_an_mla_checkpoint(fake, tmp_path):
 
 
 def test_wrong_architecture(fake, tmp_path):
-    line = _import_fails(fake["path"], tmp_path / "o", "--model", "ViT-B-32-quickgelu", "--tokenizer",
-                         str(fake["tokenizer"]))
+    line = _import_fails(
+        fake["path"], tmp_path / "o", "--model", "ViT-B-32-quickgelu", "--tokenizer", str(fake["tokenizer"])
+    )
     assert str(fake["path"]) in line and "wrong architecture" in line and "ViT-B-32-quickgelu" in line
 
 
@@ -317,10 +366,13 @@ def test_wrong_acquirer_width_is_a_wrong_architecture(fake, tmp_path):
     assert "wrong architecture" in line and "block 1 of 'fr'" in line
 
 
-@pytest.mark.parametrize("add, message", [
-    ({"text_adapter.weight": torch.zeros(2)}, "unknown layout: 1 unexpected key(s) (text_adapter.weight)"),
-    ({"transformer.resblocks.0.acquirer.de.mlp_sr.c_fc.weight": torch.zeros(2)}, "unknown layout"),
-])
+@pytest.mark.parametrize(
+    "add, message",
+    [
+        ({"text_adapter.weight": torch.zeros(2)}, "unknown layout: 1 unexpected key(s) (text_adapter.weight)"),
+        ({"transformer.resblocks.0.acquirer.de.mlp_sr.c_fc.weight": torch.zeros(2)}, "unknown layout"),
+    ],
+)
 def test_unknown_keys_are_an_unknown_layout(fake, tmp_path, add, message):
     path = _save_variant(fake, tmp_path, add=add)
     line = _import_fails(path, tmp_path / "o", "--model", ARCH, "--tokenizer", str(fake["tokenizer"]))
@@ -331,12 +383,15 @@ class NotATensor:  # a pickled object of a class: weights_only=True must refuse 
     pass
 
 
-@pytest.mark.parametrize("content, message", [
-    ([torch.zeros(2)], "unknown layout: expected a state dict"),
-    ({"a.weight": torch.zeros(2), "step": 3}, "unknown layout: 1 entries are not tensors"),
-    ({"a.weight": NotATensor()}, "cannot read as a PyTorch state dict with weights_only=True"),
-    (b"not a checkpoint at all", "cannot read as a PyTorch state dict"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ([torch.zeros(2)], "unknown layout: expected a state dict"),
+        ({"a.weight": torch.zeros(2), "step": 3}, "unknown layout: 1 entries are not tensors"),
+        ({"a.weight": NotATensor()}, "cannot read as a PyTorch state dict with weights_only=True"),
+        (b"not a checkpoint at all", "cannot read as a PyTorch state dict"),
+    ],
+)
 def test_unreadable_or_unknown_files(tmp_path, content, message):
     path = tmp_path / "weird.pt"
     if isinstance(content, bytes):
@@ -376,9 +431,15 @@ def test_evaluate_and_index_read_the_import_through_the_text_encoder_registry(fa
     from mltk.encode.texts import encode_captions
 
     encoder = load_text_encoder(imported[0] / "mla")
-    captions = pa.table({"image_id": ["1", "1", "1"], "lang": ["en", "de", "fr"],
-                         "caption": [ENGLISH, GERMAN, FRENCH], "caption_id": ["c", "c", "c"],
-                         "split": ["test"] * 3})
+    captions = pa.table(
+        {
+            "image_id": ["1", "1", "1"],
+            "lang": ["en", "de", "fr"],
+            "caption": [ENGLISH, GERMAN, FRENCH],
+            "caption_id": ["c", "c", "c"],
+            "split": ["test"] * 3,
+        }
+    )
     table, vectors = encode_captions(encoder, captions, resolve_runtime("cpu"))
     assert sorted(table.column("lang").to_pylist()) == ["de", "en", "fr"]
     by_lang = dict(zip(table.column("lang").to_pylist(), vectors))

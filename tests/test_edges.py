@@ -10,8 +10,15 @@ from mltk.core import policy
 from mltk.core.errors import ArtifactError
 from mltk.present import plots
 
-CONTINUAL = {"continual": {"tasks": ["en", "de"], "metric": "t2i.R@1", "matrix": [[50.0, None], [45.0, 60.0]],
-                           "AR": [50.0, 52.5], "F": [None, 5.0]}}
+CONTINUAL = {
+    "continual": {
+        "tasks": ["en", "de"],
+        "metric": "t2i.R@1",
+        "matrix": [[50.0, None], [45.0, 60.0]],
+        "AR": [50.0, 52.5],
+        "F": [None, 5.0],
+    }
+}
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +28,7 @@ def own_cache(tmp_path, monkeypatch):
 
 
 # -- a user file is never replaced --------------------------------------------------------------------------------
+
 
 def test_a_single_file_writer_replaces_its_own_file_only_with_overwrite(tmp_path):
     target = tmp_path / "out.txt"
@@ -71,15 +79,22 @@ def test_an_export_folder_and_an_artifact_are_mltks_and_a_plain_folder_is_not(tm
 
 # -- the scorer travels with the model to every command that ranks --------------------------------------------------
 
+
 def _order_checkpoint(path):
     """A checkpoint config as train-ccrk --similarity order writes it (its tensors are never loaded here)."""
     import torch
 
     from mltk import artifacts
 
-    config = {"format": "mla", "base": {"model": "mltk-tiny"}, "native_lang": "en", "languages": ["de"],
-              "non_native": {"kind": "vocab", "source": "vocab", "vocab_size": 10, "embed_dim": 4},
-              "acquirer_hidden": 8, "train_ccrk": {"loss": "hinge", "similarity": "order"}}
+    config = {
+        "format": "mla",
+        "base": {"model": "mltk-tiny"},
+        "native_lang": "en",
+        "languages": ["de"],
+        "non_native": {"kind": "vocab", "source": "vocab", "vocab_size": 10, "embed_dim": 4},
+        "acquirer_hidden": 8,
+        "train_ccrk": {"loss": "hinge", "similarity": "order"},
+    }
     return artifacts.write_checkpoint(path, {"w": torch.zeros(1)}, config, stage="train-ccrk")
 
 
@@ -94,22 +109,36 @@ def order_world(tmp_path):
 
     vectors = np.eye(4, dtype=np.float32)
     checkpoint = _order_checkpoint(tmp_path / "ckpt")
-    encoded = artifacts.write_embeddings(tmp_path / "emb", [f"i{n}" for n in range(4)], vectors,
-                                         stage="encode-images", inputs=[checkpoint])
+    encoded = artifacts.write_embeddings(
+        tmp_path / "emb", [f"i{n}" for n in range(4)], vectors, stage="encode-images", inputs=[checkpoint]
+    )
     plain = artifacts.write_embeddings(tmp_path / "plain", [f"i{n}" for n in range(4)], vectors)
-    return {"ckpt": checkpoint, "emb": encoded, "plain": plain,
-            "index": build_index(IndexConfig(embeddings=encoded, out=tmp_path / "idx")),
-            "plain_index": build_index(IndexConfig(embeddings=plain, out=tmp_path / "plain_idx"))}
+    return {
+        "ckpt": checkpoint,
+        "emb": encoded,
+        "plain": plain,
+        "index": build_index(IndexConfig(embeddings=encoded, out=tmp_path / "idx")),
+        "plain_index": build_index(IndexConfig(embeddings=plain, out=tmp_path / "plain_idx")),
+    }
 
 
 @pytest.mark.parametrize("query", ["an index of its vectors", "its image embeddings as queries", "its text side"])
 def test_index_query_refuses_to_rank_an_order_trained_models_vectors_by_cosine(order_world, query):
     from tests.test_hostile import assert_refused, invoke
 
-    args = {"an index of its vectors": [order_world["index"], "--images", order_world["plain"]],
-            "its image embeddings as queries": [order_world["plain_index"], "--images", order_world["emb"]],
-            "its text side": [order_world["plain_index"], "--text", "ein Hund", "--lang", "de",
-                              "--model", order_world["ckpt"]]}[query]
+    args = {
+        "an index of its vectors": [order_world["index"], "--images", order_world["plain"]],
+        "its image embeddings as queries": [order_world["plain_index"], "--images", order_world["emb"]],
+        "its text side": [
+            order_world["plain_index"],
+            "--text",
+            "ein Hund",
+            "--lang",
+            "de",
+            "--model",
+            order_world["ckpt"],
+        ],
+    }[query]
     assert_refused(invoke("index", "query", *args, "--k", "2"), "order similarity", "mltk evaluate")
     plain = invoke("index", "query", order_world["plain_index"], "--images", order_world["plain"], "--k", "2")
     assert plain.exit_code == 0, plain.stderr
@@ -132,6 +161,7 @@ def test_zero_shot_ranks_by_order_similarity_when_asked_and_it_differs_from_cosi
 
 
 # -- the network is never reached from data; a hub id that cannot be had fails at once -----------------------------
+
 
 @pytest.fixture
 def no_network(monkeypatch, tmp_path):
@@ -161,10 +191,15 @@ def test_export_of_a_checkpoint_naming_a_hub_repository_refuses_without_a_connec
 
     config = {**clip_checkpoint_config("mltk-tiny"), "model": "hf-hub:someone/tiny-clip"}
     torch.manual_seed(0)
-    checkpoint = artifacts.write_checkpoint(tmp_path / "ckpt", load_clip("mltk-tiny").model.state_dict(), config,
-                                            stage="pretrain")
-    assert_refused(invoke("export", checkpoint, "--format", fmt, "-o", tmp_path / "out"), "config.json",
-                   "hf-hub:someone/tiny-clip", "never fetches")
+    checkpoint = artifacts.write_checkpoint(
+        tmp_path / "ckpt", load_clip("mltk-tiny").model.state_dict(), config, stage="pretrain"
+    )
+    assert_refused(
+        invoke("export", checkpoint, "--format", fmt, "-o", tmp_path / "out"),
+        "config.json",
+        "hf-hub:someone/tiny-clip",
+        "never fetches",
+    )
     assert no_network == [] and not (tmp_path / "out").exists()
 
 
@@ -178,6 +213,7 @@ def test_a_hub_tokenizer_that_cannot_be_fetched_fails_in_one_line_at_the_first_t
 
 
 # -- exit 2, one line, for what the user fixes ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("length", [200, 250, 255])
 def test_a_legal_long_out_name_is_written_and_reused_by_the_artifact_writer(tmp_path, length):
@@ -231,6 +267,7 @@ def test_an_error_line_shows_a_file_name_with_a_newline_whole(tmp_path):
 
 # -- every read of user input and every user-made size is bounded ----------------------------------------------------
 
+
 def test_sentences_from_an_endless_file_are_read_up_to_the_bound_and_refused_saying_it(monkeypatch):
     from mltk.core import user_files
     from mltk.core.errors import ConfigError
@@ -267,6 +304,7 @@ def test_a_fusion_grid_from_a_typo_is_refused_before_it_is_built(grid):
 
 # -- lines that say what is wrong ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("value", ["", " , "])
 def test_an_empty_fusion_value_says_it_holds_no_weight(value):
     from mltk.core.errors import ConfigError
@@ -302,13 +340,15 @@ def test_a_language_column_of_numbers_is_a_wrong_type_not_a_missing_language(tmp
     from mltk import artifacts
     from mltk.core.errors import SchemaError
 
-    table = pa.table({"image_id": ["a"], "lang": pa.array([0]), "caption": ["ein Hund"], "caption_id": [1],
-                      "split": ["train"]})
+    table = pa.table(
+        {"image_id": ["a"], "lang": pa.array([0]), "caption": ["ein Hund"], "caption_id": [1], "split": ["train"]}
+    )
     with pytest.raises(SchemaError, match="column lang has type int64, expected string"):
         artifacts.validate_captions(table, tmp_path / "c.parquet")
 
 
 # -- what a failed run leaves behind --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("work", [False, True])
 def test_a_resumable_run_that_fails_before_any_work_leaves_nothing(tmp_path, work):
@@ -327,6 +367,7 @@ def test_a_resumable_run_that_fails_before_any_work_leaves_nothing(tmp_path, wor
 
 
 # -- what the help promises ---------------------------------------------------------------------------------------
+
 
 def test_overwrite_reuses_an_up_to_date_output_and_replaces_one_made_otherwise(tmp_path):
     from mltk.data.synth import SynthConfig, synthesize
@@ -372,7 +413,8 @@ def test_a_fifo_nobody_writes_to_is_refused_at_once_not_waited_for(tmp_path):
 
     fifo = tmp_path / "recipe.json"
     os.mkfifo(fifo)
-    result = subprocess.run([sys.executable, "-m", "mltk", "recipes", "show", str(fifo)], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "mltk", "recipes", "show", str(fifo)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert str(fifo) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -52,15 +52,17 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     bundle = load_clip("mltk-tiny")
     out = tmp_path_factory.mktemp("ckpt") / "tiny"
-    return artifacts.write_checkpoint(out, clip_state_for_checkpoint(bundle.model),
-                                      clip_checkpoint_config("mltk-tiny"), stage="test")
+    return artifacts.write_checkpoint(
+        out, clip_state_for_checkpoint(bundle.model), clip_checkpoint_config("mltk-tiny"), stage="test"
+    )
 
 
 def test_folder_ids_are_relative_paths_and_vectors_are_normalised(tmp_path, tiny_checkpoint):
     folder = make_folder(tmp_path / "imgs", ["a.png", "sub/b.png", "sub/deeper/c.jpg", "notes.txt", ".hidden/d.png"])
     (folder / "notes.txt").write_text("not an image")
-    out = encode_images(folder, tmp_path / "emb", model=str(tiny_checkpoint), batch_size=2, shard_size=2,
-                        workers=0, dtype="float32")
+    out = encode_images(
+        folder, tmp_path / "emb", model=str(tiny_checkpoint), batch_size=2, shard_size=2, workers=0, dtype="float32"
+    )
     table, vectors = artifacts.load_embeddings(out)
     assert table.column("id").to_pylist() == ["a", "sub/b", "sub/deeper/c"]
     assert table.column("split").to_pylist() == ["", "", ""]
@@ -75,8 +77,7 @@ def test_folder_ids_are_relative_paths_and_vectors_are_normalised(tmp_path, tiny
 
 def test_vectors_match_a_plain_open_clip_forward_pass(tmp_path, tiny_checkpoint):
     folder = make_folder(tmp_path / "imgs", [f"{i}.png" for i in range(5)])
-    out = encode_images(folder, tmp_path / "emb", model=str(tiny_checkpoint), batch_size=5, workers=0,
-                        dtype="float32")
+    out = encode_images(folder, tmp_path / "emb", model=str(tiny_checkpoint), batch_size=5, workers=0, dtype="float32")
     _, vectors = artifacts.load_embeddings(out)
     bundle = load_clip(str(tiny_checkpoint))
     pixels = torch.stack([bundle.preprocess(Image.open(folder / f"{i}.png").convert("RGB")) for i in range(5)])
@@ -103,8 +104,7 @@ def test_corrupt_images_are_skipped_counted_and_listed(tmp_path, tiny_checkpoint
     folder = make_folder(tmp_path / "imgs", ["good1.png", "good2.png", "good3.png"])
     (folder / "garbage.png").write_bytes(b"this is not an image")
     (folder / "truncated.png").write_bytes((folder / "good1.png").read_bytes()[:200])
-    out = encode_images(folder, tmp_path / "emb", model=str(tiny_checkpoint), batch_size=2, shard_size=2,
-                        workers=1)
+    out = encode_images(folder, tmp_path / "emb", model=str(tiny_checkpoint), batch_size=2, shard_size=2, workers=1)
     table, vectors = artifacts.load_embeddings(out)
     assert sorted(table.column("id").to_pylist()) == ["good1", "good2", "good3"]
     manifest = artifacts.read_manifest(out)
@@ -126,8 +126,13 @@ def test_no_readable_image_is_an_error_and_leaves_nothing_to_resume(tmp_path, ti
 
 def test_images_artifact_of_bytes_with_split_filter(tmp_path, tiny_checkpoint):
     rng = np.random.default_rng(1)
-    table = pa.table({"image_id": ["x0", "x1", "x2", "x3"], "split": ["train", "test", "train", "test"],
-                      "image": pa.array([random_png(rng) for _ in range(4)], pa.binary())})
+    table = pa.table(
+        {
+            "image_id": ["x0", "x1", "x2", "x3"],
+            "split": ["train", "test", "train", "test"],
+            "image": pa.array([random_png(rng) for _ in range(4)], pa.binary()),
+        }
+    )
     images = artifacts.write_images(tmp_path / "images", table)
     out = encode_images(images, tmp_path / "emb", model=str(tiny_checkpoint), splits=["test"], workers=0)
     rows, vectors = artifacts.load_embeddings(out)
@@ -155,8 +160,9 @@ def test_duplicate_image_ids_are_rejected(tmp_path, tiny_checkpoint):
 
 def test_interrupted_run_resumes_and_changed_settings_start_over(tmp_path, tiny_checkpoint, monkeypatch, capsys):
     folder = make_folder(tmp_path / "imgs", [f"{i:02d}.png" for i in range(7)])
-    reference = encode_images(folder, tmp_path / "reference", model=str(tiny_checkpoint), batch_size=2,
-                              shard_size=3, workers=0)
+    reference = encode_images(
+        folder, tmp_path / "reference", model=str(tiny_checkpoint), batch_size=2, shard_size=3, workers=0
+    )
     write_shard = encode._write_shard
     written = []
 
@@ -185,25 +191,34 @@ def test_interrupted_run_resumes_and_changed_settings_start_over(tmp_path, tiny_
         encode_images(folder, tmp_path / "emb2", model=str(tiny_checkpoint), shard_size=3, workers=0)
     monkeypatch.setattr(encode, "_write_shard", write_shard)
     capsys.readouterr()
-    out = encode_images(folder, tmp_path / "emb2", model=str(tiny_checkpoint), shard_size=3, workers=0,
-                        dtype="float32")
+    out = encode_images(folder, tmp_path / "emb2", model=str(tiny_checkpoint), shard_size=3, workers=0, dtype="float32")
     assert "starting over" in capsys.readouterr().err
     assert artifacts.load_embeddings(out)[1].dtype == np.float32
 
 
 def test_cli_reads_an_images_artifact_from_stdin_and_prints_only_the_path(tmp_path, tiny_checkpoint):
     rng = np.random.default_rng(2)
-    table = pa.table({"image_id": ["a", "b"], "split": ["test", "test"],
-                      "image": pa.array([random_png(rng) for _ in range(2)], pa.binary())})
+    table = pa.table(
+        {
+            "image_id": ["a", "b"],
+            "split": ["test", "test"],
+            "image": pa.array([random_png(rng) for _ in range(2)], pa.binary()),
+        }
+    )
     images = artifacts.write_images(tmp_path / "images", table)
     out = tmp_path / "emb"
-    result = runner.invoke(app, ["encode-images", "-", "--model", str(tiny_checkpoint), "--out", str(out),
-                                 "--workers", "0"], input=f"{images}\n")
+    result = runner.invoke(
+        app,
+        ["encode-images", "-", "--model", str(tiny_checkpoint), "--out", str(out), "--workers", "0"],
+        input=f"{images}\n",
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     assert "2 images encoded" in result.stderr
-    result = runner.invoke(app, ["encode-images", str(images), "--model", str(tiny_checkpoint), "--out", str(out),
-                                 "--workers", "0", "--json"])
+    result = runner.invoke(
+        app,
+        ["encode-images", str(images), "--model", str(tiny_checkpoint), "--out", str(out), "--workers", "0", "--json"],
+    )
     payload = json.loads(result.stdout)
     assert payload == {"path": str(out.resolve()), "count": 2, "dim": 128, "skipped": 0}
 
@@ -235,9 +250,13 @@ def test_sigkill_mid_run_then_resume_gives_exactly_the_uninterrupted_embeddings(
     out = tmp_path / "emb"
     first_shard_done = artifacts.partial_dir(out) / encode.RESUME_STATE
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-m", "mltk", "encode-images", str(folder), *options,
-                                "--workers", "1", "--out", str(out)], env=env, start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mltk", "encode-images", str(folder), *options, "--workers", "1", "--out", str(out)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while not first_shard_done.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -254,8 +273,9 @@ def test_sigkill_mid_run_then_resume_gives_exactly_the_uninterrupted_embeddings(
     result = runner.invoke(app, ["encode-images", str(folder), *options, "--workers", "0", "--out", str(out)])
     assert result.exit_code == 0, result.stderr
     assert f"resuming, {done} of 12 shards already done" in result.stderr
-    reference = encode_images(folder, tmp_path / "reference", model=str(tiny_checkpoint), batch_size=2,
-                              shard_size=4, device="cpu", workers=0)
+    reference = encode_images(
+        folder, tmp_path / "reference", model=str(tiny_checkpoint), batch_size=2, shard_size=4, device="cpu", workers=0
+    )
     ref_rows, ref_vectors = artifacts.load_embeddings(reference)
     rows, vectors = artifacts.load_embeddings(out)
     assert rows.column("id").to_pylist() == ref_rows.column("id").to_pylist() == [f"{i:03d}" for i in range(48)]

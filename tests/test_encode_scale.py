@@ -21,8 +21,7 @@ from helpers_torchrun import leave_worker, report_shard_writes, run_two_ranks, t
 from mltk import artifacts
 from mltk.encode.images import encode_images
 
-SETTINGS = {"batch_size": 2, "shard_size": 3, "workers": 0, "dtype": "float32", "device": "cpu",
-            "precision": "fp32"}
+SETTINGS = {"batch_size": 2, "shard_size": 3, "workers": 0, "dtype": "float32", "device": "cpu", "precision": "fp32"}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +46,13 @@ def coco_like(tmp_path):
     _pngs(train, [f"COCO_train2014_{i:012d}.png" for i in range(5)], 0)
     _pngs(val, [f"COCO_val2014_{i:012d}.png" for i in range(5, 7)], 1)
     names = [f"COCO_train2014_{i:012d}.png" for i in range(5)] + [f"COCO_val2014_{i:012d}.png" for i in (5, 6)]
-    table = pa.table({"image_id": [f"coco:{i:012d}" for i in range(7)], "split": ["test"] * 7,
-                      "path": [str(tmp_path / "xtd10" / n) for n in names]})
+    table = pa.table(
+        {
+            "image_id": [f"coco:{i:012d}" for i in range(7)],
+            "split": ["test"] * 7,
+            "path": [str(tmp_path / "xtd10" / n) for n in names],
+        }
+    )
     return artifacts.write_images(tmp_path / "images", table), train, val
 
 
@@ -58,14 +62,21 @@ def test_several_image_roots_and_an_image_map_find_every_file(tmp_path, coco_lik
 
     with pytest.raises(MltkError, match="none of the 7 images could be read"):
         encode_images(images, tmp_path / "none", model=str(tiny_checkpoint), **SETTINGS)
-    by_roots = encode_images(images, tmp_path / "roots", model=str(tiny_checkpoint), images_roots=[train, val],
-                             **SETTINGS)
+    by_roots = encode_images(
+        images, tmp_path / "roots", model=str(tiny_checkpoint), images_roots=[train, val], **SETTINGS
+    )
     manifest = artifacts.read_manifest(by_roots)
     assert manifest["count"] == 7 and manifest["skipped_count"] == 0
     mapping = tmp_path / "map.tsv"
-    mapping.write_text("image_id\tpath\n" + "".join(
-        f"coco:{i:012d}\t{(train if i < 5 else val) / name}\n" for i, name in enumerate(
-            [f"COCO_train2014_{i:012d}.png" for i in range(5)] + [f"COCO_val2014_{i:012d}.png" for i in (5, 6)])))
+    mapping.write_text(
+        "image_id\tpath\n"
+        + "".join(
+            f"coco:{i:012d}\t{(train if i < 5 else val) / name}\n"
+            for i, name in enumerate(
+                [f"COCO_train2014_{i:012d}.png" for i in range(5)] + [f"COCO_val2014_{i:012d}.png" for i in (5, 6)]
+            )
+        )
+    )
     by_map = encode_images(images, tmp_path / "map", model=str(tiny_checkpoint), image_map=mapping, **SETTINGS)
     (table_a, vectors_a), (table_b, vectors_b) = artifacts.load_embeddings(by_roots), artifacts.load_embeddings(by_map)
     assert table_a.column("id").to_pylist() == table_b.column("id").to_pylist()
@@ -89,12 +100,13 @@ def test_two_processes_write_the_artifact_of_one(tmp_path, coco_like, tiny_check
     the caller's thread settings and cores."""
     images, train, val = coco_like
     with torch_threads(1):
-        one = encode_images(images, tmp_path / "one", model=str(tiny_checkpoint), images_roots=[train, val],
-                            **SETTINGS)
+        one = encode_images(images, tmp_path / "one", model=str(tiny_checkpoint), images_roots=[train, val], **SETTINGS)
     done = run_two_ranks(__file__, images, tmp_path / "two", tiny_checkpoint, train, val)
     assert done.returncode == 0, done.stderr[-4000:]
-    (table_one, vectors_one), (table_two, vectors_two) = (artifacts.load_embeddings(one),
-                                                         artifacts.load_embeddings(tmp_path / "two"))
+    (table_one, vectors_one), (table_two, vectors_two) = (
+        artifacts.load_embeddings(one),
+        artifacts.load_embeddings(tmp_path / "two"),
+    )
     assert table_two.to_pylist() == table_one.to_pylist()
     assert np.array_equal(vectors_two, vectors_one)
     manifest_one, manifest_two = artifacts.read_manifest(one), artifacts.read_manifest(tmp_path / "two")
@@ -105,8 +117,11 @@ def test_two_processes_write_the_artifact_of_one(tmp_path, coco_like, tiny_check
     # shard i is encoded by rank i % 2, each exactly once
     # found anywhere in stderr: two ranks share the pipe, so a report may land inside the other rank's line
     written = sorted(re.findall(r"test-worker: rank \d+ wrote shard \d+", done.stderr))
-    assert written == ["test-worker: rank 0 wrote shard 0", "test-worker: rank 0 wrote shard 2",
-                       "test-worker: rank 1 wrote shard 1"]
+    assert written == [
+        "test-worker: rank 0 wrote shard 0",
+        "test-worker: rank 0 wrote shard 2",
+        "test-worker: rank 1 wrote shard 1",
+    ]
 
 
 def _worker(images: str, out: str, checkpoint: str, train: str, val: str) -> None:

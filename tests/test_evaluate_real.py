@@ -36,17 +36,30 @@ def embed(imported: Path, out: Path, seed: int = 0, dim: int = 16) -> tuple[Path
     image_of = captions.column("image_id").to_pylist()
     vectors = images[[row_of[i] for i in image_of]] + 0.6 * rng.standard_normal((len(image_of), dim))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-    ids = [f"{lang}/{cid}" for lang, cid in zip(captions.column("lang").to_pylist(),
-                                                 captions.column("caption_id").to_pylist())]
+    ids = [
+        f"{lang}/{cid}"
+        for lang, cid in zip(captions.column("lang").to_pylist(), captions.column("caption_id").to_pylist())
+    ]
     text_path = artifacts.write_embeddings(
-        out / "txt", ids, vectors, inputs=[imported / "captions"],
-        **{c: captions.column(c).to_pylist() for c in ("image_id", "lang", "caption_id", "split")})
+        out / "txt",
+        ids,
+        vectors,
+        inputs=[imported / "captions"],
+        **{c: captions.column(c).to_pylist() for c in ("image_id", "lang", "caption_id", "split")},
+    )
     return image_path, text_path
 
 
 def evaluate(tmp_path, images, texts, *options, name="m"):
-    args = ["evaluate", *(["--images", str(images)] if images else []), "--texts", str(texts),
-            "--out", str(tmp_path / name), *options]
+    args = [
+        "evaluate",
+        *(["--images", str(images)] if images else []),
+        "--texts",
+        str(texts),
+        "--out",
+        str(tmp_path / name),
+        *options,
+    ]
     return runner.invoke(app, args)
 
 
@@ -66,8 +79,9 @@ def test_xflickrco_mrv_instance_is_the_image(tmp_path):
 def test_xtd10_mrv_over_all_seven_languages_including_independent_japanese(tmp_path):
     imported = import_dataset("xtd10", FIXTURES / "xtd10", tmp_path / "xtd")
     images, texts = embed(imported, tmp_path)
-    result = evaluate(tmp_path, images, texts, "--metric", "mrv", "--metric", "c2c", "--c2c-pair", "en:de",
-                      "--c2c-pair", "en:ja")
+    result = evaluate(
+        tmp_path, images, texts, "--metric", "mrv", "--metric", "c2c", "--c2c-pair", "en:de", "--c2c-pair", "en:ja"
+    )
     assert result.exit_code == 0, result.stderr
     metrics = artifacts.load_metrics(tmp_path / "m")
     assert metrics["mrv"]["K"] == 7 and metrics["mrv"]["instance"]["t2i"] == "image"
@@ -88,8 +102,9 @@ def test_multi30k_task2_c2c_by_image_from_text_embeddings_alone(tmp_path):
     assert pair["relevance"] == "image" and pair["instances"] == 2
     assert pair["queries"] == {"en->de": 10, "de->en": 9}  # 5 en and 5 de per image, one de line empty
     assert "per_language" not in metrics and metrics["settings"]["counts"]["images"] is None
-    by_id = evaluate(tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de", "--c2c-relevance",
-                     "caption_id", name="by-id")
+    by_id = evaluate(
+        tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de", "--c2c-relevance", "caption_id", name="by-id"
+    )
     assert by_id.exit_code == 2 and "share no caption_id" in by_id.stderr  # no description translates another
     no_images = evaluate(tmp_path, None, texts, "--metric", "mrv", name="x")
     assert no_images.exit_code == 2 and "image embeddings" in no_images.stderr
@@ -107,8 +122,9 @@ def test_c2c_refuses_translations_mixed_with_independent_descriptions(tmp_path):
     assert mixed.exit_code == 2 and mixed.stdout == "" and mixed.stderr.count("\n") == 1
     assert "10 of 12 en captions have no translation partner in de" in mixed.stderr  # 2 task 1, 10 task 2
     assert "--c2c-relevance caption_id" in mixed.stderr and "--task" in mixed.stderr
-    by_id = evaluate(tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de", "--c2c-relevance",
-                     "caption_id", name="by-id")
+    by_id = evaluate(
+        tmp_path, None, texts, "--metric", "c2c", "--c2c-pair", "en:de", "--c2c-relevance", "caption_id", name="by-id"
+    )
     assert by_id.exit_code == 0, by_id.stderr  # task 1's translations alone
     assert artifacts.load_metrics(tmp_path / "by-id")["c2c"]["en-de"]["queries"] == {"en->de": 2, "de->en": 2}
 
@@ -155,8 +171,9 @@ def test_crossmodal3600_protocols_differ_in_queries(tmp_path):
 def test_clip_benchmark_json_and_tidy_long_csv(tmp_path):
     imported = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations", tmp_path / "xf")
     images, texts = embed(imported, tmp_path)
-    result = evaluate(tmp_path, images, texts, "--format", "clip-benchmark", "--dataset", "xflickrco",
-                      "--metric", "mrv")
+    result = evaluate(
+        tmp_path, images, texts, "--format", "clip-benchmark", "--dataset", "xflickrco", "--metric", "mrv"
+    )
     assert result.exit_code == 0, result.stderr
     metrics = artifacts.load_metrics(tmp_path / "m")
     record = json.loads((tmp_path / "m" / "clip_benchmark" / "ja.json").read_text())
@@ -179,8 +196,11 @@ def test_check_overlap_and_the_evaluate_warning(tmp_path):
     """About 800 of XTD10's images are COCO train2014 pictures that COCO-based training sets contain."""
     xtd = import_dataset("xtd10", FIXTURES / "xtd10", tmp_path / "xtd")
     tsv = tmp_path / "coco_de_train.tsv"
-    tsv.write_text("Ein Flugzeug über einer Straße.\ttrain2014/COCO_train2014_000000000081.jpg\n"
-                   "Ein Hund.\ttrain2014/COCO_train2014_000000000009.jpg\n", encoding="utf-8")
+    tsv.write_text(
+        "Ein Flugzeug über einer Straße.\ttrain2014/COCO_train2014_000000000081.jpg\n"
+        "Ein Hund.\ttrain2014/COCO_train2014_000000000009.jpg\n",
+        encoding="utf-8",
+    )
     train = import_dataset("cc", tsv, tmp_path / "train") / "captions"
     result = runner.invoke(app, ["check-overlap", str(train), str(xtd / "captions"), "--json"])
     assert result.exit_code == 0, result.stderr
@@ -191,13 +211,18 @@ def test_check_overlap_and_the_evaluate_warning(tmp_path):
     assert result.stdout == f"{(tmp_path / 'o').resolve()}\n"
     assert artifacts.load_metrics(tmp_path / "o")["overlap"]["shared_image_ids"] == ["coco:000000000081"]
     # a model trained on those captions, whose text embeddings are evaluated on XTD10
-    checkpoint = artifacts.write_checkpoint(tmp_path / "ckpt", {"w": torch.zeros(1)}, {"base": "x"},
-                                            stage="train-le", inputs=[train])
+    checkpoint = artifacts.write_checkpoint(
+        tmp_path / "ckpt", {"w": torch.zeros(1)}, {"base": "x"}, stage="train-le", inputs=[train]
+    )
     images, texts = embed(xtd, tmp_path / "e")
     table, vectors = artifacts.load_embeddings(texts)
-    texts = artifacts.write_embeddings(tmp_path / "t2", table.column("id").to_pylist(), vectors,
-                                       inputs=[checkpoint, xtd / "captions"],
-                                       **{c: table.column(c).to_pylist() for c in ("image_id", "lang", "caption_id")})
+    texts = artifacts.write_embeddings(
+        tmp_path / "t2",
+        table.column("id").to_pylist(),
+        vectors,
+        inputs=[checkpoint, xtd / "captions"],
+        **{c: table.column(c).to_pylist() for c in ("image_id", "lang", "caption_id")},
+    )
     result = evaluate(tmp_path, images, texts)
     assert result.exit_code == 0, result.stderr
     assert "evaluate: warning: 1 of 3 test images" in result.stderr

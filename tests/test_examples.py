@@ -17,8 +17,12 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make i
 
 def plan(makefile: str, *args: str) -> list[str]:
     """The mltk commands `make -n` would run (one per line, continuation lines joined), in order."""
-    result = subprocess.run(["make", "--no-print-directory", "-n", "-f", f"examples/{makefile}", "MLTK=mltk",
-                             "PYTHON=python3", *args], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-f", f"examples/{makefile}", "MLTK=mltk", "PYTHON=python3", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     joined = result.stdout.replace("\\\n", " ")
     return [" ".join(line.split()) for line in joined.splitlines() if line.startswith("mltk ")]
@@ -28,8 +32,21 @@ def record(makefile: str, *args: str) -> None:
     """Write the settings and data stamps as a real build of every stage would, building nothing (goals in
     ``args`` are left out: only the variables count)."""
     variables = [arg for arg in args if "=" in arg]
-    result = subprocess.run(["make", "--no-print-directory", "-f", f"examples/{makefile}", "MLTK=mltk",
-                             "PYTHON=python3", *variables, "settings-stamps"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            f"examples/{makefile}",
+            "MLTK=mltk",
+            "PYTHON=python3",
+            *variables,
+            "settings-stamps",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -58,8 +75,9 @@ def test_quickstart_plan_order_and_vocabulary_chain(tmp_path):
     assert order.count("index query") == 2 and order.count("build-vocab") == 5
     vocabs = [c for c in commands if c.startswith("mltk build-vocab")]
     assert [option(c, "--lang") for c in vocabs] == ["de", "fr", "ru", "zh", "ar"]
-    assert "--parent" not in vocabs[0] and all(option(c, "--parent") == f"{base}/vocab/{prev}"
-                                               for c, prev in zip(vocabs[1:], ["de", "fr", "ru", "zh"]))
+    assert "--parent" not in vocabs[0] and all(
+        option(c, "--parent") == f"{base}/vocab/{prev}" for c, prev in zip(vocabs[1:], ["de", "fr", "ru", "zh"])
+    )
     nlt = next(c for c in commands if c.startswith("mltk train-nlt"))
     assert option(nlt, "--tokenizer") == f"{base}/vocab/ar" and option(nlt, "--steps") == "500"
     evaluate = next(c for c in commands if c.startswith("mltk evaluate"))
@@ -71,25 +89,45 @@ def test_quickstart_plan_order_and_vocabulary_chain(tmp_path):
 
 def test_quickstart_skips_complete_artifacts_and_reruns_what_depends_on_a_newer_one(tmp_path):
     base = tmp_path / "q"
-    done = [base / "world/captions/manifest.json", base / "native/manifest.json", base / "img/manifest.json",
-            *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
-            base / "nlt/manifest.json", base / "mla/manifest.json", base / "index/manifest.json",
-            base / "query-de.png", base / "query-zh.png", base / "metrics/manifest.json"]
+    done = [
+        base / "world/captions/manifest.json",
+        base / "native/manifest.json",
+        base / "img/manifest.json",
+        *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
+        base / "nlt/manifest.json",
+        base / "mla/manifest.json",
+        base / "index/manifest.json",
+        base / "query-de.png",
+        base / "query-zh.png",
+        base / "metrics/manifest.json",
+    ]
     complete(*done)
     assert plan("quickstart.mk", f"BASE={base}") == []
     os.utime(done[8], (2_000_000, 2_000_000))  # NLT rerun: LE, the queries and the metrics follow
-    assert sorted(stages(plan("quickstart.mk", f"BASE={base}"))) == ["evaluate", "index query", "index query",
-                                                                     "train-le"]
+    assert sorted(stages(plan("quickstart.mk", f"BASE={base}"))) == [
+        "evaluate",
+        "index query",
+        "index query",
+        "train-le",
+    ]
 
 
 def test_a_changed_variable_rebuilds_its_stage_and_dependants_and_an_unchanged_run_nothing(tmp_path):
     """Each stage depends on a stamp of the make variables it uses (BASE/.settings), rewritten only when they
     change: NLT_STEPS=12 after a run with the default retrains NLT and what follows it, and nothing else."""
     base = tmp_path / "q"
-    done = [base / "world/captions/manifest.json", base / "native/manifest.json", base / "img/manifest.json",
-            *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
-            base / "nlt/manifest.json", base / "mla/manifest.json", base / "index/manifest.json",
-            base / "query-de.png", base / "query-zh.png", base / "metrics/manifest.json"]
+    done = [
+        base / "world/captions/manifest.json",
+        base / "native/manifest.json",
+        base / "img/manifest.json",
+        *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
+        base / "nlt/manifest.json",
+        base / "mla/manifest.json",
+        base / "index/manifest.json",
+        base / "query-de.png",
+        base / "query-zh.png",
+        base / "metrics/manifest.json",
+    ]
     complete(*done)
     assert plan("quickstart.mk", f"BASE={base}") == []  # a tree made before its stamps: nothing to rebuild
     record("quickstart.mk", f"BASE={base}")
@@ -104,9 +142,15 @@ def test_a_changed_variable_rebuilds_its_stage_and_dependants_and_an_unchanged_r
         os.utime(manifest, (stamped + n / 1000, stamped + n / 1000))
     assert plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12") == []
     assert stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12", "LE_LR=3e-4")) == [
-        "train-le", "index query", "index query", "evaluate"]  # the metrics last: the job ends on its numbers
-    assert stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12", "LE_LR=3e-4", "VOCAB_SIZE=900"))[:5] == [
-        "build-vocab"] * 5
+        "train-le",
+        "index query",
+        "index query",
+        "evaluate",
+    ]  # the metrics last: the job ends on its numbers
+    assert (
+        stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=12", "LE_LR=3e-4", "VOCAB_SIZE=900"))[:5]
+        == ["build-vocab"] * 5
+    )
 
 
 def files_and_times(tree: Path) -> dict[str, tuple[bytes, int]]:
@@ -118,10 +162,18 @@ def test_make_n_and_make_q_only_look(tmp_path):
     settings stamps used to be rewritten by -n, and the next real make replaced every artifact); `make -n` prints
     the mltk commands and nothing else; a real build with the changed variable still reruns the stage."""
     base = tmp_path / "q"
-    done = [base / "world/captions/manifest.json", base / "native/manifest.json", base / "img/manifest.json",
-            *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
-            base / "nlt/manifest.json", base / "mla/manifest.json", base / "index/manifest.json",
-            base / "query-de.png", base / "query-zh.png", base / "metrics/manifest.json"]
+    done = [
+        base / "world/captions/manifest.json",
+        base / "native/manifest.json",
+        base / "img/manifest.json",
+        *[base / f"vocab/{lang}/manifest.json" for lang in ("de", "fr", "ru", "zh", "ar")],
+        base / "nlt/manifest.json",
+        base / "mla/manifest.json",
+        base / "index/manifest.json",
+        base / "query-de.png",
+        base / "query-zh.png",
+        base / "metrics/manifest.json",
+    ]
     record("quickstart.mk", f"BASE={base}")
     complete(*done)
     make = ["make", "--no-print-directory", "-f", "examples/quickstart.mk", "MLTK=mltk", f"BASE={base}"]
@@ -136,22 +188,46 @@ def test_make_n_and_make_q_only_look(tmp_path):
     assert files_and_times(base) == finished
     record("quickstart.mk", f"BASE={base}", "NLT_STEPS=50")  # what the real build writes before it runs
     assert sorted(stages(plan("quickstart.mk", f"BASE={base}", "NLT_STEPS=50"))) == [
-        "evaluate", "index query", "index query", "train-le", "train-nlt"]
+        "evaluate",
+        "index query",
+        "index query",
+        "train-le",
+        "train-nlt",
+    ]
 
 
 def test_make_lets_mltk_replace_the_artifact_of_a_stage_it_reruns(tmp_path):
     """make reruns a stage only when its inputs or settings changed; mltk, refusing an artifact made with other
     settings unless --overwrite, takes MLTK_OVERWRITE=1 from the Makefiles for it."""
-    result = subprocess.run(["make", "--no-print-directory", "-n", "-f", "examples/quickstart.mk", "MLTK=mltk",
-                             f"BASE={tmp_path}", "-p"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-f", "examples/quickstart.mk", "MLTK=mltk", f"BASE={tmp_path}", "-p"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert re.search(r"^MLTK_OVERWRITE := 1$", result.stdout, re.M)
     from typer.testing import CliRunner
 
     from mltk.cli import app
 
     def synth(train: int, **env: str):
-        return CliRunner().invoke(app, ["synth-data", "--train", str(train), "--val", "2", "--test", "2", "--lang",
-                                        "en,de", "-o", str(tmp_path / "world")], env=env)
+        return CliRunner().invoke(
+            app,
+            [
+                "synth-data",
+                "--train",
+                str(train),
+                "--val",
+                "2",
+                "--test",
+                "2",
+                "--lang",
+                "en,de",
+                "-o",
+                str(tmp_path / "world"),
+            ],
+            env=env,
+        )
 
     assert synth(4).exit_code == 0
     refused = synth(6)
@@ -197,8 +273,12 @@ def test_paper_recipes_on_real_data_use_openai_vit_b32_and_m_bert(tmp_path):
     data = tmp_path / "data"
     complete(data / "train/captions/manifest.json", data / "coco-test/captions/manifest.json")
     commands = plan("papers.mk", f"DATA={data}", f"RUN={tmp_path}/p", "all")
-    assert {c.split()[2] for c in commands if c.startswith("mltk import-data")} == {"multi30k", "crossmodal3600",
-                                                                                 "xflickrco", "lexicon"}
+    assert {c.split()[2] for c in commands if c.startswith("mltk import-data")} == {
+        "multi30k",
+        "crossmodal3600",
+        "xflickrco",
+        "lexicon",
+    }
     encodes = [c for c in commands if c.startswith("mltk encode-images")]
     assert len(encodes) == 5 and all("--model ViT-B-32-quickgelu --pretrained openai" in c for c in encodes)
     nlt = next(c for c in commands if c.startswith("mltk train-nlt"))
@@ -208,8 +288,13 @@ def test_paper_recipes_on_real_data_use_openai_vit_b32_and_m_bert(tmp_path):
     assert (option(le, "--steps"), option(le, "--recipe")) == ("11715", "mla-le")
     assert "--lr" not in le and "--temperature" not in le and "--batch-size" not in le
     recipes = {(c.split()[1], option(c, "--recipe")) for c in commands if c.startswith("mltk train-")}
-    assert recipes == {("train-nlt", "mla-nlt"), ("train-le", "mla-le"), ("train-continual", "cll-clip"),
-                       ("train-ccrk", "ccrk"), ("train-ccrk", "ame")}
+    assert recipes == {
+        ("train-nlt", "mla-nlt"),
+        ("train-le", "mla-le"),
+        ("train-continual", "cll-clip"),
+        ("train-ccrk", "ccrk"),
+        ("train-ccrk", "ame"),
+    }
     assert_ame_runs_the_authors_settings(commands, align_every=500)
     # five tables; AME: 2 similarities x (without, with RCSLS) x (recall, BLI) and the NLT start's BLI; fusion
     assert len([c for c in commands if c.startswith("mltk evaluate")]) == 5 + 2 * 2 * 2 + 1 + 1
@@ -238,8 +323,11 @@ def assert_ame_runs_the_authors_settings(commands: list[str], align_every: int |
     aligned = [c for c in runs if "--lexicon" in c]
     assert len(aligned) == 2
     for run in aligned:
-        every = int(option(run, "--align-every")) if "--align-every" in run else \
-            load_recipe("ame").config["alignment"]["every"]
+        every = (
+            int(option(run, "--align-every"))
+            if "--align-every" in run
+            else load_recipe("ame").config["alignment"]["every"]
+        )
         assert every == (align_every or every) and int(option(run, "--steps")) >= 2 * every
     lexicon = [c for c in commands if c.startswith("mltk import-data lexicon")]
     assert all("--vocab-from" in c for c in lexicon)
@@ -250,15 +338,27 @@ def test_real_text_plan_trains_each_language_twice_at_equal_steps(tmp_path):
     evaluated, then per language MLA's acquirers and the full fine-tune at the same steps and batch."""
     data = tmp_path / "task1"
     write_task1(data, ("en", "de", "cs"))
-    commands = plan("real_text.mk", f"RUN={tmp_path / 'rt'}", f"DATA={data}", "TOWER=/minilm", "STEPS=20",
-                    "PAIRS=500", "LANGUAGES=de cs")
+    commands = plan(
+        "real_text.mk",
+        f"RUN={tmp_path / 'rt'}",
+        f"DATA={data}",
+        "TOWER=/minilm",
+        "STEPS=20",
+        "PAIRS=500",
+        "LANGUAGES=de cs",
+    )
     order = stages(commands)
     assert order.count("import-data") == 9 and order.index("merge-captions") < order.index("evaluate")
     nlt = [c for c in commands if c.startswith("mltk train-nlt")]
     assert [(option(c, "--lang"), option(c, "--train")) for c in nlt] == [
-        ("de", "acquirers"), ("cs", "acquirers"), ("de", "full"), ("cs", "full")]
+        ("de", "acquirers"),
+        ("cs", "acquirers"),
+        ("de", "full"),
+        ("cs", "full"),
+    ]
     assert {option(c, "--steps") for c in nlt} == {"20"} and {option(c, "--recipe") for c in nlt} == {
-        "real-text-minilm"}  # batch 64, lr 1e-3, table lr 2e-4, decay 0.01; the full fine-tune's lr is its own
+        "real-text-minilm"
+    }  # batch 64, lr 1e-3, table lr 2e-4, decay 0.01; the full fine-tune's lr is its own
     assert [option(c, "--lr") if "--lr " in c else None for c in nlt] == [None, None, "5e-5", "5e-5"]
     assert not any("--batch-size" in c for c in nlt)
     assert all(option(c, "--model") == "/minilm" and "--tokenizer" not in c for c in nlt)
@@ -272,14 +372,16 @@ def test_teir_minilm_plan_runs_every_variant_and_seed_on_the_same_text_only_capt
     data = tmp_path / "task1"
     write_task1(data, ("en", "de", "fr", "cs"))
     run = tmp_path / "tm"
-    commands = plan("teir_minilm.mk", f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "SEEDS=0 1", "STEPS=7",
-                    "PAIRS=300")
+    commands = plan(
+        "teir_minilm.mk", f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "SEEDS=0 1", "STEPS=7", "PAIRS=300"
+    )
     order = stages(commands)
     assert order.count("import-data") == 12 and order.index("merge-captions") < order.index("train-continual")
     runs = [c for c in commands if c.startswith("mltk train-continual")]
     assert len(runs) == 8
-    flags = [next((f for f in ("--teir-init-only", "--teir-reg-only", "--teir") if f" {f} " in c), "plain")
-             for c in runs]
+    flags = [
+        next((f for f in ("--teir-init-only", "--teir-reg-only", "--teir") if f" {f} " in c), "plain") for c in runs
+    ]
     assert flags == ["plain", "--teir-init-only", "--teir-reg-only", "--teir"] * 2
     assert [option(c, "--seed") for c in runs] == ["0"] * 4 + ["1"] * 4
     for command in runs:
@@ -288,9 +390,25 @@ def test_teir_minilm_plan_runs_every_variant_and_seed_on_the_same_text_only_capt
         assert option(command, "--steps") == "7" and option(command, "--recipe") == "teir-minilm"
         assert option(command, "--cache-dir") == f"{run}/cache"
     assert option(runs[5], "--out") == f"{run}/seed1/cll-teir-init-only"
-    lines = subprocess.run(["make", "--no-print-directory", "-n", "-f", "examples/teir_minilm.mk", "MLTK=mltk",
-                            "PYTHON=python3", f"RUN={run}", f"DATA={data}", "TOWER=/minilm", "PAIRS=300", "TEST=50"],
-                           cwd=ROOT, capture_output=True, text=True).stdout
+    lines = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "-f",
+            "examples/teir_minilm.mk",
+            "MLTK=mltk",
+            "PYTHON=python3",
+            f"RUN={run}",
+            f"DATA={data}",
+            "TOWER=/minilm",
+            "PAIRS=300",
+            "TEST=50",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "train:train:300 val:val:500 test:test_2016_flickr:50" in lines
 
 
@@ -305,8 +423,9 @@ def write_task1(data: Path, langs=("en", "de")) -> list[Path]:
     return files
 
 
-IMPORTED = [f"import/{split}-{lang}/captions/manifest.json"
-            for split in ("train", "val", "test") for lang in ("en", "de")]
+IMPORTED = [
+    f"import/{split}-{lang}/captions/manifest.json" for split in ("train", "val", "test") for lang in ("en", "de")
+]
 
 
 @pytest.mark.parametrize("makefile, lines", [("real_text.mk", "lines/train.en"), ("teir_minilm.mk", "lines/manifest")])
@@ -340,22 +459,40 @@ def test_real_text_runs_survive_the_same_data_provisioned_again(tmp_path, makefi
 
 def stamps(run: Path) -> dict[str, tuple[str, int]]:
     """Every settings stamp under ``run`` (path relative to it -> content and modification time)."""
-    return {str(p.relative_to(run)): (p.read_text(), p.stat().st_mtime_ns) for p in run.rglob(".settings/*")
-            if p.is_file()}
+    return {
+        str(p.relative_to(run)): (p.read_text(), p.stat().st_mtime_ns) for p in run.rglob(".settings/*") if p.is_file()
+    }
 
 
-@pytest.mark.parametrize("makefile, args, change, expected", [
-    ("mla_ablation.mk", ["SEEDS=0 1"], "LE_ONLY_STEPS=9", {"seed0/.settings/le-only", "seed1/.settings/le-only"}),
-    ("continual.mk", ["SEEDS=0"], "EPOCHS=2", {f"seed0/.settings/cll-{v}" for v in
-                                                ("plain", "teir-init-only", "teir-reg-only", "teir")} | {
-        "baselines/.settings/joint", *(f"baselines/.settings/{m}-{v}" for v in ("plain", "teir") for m in (
-            "cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt", "codaprompt"))}),
-    ("ccrk.mk", ["PARTS=3"], "MT_ERRORS=de=0.5", {".settings/world-mt"}),
-    ("papers.mk", ["all"], "LE_LR=1e-5", {".settings/mla", "base/.settings/mla"}),
-    ("teir_minilm.mk", ["SEEDS=0", "VARIANTS=plain teir"], "VOCAB_SIZE=99",
-     {"seed0/.settings/cll-plain", "seed0/.settings/cll-teir"}),
-    ("real_text.mk", ["LANGUAGES=de"], "FULL_LR=1e-6", {".settings/full-de"}),
-])
+@pytest.mark.parametrize(
+    "makefile, args, change, expected",
+    [
+        ("mla_ablation.mk", ["SEEDS=0 1"], "LE_ONLY_STEPS=9", {"seed0/.settings/le-only", "seed1/.settings/le-only"}),
+        (
+            "continual.mk",
+            ["SEEDS=0"],
+            "EPOCHS=2",
+            {f"seed0/.settings/cll-{v}" for v in ("plain", "teir-init-only", "teir-reg-only", "teir")}
+            | {
+                "baselines/.settings/joint",
+                *(
+                    f"baselines/.settings/{m}-{v}"
+                    for v in ("plain", "teir")
+                    for m in ("cll-clip", "oewc", "er", "der", "mla", "lora", "ptuning", "dualprompt", "codaprompt")
+                ),
+            },
+        ),
+        ("ccrk.mk", ["PARTS=3"], "MT_ERRORS=de=0.5", {".settings/world-mt"}),
+        ("papers.mk", ["all"], "LE_LR=1e-5", {".settings/mla", "base/.settings/mla"}),
+        (
+            "teir_minilm.mk",
+            ["SEEDS=0", "VARIANTS=plain teir"],
+            "VOCAB_SIZE=99",
+            {"seed0/.settings/cll-plain", "seed0/.settings/cll-teir"},
+        ),
+        ("real_text.mk", ["LANGUAGES=de"], "FULL_LR=1e-6", {".settings/full-de"}),
+    ],
+)
 def test_every_makefile_stamps_each_stage_with_the_variables_it_uses(tmp_path, makefile, args, change, expected):
     """A variable's change rewrites the settings stamps of exactly the stages whose commands use it."""
     data, run = tmp_path / "task1", tmp_path / "run"
@@ -386,8 +523,10 @@ def test_papers_zero_shot_and_video_targets_have_embedded_twins(tmp_path):
     assert sorted(option(c, "--out").rsplit("-", 1)[-1] for c in classify) == ["full", "mla", "native"]
     assert all(option(c, "--classes") == f"{tmp_path}/q/world" for c in classify)
     assert any(c.startswith("mltk train-nlt") and "--train full" in c for c in commands)
-    assert [c.split()[1] for c in commands if c.split()[1] in ("synth-videos", "encode-videos")] == \
-        ["synth-videos", "encode-videos"]
+    assert [c.split()[1] for c in commands if c.split()[1] in ("synth-videos", "encode-videos")] == [
+        "synth-videos",
+        "encode-videos",
+    ]
     assert option(next(c for c in commands if c.startswith("mltk encode-videos")), "--frames") == "12"
 
 
@@ -403,12 +542,20 @@ def test_summarize_reports_the_variants_a_subset_run_made(tmp_path):
             run = tmp_path / f"seed{seed}" / f"cll-{variant}"
             run.mkdir(parents=True)
             (run.parent / f"cll-{variant}.json").write_text(json.dumps({"AR": ar + shift, "F": 1.0}))
-            (run / "continual.json").write_text(json.dumps({
-                "continual": {"tasks": tasks, "metric": "R@1", "matrix": [[ar, 0.0], [ar - 1, ar + shift]]},
-                "per_task": [{"lang": t, "vocabulary": {"new_tokens": 10}} for t in tasks],
-                "protocol": {"loss": "MSE"}}))
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "summarize.py"), "teir_minilm", str(tmp_path),
-                             "0", "1"], capture_output=True, text=True)
+            (run / "continual.json").write_text(
+                json.dumps(
+                    {
+                        "continual": {"tasks": tasks, "metric": "R@1", "matrix": [[ar, 0.0], [ar - 1, ar + shift]]},
+                        "per_task": [{"lang": t, "vocabulary": {"new_tokens": 10}} for t in tasks],
+                        "protocol": {"loss": "MSE"},
+                    }
+                )
+            )
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "summarize.py"), "teir_minilm", str(tmp_path), "0", "1"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "| plain | 50.50 ± 0.71 |" in result.stdout and "| teir-init-only | 30.50 ± 0.71 |" in result.stdout
     assert "teir-init-only vs plain: AR 0/2" in result.stdout and "teir-reg-only" not in result.stdout

@@ -75,8 +75,14 @@ def read_without_mltk(reader: str, tmp_path: Path, *args: str) -> dict[str, np.n
     out = tmp_path / "read.npz"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["HF_HUB_OFFLINE"] = "1"
-    done = subprocess.run([sys.executable, "-c", NO_MLTK + reader, *args, str(out)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", NO_MLTK + reader, *args, str(out)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(np.load(out))
 
@@ -99,8 +105,10 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     result = synthesize(root / "world", SynthConfig(train=32, val=8, test=8, langs=("en", "de", "fr")))
     rows = artifacts.load_captions(result.captions_path).to_pylist()
-    texts = {lang: sorted({r["caption"] for r in rows if r["split"] == "test" and r["lang"] == lang})[:24]
-             for lang in ("en", "de", "fr")}
+    texts = {
+        lang: sorted({r["caption"] for r in rows if r["split"] == "test" and r["lang"] == lang})[:24]
+        for lang in ("en", "de", "fr")
+    }
     return {"root": root, "images": result.images_path, "captions": result.captions_path, "texts": texts}
 
 
@@ -149,8 +157,9 @@ def assert_mltks_vectors(checkpoint: Path, lang: str, texts: list[str], read: di
         features = load_text_encoder(checkpoint).encode(texts, lang)
     pooled = np.abs(read["pooled"] - features.numpy()).max()
     sentence = np.abs(read["sentence"] - F.normalize(features, dim=-1).numpy()).max()
-    print(f"{checkpoint.name} {lang}: max abs difference transformers {pooled:.3g}, sentence-transformers "
-          f"{sentence:.3g}")
+    print(
+        f"{checkpoint.name} {lang}: max abs difference transformers {pooled:.3g}, sentence-transformers {sentence:.3g}"
+    )
     assert pooled <= TOLERANCE and sentence <= TOLERANCE
 
 
@@ -165,9 +174,28 @@ def base_minilm_vectors(minilm: str, texts: list[str]) -> torch.Tensor:
 @pytest.mark.slow
 def test_a_full_student_of_minilm_loads_in_transformers_and_sentence_transformers(world, minilm, tmp_path):
     student = tmp_path / "student"
-    result = invoke("train-nlt", world["captions"], "--model", minilm, "--train", "full", "--lang", "de",
-                    "--steps", "2", "--batch-size", "8", "--lr", "1e-3", "--device", "cpu", "--cache-dir",
-                    world["root"] / "cache", "-o", student)
+    result = invoke(
+        "train-nlt",
+        world["captions"],
+        "--model",
+        minilm,
+        "--train",
+        "full",
+        "--lang",
+        "de",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-3",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        world["root"] / "cache",
+        "-o",
+        student,
+    )
     assert result.exit_code == 0, result.stderr
     plain = export(student, "transformers", tmp_path / "tf")
     sentence = export(student, "sentence-transformers", tmp_path / "st")
@@ -204,9 +232,26 @@ def test_exports_truncate_where_mltk_does_so_long_captions_keep_their_vectors(wo
 
     bert = tiny_bert_folder(tmp_path / "bert")
     student = tmp_path / "student"
-    result = invoke("train-nlt", world["captions"], "--model", bert, "--train", "full", "--lang", "de", "--steps",
-                    "1", "--batch-size", "4", "--device", "cpu", "--cache-dir", world["root"] / "cache", "-o",
-                    student)
+    result = invoke(
+        "train-nlt",
+        world["captions"],
+        "--model",
+        bert,
+        "--train",
+        "full",
+        "--lang",
+        "de",
+        "--steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        world["root"] / "cache",
+        "-o",
+        student,
+    )
     assert result.exit_code == 0, result.stderr
     plain = export(student, "transformers", tmp_path / "tf")
     sentence = export(student, "sentence-transformers", tmp_path / "st")
@@ -223,9 +268,28 @@ def test_exports_truncate_where_mltk_does_so_long_captions_keep_their_vectors(wo
 @pytest.mark.slow
 def test_a_cll_clip_table_grown_on_minilm_exports_with_its_grown_vocabulary(world, minilm, tmp_path):
     cll = tmp_path / "cll"
-    result = invoke("train-continual", world["captions"], "--model", minilm, "--lang", "de,fr", "--steps", "2",
-                    "--batch-size", "8", "--lr", "1e-2", "--vocab-size", "300", "--device", "cpu", "--cache-dir",
-                    world["root"] / "cache", "-o", cll)
+    result = invoke(
+        "train-continual",
+        world["captions"],
+        "--model",
+        minilm,
+        "--lang",
+        "de,fr",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-2",
+        "--vocab-size",
+        "300",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        world["root"] / "cache",
+        "-o",
+        cll,
+    )
     assert result.exit_code == 0, result.stderr
     tensors, config = artifacts.load_checkpoint(cll)
     plain = export(cll, "transformers", tmp_path / "tf")
@@ -251,8 +315,9 @@ np.savez(out, **features)
 """
 
 
-def assert_mla_round_trip(checkpoint: Path, folder: Path, texts: list[str], languages: list[str],
-                          tmp_path: Path) -> None:
+def assert_mla_round_trip(
+    checkpoint: Path, folder: Path, texts: list[str], languages: list[str], tmp_path: Path
+) -> None:
     from mltk.encode.texts import load_text_encoder
 
     read = read_without_mltk(MLA_READER, tmp_path, str(folder), json.dumps(texts), ",".join(languages))
@@ -273,8 +338,13 @@ def test_mla_acquirers_on_a_clip_export_as_a_folder_its_own_loader_reads(world, 
 
     _, mla = tiny_clip_and_mla(tmp_path, ("de", "fr"))
     folder = export(mla, "mla", tmp_path / "mla-folder")
-    assert {p.name for p in folder.iterdir()} >= {"base", "tokenizer", "acquirers.safetensors", "mla_config.json",
-                                                  "mla_loader.py"}
+    assert {p.name for p in folder.iterdir()} >= {
+        "base",
+        "tokenizer",
+        "acquirers.safetensors",
+        "mla_config.json",
+        "mla_loader.py",
+    }
     assert (folder / "base/open_clip_config.json").is_file()
     assert_mla_round_trip(mla, folder, world["texts"]["de"], ["de", "fr", "en"], tmp_path)
 
@@ -282,9 +352,26 @@ def test_mla_acquirers_on_a_clip_export_as_a_folder_its_own_loader_reads(world, 
 @pytest.mark.slow
 def test_mla_acquirers_on_minilm_export_as_a_folder_its_own_loader_reads(world, minilm, tmp_path):
     mla = tmp_path / "mla"
-    result = invoke("train-nlt", world["captions"], "--model", minilm, "--lang", "de,fr", "--steps", "2",
-                    "--batch-size", "8", "--lr", "1e-2", "--device", "cpu", "--cache-dir", world["root"] / "cache",
-                    "-o", mla)
+    result = invoke(
+        "train-nlt",
+        world["captions"],
+        "--model",
+        minilm,
+        "--lang",
+        "de,fr",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-2",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        world["root"] / "cache",
+        "-o",
+        mla,
+    )
     assert result.exit_code == 0, result.stderr
     folder = export(mla, "mla", tmp_path / "mla-folder")
     assert json.loads((folder / "mla_config.json").read_text())["tokenizer"] == "base"

@@ -61,19 +61,30 @@ def export(models, out, *extra, checkpoint=None, env=None):
 # --- what an existing --out may be -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", ["the folder holding the checkpoint", "inside the checkpoint's tokenizer folder",
-                                  "a user's folder", "a user's folder under MLTK_OVERWRITE=1", "-o ''",
-                                  "the current directory"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "the folder holding the checkpoint",
+        "inside the checkpoint's tokenizer folder",
+        "a user's folder",
+        "a user's folder under MLTK_OVERWRITE=1",
+        "-o ''",
+        "the current directory",
+    ],
+)
 def test_overwrite_never_replaces_what_export_did_not_make(models, tmp_path, monkeypatch, case):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
     monkeypatch.chdir(tmp_path)
-    outs = {"the folder holding the checkpoint": (models["root"], "holds the input checkpoint"),
-            "inside the checkpoint's tokenizer folder": (models["tokenizer"] / "export", "lies inside the tokenizer"),
-            "a user's folder": (mine, "is not an mltk export"),
-            "a user's folder under MLTK_OVERWRITE=1": (mine, "is not an mltk export"),
-            "-o ''": ("", "current directory"), "the current directory": (".", "current directory")}
+    outs = {
+        "the folder holding the checkpoint": (models["root"], "holds the input checkpoint"),
+        "inside the checkpoint's tokenizer folder": (models["tokenizer"] / "export", "lies inside the tokenizer"),
+        "a user's folder": (mine, "is not an mltk export"),
+        "a user's folder under MLTK_OVERWRITE=1": (mine, "is not an mltk export"),
+        "-o ''": ("", "current directory"),
+        "the current directory": (".", "current directory"),
+    }
     out, message = outs[case]
     checkpoint = models["mla"] if "tokenizer" in case else models["clip"]
     fmt = "mla" if "tokenizer" in case else "open_clip"
@@ -144,8 +155,13 @@ def test_a_killed_export_leaves_nothing_the_next_run_does_not_clean(models, tmp_
     assert export(models, out).exit_code == 0
     before = snapshot(out)
     env = {**os.environ, "PYTHONPATH": str(REPO), "KILL_AT": where}
-    killed = subprocess.run([sys.executable, "-c", KILLED, str(models["clip"]), str(out)], env=env,
-                            capture_output=True, text=True, timeout=600)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, str(models["clip"]), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     left = sorted(p.name for p in tmp_path.iterdir() if p.name != locks.lock_path(out).name)  # a stale lock: no lock
     assert len(left) == 2, left  # the export (or nothing at its place) and the killed run's folder
@@ -161,13 +177,13 @@ def test_a_killed_export_leaves_nothing_the_next_run_does_not_clean(models, tmp_
 
 
 @pytest.mark.parametrize("failure", ["ENOSPC", "EACCES"])
-def test_a_failed_write_is_exit_2_naming_the_file_and_keeps_the_previous_export(models, tmp_path, monkeypatch,
-                                                                                failure):
+def test_a_failed_write_is_exit_2_naming_the_file_and_keeps_the_previous_export(models, tmp_path, monkeypatch, failure):
     out = tmp_path / "clip"
     assert export(models, out).exit_code == 0
     before = snapshot(out)
-    code, text = (errno.ENOSPC, "No space left on device") if failure == "ENOSPC" else (errno.EACCES,
-                                                                                        "Permission denied")
+    code, text = (
+        (errno.ENOSPC, "No space left on device") if failure == "ENOSPC" else (errno.EACCES, "Permission denied")
+    )
 
     def failing(path, tensors, metadata=None):
         Path(path).with_name(Path(path).name + ".tmp").write_bytes(b"\0" * 16)  # a few bytes made it
@@ -185,8 +201,9 @@ def test_an_unwritable_parent_is_refused_before_any_work(models, tmp_path, monke
     parent = tmp_path / "read-only"
     parent.mkdir()
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if Path(path) == parent
-                        else real_access(path, mode, **kw))
+    monkeypatch.setattr(
+        os, "access", lambda path, mode, **kw: False if Path(path) == parent else real_access(path, mode, **kw)
+    )
     assert_refused(export(models, parent / "a" / "clip"), f"{parent} is not writable")
     assert list(parent.iterdir()) == []
 
@@ -206,8 +223,7 @@ def test_a_checkpoint_moved_alone_names_every_missing_dependency_at_once_and_tak
     alone = Path(shutil.copytree(mla, tmp_path / "alone"))
     moved = Path(shutil.move(tree, tmp_path / "moved"))
     result = invoke("export", alone, "--format", "mla", "-o", tmp_path / "out")
-    assert_refused(result, "misses 2 dependencies", f"base model {clip}", f"tokenizer {tree / 'wordpiece'}",
-                   "--base")
+    assert_refused(result, "misses 2 dependencies", f"base model {clip}", f"tokenizer {tree / 'wordpiece'}", "--base")
     for command in (["export", alone, "--format", "mla", "-o", tmp_path / "out"], ["inspect", alone]):
         done = invoke(*command, "--base", f"{moved / 'native'},{moved / 'wordpiece'}")
         assert done.exit_code == 0, done.stderr
@@ -249,8 +265,9 @@ def test_the_mla_loader_normalises_when_its_config_says_so(models, tmp_path):
     assert config["normalize"] is False  # a CLIP's features are normalised by their users, as open_clip's
     (out / "mla_config.json").write_text(json.dumps({**config, "normalize": True}))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", MLA_NORMS, str(out)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", MLA_NORMS, str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     norms = json.loads(done.stdout)
     assert all(abs(value - 1) < 1e-5 for values in norms.values() for value in values), norms
@@ -271,9 +288,27 @@ def test_a_full_disk_while_training_is_exit_2_naming_the_file(models, tmp_path, 
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)
     out = tmp_path / "nlt"
-    result = invoke("train-nlt", world.captions_path, "--model", models["clip"], "--tokenizer", models["tokenizer"],
-                    "--no-init-embeddings", "--lang", "de", "--steps", "1", "--batch-size", "4", "--device", "cpu",
-                    "--cache-dir", tmp_path / "cache", "-o", out)
+    result = invoke(
+        "train-nlt",
+        world.captions_path,
+        "--model",
+        models["clip"],
+        "--tokenizer",
+        models["tokenizer"],
+        "--no-init-embeddings",
+        "--lang",
+        "de",
+        "--steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        tmp_path / "cache",
+        "-o",
+        out,
+    )
     assert result.exit_code == 2, (result.stderr, result.exception)
     errors = [line for line in result.stderr.splitlines() if line.startswith("mltk")]
     assert len(errors) == 1 and "no space left on device while writing" in errors[0], result.stderr

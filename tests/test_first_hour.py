@@ -36,8 +36,12 @@ def _commands(group: click.Group, prefix: str = ""):
 def test_every_overwrite_option_reads_mltk_overwrite():
     """The Makefiles export MLTK_OVERWRITE=1 so that a stage make reruns may replace its out-of-date output; an
     --overwrite that ignores it stops the rerun (index query's --contact-sheet did)."""
-    options = [(name, param) for name, command in _commands(typer.main.get_command(app))
-               for param in command.params if "--overwrite" in getattr(param, "opts", [])]
+    options = [
+        (name, param)
+        for name, command in _commands(typer.main.get_command(app))
+        for param in command.params
+        if "--overwrite" in getattr(param, "opts", [])
+    ]
     assert len(options) > 10 and "index query" in {name for name, _ in options}
     assert [name for name, param in options if param.envvar != "MLTK_OVERWRITE"] == []
 
@@ -57,16 +61,34 @@ def test_a_rerun_query_replaces_its_contact_sheet_under_mltk_overwrite(tmp_path)
         buffer = io.BytesIO()
         Image.new("RGB", (16, 16), (40 * i, 90, 200)).save(buffer, format="PNG")
         pictures.append(buffer.getvalue())
-    images = artifacts.write_images(tmp_path / "images", pa.table(
-        {"image_id": ids, "split": ["test"] * 6, "image": pa.array(pictures, pa.binary())}))
+    images = artifacts.write_images(
+        tmp_path / "images",
+        pa.table({"image_id": ids, "split": ["test"] * 6, "image": pa.array(pictures, pa.binary())}),
+    )
     index = runner.invoke(app, ["index", "build", str(embeddings), "--out", str(tmp_path / "index")])
     assert index.exit_code == 0, index.stderr
     sheet = tmp_path / "query.png"
 
     def query(first_id: str, **env: str):
-        return runner.invoke(app, ["index", "query", str(tmp_path / "index"), "--images", str(embeddings), "--ids",
-                                   first_id, "--k", "3", "--contact-sheet", str(sheet), "--image-source",
-                                   str(images)], env=env)
+        return runner.invoke(
+            app,
+            [
+                "index",
+                "query",
+                str(tmp_path / "index"),
+                "--images",
+                str(embeddings),
+                "--ids",
+                first_id,
+                "--k",
+                "3",
+                "--contact-sheet",
+                str(sheet),
+                "--image-source",
+                str(images),
+            ],
+            env=env,
+        )
 
     assert query("img0").exit_code == 0
     refused = query("img1")
@@ -102,31 +124,33 @@ def sentences(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", [MINILM, f"hf-hub:{MINILM}"])
-def test_a_hub_id_of_a_text_tower_reads_the_local_hugging_face_cache(hub_cache, sentences, tmp_path, monkeypatch,
-                                                                   name):
+def test_a_hub_id_of_a_text_tower_reads_the_local_hugging_face_cache(hub_cache, sentences, tmp_path, monkeypatch, name):
     """`-m sentence-transformers/all-MiniLM-L6-v2` (and hf-hub:) is the model folder in the cache: the same
     vectors as the folder itself, offline, with the hub id recorded as the user gave it."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache["cache"]))
     by_id = runner.invoke(app, ["encode-texts", str(sentences), "-m", name, "-o", str(tmp_path / "by-id")])
     assert by_id.exit_code == 0, by_id.stderr
-    by_folder = runner.invoke(app, ["encode-texts", str(sentences), "-m", str(hub_cache["folder"]), "-o",
-                                    str(tmp_path / "by-folder")])
+    by_folder = runner.invoke(
+        app, ["encode-texts", str(sentences), "-m", str(hub_cache["folder"]), "-o", str(tmp_path / "by-folder")]
+    )
     assert by_folder.exit_code == 0, by_folder.stderr
-    (table_id, vectors_id), (table_folder, vectors_folder) = (artifacts.load_embeddings(tmp_path / "by-id"),
-                                                              artifacts.load_embeddings(tmp_path / "by-folder"))
+    (table_id, vectors_id), (table_folder, vectors_folder) = (
+        artifacts.load_embeddings(tmp_path / "by-id"),
+        artifacts.load_embeddings(tmp_path / "by-folder"),
+    )
     assert table_id.column("id").to_pylist() == table_folder.column("id").to_pylist()
     assert np.array_equal(vectors_id, vectors_folder)
     assert artifacts.read_manifest(tmp_path / "by-id")["created_by"]["config"]["model"] == name
 
 
-def test_a_hub_id_missing_offline_fails_in_one_line_that_says_what_to_do(hub_cache, sentences, tmp_path,
-                                                                        monkeypatch):
+def test_a_hub_id_missing_offline_fails_in_one_line_that_says_what_to_do(hub_cache, sentences, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    for command in (["encode-texts", str(sentences), "-m", MINILM, "-o", str(tmp_path / "t")],
-                    ["train-nlt", str(sentences), "-m", MINILM, "--lang", "de", "--steps", "1", "-o",
-                     str(tmp_path / "nlt")]):
+    for command in (
+        ["encode-texts", str(sentences), "-m", MINILM, "-o", str(tmp_path / "t")],
+        ["train-nlt", str(sentences), "-m", MINILM, "--lang", "de", "--steps", "1", "-o", str(tmp_path / "nlt")],
+    ):
         result = runner.invoke(app, command)
         assert result.exit_code == 2, result.output
         lines = result.stderr.strip().splitlines()
@@ -137,13 +161,33 @@ def test_a_hub_id_missing_offline_fails_in_one_line_that_says_what_to_do(hub_cac
 def test_an_unreachable_hub_fails_at_the_first_try_in_one_line(sentences, tmp_path):
     """No connection at all (here a closed local port as the hub's address; no network is touched): open_clip's
     `--pretrained openai` used to retry five times per file with back-off and print two warnings a try."""
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "HF_ENDPOINT": "http://127.0.0.1:9",
-           "HF_HUB_CACHE": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.getcwd(),
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HUB_CACHE": str(tmp_path / "cache"),
+    }
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME"):
         env.pop(name, None)
-    result = subprocess.run([sys.executable, "-m", "mltk", "encode-texts", str(sentences), "-m", "ViT-B-32",
-                             "--pretrained", "openai", "-o", str(tmp_path / "t")], capture_output=True, text=True,
-                            env=env, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mltk",
+            "encode-texts",
+            str(sentences),
+            "-m",
+            "ViT-B-32",
+            "--pretrained",
+            "openai",
+            "-o",
+            str(tmp_path / "t"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
     assert "offline" in lines[0] and "HF_HUB_OFFLINE" in lines[0]
@@ -176,33 +220,74 @@ def test_encode_texts_embeds_plain_sentences_from_text_or_lines(mla_de, tmp_path
     from mltk.encode.texts import encode_texts
 
     sentences = ["Ein roter Kreis.", "Drei blaue Quadrate."]
-    by_text = runner.invoke(app, ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "de", "--text", sentences[0],
-                                  "--text", sentences[1], "-o", str(tmp_path / "text")])
+    by_text = runner.invoke(
+        app,
+        [
+            "encode-texts",
+            "-m",
+            str(mla_de["mla"]),
+            "--lang",
+            "de",
+            "--text",
+            sentences[0],
+            "--text",
+            sentences[1],
+            "-o",
+            str(tmp_path / "text"),
+        ],
+    )
     assert by_text.exit_code == 0, by_text.stderr
     lines = tmp_path / "sentences.txt"
     lines.write_text(f"{sentences[0]}\n\n{sentences[1]}\n", encoding="utf-8")
-    by_lines = runner.invoke(app, ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "de", "--lines", str(lines),
-                                   "-o", str(tmp_path / "lines")])
+    by_lines = runner.invoke(
+        app,
+        [
+            "encode-texts",
+            "-m",
+            str(mla_de["mla"]),
+            "--lang",
+            "de",
+            "--lines",
+            str(lines),
+            "-o",
+            str(tmp_path / "lines"),
+        ],
+    )
     assert by_lines.exit_code == 0, by_lines.stderr
-    (table_text, vectors_text), (table_lines, vectors_lines) = (artifacts.load_embeddings(tmp_path / "text"),
-                                                                artifacts.load_embeddings(tmp_path / "lines"))
+    (table_text, vectors_text), (table_lines, vectors_lines) = (
+        artifacts.load_embeddings(tmp_path / "text"),
+        artifacts.load_embeddings(tmp_path / "lines"),
+    )
     assert table_text.column("id").to_pylist() == ["de:1", "de:2"]
     assert table_lines.column("id").to_pylist() == ["de:1", "de:3"]  # line numbers of the file
-    assert table_lines.column("text").to_pylist() == sentences and set(table_text.column("lang").to_pylist()) == {
-        "de"}
+    assert table_lines.column("text").to_pylist() == sentences and set(table_text.column("lang").to_pylist()) == {"de"}
     expected = encode_texts(load_text_encoder(mla_de["mla"]), sentences, "de", resolve_runtime("cpu", "fp32"))
     assert np.allclose(vectors_text, expected, atol=1e-6) and np.array_equal(vectors_text, vectors_lines)
-    both = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "-m", str(mla_de["mla"]), "--text", "x",
-                               "-o", str(tmp_path / "both")])
+    both = runner.invoke(
+        app,
+        [
+            "encode-texts",
+            str(mla_de["captions"]),
+            "-m",
+            str(mla_de["mla"]),
+            "--text",
+            "x",
+            "-o",
+            str(tmp_path / "both"),
+        ],
+    )
     assert both.exit_code == 2 and "not both" in both.stderr
-    unread = runner.invoke(app, ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "fr", "--text", "Un cercle.",
-                                 "-o", str(tmp_path / "fr")])
+    unread = runner.invoke(
+        app,
+        ["encode-texts", "-m", str(mla_de["mla"]), "--lang", "fr", "--text", "Un cercle.", "-o", str(tmp_path / "fr")],
+    )
     assert unread.exit_code == 2 and "no path for language(s) fr" in unread.stderr
 
 
 def test_encode_texts_defaults_to_the_languages_the_model_reads_and_names_the_others(mla_de, tmp_path):
-    result = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "-m", str(mla_de["mla"]), "-o",
-                                 str(tmp_path / "t")])
+    result = runner.invoke(
+        app, ["encode-texts", str(mla_de["captions"]), "-m", str(mla_de["mla"]), "-o", str(tmp_path / "t")]
+    )
     assert result.exit_code == 0, result.stderr
     table, _ = artifacts.load_embeddings(tmp_path / "t")
     assert sorted(set(table.column("lang").to_pylist())) == ["de", "en"]
@@ -210,8 +295,22 @@ def test_encode_texts_defaults_to_the_languages_the_model_reads_and_names_the_ot
 
 
 def test_evaluate_defaults_to_the_languages_the_model_reads_and_names_the_others(mla_de, tmp_path):
-    result = runner.invoke(app, ["evaluate", "--images", str(mla_de["images"]), "--model", str(mla_de["mla"]),
-                                 "--captions", str(mla_de["captions"]), "--split", "test", "-o", str(tmp_path / "m")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(mla_de["images"]),
+            "--model",
+            str(mla_de["mla"]),
+            "--captions",
+            str(mla_de["captions"]),
+            "--split",
+            "test",
+            "-o",
+            str(tmp_path / "m"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert "skipped fr" in result.stderr
     metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
@@ -221,25 +320,54 @@ def test_evaluate_defaults_to_the_languages_the_model_reads_and_names_the_others
 def test_the_metrics_say_where_they_are_and_inspect_prints_their_table(mla_de, tmp_path):
     """The main job ends on evaluate (the Makefile runs it last): its table, where the pictures went, and the
     artifact; `mltk inspect` of the metrics artifact prints the same table again."""
-    result = runner.invoke(app, ["evaluate", "--images", str(mla_de["images"]), "--model", str(mla_de["mla"]),
-                                 "--captions", str(mla_de["captions"]), "--split", "test", "--plot",
-                                 str(tmp_path / "plots"), "-o", str(tmp_path / "m")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(mla_de["images"]),
+            "--model",
+            str(mla_de["mla"]),
+            "--captions",
+            str(mla_de["captions"]),
+            "--split",
+            "test",
+            "--plot",
+            str(tmp_path / "plots"),
+            "-o",
+            str(tmp_path / "m"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert f"pictures of the metrics written to {tmp_path / 'plots'}: ranks, recall" in result.stderr
     inspected = runner.invoke(app, ["inspect", str(tmp_path / "m")])
     assert inspected.exit_code == 0, inspected.stderr
-    table = inspected.stderr[inspected.stderr.index("verified"):]
-    assert "R@1" in table and all(any(line.strip(" │|").startswith(lang) for line in table.splitlines())
-                                  for lang in ("de", "en"))
+    table = inspected.stderr[inspected.stderr.index("verified") :]
+    assert "R@1" in table and all(
+        any(line.strip(" │|").startswith(lang) for line in table.splitlines()) for lang in ("de", "en")
+    )
 
 
 def test_a_list_given_with_spaces_gets_the_comma_hint(mla_de, tmp_path):
-    result = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "-m", str(mla_de["mla"]), "--lang", "de",
-                                 "en", "-o", str(tmp_path / "t")])
+    result = runner.invoke(
+        app,
+        [
+            "encode-texts",
+            str(mla_de["captions"]),
+            "-m",
+            str(mla_de["mla"]),
+            "--lang",
+            "de",
+            "en",
+            "-o",
+            str(tmp_path / "t"),
+        ],
+    )
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "lists take commas, not spaces: --lang de,en" in result.stderr
-    other = runner.invoke(app, ["encode-texts", str(mla_de["captions"]), "stray", "-m", str(mla_de["mla"]), "-o",
-                                str(tmp_path / "t")])
+    other = runner.invoke(
+        app, ["encode-texts", str(mla_de["captions"]), "stray", "-m", str(mla_de["mla"]), "-o", str(tmp_path / "t")]
+    )
     assert other.exit_code == 2 and "commas" not in other.stderr
 
 
@@ -269,7 +397,8 @@ def test_a_changed_setting_refusal_names_the_nested_setting_that_changed(tmp_pat
     ids, vectors = ["a", "b"], np.eye(2, dtype=np.float32)
     artifacts.write_embeddings(tmp_path / "e", ids, vectors, stage="test", config={"loop": loop, "lang": "de"})
     with pytest.raises(ArtifactError) as refused:
-        artifacts.write_embeddings(tmp_path / "e", ids, vectors, stage="test",
-                                   config={"loop": {**loop, "steps": 12}, "lang": "de"})
+        artifacts.write_embeddings(
+            tmp_path / "e", ids, vectors, stage="test", config={"loop": {**loop, "steps": 12}, "lang": "de"}
+        )
     message = str(refused.value)
     assert "loop.steps 10 -> 12" in message and "batch_size" not in message and message.count("warmup") == 0

@@ -30,29 +30,45 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("friction")
     result = synthesize(root / "world", SynthConfig(train=32, val=8, test=8, langs=("en", "de")))
     torch.manual_seed(0)
-    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    native = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     vocab = build_vocab(result.captions_path, "de", root / "vocab-de", size=600)
     return {"root": root, "captions": result.captions_path, "native": native, "vocab": vocab}
 
 
 def mltk(*args: str, stdin=None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mltk", *args], input=stdin, capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    return subprocess.run(
+        [sys.executable, "-m", "mltk", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
 
 
 def test_an_error_line_names_the_command_that_failed(tmp_path):
     result = runner.invoke(app, ["inspect", str(tmp_path / "missing")])
     assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [f"mltk inspect: error: {tmp_path / 'missing'}: no such file or "
-                                                  "directory"]
+    assert result.stderr.strip().splitlines() == [
+        f"mltk inspect: error: {tmp_path / 'missing'}: no such file or directory"
+    ]
 
 
 def test_a_stage_after_a_failed_one_says_the_pipe_was_empty(world, tmp_path):
     """`mltk encode-images MISSING | mltk index build` used to say 'empty stdin; expected the path ...'."""
-    pipe = subprocess.run(f"{sys.executable} -m mltk inspect {tmp_path / 'nothing'} | {sys.executable} -m mltk "
-                          f"index build -o {tmp_path / 'idx'}", shell=True, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    pipe = subprocess.run(
+        f"{sys.executable} -m mltk inspect {tmp_path / 'nothing'} | {sys.executable} -m mltk "
+        f"index build -o {tmp_path / 'idx'}",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     lines = pipe.stderr.strip().splitlines()
     assert pipe.returncode == 2 and lines[0].startswith("mltk inspect: error:")
     assert lines[-1].startswith("mltk index: error: <stdin>: the previous stage of the pipe wrote nothing")
@@ -60,17 +76,31 @@ def test_a_stage_after_a_failed_one_says_the_pipe_was_empty(world, tmp_path):
 
 def test_a_missing_input_after_an_empty_pipe_says_so(world, tmp_path):
     """train-le routes a piped path to --images; with nothing piped it asked the user to pipe one."""
-    pipe = subprocess.run(f"true | {sys.executable} -m mltk train-le --captions {world['captions']} "
-                          f"--init {tmp_path / 'x'} -o {tmp_path / 'le'}", shell=True, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    pipe = subprocess.run(
+        f"true | {sys.executable} -m mltk train-le --captions {world['captions']} "
+        f"--init {tmp_path / 'x'} -o {tmp_path / 'le'}",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert pipe.returncode == 2
     assert "the previous stage of the pipe wrote nothing" in pipe.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("name, local", [("runs/vocab", True), ("./vocab", True), ("/abs/folder", True),
-                                         ("a/b/c", True), ("bert-base-multilingual-cased", False),
-                                         ("sentence-transformers/all-MiniLM-L6-v2", False),
-                                         ("hf-hub:laion/CLIP-ViT-B-32", False), ("local-dir:/x/y", False)])
+@pytest.mark.parametrize(
+    "name, local",
+    [
+        ("runs/vocab", True),
+        ("./vocab", True),
+        ("/abs/folder", True),
+        ("a/b/c", True),
+        ("bert-base-multilingual-cased", False),
+        ("sentence-transformers/all-MiniLM-L6-v2", False),
+        ("hf-hub:laion/CLIP-ViT-B-32", False),
+        ("local-dir:/x/y", False),
+    ],
+)
 def test_names_spelled_as_paths_are_told_from_hub_ids(tmp_path, monkeypatch, name, local):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
@@ -88,9 +118,27 @@ def test_a_local_tokenizer_that_does_not_exist_fails_at_once(world, tmp_path, mo
         raise AssertionError("the hub was asked")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
-    result = runner.invoke(app, ["train-nlt", str(world["captions"]), "--model", str(world["native"]),
-                                 "--tokenizer", "runs/vocab", "--lang", "de", "--steps", "1", "--batch-size", "4",
-                                 "--device", "cpu", "-o", str(tmp_path / "nlt")])
+    result = runner.invoke(
+        app,
+        [
+            "train-nlt",
+            str(world["captions"]),
+            "--model",
+            str(world["native"]),
+            "--tokenizer",
+            "runs/vocab",
+            "--lang",
+            "de",
+            "--steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "nlt"),
+        ],
+    )
     assert result.exit_code == 2
     assert "tokenizer not found: no such file or directory (a local path, so it is not looked up" in result.stderr
 
@@ -112,20 +160,48 @@ def test_no_validation_split_holds_out_whole_train_images(world):
 def test_train_nlt_without_a_val_split_trains_and_says_so(world, tmp_path):
     """It refused: "no translation pairs ... in split 'val'"."""
     table = artifacts.load_captions(world["captions"])
-    no_val = artifacts.write_captions(tmp_path / "caps", table.filter(pa.compute.not_equal(table.column("split"),
-                                                                                             "val")))
-    result = runner.invoke(app, ["train-nlt", str(no_val), "--model", str(world["native"]), "--tokenizer",
-                                 str(world["vocab"]), "--lang", "de", "--steps", "2", "--batch-size", "4",
-                                 "--device", "cpu", "--cache-dir", str(world["root"] / "cache"),
-                                 "-o", str(tmp_path / "nlt")])
+    no_val = artifacts.write_captions(
+        tmp_path / "caps", table.filter(pa.compute.not_equal(table.column("split"), "val"))
+    )
+    result = runner.invoke(
+        app,
+        [
+            "train-nlt",
+            str(no_val),
+            "--model",
+            str(world["native"]),
+            "--tokenizer",
+            str(world["vocab"]),
+            "--lang",
+            "de",
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(world["root"] / "cache"),
+            "-o",
+            str(tmp_path / "nlt"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert "no 'val' split; holding out 2 of 32 train images" in result.stderr
 
 
 def test_prune_drops_the_resume_state_and_the_artifact_still_verifies(world, tmp_path):
-    config = mla.MlaConfig(captions=world["captions"], out=tmp_path / "nlt", model=str(world["native"]),
-                           tokenizer=str(world["vocab"]), languages=("de",), batch_size=4, device="cpu",
-                           cache_dir=world["root"] / "cache", loop={"steps": 2, "lr": 1e-3})
+    config = mla.MlaConfig(
+        captions=world["captions"],
+        out=tmp_path / "nlt",
+        model=str(world["native"]),
+        tokenizer=str(world["vocab"]),
+        languages=("de",),
+        batch_size=4,
+        device="cpu",
+        cache_dir=world["root"] / "cache",
+        loop={"steps": 2, "lr": 1e-3},
+    )
     out = mla.train_nlt(config)
     assert (out / "state").is_dir()
     weights_before = artifacts.load_checkpoint(out)[0]
@@ -147,8 +223,12 @@ def test_prune_refuses_an_artifact_without_resume_state_kind(world):
 def test_log_lines_off_a_terminal_are_not_wrapped(tmp_path):
     long_path = "/".join(["a_rather_long_folder_name"] * 8)
     code = f"from mltk.core.runtime import log; log('wrote {long_path}')"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.getcwd(), "COLUMNS": "80"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd(), "COLUMNS": "80"},
+    )
     assert done.stderr.splitlines() == [f"wrote {long_path}"]
 
 
@@ -174,14 +254,21 @@ def test_evaluate_split_takes_a_comma_list_like_every_list_option(tmp_path):
     image_path = artifacts.write_embeddings(tmp_path / "img", [f"i{n}" for n in range(6)], images, split=splits)
     texts = images + 0.1 * rng.standard_normal((6, 8)).astype(np.float32)
     texts /= np.linalg.norm(texts, axis=1, keepdims=True)
-    text_path = artifacts.write_embeddings(tmp_path / "txt", [f"en/{n}" for n in range(6)], texts,
-                                           image_id=[f"i{n}" for n in range(6)], lang=["en"] * 6,
-                                           caption_id=[f"s{n}" for n in range(6)], split=splits)
+    text_path = artifacts.write_embeddings(
+        tmp_path / "txt",
+        [f"en/{n}" for n in range(6)],
+        texts,
+        image_id=[f"i{n}" for n in range(6)],
+        lang=["en"] * 6,
+        caption_id=[f"s{n}" for n in range(6)],
+        split=splits,
+    )
     counts = {}
     for spelling in (["--split", "test,val"], ["--split", "test", "--split", "val"], ["--split", "test"]):
         out = tmp_path / "-".join(spelling[1::2])
-        result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path), *spelling,
-                                     "-o", str(out)])
+        result = runner.invoke(
+            app, ["evaluate", "--images", str(image_path), "--texts", str(text_path), *spelling, "-o", str(out)]
+        )
         assert result.exit_code == 0, result.stderr
         counts[tuple(spelling)] = artifacts.load_metrics(out)["settings"]["counts"]["images"]
     assert list(counts.values()) == [4, 4, 2]

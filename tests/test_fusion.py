@@ -29,8 +29,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("eta", [0.0, 0.3, 1.0])
 def test_fused_vectors_give_the_fused_scores_in_both_directions(eta):
     rng = np.random.default_rng(0)
-    model, translated, gallery = (_unit(rng.normal(size=shape)).astype(np.float32)
-                                  for shape in ((6, 8), (4, 8), (5, 8)))
+    model, translated, gallery = (
+        _unit(rng.normal(size=shape)).astype(np.float32) for shape in ((6, 8), (4, 8), (5, 8))
+    )
     rows = np.array([0, 2, 3, 5])  # rows 1 and 4 have no translation
     fused = fuse(model, translated, rows, eta)
     expected = model @ gallery.T  # [6, 5]: s(model, foreign)
@@ -55,14 +56,17 @@ def test_the_authors_grid_is_the_default_and_the_documented_range_form_parses():
     assert parse_etas(["0.2,0.3,...,0.5"]) == (0.2, 0.3, 0.4, 0.5)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("0,...,1", "a range is two first values, ... and a last value"),
-    ("0,0.1,...", "a range is two first values"),
-    ("0,0.3,...,1", "whole steps of 0.3"),
-    ("1,0.9,...,0", "must climb from 1 to 0"),
-    ("0,0.5,...,2", "must lie in \\[0, 1\\], got 1.5"),
-    ("defaults", "expects numbers in \\[0, 1\\], default, or a range"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("0,...,1", "a range is two first values, ... and a last value"),
+        ("0,0.1,...", "a range is two first values"),
+        ("0,0.3,...,1", "whole steps of 0.3"),
+        ("1,0.9,...,0", "must climb from 1 to 0"),
+        ("0,0.5,...,2", "must lie in \\[0, 1\\], got 1.5"),
+        ("defaults", "expects numbers in \\[0, 1\\], default, or a range"),
+    ],
+)
 def test_a_bad_fusion_grid_is_refused_in_one_line(bad, message):
     with pytest.raises(ConfigError, match=message):
         parse_etas([bad])
@@ -82,16 +86,25 @@ def test_translations_pair_by_caption_id_and_skip_english():
 
 def test_xflickrco_machine_translations_import_as_translations_of_their_captions(tmp_path):
     human = artifacts.load_captions(import_dataset("xflickrco", XFLICKRCO / "annotations", tmp_path / "h") / "captions")
-    mt = artifacts.load_captions(import_dataset("xflickrco", XFLICKRCO / "annotations_machine-translate",
-                                                tmp_path / "mt") / "captions")
+    mt = artifacts.load_captions(
+        import_dataset("xflickrco", XFLICKRCO / "annotations_machine-translate", tmp_path / "mt") / "captions"
+    )
     assert set(mt.column("lang").to_pylist()) == {"en"} and set(mt.column("source_lang").to_pylist()) == {"de"}
-    german = {cid: text for cid, lang, text in zip(human.column("caption_id").to_pylist(),
-                                                   human.column("lang").to_pylist(),
-                                                   human.column("caption").to_pylist()) if lang == "de"}
+    german = {
+        cid: text
+        for cid, lang, text in zip(
+            human.column("caption_id").to_pylist(),
+            human.column("lang").to_pylist(),
+            human.column("caption").to_pylist(),
+        )
+        if lang == "de"
+    }
     rows, wanted = translation_rows(human, mt)
     assert len(rows) == 4 and len(german) == 5  # one German caption has no translation
-    pairs = {german[human.column("caption_id")[int(r)].as_py()]: mt.column("caption")[int(w)].as_py()
-             for r, w in zip(rows, wanted)}
+    pairs = {
+        german[human.column("caption_id")[int(r)].as_py()]: mt.column("caption")[int(w)].as_py()
+        for r, w in zip(rows, wanted)
+    }
     assert pairs["Zwei Hunde laufen im Schnee."] == "Two dogs run in the snow."
 
 
@@ -103,10 +116,30 @@ def test_evaluate_fusion_on_a_text_tower_matches_a_hand_computation(tmp_path):
     tower = tiny_bert_folder(tmp_path / "bert")
     captions = import_dataset("xflickrco", XFLICKRCO / "annotations", tmp_path / "h") / "captions"
     translations = import_dataset("xflickrco", XFLICKRCO / "annotations_machine-translate", tmp_path / "mt")
-    result = runner.invoke(app, ["evaluate", "--model", str(tower), "--captions", str(captions), "--metric", "c2c",
-                                 "--c2c-pair", "de:en", "--translations", str(translations / "captions"),
-                                 "--fusion", "0,0.5,1", "--device", "cpu", "--plot", str(tmp_path / "plots"),
-                                 "-o", str(tmp_path / "m")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--model",
+            str(tower),
+            "--captions",
+            str(captions),
+            "--metric",
+            "c2c",
+            "--c2c-pair",
+            "de:en",
+            "--translations",
+            str(translations / "captions"),
+            "--fusion",
+            "0,0.5,1",
+            "--device",
+            "cpu",
+            "--plot",
+            str(tmp_path / "plots"),
+            "-o",
+            str(tmp_path / "m"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     metrics = artifacts.load_metrics(tmp_path / "m")
     fusion = metrics["fusion"]
@@ -133,18 +166,37 @@ def test_evaluate_fusion_on_a_text_tower_matches_a_hand_computation(tmp_path):
         hits = [int((others[i] >= fused[i, truth[i]] - 1e-6).sum()) == 0 for i in range(len(german))]
         got = fusion["per_eta"][f"{eta:g}"]["c2c"]["de-en"]["de->en"]["R@1"]
         assert got == pytest.approx(100.0 * np.mean(hits)), eta
-    assert fusion["curves"]["de->en R@1"] == [fusion["per_eta"][k]["c2c"]["de-en"]["de->en"]["R@1"]
-                                             for k in ("0", "0.5", "1")]
-    bad = runner.invoke(app, ["evaluate", "--model", str(tower), "--captions", str(captions), "--metric", "c2c",
-                              "--fusion", "0.5", "--device", "cpu", "-o", str(tmp_path / "bad")])
+    assert fusion["curves"]["de->en R@1"] == [
+        fusion["per_eta"][k]["c2c"]["de-en"]["de->en"]["R@1"] for k in ("0", "0.5", "1")
+    ]
+    bad = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--model",
+            str(tower),
+            "--captions",
+            str(captions),
+            "--metric",
+            "c2c",
+            "--fusion",
+            "0.5",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "bad"),
+        ],
+    )
     assert bad.exit_code == 2 and "--translations" in bad.stderr
 
 
 def test_fusion_curve_draws_one_line_per_r1_series():
     from mltk.present import plots
 
-    fusion = {"etas": [0.0, 0.5, 1.0], "curves": {"de t2i R@1": [10.0, 20.0, 30.0], "de t2i R@5": [1, 2, 3],
-                                                   "de->en R@1": [5.0, None, 7.0]}}
+    fusion = {
+        "etas": [0.0, 0.5, 1.0],
+        "curves": {"de t2i R@1": [10.0, 20.0, 30.0], "de t2i R@5": [1, 2, 3], "de->en R@1": [5.0, None, 7.0]},
+    }
     figure = plots.fusion_curve(fusion, fmt=None)
     lines = figure.axes[0].get_lines()
     assert sorted(line.get_label() for line in lines) == ["de t2i R@1", "de->en R@1"]
@@ -157,6 +209,7 @@ def test_the_fusion_form_names_the_similarity_that_ranks_the_fused_query():
 
     table = pa.table({"lang": ["de", "en"], "caption_id": ["c0", "c1"]})
     vectors, translated = np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32)[:1]
+
     def evaluate(fused):
         return {"per_language": {"de": {"t2i": {"R@1": 100.0}, "i2t": {"R@1": 100.0}}}}
 

@@ -28,13 +28,19 @@ FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 PROFILES = {"default": 8, "long": 200}  # examples per target
 PROFILE_PARAMS = ["default", pytest.param("long", marks=pytest.mark.slow)]
 ODD_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12) | st.sampled_from(
-    ["", "\u202e", "\x00", "é\u0301", "𝔘𝔫𝔦", "\ufeff", "..", "/etc/passwd", "a\nb", "\u2028", "日本語"])
+    ["", "\u202e", "\x00", "é\u0301", "𝔘𝔫𝔦", "\ufeff", "..", "/etc/passwd", "a\nb", "\u2028", "日本語"]
+)
 runner = CliRunner()
 
 
 def run_fuzz(profile: str, strategy, check) -> None:
-    settings(max_examples=PROFILES[profile], derandomize=True, deadline=None, database=None,
-             suppress_health_check=list(HealthCheck))(given(strategy)(check))()
+    settings(
+        max_examples=PROFILES[profile],
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )(given(strategy)(check))()
 
 
 def assert_clean_outcome(result, out: Path | None = None) -> None:
@@ -71,7 +77,7 @@ def mutate_bytes(data: bytes, mutation) -> bytes:
         if not data:
             return data
         position = min(position, len(data) - 1)
-        return data[:position] + bytes([data[position] ^ mutation[2]]) + data[position + 1:]
+        return data[:position] + bytes([data[position] ^ mutation[2]]) + data[position + 1 :]
     return data[:position] + mutation[2].encode("utf-8", "surrogatepass") + data[position:]
 
 
@@ -106,25 +112,37 @@ def test_import_data_on_damaged_sources(profile, fmt, fixture, name):
 
 # -- artifact readers ------------------------------------------------------------------------------------------------
 
+
 def _captions(directory: Path) -> Path:
-    return artifacts.write_captions(directory / "art", pa.table({
-        "image_id": ["i0", "i0", "i1", "i1"], "lang": ["en", "de", "en", "de"],
-        "caption": ["a red circle", "ein roter Kreis", "two blue squares", "zwei blaue Quadrate"],
-        "caption_id": ["c0", "c0", "c1", "c1"], "split": ["train"] * 4}))
+    return artifacts.write_captions(
+        directory / "art",
+        pa.table(
+            {
+                "image_id": ["i0", "i0", "i1", "i1"],
+                "lang": ["en", "de", "en", "de"],
+                "caption": ["a red circle", "ein roter Kreis", "two blue squares", "zwei blaue Quadrate"],
+                "caption_id": ["c0", "c0", "c1", "c1"],
+                "split": ["train"] * 4,
+            }
+        ),
+    )
 
 
 def _embeddings(directory: Path) -> Path:
     vectors = np.eye(4, dtype=np.float32)[:3]
-    return artifacts.write_embeddings(directory / "art", ["a", "b", "c"], vectors, dtype="float16",
-                                      split=["test"] * 3, shard_size=2)
+    return artifacts.write_embeddings(
+        directory / "art", ["a", "b", "c"], vectors, dtype="float16", split=["test"] * 3, shard_size=2
+    )
 
 
 def _images(directory: Path) -> Path:
     from mltk.data.synth import encode_png
 
     png = encode_png(np.zeros((4, 4, 3), dtype=np.uint8))
-    return artifacts.write_images(directory / "art", pa.table({"image_id": ["a", "b"], "split": ["test"] * 2,
-                                                               "image": pa.array([png, png], pa.binary())}))
+    return artifacts.write_images(
+        directory / "art",
+        pa.table({"image_id": ["a", "b"], "split": ["test"] * 2, "image": pa.array([png, png], pa.binary())}),
+    )
 
 
 def _checkpoint(directory: Path) -> Path:
@@ -174,12 +192,26 @@ READERS = {
 
 artifact_damage = st.one_of(
     st.tuples(st.just("bytes"), st.integers(0, 1000), mutations),
-    st.tuples(st.just("npy"), st.integers(0, 1000), st.sampled_from(["<i8", "<f8", "|u1", "<c8", "|O", "<U3"]),
-              st.lists(st.integers(0, 5), min_size=0, max_size=3)),
-    st.tuples(st.just("manifest"), st.sampled_from(["files", "kind", "shards", "dim", "schema_version", "inputs",
-                                                     "created_by", "checksums", "count"]),
-              st.one_of(ODD_TEXT, st.integers(-3, 3), st.none(), st.lists(ODD_TEXT, max_size=2),
-                        st.just(["../outside.npy"]), st.just({"x": 1}))),
+    st.tuples(
+        st.just("npy"),
+        st.integers(0, 1000),
+        st.sampled_from(["<i8", "<f8", "|u1", "<c8", "|O", "<U3"]),
+        st.lists(st.integers(0, 5), min_size=0, max_size=3),
+    ),
+    st.tuples(
+        st.just("manifest"),
+        st.sampled_from(
+            ["files", "kind", "shards", "dim", "schema_version", "inputs", "created_by", "checksums", "count"]
+        ),
+        st.one_of(
+            ODD_TEXT,
+            st.integers(-3, 3),
+            st.none(),
+            st.lists(ODD_TEXT, max_size=2),
+            st.just(["../outside.npy"]),
+            st.just({"x": 1}),
+        ),
+    ),
 )
 
 

@@ -28,8 +28,13 @@ OUTSIDE = {
     "translate-data world/captions -t de,fr": "downloads the M2M-100 translation model",
 }
 # substrings of the examples that train for their full step counts (minutes each on 2 cores)
-SLOW = ("mltk pretrain", "mltk train-nlt", "mltk train-le", "mltk train-ccrk",
-        "train-continual world/captions -m ./all-MiniLM-L6-v2")
+SLOW = (
+    "mltk pretrain",
+    "mltk train-nlt",
+    "mltk train-le",
+    "mltk train-ccrk",
+    "train-continual world/captions -m ./all-MiniLM-L6-v2",
+)
 # artifacts only some examples need: made on first use
 MINILM_PARTS = ("all-MiniLM-L6-v2", "runs/real-text/")
 
@@ -60,8 +65,12 @@ def _mltk(cwd: Path, *args: str) -> None:
 
 def _env() -> dict:
     bin_dir = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
-            "OMP_NUM_THREADS": "1"}
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -74,12 +83,36 @@ def quickstart(tmp_path_factory) -> Path:
     run("pretrain", "world/images", "--captions", "world/captions", "--steps", "3", "-o", "runs/native")
     run("build-vocab", "world/captions", "--lang", "de", "--size", "600", "-o", "vocab/de")
     run("build-vocab", "world/captions", "--lang", "zh", "--size", "600", "--parent", "vocab/de", "-o", "vocab/zh")
-    run("train-nlt", "world/captions", "-m", "runs/native", "--tokenizer", "vocab/zh", "--lang", "de,fr,zh",
-        "--steps", "3", "-o", "runs/nlt")
+    run(
+        "train-nlt",
+        "world/captions",
+        "-m",
+        "runs/native",
+        "--tokenizer",
+        "vocab/zh",
+        "--lang",
+        "de,fr,zh",
+        "--steps",
+        "3",
+        "-o",
+        "runs/nlt",
+    )
     run("encode-images", "world/images", "-m", "runs/native", "-o", "emb")
     run("train-le", "emb", "--captions", "world/captions", "--init", "runs/nlt", "--steps", "3", "-o", "runs/le")
-    run("train-ccrk", "emb", "--captions", "world/captions", "--init", "runs/nlt", "--lang", "en,de,zh", "--steps",
-        "3", "-o", "runs/ccrk")
+    run(
+        "train-ccrk",
+        "emb",
+        "--captions",
+        "world/captions",
+        "--init",
+        "runs/nlt",
+        "--lang",
+        "en,de,zh",
+        "--steps",
+        "3",
+        "-o",
+        "runs/ccrk",
+    )
     for model, out in (("runs/nlt", "m-task1"), ("runs/le", "m-le"), ("runs/ccrk", "m-ccrk")):
         run("evaluate", model, "--images", "emb", "--captions", "world/captions", "--split", "test", "-o", out)
     shutil.copytree(base / "m-le", base / "m-task2")
@@ -103,8 +136,15 @@ def _german_translations(captions: Path, out: Path) -> None:
     from mltk import artifacts
 
     table = artifacts.load_captions(captions)
-    rows = [(c, t) for c, lang, t in zip(table.column("caption_id").to_pylist(), table.column("lang").to_pylist(),
-                                         table.column("caption").to_pylist()) if lang == "de"]
+    rows = [
+        (c, t)
+        for c, lang, t in zip(
+            table.column("caption_id").to_pylist(),
+            table.column("lang").to_pylist(),
+            table.column("caption").to_pylist(),
+        )
+        if lang == "de"
+    ]
     out.write_text("caption_id\tlang\tcaption\n" + "".join(f"{c}\tde\t{t}\n" for c, t in rows), encoding="utf-8")
 
 
@@ -118,8 +158,9 @@ def minilm(quickstart, tmp_path_factory) -> Path:
     (base / "path" / "to" / "all-MiniLM-L6-v2").symlink_to(model_path)
     world = str(quickstart / "world" / "captions")
     for train, out in (("full", "runs/real-text/full-de"), ("acquirers", "runs/real-text/mla-de")):
-        _mltk(base, "train-nlt", world, "-m", str(model_path), "--lang", "de", "--train", train, "--steps", "2",
-              "-o", out)
+        _mltk(
+            base, "train-nlt", world, "-m", str(model_path), "--lang", "de", "--train", train, "--steps", "2", "-o", out
+        )
     return base
 
 
@@ -130,6 +171,7 @@ def _outputs(example: str) -> set[str]:
 def _sandbox(sources: list[Path], outputs: set[str], into: Path) -> None:
     """Hard-linked copies of the prepared artifacts (a command that drops files cannot touch the originals),
     leaving out what the example writes."""
+
     def skip(directory: str, names: list[str]) -> set[str]:
         return {n for n in names if any(Path(directory, n) == source / out for out in outputs for source in sources)}
 
@@ -143,8 +185,9 @@ def _marks(example: str) -> list:
     return []
 
 
-@pytest.mark.parametrize("command,example", [pytest.param(c, e, marks=_marks(e), id=f"{c}:{i}")
-                                             for i, (c, e) in enumerate(EXAMPLES)])
+@pytest.mark.parametrize(
+    "command,example", [pytest.param(c, e, marks=_marks(e), id=f"{c}:{i}") for i, (c, e) in enumerate(EXAMPLES)]
+)
 def test_every_help_example_runs_as_written(command, example, request, tmp_path):
     reason = next((why for needle, why in OUTSIDE.items() if needle in example), None)
     if reason:
@@ -153,8 +196,14 @@ def test_every_help_example_runs_as_written(command, example, request, tmp_path)
     if any(part in example for part in MINILM_PARTS):
         sources.append(request.getfixturevalue("minilm"))
     _sandbox(sources, _outputs(example), tmp_path / "work")
-    result = subprocess.run(["bash", "-o", "pipefail", "-c", example], cwd=tmp_path / "work", env=_env(),
-                            capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", example],
+        cwd=tmp_path / "work",
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert result.returncode == 0, f"{example}\n{result.stderr[-3000:]}"
     for out in _outputs(example):
         assert any((tmp_path / "work" / out).iterdir()), f"{out}: nothing written"

@@ -9,8 +9,12 @@ import torch
 from helpers_tiny import register_hf_clip, tiny_bert_folder
 from typer.testing import CliRunner
 
-TEXTS = ["ein roter kreis links von einem blauer quadrat", "two red circle",
-         "un cercle rouge à gauche d' un carré bleu", "blue"]
+TEXTS = [
+    "ein roter kreis links von einem blauer quadrat",
+    "two red circle",
+    "un cercle rouge à gauche d' un carré bleu",
+    "blue",
+]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +89,9 @@ def test_mla_encoder_on_an_hf_folder_with_the_tower_tokenizer(bert_dir, train):
     torch.testing.assert_close(german, frozen, atol=1e-5, rtol=0)
     params = encoder.trainable_tensors(["de"])
     assert "embedding.table.weight" in params and params["embedding.table.weight"].shape == (
-        tower.token_embedding.num_embeddings, 32)
+        tower.token_embedding.num_embeddings,
+        32,
+    )
     if train == "acquirers":
         assert sum(k.startswith("acquirers.de.") for k in params) == 4 * tower.num_blocks
         assert not any(k.startswith("student.") for k in params)
@@ -168,11 +174,18 @@ def _captions(tmp_path):
     from mltk import artifacts
 
     rows = []
-    for i, (en, de) in enumerate([("two red circle", "ein roter kreis"), ("blue square", "blauer quadrat"),
-                                  ("red circle", "roter kreis links"), ("two blue square", "ein blaues quadrat")]):
+    for i, (en, de) in enumerate(
+        [
+            ("two red circle", "ein roter kreis"),
+            ("blue square", "blauer quadrat"),
+            ("red circle", "roter kreis links"),
+            ("two blue square", "ein blaues quadrat"),
+        ]
+    ):
         rows += [(f"img{i}", "en", en, f"c{i}", "test"), (f"img{i}", "de", de, f"c{i}", "test")]
-    table = pa.table({name: [r[j] for r in rows] for j, name in enumerate(
-        ("image_id", "lang", "caption", "caption_id", "split"))})
+    table = pa.table(
+        {name: [r[j] for r in rows] for j, name in enumerate(("image_id", "lang", "caption", "caption_id", "split"))}
+    )
     return artifacts.write_captions(tmp_path / "captions", table)
 
 
@@ -187,27 +200,61 @@ def test_encode_texts_command_writes_text_embeddings_evaluate_reads(bert_dir, tm
 
     captions = _captions(tmp_path)
     runner = CliRunner()
-    result = runner.invoke(app, ["encode-texts", str(captions), "--model", str(bert_dir), "--lang", "de",
-                                 "--split", "test", "-o", str(tmp_path / "texts"), "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "encode-texts",
+            str(captions),
+            "--model",
+            str(bert_dir),
+            "--lang",
+            "de",
+            "--split",
+            "test",
+            "-o",
+            str(tmp_path / "texts"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.output
     path = result.stdout.strip()
     table, vectors = artifacts.load_embeddings(path)
     assert table.column("lang").to_pylist() == ["de"] * 4
     assert table.column("image_id").to_pylist() == [f"img{i}" for i in range(4)]
     assert table.column("id").to_pylist() == [f"de:c{i}" for i in range(4)]
-    expected = encode_texts(load_text_encoder(str(bert_dir)), ["ein roter kreis", "blauer quadrat",
-                                                              "roter kreis links", "ein blaues quadrat"], "de",
-                            resolve_runtime("cpu", "fp32"))
+    expected = encode_texts(
+        load_text_encoder(str(bert_dir)),
+        ["ein roter kreis", "blauer quadrat", "roter kreis links", "ein blaues quadrat"],
+        "de",
+        resolve_runtime("cpu", "fp32"),
+    )
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    both = runner.invoke(app, ["encode-texts", str(captions), "--model", str(bert_dir), "-o",
-                               str(tmp_path / "both"), "--device", "cpu"])
+    both = runner.invoke(
+        app, ["encode-texts", str(captions), "--model", str(bert_dir), "-o", str(tmp_path / "both"), "--device", "cpu"]
+    )
     assert both.exit_code == 0, both.output
-    metrics = runner.invoke(app, ["evaluate", "--texts", both.stdout.strip(), "--metric", "c2c", "--c2c-pair",
-                                  "de:en", "--out", str(tmp_path / "metrics"), "--device", "cpu"])
+    metrics = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--texts",
+            both.stdout.strip(),
+            "--metric",
+            "c2c",
+            "--c2c-pair",
+            "de:en",
+            "--out",
+            str(tmp_path / "metrics"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert metrics.exit_code == 0, metrics.output
-    bad = runner.invoke(app, ["encode-texts", str(captions), "--model", str(bert_dir), "--lang", "xx", "-o",
-                              str(tmp_path / "none")])
+    bad = runner.invoke(
+        app, ["encode-texts", str(captions), "--model", str(bert_dir), "--lang", "xx", "-o", str(tmp_path / "none")]
+    )
     assert bad.exit_code == 2 and "no captions" in bad.output
 
 
@@ -215,9 +262,24 @@ def test_evaluate_model_reads_an_hf_folder(bert_dir, tmp_path):
     from mltk.cli.application import app
 
     captions = _captions(tmp_path)
-    result = CliRunner().invoke(app, ["evaluate", "--model", str(bert_dir), "--captions", str(captions),
-                                      "--metric", "c2c", "--c2c-pair", "de:en", "--out", str(tmp_path / "m"),
-                                      "--device", "cpu"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            "--model",
+            str(bert_dir),
+            "--captions",
+            str(captions),
+            "--metric",
+            "c2c",
+            "--c2c-pair",
+            "de:en",
+            "--out",
+            str(tmp_path / "m"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.output
 
 

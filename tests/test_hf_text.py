@@ -10,8 +10,12 @@ import torch
 from helpers_tiny import register_hf_clip, tiny_bert_folder
 from typer.testing import CliRunner
 
-TEXTS = ["ein roter kreis links von einem blauer quadrat", "two red circle",
-         "un cercle rouge à gauche d' un carré bleu", "blue"]
+TEXTS = [
+    "ein roter kreis links von einem blauer quadrat",
+    "two red circle",
+    "un cercle rouge à gauche d' un carré bleu",
+    "blue",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +48,9 @@ def test_bert_folder_mean_pooling_equals_transformers(bert_dir):
         features = tower.encode(tokens, lengths)
     batch = AutoTokenizer.from_pretrained(bert_dir)(TEXTS, padding=True, return_tensors="pt")
     assert torch.equal(tokens, batch["input_ids"]) and torch.equal(lengths, batch["attention_mask"].sum(1))
-    reference = mean_pooled_reference(AutoModel.from_pretrained(bert_dir).eval(), batch["input_ids"],
-                                      batch["attention_mask"])
+    reference = mean_pooled_reference(
+        AutoModel.from_pretrained(bert_dir).eval(), batch["input_ids"], batch["attention_mask"]
+    )
     torch.testing.assert_close(features, reference, atol=1e-5, rtol=0)
 
 
@@ -68,9 +73,11 @@ def test_cls_and_end_pooling_read_their_position(bert_dir):
     loaded = load_hf_text_tower(str(bert_dir))
     tokens, lengths = loaded.tokenize(TEXTS)
     with torch.no_grad():
-        hidden = AutoModel.from_pretrained(bert_dir).eval()(
-            input_ids=tokens, attention_mask=(torch.arange(tokens.shape[1]) < lengths[:, None]).long()
-        ).last_hidden_state
+        hidden = (
+            AutoModel.from_pretrained(bert_dir)
+            .eval()(input_ids=tokens, attention_mask=(torch.arange(tokens.shape[1]) < lengths[:, None]).long())
+            .last_hidden_state
+        )
         cls = HFTextTower(loaded.transformer, loaded.tokenizer, "cls").encode(tokens, lengths)
         end = HFTextTower(loaded.transformer, loaded.tokenizer, "end").encode(tokens, lengths)
     torch.testing.assert_close(cls, hidden[:, 0], atol=1e-5, rtol=0)
@@ -85,8 +92,16 @@ def test_xlm_roberta_positions_start_after_padding_idx():
     from mltk.models.hf_text import HFTextTower
 
     torch.manual_seed(0)
-    config = XLMRobertaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                              intermediate_size=64, max_position_embeddings=20, pad_token_id=1, type_vocab_size=1)
+    config = XLMRobertaConfig(
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=20,
+        pad_token_id=1,
+        type_vocab_size=1,
+    )
     model = XLMRobertaModel(config, add_pooling_layer=False).eval()
     lengths = torch.tensor([7, 3, 5])
     tokens = torch.randint(4, 50, (3, 7))
@@ -132,8 +147,9 @@ def test_gradient_reaches_an_acquirer_through_after_block(bert_dir):
     features = tower.encode(tokens, lengths, after_block=stack)
     torch.testing.assert_close(features, frozen, atol=1e-6, rtol=0)  # W_up starts at zero: identity
     (features - 1.0).pow(2).mean().backward()
-    assert all(acquirer.c_proj.weight.grad is not None and acquirer.c_proj.weight.grad.abs().sum() > 0
-               for acquirer in stack)
+    assert all(
+        acquirer.c_proj.weight.grad is not None and acquirer.c_proj.weight.grad.abs().sum() > 0 for acquirer in stack
+    )
     assert all(p.grad is None for p in tower.parameters())
 
 
@@ -204,18 +220,28 @@ def test_sentence_transformers_folder_cls_dense_normalize(tmp_path, bert_dir):
     folder = tmp_path / "st"
     shutil.copytree(bert_dir, folder)
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 12, "do_lower_case": True}))
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-               {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
-               {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"}]
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+        {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
     (folder / "modules.json").write_text(json.dumps(modules))
     (folder / "1_Pooling").mkdir()
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": 32, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": 32, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False})
+    )
     (folder / "2_Dense").mkdir()
-    (folder / "2_Dense" / "config.json").write_text(json.dumps(
-        {"in_features": 32, "out_features": 12, "bias": True,
-         "activation_function": "torch.nn.modules.activation.Tanh"}))
+    (folder / "2_Dense" / "config.json").write_text(
+        json.dumps(
+            {
+                "in_features": 32,
+                "out_features": 12,
+                "bias": True,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            }
+        )
+    )
     torch.manual_seed(1)
     weight, bias = torch.randn(12, 32), torch.randn(12)
     save_file({"linear.weight": weight, "linear.bias": bias}, folder / "2_Dense" / "model.safetensors")
@@ -227,9 +253,11 @@ def test_sentence_transformers_folder_cls_dense_normalize(tmp_path, bert_dir):
     assert torch.equal(tokens, tower.tokenize(TEXTS)[0]) and lengths.max() <= 12
     with torch.no_grad():
         features = tower.encode(tokens, lengths)
-        hidden = AutoModel.from_pretrained(bert_dir).eval()(
-            input_ids=tokens, attention_mask=(torch.arange(tokens.shape[1]) < lengths[:, None]).long()
-        ).last_hidden_state
+        hidden = (
+            AutoModel.from_pretrained(bert_dir)
+            .eval()(input_ids=tokens, attention_mask=(torch.arange(tokens.shape[1]) < lengths[:, None]).long())
+            .last_hidden_state
+        )
     torch.testing.assert_close(features, torch.tanh(hidden[:, 0] @ weight.T + bias), atol=1e-5, rtol=0)
 
 
@@ -268,8 +296,7 @@ def test_open_clip_hf_config_loads_and_its_text_tower_runs_through_hftexttower(t
     padded = bundle.tokenizer(TEXTS)  # [4, 24]: what open_clip's encode_text reads
     tokens, lengths = tower.tokenize(TEXTS)
     with torch.no_grad():
-        torch.testing.assert_close(tower.encode(tokens, lengths), bundle.model.encode_text(padded),
-                                   atol=1e-5, rtol=0)
+        torch.testing.assert_close(tower.encode(tokens, lengths), bundle.model.encode_text(padded), atol=1e-5, rtol=0)
     assert tower.token_embedding is bundle.model.text.transformer.embeddings.word_embeddings  # shared, not copied
 
 
@@ -376,8 +403,19 @@ def test_cli_encode_images_with_hf_hub_model(tmp_path, hub_cache):
     from mltk.cli import app
 
     images = _one_image_folder(tmp_path / "images")
-    result = CliRunner().invoke(app, ["encode-images", str(images), "--model", "hf-hub:mltk-test/tiny-clip",
-                                      "--out", str(tmp_path / "emb"), "--workers", "0"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "encode-images",
+            str(images),
+            "--model",
+            "hf-hub:mltk-test/tiny-clip",
+            "--out",
+            str(tmp_path / "emb"),
+            "--workers",
+            "0",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "emb" / "manifest.json").is_file()
 
@@ -386,8 +424,19 @@ def test_cli_missing_hub_model_offline_exits_2_with_one_line(tmp_path, hub_cache
     from mltk.cli import app
 
     images = _one_image_folder(tmp_path / "images")
-    result = CliRunner().invoke(app, ["encode-images", str(images), "--model", "hf-hub:mltk-test/missing",
-                                      "--out", str(tmp_path / "emb"), "--workers", "0"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "encode-images",
+            str(images),
+            "--model",
+            "hf-hub:mltk-test/missing",
+            "--out",
+            str(tmp_path / "emb"),
+            "--workers",
+            "0",
+        ],
+    )
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "hf-hub:mltk-test/missing" in lines[0] and "offline" in lines[0]
@@ -406,13 +455,17 @@ def test_real_minilm_english_path_equals_transformers():
     path = str(minilm.get_model_path())
     tower = load_hf_text_tower(path)
     assert (tower.width, tower.num_blocks, tower.pooling, tower.normalizes_output) == (384, 6, "mean", True)
-    texts = ["A man in a blue shirt is riding a horse on the beach.", "Two dogs.",
-             "A group of people stand in front of an igloo while it is snowing outside."]
+    texts = [
+        "A man in a blue shirt is riding a horse on the beach.",
+        "Two dogs.",
+        "A group of people stand in front of an igloo while it is snowing outside.",
+    ]
     with torch.no_grad():
         features = tower.encode(*tower.tokenize(texts))
-    batch = AutoTokenizer.from_pretrained(path)(texts, padding=True, truncation=True, max_length=256,
-                                                return_tensors="pt")
-    reference = mean_pooled_reference(AutoModel.from_pretrained(path).eval(), batch["input_ids"],
-                                      batch["attention_mask"])
+    batch = AutoTokenizer.from_pretrained(path)(
+        texts, padding=True, truncation=True, max_length=256, return_tensors="pt"
+    )
+    reference = mean_pooled_reference(
+        AutoModel.from_pretrained(path).eval(), batch["input_ids"], batch["attention_mask"]
+    )
     torch.testing.assert_close(features, reference, atol=1e-5, rtol=0)
-

@@ -90,12 +90,15 @@ def evil_folder(directory: Path, marker: Path) -> Path:
     tiny_bert_folder(directory)
     (directory / "evil_code.py").write_text(EVIL_CODE.format(marker=str(marker)))
     config = json.loads((directory / "config.json").read_text())
-    config.update(model_type="evil",
-                  auto_map={"AutoConfig": "evil_code.EvilConfig", "AutoModel": "evil_code.EvilModel"})
+    config.update(
+        model_type="evil", auto_map={"AutoConfig": "evil_code.EvilConfig", "AutoModel": "evil_code.EvilModel"}
+    )
     (directory / "config.json").write_text(json.dumps(config))
     tokenizer = json.loads((directory / "tokenizer_config.json").read_text())
-    tokenizer.update(tokenizer_class="EvilTokenizer",
-                     auto_map={"AutoTokenizer": ["evil_code.EvilTokenizer", "evil_code.EvilTokenizer"]})
+    tokenizer.update(
+        tokenizer_class="EvilTokenizer",
+        auto_map={"AutoTokenizer": ["evil_code.EvilTokenizer", "evil_code.EvilTokenizer"]},
+    )
     (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer))
     return directory
 
@@ -122,8 +125,9 @@ def image_and_text_embeddings(root: Path, langs=("en", "de")) -> tuple[Path, Pat
     rows = [(f"{lang}/{n}", f"i{n}", lang, f"s{n}") for lang in langs for n in range(6)]
     texts = unit(np.concatenate([images + 0.3 * rng.standard_normal((6, 8)) for _ in langs]))
     ids, image_of, lang_of, caption_ids = map(list, zip(*rows))
-    text_path = artifacts.write_embeddings(root / "txt", ids, texts, image_id=image_of, lang=lang_of,
-                                           caption_id=caption_ids, split=["test"] * len(ids))
+    text_path = artifacts.write_embeddings(
+        root / "txt", ids, texts, image_id=image_of, lang=lang_of, caption_id=caption_ids, split=["test"] * len(ids)
+    )
     return image_path, text_path
 
 
@@ -141,12 +145,30 @@ def world(tmp_path_factory):
     emb = artifacts.write_embeddings(root / "emb", ids, vectors, normalized=False)
     result = invoke("index", "build", emb, "--out", root / "index")
     assert result.exit_code == 0, result.stderr
-    world_images = invoke("encode-images", root / "world" / "images", "-m", native, "-o", root / "world-emb",
-                          "--device", "cpu", "--workers", "0")
+    world_images = invoke(
+        "encode-images",
+        root / "world" / "images",
+        "-m",
+        native,
+        "-o",
+        root / "world-emb",
+        "--device",
+        "cpu",
+        "--workers",
+        "0",
+    )
     assert world_images.exit_code == 0, world_images.stderr
-    return {"root": root, "captions": root / "world" / "captions", "native": native, "mla": mla, "emb": emb,
-            "index": root / "index", "ids": ids, "images": images_artifact(root / "images", ids),
-            "world_emb": root / "world-emb"}
+    return {
+        "root": root,
+        "captions": root / "world" / "captions",
+        "native": native,
+        "mla": mla,
+        "emb": emb,
+        "index": root / "index",
+        "ids": ids,
+        "images": images_artifact(root / "images", ids),
+        "world_emb": root / "world-emb",
+    }
 
 
 # -- 1. no code runs from data ---------------------------------------------------------------------------------------
@@ -158,24 +180,88 @@ def crafted(config: dict, section: dict, **fields) -> None:
     section.update(fields)
     config.pop("depends_on", None)
 
+
 CODE_CASES = {
-    "encode-texts -m FOLDER": lambda w, evil, out: ["encode-texts", w["captions"], "-m", evil, "-o", out, "--lang",
-                                                    "de", "--device", "cpu"],
-    "train-nlt --tokenizer FOLDER": lambda w, evil, out: ["train-nlt", w["captions"], "--model", w["native"],
-                                                          "--tokenizer", evil, "--lang", "de", "--steps", "1",
-                                                          "--device", "cpu", "-o", out],
+    "encode-texts -m FOLDER": lambda w, evil, out: [
+        "encode-texts",
+        w["captions"],
+        "-m",
+        evil,
+        "-o",
+        out,
+        "--lang",
+        "de",
+        "--device",
+        "cpu",
+    ],
+    "train-nlt --tokenizer FOLDER": lambda w, evil, out: [
+        "train-nlt",
+        w["captions"],
+        "--model",
+        w["native"],
+        "--tokenizer",
+        evil,
+        "--lang",
+        "de",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "-o",
+        out,
+    ],
     "MLA checkpoint, non_native.source FOLDER": lambda w, evil, out: [
-        "encode-texts", w["captions"], "-m", edit_checkpoint_config(
-            w["mla"], out.parent / "mla-source", lambda c: crafted(c, c["non_native"], source=str(evil))),
-        "-o", out, "--lang", "de", "--device", "cpu"],
+        "encode-texts",
+        w["captions"],
+        "-m",
+        edit_checkpoint_config(
+            w["mla"], out.parent / "mla-source", lambda c: crafted(c, c["non_native"], source=str(evil))
+        ),
+        "-o",
+        out,
+        "--lang",
+        "de",
+        "--device",
+        "cpu",
+    ],
     "MLA checkpoint, base.model FOLDER": lambda w, evil, out: [
-        "encode-texts", w["captions"], "-m", edit_checkpoint_config(
-            w["mla"], out.parent / "mla-base", lambda c: crafted(c, c["base"], model=str(evil))),
-        "-o", out, "--lang", "de", "--device", "cpu"],
-    "translate-data --model FOLDER": lambda w, evil, out: ["translate-data", w["captions"], "-o", out, "--target",
-                                                           "fr", "--model", evil, "--no-cache", "--device", "cpu"],
-    "index query --model FOLDER": lambda w, evil, out: ["index", "query", w["index"], "--text", "ein roter kreis",
-                                                        "--lang", "en", "--model", evil, "--device", "cpu"],
+        "encode-texts",
+        w["captions"],
+        "-m",
+        edit_checkpoint_config(w["mla"], out.parent / "mla-base", lambda c: crafted(c, c["base"], model=str(evil))),
+        "-o",
+        out,
+        "--lang",
+        "de",
+        "--device",
+        "cpu",
+    ],
+    "translate-data --model FOLDER": lambda w, evil, out: [
+        "translate-data",
+        w["captions"],
+        "-o",
+        out,
+        "--target",
+        "fr",
+        "--model",
+        evil,
+        "--no-cache",
+        "--device",
+        "cpu",
+    ],
+    "index query --model FOLDER": lambda w, evil, out: [
+        "index",
+        "query",
+        w["index"],
+        "--text",
+        "ein roter kreis",
+        "--lang",
+        "en",
+        "--model",
+        evil,
+        "--device",
+        "cpu",
+    ],
 }
 
 
@@ -206,16 +292,32 @@ CRAFTED_CONFIGS = {
 @pytest.mark.parametrize("case", list(CRAFTED_CONFIGS))
 def test_a_crafted_checkpoint_config_is_exit_2_naming_it(world, tmp_path, case):
     crafted = edit_checkpoint_config(world["mla"], tmp_path / "crafted", CRAFTED_CONFIGS[case])
-    result = invoke("encode-texts", world["captions"], "-m", crafted, "-o", tmp_path / "out", "--lang", "de",
-                    "--device", "cpu")
+    result = invoke(
+        "encode-texts", world["captions"], "-m", crafted, "-o", tmp_path / "out", "--lang", "de", "--device", "cpu"
+    )
     assert_refused(result, "config.json")
 
 
 # -- 2. every write goes through the artifact policy --------------------------------------------------------------
 
+
 def _query_with_sheet(world, sheet, *extra):
-    return invoke("index", "query", world["index"], "--images", world["emb"], "--ids", "img1", "--k", "2",
-                  "--contact-sheet", sheet, "--image-source", world["images"], *extra)
+    return invoke(
+        "index",
+        "query",
+        world["index"],
+        "--images",
+        world["emb"],
+        "--ids",
+        "img1",
+        "--k",
+        "2",
+        "--contact-sheet",
+        sheet,
+        "--image-source",
+        world["images"],
+        *extra,
+    )
 
 
 @pytest.mark.parametrize("inside", ["images", "index", "emb"])
@@ -244,8 +346,11 @@ def test_a_contact_sheet_replaces_only_its_own_earlier_sheet_and_only_with_overw
 @pytest.mark.parametrize("where", ["into the texts artifact", "into the metrics --out", "over a picture"])
 def test_evaluate_plot_is_refused_inside_an_input_and_over_a_picture(tmp_path, where):
     image_path, text_path = image_and_text_embeddings(tmp_path)
-    plots = {"into the texts artifact": text_path / "plots", "into the metrics --out": tmp_path / "m" / "plots",
-             "over a picture": tmp_path / "plots"}[where]
+    plots = {
+        "into the texts artifact": text_path / "plots",
+        "into the metrics --out": tmp_path / "m" / "plots",
+        "over a picture": tmp_path / "plots",
+    }[where]
     if where == "over a picture":
         plots.mkdir()
         (plots / "recall.png").write_bytes(b"mine")
@@ -259,8 +364,9 @@ def test_evaluate_plot_is_refused_inside_an_input_and_over_a_picture(tmp_path, w
 
 def test_evaluate_plot_beside_its_inputs_is_written(tmp_path):
     image_path, text_path = image_and_text_embeddings(tmp_path)
-    result = invoke("evaluate", "--images", image_path, "--texts", text_path, "--out", tmp_path / "m", "--plot",
-                    tmp_path)  # the folder that holds the inputs: the pictures go beside them, not into them
+    result = invoke(
+        "evaluate", "--images", image_path, "--texts", text_path, "--out", tmp_path / "m", "--plot", tmp_path
+    )  # the folder that holds the inputs: the pictures go beside them, not into them
     assert result.exit_code == 0, result.stderr
     assert {"recall.png", "ranks.svg"} <= {p.name for p in tmp_path.iterdir()}
     assert all(artifacts.verify_artifact(p)["verified"] for p in (image_path, text_path, tmp_path / "m"))
@@ -273,10 +379,28 @@ def test_a_caption_lang_cannot_make_train_continual_write_outside_its_out(world,
     table = table.set_column(table.schema.get_field_index("lang"), "lang", pa.array(langs, pa.string()))
     (tmp_path / "run").mkdir()
     pq.write_table(table, tmp_path / "run" / "captions.parquet")
-    result = invoke("train-continual", world["world_emb"], "--captions", tmp_path / "run" / "captions.parquet", "-m",
-                    world["native"], "--lang", f"en,{hostile}", "--vocab-size", "600", "--steps", "1",
-                    "--batch-size", "4", "--device", "cpu", "--cache-dir", tmp_path / "cache", "-o",
-                    tmp_path / "run" / "out")
+    result = invoke(
+        "train-continual",
+        world["world_emb"],
+        "--captions",
+        tmp_path / "run" / "captions.parquet",
+        "-m",
+        world["native"],
+        "--lang",
+        f"en,{hostile}",
+        "--vocab-size",
+        "600",
+        "--steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        tmp_path / "cache",
+        "-o",
+        tmp_path / "run" / "out",
+    )
     assert_refused(result, "captions.parquet", "cannot name a file")
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["run/captions.parquet"], written
@@ -357,6 +481,7 @@ def test_an_out_with_a_control_character_is_refused_and_stdout_stays_empty(world
 
 # -- 5. containment and locks ----------------------------------------------------------------------------------------
 
+
 def _unlisted(path):
     manifest = json.loads((path / schema.MANIFEST).read_text())
     manifest["files"], manifest["checksums"] = [], {}
@@ -385,11 +510,13 @@ def _extra_symlink(path):
     os.symlink("/etc/passwd", path / "extra")
 
 
-CONTAINMENT = {"manifest lists no files": (_unlisted, "not listed"),
-               "no checksums": (_no_checksums, "checksums"),
-               "table is a symlink leading outside": (_symlink_outside, "symlink"),
-               "table is a FIFO": (_fifo, "not a regular file"),
-               "an unlisted symlink": (_extra_symlink, "symlink")}
+CONTAINMENT = {
+    "manifest lists no files": (_unlisted, "not listed"),
+    "no checksums": (_no_checksums, "checksums"),
+    "table is a symlink leading outside": (_symlink_outside, "symlink"),
+    "table is a FIFO": (_fifo, "not a regular file"),
+    "an unlisted symlink": (_extra_symlink, "symlink"),
+}
 
 
 @pytest.mark.parametrize("case", list(CONTAINMENT))
@@ -459,6 +586,7 @@ def test_two_takers_never_both_win_with_a_stale_lock_present(tmp_path):
 
 # -- 6. exit 2, never 1, naming the file --------------------------------------------------------------------------
 
+
 def _invalid_utf8_captions(world, tmp_path):
     table = artifacts.load_captions(world["captions"]).slice(0, 4)
     raw = pa.array([b"ok", b"bad \xff\xfe here", b"ok", b"ok"], pa.binary()).view(pa.string())
@@ -491,21 +619,43 @@ def _newline_id(world, tmp_path):
     emb = artifacts.write_embeddings(tmp_path / "emb", ids, np.eye(2, 8, dtype=np.float32), normalized=False)
     images = images_artifact(tmp_path / "images", ids)
     assert invoke("index", "build", emb, "--out", tmp_path / "idx").exit_code == 0
-    return ["index", "query", tmp_path / "idx", "--images", emb, "--contact-sheet", tmp_path / "sheet.png",
-            "--image-source", images], "idx"
+    return [
+        "index",
+        "query",
+        tmp_path / "idx",
+        "--images",
+        emb,
+        "--contact-sheet",
+        tmp_path / "sheet.png",
+        "--image-source",
+        images,
+    ], "idx"
 
 
 def _clip_benchmark_lang(world, tmp_path):
     image_path, text_path = image_and_text_embeddings(tmp_path, langs=("en", "x/y"))
-    return ["evaluate", "--images", image_path, "--texts", text_path, "--format", "clip-benchmark", "--dataset",
-            "d", "--out", tmp_path / "m"], "txt"
+    return [
+        "evaluate",
+        "--images",
+        image_path,
+        "--texts",
+        text_path,
+        "--format",
+        "clip-benchmark",
+        "--dataset",
+        "d",
+        "--out",
+        tmp_path / "m",
+    ], "txt"
 
 
-BAD_INPUT = {"invalid UTF-8 in a captions Parquet": _invalid_utf8_captions,
-             "deeply nested manifest.json": _nested_manifest,
-             "index query on an empty index": _empty_index,
-             "an id with a newline in --contact-sheet": _newline_id,
-             "a lang with / under --format clip-benchmark": _clip_benchmark_lang}
+BAD_INPUT = {
+    "invalid UTF-8 in a captions Parquet": _invalid_utf8_captions,
+    "deeply nested manifest.json": _nested_manifest,
+    "index query on an empty index": _empty_index,
+    "an id with a newline in --contact-sheet": _newline_id,
+    "a lang with / under --format clip-benchmark": _clip_benchmark_lang,
+}
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
@@ -522,8 +672,11 @@ def test_a_full_disk_names_the_file_and_leaves_the_previous_artifact(world, tmp_
     first = invoke("index", "build", world["emb"], "--out", out)
     assert first.exit_code == 0
     before = (out / schema.MANIFEST).read_bytes()
-    error = OSError("2764800 requested and 25568 written") if failure == "numpy short write" else \
-        OSError(errno.ENOSPC, "No space left on device")
+    error = (
+        OSError("2764800 requested and 25568 written")
+        if failure == "numpy short write"
+        else OSError(errno.ENOSPC, "No space left on device")
+    )
 
     def full_disk(table, where, *args, **kwargs):
         Path(where).write_bytes(b"PAR1")  # a few bytes made it

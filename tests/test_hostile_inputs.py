@@ -84,8 +84,7 @@ def _replace_same_size(path: Path) -> None:
 
 
 def _encode(models, model, out, *extra):
-    return invoke("encode-texts", models["captions"], "-m", model, "-o", out, "--lang", "de", "--device", "cpu",
-                  *extra)
+    return invoke("encode-texts", models["captions"], "-m", model, "-o", out, "--lang", "de", "--device", "cpu", *extra)
 
 
 # -- 1. dependencies checked by content -------------------------------------------------------------------------------
@@ -97,11 +96,25 @@ class TestABaseReplacedInPlace:
         first = _encode(models, mla, tmp_path / "before")
         assert first.exit_code == 0, first.stderr  # the hashes are now cached
         _replace_same_size(native / schema.CHECKPOINT_WEIGHTS)
-        assert_refused(_encode(models, mla, tmp_path / "after"), str(native / schema.CHECKPOINT_WEIGHTS),
-                       "does not hold the bytes")
+        assert_refused(
+            _encode(models, mla, tmp_path / "after"), str(native / schema.CHECKPOINT_WEIGHTS), "does not hold the bytes"
+        )
         assert not (tmp_path / "after").exists()
-        assert_refused(invoke("encode-texts", models["captions"], "-m", native, "-o", tmp_path / "direct", "--lang",
-                              "en", "--device", "cpu"), str(native / schema.CHECKPOINT_WEIGHTS))
+        assert_refused(
+            invoke(
+                "encode-texts",
+                models["captions"],
+                "-m",
+                native,
+                "-o",
+                tmp_path / "direct",
+                "--lang",
+                "en",
+                "--device",
+                "cpu",
+            ),
+            str(native / schema.CHECKPOINT_WEIGHTS),
+        )
 
     def test_inspect_hashes_the_files_and_says_changed(self, models, tmp_path):
         native, _, mla = _copy_models(models, tmp_path)
@@ -161,22 +174,25 @@ HOSTILE_NAMES = {
     "tokenizer hub id": lambda c, tmp: crafted(c, c["non_native"], source="attacker/evil-tok"),
     "base.model unknown architecture": lambda c, tmp: crafted(c, c["base"], model="ViT-NOPE"),
     "base.model local-dir pickle": lambda c, tmp: crafted(
-        c, c["base"], model=f"local-dir:{_local_dir_with_a_pickle(tmp / 'pickled')}"),
+        c, c["base"], model=f"local-dir:{_local_dir_with_a_pickle(tmp / 'pickled')}"
+    ),
 }
 
 
 class TestACraftedCheckpointConfig:
     @pytest.mark.parametrize("case", list(HOSTILE_NAMES))
     def test_naming_a_hub_repo_or_a_pickle_is_exit_2_without_network(self, models, tmp_path, no_network, case):
-        checkpoint = edit_checkpoint_config(models["mla"], tmp_path / "crafted",
-                                            lambda c: HOSTILE_NAMES[case](c, tmp_path))
+        checkpoint = edit_checkpoint_config(
+            models["mla"], tmp_path / "crafted", lambda c: HOSTILE_NAMES[case](c, tmp_path)
+        )
         result = _encode(models, checkpoint, tmp_path / "out")
         assert no_network == []
         assert_refused(result)
         assert "config.json" in result.stderr or "pickled" in result.stderr
 
-    def test_a_hub_name_in_the_local_cache_loads_from_its_folder_without_network(self, models, tmp_path, monkeypatch,
-                                                                                   no_network):
+    def test_a_hub_name_in_the_local_cache_loads_from_its_folder_without_network(
+        self, models, tmp_path, monkeypatch, no_network
+    ):
         from huggingface_hub import constants
 
         repository = tmp_path / "hub" / "models--someone--tiny-wordpiece"
@@ -184,8 +200,9 @@ class TestACraftedCheckpointConfig:
         (repository / "refs").mkdir()
         (repository / "refs" / "main").write_text("0123abc")
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-        checkpoint = edit_checkpoint_config(models["mla"], tmp_path / "named",
-                                            lambda c: crafted(c, c["non_native"], source="someone/tiny-wordpiece"))
+        checkpoint = edit_checkpoint_config(
+            models["mla"], tmp_path / "named", lambda c: crafted(c, c["non_native"], source="someone/tiny-wordpiece")
+        )
         result = _encode(models, checkpoint, tmp_path / "out")
         assert result.exit_code == 0, result.stderr
         assert no_network == []
@@ -194,10 +211,21 @@ class TestACraftedCheckpointConfig:
 
     @pytest.mark.parametrize("architecture", ["ViT-NOPE", "RN50", "hf-hub:attacker/evil-clip"])
     def test_a_whole_clip_naming_a_wrong_architecture_is_exit_2(self, models, tmp_path, architecture):
-        checkpoint = edit_checkpoint_config(models["native"], tmp_path / "crafted",
-                                            lambda c: c.update(model=architecture))
-        result = invoke("encode-texts", models["captions"], "-m", checkpoint, "-o", tmp_path / "out", "--lang", "en",
-                        "--device", "cpu")
+        checkpoint = edit_checkpoint_config(
+            models["native"], tmp_path / "crafted", lambda c: c.update(model=architecture)
+        )
+        result = invoke(
+            "encode-texts",
+            models["captions"],
+            "-m",
+            checkpoint,
+            "-o",
+            tmp_path / "out",
+            "--lang",
+            "en",
+            "--device",
+            "cpu",
+        )
         assert_refused(result, "config.json", architecture)
 
     def test_base_root_is_not_walked(self, models, tmp_path):
@@ -206,8 +234,10 @@ class TestACraftedCheckpointConfig:
 
         _, wordpiece, _ = _copy_models(models, tmp_path)
         moved = edit_checkpoint_config(models["mla"], tmp_path / "moved", tokenizer_moved)
-        assert_refused(_encode(models, moved, tmp_path / "out", "--base", "/"),
-                       "--base / is not it (not a model or tokenizer folder)")
+        assert_refused(
+            _encode(models, moved, tmp_path / "out", "--base", "/"),
+            "--base / is not it (not a model or tokenizer folder)",
+        )
         result = _encode(models, moved, tmp_path / "out", "--base", "/", "--base", wordpiece)
         assert result.exit_code == 0, result.stderr
 
@@ -215,8 +245,11 @@ class TestACraftedCheckpointConfig:
 # -- 3. one schema per kind of user file -----------------------------------------------------------------------------
 
 
-GOOD_TASK = {"classes": {"apple": {"en": "apple"}, "pear": {"en": "pear"}},
-             "templates": {"en": ["a photo of a {}."]}, "labels": {"img1": "pear"}}
+GOOD_TASK = {
+    "classes": {"apple": {"en": "apple"}, "pear": {"en": "pear"}},
+    "templates": {"en": ["a photo of a {}."]},
+    "labels": {"img1": "pear"},
+}
 BAD_TASKS = {
     "template {{}}": (dict(GOOD_TASK, templates={"en": ["{{}}"]}), "templates.en[0]"),
     "template {} {}": (dict(GOOD_TASK, templates={"en": ["{} and {}"]}), "templates.en[0]"),
@@ -237,8 +270,9 @@ class TestAZeroShotTaskFile:
         task = tmp_path / "task.json"
         task.write_text(json.dumps(spec))
         images = artifacts.write_embeddings(tmp_path / "img", ["img1"], np.eye(1, 128, dtype=np.float32))
-        result = invoke("classify", images, "--classes", task, "-m", models["native"], "-o", tmp_path / "out",
-                        "--device", "cpu")
+        result = invoke(
+            "classify", images, "--classes", task, "-m", models["native"], "-o", tmp_path / "out", "--device", "cpu"
+        )
         assert_refused(result, str(task), key)
         assert not (tmp_path / "out").exists()
 
@@ -259,12 +293,30 @@ class TestATranslationsFile:
         tower = tiny_bert_folder(tmp_path / "bert")
         captions = import_dataset("xflickrco", XFLICKRCO / "annotations", tmp_path / "h") / "captions"
         translations = artifacts.load_captions(
-            import_dataset("xflickrco", XFLICKRCO / "annotations_machine-translate", tmp_path / "mt") / "captions")
+            import_dataset("xflickrco", XFLICKRCO / "annotations_machine-translate", tmp_path / "mt") / "captions"
+        )
         first = translations.slice(0, 1).to_pylist()[0]
-        conflicting = pa.Table.from_pylist([*translations.to_pylist(), dict(first, caption="Something else.")],
-                                           schema=translations.schema)
+        conflicting = pa.Table.from_pylist(
+            [*translations.to_pylist(), dict(first, caption="Something else.")], schema=translations.schema
+        )
         pq.write_table(conflicting, tmp_path / "translations.parquet")
-        result = invoke("evaluate", "--model", tower, "--captions", captions, "--metric", "c2c", "--c2c-pair",
-                        "de:en", "--translations", tmp_path / "translations.parquet", "--fusion", "0,1", "--device",
-                        "cpu", "-o", tmp_path / "m")
+        result = invoke(
+            "evaluate",
+            "--model",
+            tower,
+            "--captions",
+            captions,
+            "--metric",
+            "c2c",
+            "--c2c-pair",
+            "de:en",
+            "--translations",
+            tmp_path / "translations.parquet",
+            "--fusion",
+            "0,1",
+            "--device",
+            "cpu",
+            "-o",
+            tmp_path / "m",
+        )
         assert_refused(result, str(tmp_path / "translations.parquet"), first["caption_id"], "two different")

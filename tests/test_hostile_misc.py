@@ -28,8 +28,6 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # MSR-VTT
 # ----------------------------------------------------------------------------------------------------------------
@@ -45,16 +43,21 @@ def msrvtt_folder(root: Path, videos: list, sentences: list, translations: dict 
 
 
 VIDEOS = [{"video_id": "video0", "split": "train"}, {"video_id": "video7010", "split": "test"}]
-SENTENCES = [{"sen_id": 0, "video_id": "video0", "caption": "a man cooks"},
-             {"sen_id": 1, "video_id": "video7010", "caption": "a dog runs"}]
+SENTENCES = [
+    {"sen_id": 0, "video_id": "video0", "caption": "a man cooks"},
+    {"sen_id": 1, "video_id": "video7010", "caption": "a dog runs"},
+]
 
 
-@pytest.mark.parametrize("videos, sentences, words", [
-    ([{"video_id": "video0", "split": ["train"]}], SENTENCES, ("videos[0].split", "must be a string")),
-    (VIDEOS, [{"sen_id": 0, "video_id": "video0", "caption": 7}], ("sentences[0].caption", "must be a string")),
-    ({"video0": "train"}, SENTENCES, ("'videos'", "must be a list")),
-    (VIDEOS, [SENTENCES[0], {**SENTENCES[1], "video_id": "video0", "sen_id": 0}], ("sen_id '0' occurs twice",)),
-])
+@pytest.mark.parametrize(
+    "videos, sentences, words",
+    [
+        ([{"video_id": "video0", "split": ["train"]}], SENTENCES, ("videos[0].split", "must be a string")),
+        (VIDEOS, [{"sen_id": 0, "video_id": "video0", "caption": 7}], ("sentences[0].caption", "must be a string")),
+        ({"video0": "train"}, SENTENCES, ("'videos'", "must be a list")),
+        (VIDEOS, [SENTENCES[0], {**SENTENCES[1], "video_id": "video0", "sen_id": 0}], ("sen_id '0' occurs twice",)),
+    ],
+)
 def test_msrvtt_annotation_schema_names_file_and_key(tmp_path, videos, sentences, words):
     root = msrvtt_folder(tmp_path / "MSRVTT", videos, sentences)
     error = assert_refused(invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"), "MSRVTT_data.json", *words)
@@ -70,10 +73,17 @@ def test_msrvtt_deeply_nested_annotation_is_refused(tmp_path):
 
 @pytest.mark.parametrize("video_id", ["../../outside", "/etc/passwd", "a\\b", ".."])
 def test_msrvtt_video_id_cannot_leave_the_images_root(tmp_path, video_id):
-    root = msrvtt_folder(tmp_path / "MSRVTT", [{"video_id": video_id, "split": "test"}],
-                         [{"sen_id": 0, "video_id": video_id, "caption": "x"}])
-    assert_refused(invoke("import-data", "msrvtt", root, "--images-root", tmp_path / "videos", "-o", tmp_path / "out"),
-                   "MSRVTT_data.json", "videos[0].video_id", "cannot name a file")
+    root = msrvtt_folder(
+        tmp_path / "MSRVTT",
+        [{"video_id": video_id, "split": "test"}],
+        [{"sen_id": 0, "video_id": video_id, "caption": "x"}],
+    )
+    assert_refused(
+        invoke("import-data", "msrvtt", root, "--images-root", tmp_path / "videos", "-o", tmp_path / "out"),
+        "MSRVTT_data.json",
+        "videos[0].video_id",
+        "cannot name a file",
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -88,23 +98,31 @@ def test_msrvtt_every_video_missing_warns(tmp_path):
     assert result.exit_code == 0 and "warning: 1 of the 2 videos are not under" in result.stderr
 
 
-@pytest.mark.parametrize("content, words", [
-    ({"sentences": [{"sen_id": 1, "caption": "ein Hund"}, {"sen_id": 1, "caption": "ein Hund rennt"}]},
-     ("sen_id '1' is translated twice",)),
-    ({"sentences": [{"sen_id": 1, "caption": ["ein Hund"]}]}, ("sentences[0].caption", "must be a string")),
-    ({"sentences": {"1": "ein Hund"}}, ("'sentences'", "must be a list")),
-    (["not", "an", "object"], ("must be an object",)),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (
+            {"sentences": [{"sen_id": 1, "caption": "ein Hund"}, {"sen_id": 1, "caption": "ein Hund rennt"}]},
+            ("sen_id '1' is translated twice",),
+        ),
+        ({"sentences": [{"sen_id": 1, "caption": ["ein Hund"]}]}, ("sentences[0].caption", "must be a string")),
+        ({"sentences": {"1": "ein Hund"}}, ("'sentences'", "must be a list")),
+        (["not", "an", "object"], ("must be an object",)),
+    ],
+)
 def test_msrvtt_translation_errors_name_the_translation_file(tmp_path, content, words):
     root = msrvtt_folder(tmp_path / "MSRVTT", VIDEOS, SENTENCES, {"de": content})
-    error = assert_refused(invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"),
-                           str(root / "translations" / "de.json"), *words)
+    error = assert_refused(
+        invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"), str(root / "translations" / "de.json"), *words
+    )
     assert str(tmp_path / "out") not in error
 
 
 def test_msrvtt_sentence_on_two_videos_names_the_input_not_the_output(tmp_path):
-    sentences = [{"sen_id": 1, "video_id": "video0", "caption": "a"}, {"sen_id": "1", "video_id": "video7010",
-                                                                       "caption": "b"}]
+    sentences = [
+        {"sen_id": 1, "video_id": "video0", "caption": "a"},
+        {"sen_id": "1", "video_id": "video7010", "caption": "b"},
+    ]
     root = msrvtt_folder(tmp_path / "MSRVTT", VIDEOS, sentences)
     error = assert_refused(invoke("import-data", "msrvtt", root, "-o", tmp_path / "out"), "MSRVTT_data.json")
     assert str(tmp_path / "out") not in error
@@ -115,15 +133,18 @@ def jsfusion_world(root: Path, count: int) -> tuple[Path, Path]:
     translations, and a JSFusion-style test list naming every test video once with its second caption (the last
     listed video with a sentence of its own)."""
     videos = [{"video_id": "video0", "split": "train"}, {"video_id": "video99999", "split": "test"}]
-    sentences = [{"sen_id": 0, "video_id": "video0", "caption": "a man cooks"},
-                 {"sen_id": 1, "video_id": "video99999", "caption": "not in the list"}]
+    sentences = [
+        {"sen_id": 0, "video_id": "video0", "caption": "a man cooks"},
+        {"sen_id": 1, "video_id": "video99999", "caption": "not in the list"},
+    ]
     rows = []
     for number in range(count):
         video = f"video{7010 + number}"
         videos.append({"video_id": video, "split": "test"})
         for caption in range(3):
-            sentences.append({"sen_id": 10 + 3 * number + caption, "video_id": video,
-                              "caption": f"clip {number} caption {caption}"})
+            sentences.append(
+                {"sen_id": 10 + 3 * number + caption, "video_id": video, "caption": f"clip {number} caption {caption}"}
+            )
         sentence = f"clip {number} caption 1" if number < count - 1 else "a sentence of the list only, with a comma"
         rows.append({"key": f"ret{number}", "vid_key": f"msr{7010 + number}", "video_id": video, "sentence": sentence})
     german = {"sentences": [{"sen_id": s["sen_id"], "caption": f"de {s['caption']}"} for s in sentences]}
@@ -154,23 +175,30 @@ def test_msrvtt_jsfusion_1k_a_list_gives_1000_videos_one_caption_each(tmp_path):
     train = captions.filter(pa.compute.equal(captions.column("split"), "train"))
     assert train.num_rows == 2  # the train split is untouched: its caption and translation
     images = artifacts.load_images(tmp_path / "out" / "images")
-    test_images = [i for i, s in zip(images.column("image_id").to_pylist(), images.column("split").to_pylist())
-                   if s == "test"]
+    test_images = [
+        i for i, s in zip(images.column("image_id").to_pylist(), images.column("split").to_pylist()) if s == "test"
+    ]
     assert len(test_images) == 1000
     assert artifacts.read_manifest(tmp_path / "out" / "captions")["test_protocol"] == "1k-a"
 
 
-@pytest.mark.parametrize("rows, words", [
-    ("key,video_id\nret0,video7010\n", ("lacks the column(s) sentence",)),
-    ("key,vid_key,video_id,sentence\nret0,m,video7010,a\nret1,m,video7010,b\n", ("line 3", "listed twice")),
-    ("key,vid_key,video_id,sentence\nret0,m,../x,a\n", ("line 2 video_id", "cannot name a file")),
-    ("key,vid_key,video_id,sentence\nret0,m,video5,a\n", ("video 'video5'", "does not describe")),
-])
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        ("key,video_id\nret0,video7010\n", ("lacks the column(s) sentence",)),
+        ("key,vid_key,video_id,sentence\nret0,m,video7010,a\nret1,m,video7010,b\n", ("line 3", "listed twice")),
+        ("key,vid_key,video_id,sentence\nret0,m,../x,a\n", ("line 2 video_id", "cannot name a file")),
+        ("key,vid_key,video_id,sentence\nret0,m,video5,a\n", ("video 'video5'", "does not describe")),
+    ],
+)
 def test_msrvtt_bad_test_list_names_the_list(tmp_path, rows, words):
     root = msrvtt_folder(tmp_path / "MSRVTT", VIDEOS, SENTENCES)
     (tmp_path / "list.csv").write_text(rows)
-    assert_refused(invoke("import-data", "msrvtt", root, "--test-list", tmp_path / "list.csv", "-o", tmp_path / "out"),
-                   "list.csv", *words)
+    assert_refused(
+        invoke("import-data", "msrvtt", root, "--test-list", tmp_path / "list.csv", "-o", tmp_path / "out"),
+        "list.csv",
+        *words,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -193,8 +221,9 @@ def test_encode_videos_frames_has_an_upper_bound(tmp_path, frames):
     folder = tmp_path / "videos"
     folder.mkdir()
     (folder / "a.mp4").write_bytes(b"x")
-    result = invoke("encode-videos", folder, "-m", "mltk-tiny", "--frames", frames, "--device", "cpu",
-                    "-o", tmp_path / "emb")
+    result = invoke(
+        "encode-videos", folder, "-m", "mltk-tiny", "--frames", frames, "--device", "cpu", "-o", tmp_path / "emb"
+    )
     assert_refused(result, f"--frames {frames}", "limit of 256")
     assert not (tmp_path / "emb").exists()
 
@@ -204,18 +233,31 @@ def test_encode_videos_frames_has_an_upper_bound(tmp_path, frames):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command, option, value", [
-    ("train-nlt", "--embedding-lr", "-1"), ("train-nlt", "--embedding-lr", "0"), ("train-nlt", "--embedding-lr", "nan"),
-    ("train-nlt", "--lr", "-1"), ("train-nlt", "--lr", "inf"), ("train-nlt-le", "--lr", "-0.5"),
-    ("train-continual", "--method-lr", "-1"), ("train-continual", "--method-lr", "inf"),
-    ("train-continual", "--lr", "-1e-4"), ("train-ccrk", "--lr", "inf"), ("pretrain", "--lr", "nan"),
-])
+@pytest.mark.parametrize(
+    "command, option, value",
+    [
+        ("train-nlt", "--embedding-lr", "-1"),
+        ("train-nlt", "--embedding-lr", "0"),
+        ("train-nlt", "--embedding-lr", "nan"),
+        ("train-nlt", "--lr", "-1"),
+        ("train-nlt", "--lr", "inf"),
+        ("train-nlt-le", "--lr", "-0.5"),
+        ("train-continual", "--method-lr", "-1"),
+        ("train-continual", "--method-lr", "inf"),
+        ("train-continual", "--lr", "-1e-4"),
+        ("train-ccrk", "--lr", "inf"),
+        ("pretrain", "--lr", "nan"),
+    ],
+)
 def test_every_learning_rate_option_is_refused_alike(tmp_path, command, option, value):
     captions = tmp_path / "captions.parquet"  # never read: the rates are checked first
     captions.write_bytes(b"")
-    where = {"train-continual": ["--captions", captions], "train-ccrk": [captions, "--captions", captions],
-             "pretrain": [captions, "--captions", captions],
-             "train-nlt-le": [captions, "--captions", captions]}.get(command, [captions])
+    where = {
+        "train-continual": ["--captions", captions],
+        "train-ccrk": [captions, "--captions", captions],
+        "pretrain": [captions, "--captions", captions],
+        "train-nlt-le": [captions, "--captions", captions],
+    }.get(command, [captions])
     extra = ["--method", "lora"] if command == "train-continual" else []
     result = invoke(command, *where, "-m", "mltk-tiny", *extra, option, value, "-o", tmp_path / "out")
     assert_refused(result, option, "must be a finite learning rate above 0")
@@ -251,12 +293,22 @@ def test_nested_rates_share_the_rule():
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def captions_file(path: Path, image_ids: list[str], caption_ids: list[str] | None = None, lang: str = "en",
-                  split: str = "train") -> Path:
+def captions_file(
+    path: Path, image_ids: list[str], caption_ids: list[str] | None = None, lang: str = "en", split: str = "train"
+) -> Path:
     count = len(image_ids)
-    pq.write_table(pa.table({"image_id": image_ids, "lang": [lang] * count, "caption": [f"c{i}" for i in range(count)],
-                             "caption_id": caption_ids or [f"{split}{i}" for i in range(count)],
-                             "split": [split] * count}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "image_id": image_ids,
+                "lang": [lang] * count,
+                "caption": [f"c{i}" for i in range(count)],
+                "caption_id": caption_ids or [f"{split}{i}" for i in range(count)],
+                "split": [split] * count,
+            }
+        ),
+        path,
+    )
     return path
 
 
@@ -277,8 +329,12 @@ def test_duplicate_caption_rows_name_the_input_captions_not_the_output(tmp_path)
 
     clip, _ = tiny_clip_and_mla(tmp_path / "models")
     captions = captions_file(tmp_path / "caps.parquet", ["a", "a", "b"], caption_ids=["1", "1", "2"])
-    error = assert_refused(invoke("encode-texts", captions, "-m", clip, "--device", "cpu", "-o", tmp_path / "emb"),
-                           str(captions), "'1' in en", "more than one row")
+    error = assert_refused(
+        invoke("encode-texts", captions, "-m", clip, "--device", "cpu", "-o", tmp_path / "emb"),
+        str(captions),
+        "'1' in en",
+        "more than one row",
+    )
     assert str(tmp_path / "emb") not in error and not (tmp_path / "emb").exists()
 
 
@@ -306,16 +362,20 @@ def test_index_query_by_images_leaves_the_query_out_of_its_own_results(tmp_path)
     kept = invoke("index", "query", index, "--images", embeddings, "--ids", "img2", "--k", "2", "--keep-self")
     first = json.loads(kept.stdout)["results"][0]
     assert first["id"] == "img2" and first["score"] == pytest.approx(1.0)
-    everything = json.loads(invoke("index", "query", index, "--images", embeddings, "--ids", "img2", "--k",
-                                   "10").stdout)
+    everything = json.loads(
+        invoke("index", "query", index, "--images", embeddings, "--ids", "img2", "--k", "10").stdout
+    )
     assert len(everything["results"]) == 5  # every other vector; the query itself is the one left out
 
 
-@pytest.mark.parametrize("args", [
-    ["import-data", "lexicon", "{lex}", "--src", "de\nx", "--tgt", "en"],
-    ["import-data", "lexicon", "{lex}", "--src", "de", "--tgt", "e\tn"],
-    ["induce-lexicon", "{lex}", "--src", "de\rx", "--tgt", "en"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["import-data", "lexicon", "{lex}", "--src", "de\nx", "--tgt", "en"],
+        ["import-data", "lexicon", "{lex}", "--src", "de", "--tgt", "e\tn"],
+        ["induce-lexicon", "{lex}", "--src", "de\rx", "--tgt", "en"],
+    ],
+)
 def test_a_language_option_with_a_control_character_is_refused(tmp_path, args):
     lexicon = tmp_path / "de-en.txt"
     lexicon.write_text("hund dog\nkatze cat\n")

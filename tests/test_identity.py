@@ -28,8 +28,9 @@ def _native(path: Path, seed: int) -> Path:
     """A random-weight tiny CLIP saved as a whole-CLIP checkpoint (what `mltk pretrain` writes)."""
     torch.manual_seed(seed)
     with policy.overwriting():
-        return artifacts.write_checkpoint(path, load_clip("mltk-tiny").model.state_dict(),
-                                          clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+        return artifacts.write_checkpoint(
+            path, load_clip("mltk-tiny").model.state_dict(), clip_checkpoint_config("mltk-tiny"), stage="pretrain"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +40,40 @@ def world(tmp_path_factory):
     from mltk.settings.vocab import build_vocab
 
     root = tmp_path_factory.mktemp("identity")
-    result = runner.invoke(app, ["synth-data", "-o", str(root / "world"), "--train", "24", "--val", "8", "--test",
-                                 "8", "--lang", ",".join(LANGS)])
+    result = runner.invoke(
+        app,
+        [
+            "synth-data",
+            "-o",
+            str(root / "world"),
+            "--train",
+            "24",
+            "--val",
+            "8",
+            "--test",
+            "8",
+            "--lang",
+            ",".join(LANGS),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     native = _native(root / "native", 0)
-    result = runner.invoke(app, ["encode-images", "-m", str(native), "-o", str(root / "emb"), "--device", "cpu",
-                                 "--workers", "0"], input=result.stdout)
+    result = runner.invoke(
+        app,
+        ["encode-images", "-m", str(native), "-o", str(root / "emb"), "--device", "cpu", "--workers", "0"],
+        input=result.stdout,
+    )
     assert result.exit_code == 0, result.stderr
     captions = root / "world" / "captions"
     vocab = build_vocab(captions, "de", root / "vocab", size=600)
-    return {"root": root, "captions": captions, "native": native, "vocab": vocab, "pipe": result.stdout,
-            "emb": Path(result.stdout.strip())}
+    return {
+        "root": root,
+        "captions": captions,
+        "native": native,
+        "vocab": vocab,
+        "pipe": result.stdout,
+        "emb": Path(result.stdout.strip()),
+    }
 
 
 def _ok(args, stdin=None):
@@ -66,8 +90,28 @@ def _refused(args, stdin=None) -> str:
 
 
 def _nlt(world, base: Path, vocab: Path, out: Path) -> Path:
-    _ok(["train-nlt", world["captions"], "--model", base, "--tokenizer", vocab, "--lang", "de", "--steps", "2",
-         "--batch-size", "4", "--device", "cpu", "-o", out, "--cache-dir", world["root"] / "cache"])
+    _ok(
+        [
+            "train-nlt",
+            world["captions"],
+            "--model",
+            base,
+            "--tokenizer",
+            vocab,
+            "--lang",
+            "de",
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "-o",
+            out,
+            "--cache-dir",
+            world["root"] / "cache",
+        ]
+    )
     return out
 
 
@@ -80,8 +124,23 @@ def _tree(world, root: Path) -> dict:
 
 
 def _encode(world, model: Path, out: Path, *extra) -> np.ndarray:
-    path = _ok(["encode-texts", world["captions"], "-m", model, "--lang", "de", "--split", "test", "--device", "cpu",
-                "-o", out, *extra]).stdout.strip()
+    path = _ok(
+        [
+            "encode-texts",
+            world["captions"],
+            "-m",
+            model,
+            "--lang",
+            "de",
+            "--split",
+            "test",
+            "--device",
+            "cpu",
+            "-o",
+            out,
+            *extra,
+        ]
+    ).stdout.strip()
     return np.array(artifacts.load_embeddings(path)[1])
 
 
@@ -104,8 +163,9 @@ def test_a_base_retrained_in_place_is_refused_shown_by_inspect_and_not_up_to_dat
     tree = _tree(world, tmp_path / "p")
     _encode(world, tree["nlt"], tmp_path / "e1")
     _native(tree["base"], seed=1)  # `pretrain --overwrite` of the base: same path, other weights
-    message = _refused(["encode-texts", world["captions"], "-m", tree["nlt"], "--lang", "de", "--device", "cpu",
-                        "-o", tmp_path / "e2"])
+    message = _refused(
+        ["encode-texts", world["captions"], "-m", tree["nlt"], "--lang", "de", "--device", "cpu", "-o", tmp_path / "e2"]
+    )
     assert "base model changed since this checkpoint was made" in message and str(tree["base"]) in message
     inspected = _ok(["inspect", tree["nlt"], "--json"]).stdout
     rows = {row["field"]: row for row in json.loads(inspected)["dependencies"]}
@@ -114,9 +174,28 @@ def test_a_base_retrained_in_place_is_refused_shown_by_inspect_and_not_up_to_dat
     assert f"warning: base model {tree['base']} changed since this checkpoint was made" in shown
     assert f"warning: input {tree['base']} changed" in shown  # a stage's base model is one of its inputs
     # the training stage itself: the same command is no longer "up to date"
-    message = _refused(["train-nlt", world["captions"], "--model", tree["base"], "--tokenizer", tree["vocab"],
-                        "--lang", "de", "--steps", "2", "--batch-size", "4", "--device", "cpu", "-o", tree["nlt"],
-                        "--cache-dir", world["root"] / "cache"])
+    message = _refused(
+        [
+            "train-nlt",
+            world["captions"],
+            "--model",
+            tree["base"],
+            "--tokenizer",
+            tree["vocab"],
+            "--lang",
+            "de",
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "-o",
+            tree["nlt"],
+            "--cache-dir",
+            world["root"] / "cache",
+        ]
+    )
     assert "from other inputs" in message
 
 
@@ -126,8 +205,9 @@ def test_a_moved_tree_finds_its_base_and_vocabulary_again(world, tmp_path):
     moved = Path(shutil.move(tmp_path / "p", tmp_path / "elsewhere"))
     after = _encode(world, moved / "runs" / "nlt", tmp_path / "e2")
     np.testing.assert_array_equal(before, after)
-    rows = dependencies.report(artifacts.read_checkpoint_config(moved / "runs" / "nlt", resolve=False),
-                               moved / "runs" / "nlt")
+    rows = dependencies.report(
+        artifacts.read_checkpoint_config(moved / "runs" / "nlt", resolve=False), moved / "runs" / "nlt"
+    )
     assert [row["status"] for row in rows] == [f"found at {moved / 'native'}", f"found at {moved / 'vocab'}"]
 
 
@@ -136,21 +216,39 @@ def test_a_checkpoint_moved_alone_names_its_base_and_takes_base(world, tmp_path)
     before = _encode(world, tree["nlt"], tmp_path / "e1")
     alone = Path(shutil.move(tree["nlt"], tmp_path / "nlt"))
     new_base = Path(shutil.move(tree["base"], tmp_path / "models" / "native"))
-    message = _refused(["encode-texts", world["captions"], "-m", alone, "--lang", "de", "--device", "cpu",
-                        "-o", tmp_path / "e2"])
+    message = _refused(
+        ["encode-texts", world["captions"], "-m", alone, "--lang", "de", "--device", "cpu", "-o", tmp_path / "e2"]
+    )
     assert f"checkpoint {alone} depends on base model {tree['base']} (sha256:" in message
     assert "pass --base" in message
     wrong = _native(tmp_path / "other", seed=2)
-    message = _refused(["encode-texts", world["captions"], "-m", alone, "--base", wrong, "--lang", "de",
-                        "--device", "cpu", "-o", tmp_path / "e2"])
+    message = _refused(
+        [
+            "encode-texts",
+            world["captions"],
+            "-m",
+            alone,
+            "--base",
+            wrong,
+            "--lang",
+            "de",
+            "--device",
+            "cpu",
+            "-o",
+            tmp_path / "e2",
+        ]
+    )
     assert f"--base {wrong} is not it" in message
     after = _encode(world, alone, tmp_path / "e2", "--base", new_base)
     np.testing.assert_array_equal(before, after)
 
 
 def test_a_name_is_recorded_as_a_name_without_fingerprint(tmp_path):
-    config = {"format": "mla", "base": {"model": "ViT-B-32-quickgelu", "pretrained": "openai"},
-              "non_native": {"kind": "hf", "source": "bert-base-multilingual-cased"}}
+    config = {
+        "format": "mla",
+        "base": {"model": "ViT-B-32-quickgelu", "pretrained": "openai"},
+        "non_native": {"kind": "hf", "source": "bert-base-multilingual-cased"},
+    }
     pinned = dependencies.pin(config, tmp_path / "ckpt")
     records = pinned["depends_on"]
     assert set(records) == {"base.model", "base.pretrained", "non_native.source"}
@@ -163,14 +261,36 @@ def test_a_name_is_recorded_as_a_name_without_fingerprint(tmp_path):
 def test_a_train_continual_checkpoint_pins_its_base(world, tmp_path):
     tree_base = Path(shutil.copytree(world["native"], tmp_path / "native"))
     out = tmp_path / "cll"
-    _ok(["train-continual", "--captions", world["captions"], "-m", tree_base, "--lang", "en,de", "--steps", "1",
-         "--batch-size", "4", "--vocab-size", "600", "--device", "cpu", "--cache-dir", world["root"] / "cache",
-         "-o", out], stdin=world["pipe"])
+    _ok(
+        [
+            "train-continual",
+            "--captions",
+            world["captions"],
+            "-m",
+            tree_base,
+            "--lang",
+            "en,de",
+            "--steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--vocab-size",
+            "600",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            world["root"] / "cache",
+            "-o",
+            out,
+        ],
+        stdin=world["pipe"],
+    )
     record = artifacts.read_checkpoint_config(out, resolve=False)["depends_on"]["base.model"]
     assert record["relative"] == "../native" and record["fingerprint"] == dependencies.content_fingerprint(tree_base)
     _native(tree_base, seed=3)
-    message = _refused(["encode-texts", world["captions"], "-m", out, "--lang", "de", "--device", "cpu",
-                        "-o", tmp_path / "e"])
+    message = _refused(
+        ["encode-texts", world["captions"], "-m", out, "--lang", "de", "--device", "cpu", "-o", tmp_path / "e"]
+    )
     assert "base model changed since this checkpoint was made" in message
 
 
@@ -181,8 +301,20 @@ def test_a_train_continual_checkpoint_pins_its_base(world, tmp_path):
 
 def test_the_pipe_form_and_the_positional_form_reuse_each_other(world, tmp_path, monkeypatch):
     nlt = _nlt(world, world["native"], world["vocab"], tmp_path / "nlt")
-    le = ["--captions", world["captions"], "--init", nlt, "--lang", "de", "--steps", "2", "--batch-size", "4",
-          "--device", "cpu"]
+    le = [
+        "--captions",
+        world["captions"],
+        "--init",
+        nlt,
+        "--lang",
+        "de",
+        "--steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+    ]
     first = _ok(["train-le", *le, "-o", tmp_path / "le"], stdin=world["pipe"]).stdout.strip()  # encode-images | ...
     monkeypatch.chdir(world["emb"].parent)
     again = _ok(["train-le", world["emb"].name, *le, "-o", tmp_path / "le"])  # the positional, spelled relative
@@ -190,9 +322,12 @@ def test_the_pipe_form_and_the_positional_form_reuse_each_other(world, tmp_path,
 
 
 def test_relative_and_absolute_spellings_reuse_each_other_and_changed_content_does_not(world, tmp_path, monkeypatch):
-    base = artifacts.write_checkpoint(tmp_path / "native",
-                                      artifacts.load_tensors(world["native"] / "model.safetensors"),
-                                      clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    base = artifacts.write_checkpoint(
+        tmp_path / "native",
+        artifacts.load_tensors(world["native"] / "model.safetensors"),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     args = [world["captions"], "--lang", "en", "--split", "test", "--device", "cpu"]
     first = _ok(["encode-texts", *args, "-m", base, "-o", tmp_path / "t"]).stdout.strip()
     monkeypatch.chdir(tmp_path)
@@ -205,8 +340,9 @@ def test_relative_and_absolute_spellings_reuse_each_other_and_changed_content_do
 def test_canonical_settings_resolve_paths_and_inputs_only(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "emb").mkdir()
-    settings = artifacts.canonical_settings({"images": Path("emb"), "model": "emb", "name": "mltk-tiny"},
-                                            [str(tmp_path / "emb")])
+    settings = artifacts.canonical_settings(
+        {"images": Path("emb"), "model": "emb", "name": "mltk-tiny"}, [str(tmp_path / "emb")]
+    )
     assert settings == {"images": str(tmp_path / "emb"), "model": str(tmp_path / "emb"), "name": "mltk-tiny"}
 
 
@@ -260,8 +396,13 @@ def _same(a: dict, b: dict) -> None:
 
 def test_the_loop_resumes_buffers_exactly_and_keeps_them_with_the_best_step(tmp_path):
     full_task = BatchNormTask()
-    full = _fit(full_task, tmp_path / "full", on_step=lambda step, loss: full_task.buffers_seen.update(
-        {step + 1: {k: v.clone() for k, v in full_task.model.named_buffers()}}))
+    full = _fit(
+        full_task,
+        tmp_path / "full",
+        on_step=lambda step, loss: full_task.buffers_seen.update(
+            {step + 1: {k: v.clone() for k, v in full_task.model.named_buffers()}}
+        ),
+    )
     assert full.best_step == 2
     _same({k: full.best_state[k] for k in full_task.buffers_to_keep()}, full_task.buffers_seen[2])
     assert not torch.equal(full.best_state["0.running_mean"], full.last_state["0.running_mean"])
@@ -293,8 +434,7 @@ def test_an_interrupted_and_resumed_pretrain_is_bit_exact_with_an_uninterrupted_
     assert isinstance(loop, LoopConfig)
 
     def config(out):
-        return PretrainConfig(images=images, captions=world["captions"], out=out, batch_size=8, device="cpu",
-                              loop=loop)
+        return PretrainConfig(images=images, captions=world["captions"], out=out, batch_size=8, device="cpu", loop=loop)
 
     full = pretrain(config(tmp_path / "full"))
     fit = stage.fit
@@ -303,6 +443,7 @@ def test_an_interrupted_and_resumed_pretrain_is_bit_exact_with_an_uninterrupted_
         def on_step(step, loss):
             if step == 2:
                 raise KeyboardInterrupt
+
         return fit(*args, **{**kwargs, "on_step": on_step})
 
     monkeypatch.setattr(stage, "fit", interrupted_fit)
@@ -330,8 +471,13 @@ def test_a_crafted_dependency_never_hashes_a_huge_folder_or_another_kind(tmp_pat
     big.mkdir()
     for i in range(6):
         (big / f"f{i}").write_text("x")
-    record = {"role": "base model", "location": str(tmp_path / "gone"), "relative": "../big", "kind": "folder",
-              "fingerprint": "sha256:0"}
+    record = {
+        "role": "base model",
+        "location": str(tmp_path / "gone"),
+        "relative": "../big",
+        "kind": "folder",
+        "fingerprint": "sha256:0",
+    }
     config = {"format": "mla", "base": {"model": str(tmp_path / "gone")}, "depends_on": {"base.model": record}}
     with pytest.raises(MltkError, match="more than 5 files: not a model or tokenizer folder"):
         dependencies.resolve(config, tmp_path / "ckpt")

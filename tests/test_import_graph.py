@@ -42,15 +42,19 @@ def imported_modules(module: str, path: Path, modules: dict[str, Path]) -> set[s
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from .x import y
-                anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             if base.split(".")[0] != root:
                 continue
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 found.add(full if full in modules else _owner(base, modules))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
-                and node.value in modules:
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "." in node.value
+            and node.value in modules
+        ):
             found.add(node.value)  # a module named in a string: importlib.import_module("mltk.cli.index")
     found.discard(None)
     found.discard(module)
@@ -118,8 +122,9 @@ def test_the_cycle_finder_sees_cycles_through_function_level_and_type_only_impor
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("from pkg.a import A\n")
-    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                  "    from pkg.b import B\nA = 1\n")
+    (package / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\nA = 1\n"
+    )
     (package / "b.py").write_text("def f():\n    from .sub import c\n")
     (package / "sub" / "__init__.py").write_text("")
     (package / "sub" / "c.py").write_text("import pkg.a\n")

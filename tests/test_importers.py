@@ -36,8 +36,14 @@ def by_caption_id(rows: list[dict]) -> dict[str, dict[str, str]]:
 
 
 def test_normalize_lang():
-    assert [normalize_lang(c) for c in ("jp", "DE", "zh-CN", "pt_BR", "cz", "fil")] == \
-        ["ja", "de", "zh", "pt", "cs", "fil"]
+    assert [normalize_lang(c) for c in ("jp", "DE", "zh-CN", "pt_BR", "cz", "fil")] == [
+        "ja",
+        "de",
+        "zh",
+        "pt",
+        "cs",
+        "fil",
+    ]
 
 
 def test_read_lines_strips_carriage_returns_and_keeps_unicode_separators(tmp_path):
@@ -108,15 +114,18 @@ def test_multi30k_imports_one_task_and_says_what_it_read(tmp_path):
     assert "captions per split: test 8, train 12, val 7" in result.stderr
     assert "task2 not imported (independent descriptions; --task task2" in result.stderr
     assert {r["source"] for r in load(tmp_path / "a")[0]} == {"task1"}
-    task2 = runner.invoke(app, ["import-data", "multi30k", str(FIXTURES / "multi30k"), "--task", "task2", "--out",
-                                str(tmp_path / "b")])
+    task2 = runner.invoke(
+        app, ["import-data", "multi30k", str(FIXTURES / "multi30k"), "--task", "task2", "--out", str(tmp_path / "b")]
+    )
     assert task2.exit_code == 0, task2.stderr
     assert "read 10 caption file(s)" in task2.stderr and "captions per split: test 19" in task2.stderr
-    wrong = runner.invoke(app, ["import-data", "xtd10", str(FIXTURES / "xtd10"), "--task", "task2", "--out",
-                                str(tmp_path / "c")])
+    wrong = runner.invoke(
+        app, ["import-data", "xtd10", str(FIXTURES / "xtd10"), "--task", "task2", "--out", str(tmp_path / "c")]
+    )
     assert wrong.exit_code == 2 and wrong.stderr.count("\n") == 1 and "--task is for multi30k" in wrong.stderr
-    unknown = runner.invoke(app, ["import-data", "multi30k", str(FIXTURES / "multi30k"), "--task", "3", "--out",
-                                  str(tmp_path / "d")])
+    unknown = runner.invoke(
+        app, ["import-data", "multi30k", str(FIXTURES / "multi30k"), "--task", "3", "--out", str(tmp_path / "d")]
+    )
     assert unknown.exit_code == 2 and "expected one of task1, task2" in unknown.stderr
 
 
@@ -142,8 +151,10 @@ def test_multi30k_on_the_shared_data(shared_data, tmp_path):
     for lang in ("en", "de", "fr", "cs"):
         assert (counts[("train", lang)], counts[("val", lang)], counts[("test", lang)]) == (29000, 1014, 1000)
     for split in ("train", "val", "test"):
-        ids = {lang: {r["caption_id"] for r in task1 if r["split"] == split and r["lang"] == lang}
-               for lang in ("en", "de", "fr", "cs")}
+        ids = {
+            lang: {r["caption_id"] for r in task1 if r["split"] == split and r["lang"] == lang}
+            for lang in ("en", "de", "fr", "cs")
+        }
         assert ids["en"] == ids["de"] == ids["fr"] == ids["cs"]
     first = by_caption_id(task1)["val-0"]
     assert first["cs"] == "Skupina mužů nakládá bavlnu na náklaďák."
@@ -163,14 +174,18 @@ def test_coco_karpathy(tmp_path):
     out = import_dataset("coco-karpathy", FIXTURES / "coco-karpathy" / "dataset_coco.json", tmp_path / "coco")
     rows, manifest, images = load(out)
     assert [(r["image_id"], r["caption_id"], r["split"]) for r in rows] == [
-        ("coco:000000391895", "770337", "test"), ("coco:000000391895", "771687", "test"),
-        ("coco:000000522418", "681330", "train"), ("coco:000000057870", "787980", "train"),
-        ("coco:000000184613", "459036", "val")]
+        ("coco:000000391895", "770337", "test"),
+        ("coco:000000391895", "771687", "test"),
+        ("coco:000000522418", "681330", "train"),
+        ("coco:000000057870", "787980", "train"),
+        ("coco:000000184613", "459036", "val"),
+    ]
     assert rows[0]["caption"] == "A man with a red helmet on a small moped on a dirt road."
     assert manifest["dropped_empty"] == 1 and manifest["languages"] == ["en"]
     assert images["coco:000000522418"]["split"] == "train"  # restval joins train
-    assert images["coco:000000057870"]["path"] == str((FIXTURES / "coco-karpathy" / "train2014" /
-                                          "COCO_train2014_000000057870.jpg").resolve())
+    assert images["coco:000000057870"]["path"] == str(
+        (FIXTURES / "coco-karpathy" / "train2014" / "COCO_train2014_000000057870.jpg").resolve()
+    )
 
 
 def test_xtd10_mic_translates_english_and_stair_is_independent(tmp_path):
@@ -187,8 +202,9 @@ def test_xtd10_mic_translates_english_and_stair_is_independent(tmp_path):
     assert groups["test-0-STAIR"] == {"ja": "道路の上を飛ぶ飛行機。"}  # jp means ja
     assert not any(key.endswith("-MIC") for key in groups)
     assert manifest["languages"] == ["de", "en", "es", "fr", "ja", "ru", "zh"] and manifest["dropped_empty"] == 1
-    assert {r["image_id"] for r in rows} == set(images) == {
-        "coco:000000000081", "coco:000000000094", "coco:000000000144"}
+    assert (
+        {r["image_id"] for r in rows} == set(images) == {"coco:000000000081", "coco:000000000094", "coco:000000000144"}
+    )
     again = import_dataset("xtd10", FIXTURES / "xtd10" / "XTD10", tmp_path / "xtd2")
     assert len(load(again)[0]) == len(rows)
 
@@ -208,7 +224,9 @@ def test_crossmodal3600(tmp_path):
     assert Counter(r["lang"] for r in rows) == {"ar": 2, "en": 3, "fil": 1, "zh": 1}
     assert manifest["dropped_empty"] == 1
     assert {r["caption_id"] for r in rows if r["image_id"] == "000411001ff7dd4f" and r["lang"] == "en"} == {
-        "000411001ff7dd4f-en-0", "000411001ff7dd4f-en-1"}
+        "000411001ff7dd4f-en-0",
+        "000411001ff7dd4f-en-1",
+    }
     assert {r["split"] for r in rows} == {"test"}
     assert images["0005e2b9a0c3b7b1"]["path"].endswith("/crossmodal3600/0005e2b9a0c3b7b1.jpg")
 
@@ -223,12 +241,13 @@ def test_xflickrco_mixed_ids_empty_captions_and_split_files(tmp_path):
     matched = {r["lang"]: r["caption"] for r in rows if r["image_id"] == "coco:000000452122"}
     assert matched == {"de": "Ein Flugzeug von der Star Alliance.", "ja": "スターアライアンスの飛行機。"}
     assert len({r["caption_id"] for r in rows}) == len(rows)  # written independently per language
-    few_shot = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations", tmp_path / "xf1",
-                              splits=["train_1"])
-    assert [(r["image_id"], r["lang"], r["split"]) for r in load(few_shot)[0]] \
-        == [("flickr30k:2115631346", "de", "train_1")]
-    one_file = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations" / "ja" / "test.jsonl",
-                              tmp_path / "xf2")
+    few_shot = import_dataset("xflickrco", FIXTURES / "xflickrco" / "annotations", tmp_path / "xf1", splits=["train_1"])
+    assert [(r["image_id"], r["lang"], r["split"]) for r in load(few_shot)[0]] == [
+        ("flickr30k:2115631346", "de", "train_1")
+    ]
+    one_file = import_dataset(
+        "xflickrco", FIXTURES / "xflickrco" / "annotations" / "ja" / "test.jsonl", tmp_path / "xf2"
+    )
     assert Counter(r["lang"] for r in load(one_file)[0]) == {"ja": 3}
 
 
@@ -236,7 +255,10 @@ def test_conceptual_captions_keeps_urls_and_row_ids(tmp_path):
     out = import_dataset("cc", FIXTURES / "cc" / "Validation_GCC-1.1.0-Validation.tsv", tmp_path / "cc")
     rows, manifest, images = load(out)
     assert [(r["image_id"], r["caption_id"], r["split"]) for r in rows] == [
-        ("0", "cc-0", "val"), ("1", "cc-1", "val"), ("3", "cc-3", "val")]
+        ("0", "cc-0", "val"),
+        ("1", "cc-1", "val"),
+        ("3", "cc-3", "val"),
+    ]
     assert manifest["dropped_empty"] == 1
     assert images["1"]["path"] == "http://www.example.org/images/goal.jpg?size=large&v=2"
     assert set(images) == {"0", "1", "3"}
@@ -271,12 +293,15 @@ def test_cli_prints_the_directory_and_reports_dropped_captions(tmp_path):
     assert payload["languages"] == ["de", "en", "es", "fr", "ja", "ru", "zh"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["flickr8k", "{fixtures}/cc"], "unknown format"),
-    (["cc", "{tmp}/missing.tsv"], "no such file"),
-    (["multi30k", "{fixtures}/cc"], "not a Multi30K folder"),
-    (["xtd10", "{fixtures}/xtd10", "--split", "train"], "no captions found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["flickr8k", "{fixtures}/cc"], "unknown format"),
+        (["cc", "{tmp}/missing.tsv"], "no such file"),
+        (["multi30k", "{fixtures}/cc"], "not a Multi30K folder"),
+        (["xtd10", "{fixtures}/xtd10", "--split", "train"], "no captions found"),
+    ],
+)
 def test_cli_bad_input_is_exit_2(tmp_path, args, message):
     args = [a.format(fixtures=FIXTURES, tmp=tmp_path) for a in args]
     result = runner.invoke(app, ["import-data", *args, "--out", str(tmp_path / "out")])

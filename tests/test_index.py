@@ -26,7 +26,8 @@ runner = CliRunner()
 def image_embeddings(tmp_path):
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((200, 16)).astype(np.float32) * rng.uniform(0.5, 2.0, size=(200, 1)).astype(
-        np.float32)  # not normalised: the index must normalise
+        np.float32
+    )  # not normalised: the index must normalise
     ids = [f"img{i:03d}" for i in range(200)]
     return artifacts.write_embeddings(tmp_path / "img", ids, vectors, normalized=False), ids, vectors
 
@@ -66,7 +67,7 @@ def test_approximate_kinds_find_the_vector_itself(tmp_path, image_embeddings, ki
 def test_k_larger_than_the_index_returns_every_vector(tmp_path, image_embeddings):
     path, ids, vectors = image_embeddings
     index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
-    (result_ids, scores), = query(index_path, vectors[:1], k=500)
+    ((result_ids, scores),) = query(index_path, vectors[:1], k=500)
     assert len(result_ids) == 200 and sorted(result_ids) == sorted(ids) and scores == sorted(scores, reverse=True)
 
 
@@ -88,9 +89,26 @@ def test_cli_build_and_query_print_json_lines_and_a_contact_sheet(tmp_path, imag
     assert index_path == str((tmp_path / "index").resolve())
     sheet = tmp_path / "sheet.png"
     images = _images_artifact(tmp_path, ids)
-    result = runner.invoke(app, ["index", "query", index_path, "--images", str(path), "--ids", "img003",
-                                 "--ids", "img007", "--k", "4", "--contact-sheet", str(sheet), "--image-source",
-                                 str(images)])
+    result = runner.invoke(
+        app,
+        [
+            "index",
+            "query",
+            index_path,
+            "--images",
+            str(path),
+            "--ids",
+            "img003",
+            "--ids",
+            "img007",
+            "--k",
+            "4",
+            "--contact-sheet",
+            str(sheet),
+            "--image-source",
+            str(images),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["query"] for line in lines] == ["img003", "img007"]
@@ -102,8 +120,10 @@ def test_cli_build_and_query_print_json_lines_and_a_contact_sheet(tmp_path, imag
 
     label = LABEL_LINES * SheetFonts(12).line_height + 4  # two label lines under each 128 px tile
     with Image.open(sheet) as picture:  # the query image and 4 results per row, 2 rows
-        assert picture.size == (2 * SHEET_MARGIN + 128 + 4 * (128 + TILE_GAP),
-                                2 * SHEET_MARGIN + 2 * (128 + label + TILE_GAP))
+        assert picture.size == (
+            2 * SHEET_MARGIN + 128 + 4 * (128 + TILE_GAP),
+            2 * SHEET_MARGIN + 2 * (128 + label + TILE_GAP),
+        )
     assert "contact sheet" in result.stderr
 
 
@@ -111,8 +131,7 @@ def test_cli_query_from_a_npy_file(tmp_path, image_embeddings):
     path, ids, vectors = image_embeddings
     index_path = build_index(IndexConfig(embeddings=path, out=tmp_path / "index"))
     np.save(tmp_path / "q.npy", vectors[[5, 9]])
-    result = runner.invoke(app, ["index", "query", str(index_path), "--vectors", str(tmp_path / "q.npy"),
-                                 "--k", "2"])
+    result = runner.invoke(app, ["index", "query", str(index_path), "--vectors", str(tmp_path / "q.npy"), "--k", "2"])
     assert result.exit_code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(line["query"], line["results"][0]["id"]) for line in lines] == [("0", ids[5]), ("1", ids[9])]
@@ -138,15 +157,20 @@ def test_contact_sheet_of_a_caption_index_shows_the_captions_images(tmp_path):
 
     image_ids = ["a", "b", "c"]
     captions = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float32)
-    caption_index = build_index(IndexConfig(
-        embeddings=artifacts.write_embeddings(tmp_path / "txt", ["en:1", "en:2", "en:3"], captions,
-                                              image_id=["c", "a", "b"]),
-        out=tmp_path / "index"))
+    caption_index = build_index(
+        IndexConfig(
+            embeddings=artifacts.write_embeddings(
+                tmp_path / "txt", ["en:1", "en:2", "en:3"], captions, image_id=["c", "a", "b"]
+            ),
+            out=tmp_path / "index",
+        )
+    )
     opened = open_index(caption_index)
     results = opened.search(np.array([[0, 1, 0.1]], np.float32), k=2)
     assert results[0][0] == ["en:2", "en:3"]
-    sheet = write_contact_sheet(tmp_path / "sheet.png", ["q"], results, _images_artifact(tmp_path, image_ids),
-                                index=opened)
+    sheet = write_contact_sheet(
+        tmp_path / "sheet.png", ["q"], results, _images_artifact(tmp_path, image_ids), index=opened
+    )
     from mltk.index.faiss_index import CARD_BACKGROUND, SHEET_MARGIN, TILE_GAP
 
     with Image.open(sheet) as picture:
@@ -178,8 +202,14 @@ def text_world(tmp_path_factory):
     vectors = np.random.default_rng(2).standard_normal((30, dim)).astype(np.float32)
     ids = [f"img{i:02d}" for i in range(30)]
     embeddings = artifacts.write_embeddings(root / "img", ids, vectors, normalized=False)
-    return {"clip": clip, "mla": mla, "ids": ids, "vectors": vectors, "embeddings": embeddings,
-            "index": build_index(IndexConfig(embeddings=embeddings, out=root / "index"))}
+    return {
+        "clip": clip,
+        "mla": mla,
+        "ids": ids,
+        "vectors": vectors,
+        "embeddings": embeddings,
+        "index": build_index(IndexConfig(embeddings=embeddings, out=root / "index")),
+    }
 
 
 def _encoded(model, texts, lang):
@@ -190,12 +220,29 @@ def _encoded(model, texts, lang):
     return encode_texts(load_text_encoder(model), texts, lang, resolve_runtime("cpu", "fp32"))
 
 
-@pytest.mark.parametrize("model, lang, texts", [("mla", "de", ["ein roter kreis", "blaues quadrat links"]),
-                                                ("clip", "en", ["two red circle"])])
+@pytest.mark.parametrize(
+    "model, lang, texts",
+    [("mla", "de", ["ein roter kreis", "blaues quadrat links"]), ("clip", "en", ["two red circle"])],
+)
 def test_text_queries_are_encoded_in_their_language_and_match_brute_force(text_world, model, lang, texts):
     options = [option for text in texts for option in ("--text", text)]
-    result = runner.invoke(app, ["index", "query", str(text_world["index"]), *options, "--lang", lang, "--model",
-                                 str(text_world[model]), "--k", "5", "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "index",
+            "query",
+            str(text_world["index"]),
+            *options,
+            "--lang",
+            lang,
+            "--model",
+            str(text_world[model]),
+            "--k",
+            "5",
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["query"] for line in lines] == texts
@@ -208,9 +255,26 @@ def test_text_queries_are_encoded_in_their_language_and_match_brute_force(text_w
 def test_text_queries_from_a_file_skip_blank_lines_and_add_to_text(text_world, tmp_path):
     queries = tmp_path / "queries.txt"
     queries.write_text("ein roter kreis\n\n  blaues quadrat  \n\n", encoding="utf-8")
-    result = runner.invoke(app, ["index", "query", str(text_world["index"]), "--text", "roter kreis", "--text-file",
-                                 str(queries), "--lang", "de", "--model", str(text_world["mla"]), "--k", "2",
-                                 "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "index",
+            "query",
+            str(text_world["index"]),
+            "--text",
+            "roter kreis",
+            "--text-file",
+            str(queries),
+            "--lang",
+            "de",
+            "--model",
+            str(text_world["mla"]),
+            "--k",
+            "2",
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["query"] for line in lines] == ["roter kreis", "ein roter kreis", "blaues quadrat"]

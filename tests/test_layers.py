@@ -12,22 +12,22 @@ from test_import_graph import MLTK, import_graph
 
 # Lowest first. Packages on one line share a layer and must not import each other.
 LAYERS: list[tuple[str, ...]] = [
-    ("core",),          # errors, runtime, policy, cache, user files, distributed helpers, version
-    ("artifacts",),     # the only reader and writer of artifacts (and prune)
-    ("data",),          # the embedded world, importers, languages, overlap checks
-    ("vocab",),         # BPE and WordPiece vocabularies
-    ("models",),        # open_clip and transformers towers, acquirers, non-native embeddings, preflight checks
-    ("recipes",),       # hyper-parameters as data, and their checks
-    ("losses",),        # one class per loss, and their registry
+    ("core",),  # errors, runtime, policy, cache, user files, distributed helpers, version
+    ("artifacts",),  # the only reader and writer of artifacts (and prune)
+    ("data",),  # the embedded world, importers, languages, overlap checks
+    ("vocab",),  # BPE and WordPiece vocabularies
+    ("models",),  # open_clip and transformers towers, acquirers, non-native embeddings, preflight checks
+    ("recipes",),  # hyper-parameters as data, and their checks
+    ("losses",),  # one class per loss, and their registry
     ("metrics", "present"),  # ranks and recall (scored as a loss's similarity says); tables and plots
     ("translate", "cll_clip", "ame"),  # seed-specific models and data: MT, CLL-CLIP and its baselines, AME
-    ("encode",),        # frozen towers over data: images, videos, texts
-    ("settings",),      # the loop's and the stages' configs, resolved from their recipes; torch-free
-    ("train",),         # the training loop and every training stage
-    ("evaluate",),      # evaluation stages, zero-shot classification, comparisons
+    ("encode",),  # frozen towers over data: images, videos, texts
+    ("settings",),  # the loop's and the stages' configs, resolved from their recipes; torch-free
+    ("train",),  # the training loop and every training stage
+    ("evaluate",),  # evaluation stages, zero-shot classification, comparisons
     ("export", "index"),  # the field's formats, nearest-neighbour indexes
-    ("cli",),           # the command line: parses options and calls one library function
-    ("",),              # the entry points: mltk/__init__.py (the public API) and mltk/__main__.py
+    ("cli",),  # the command line: parses options and calls one library function
+    ("",),  # the entry points: mltk/__init__.py (the public API) and mltk/__main__.py
 ]
 ENTRY_POINTS = {"__init__.py", "__main__.py"}
 
@@ -53,8 +53,10 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
             if target_package == source_package:
                 continue
             if layer_of(target_package) >= layer_of(source_package):
-                found.append(f"{source} (mltk.{source_package or '<entry>'}) imports {target} "
-                             f"(mltk.{target_package or '<entry>'}), which is not on a lower layer")
+                found.append(
+                    f"{source} (mltk.{source_package or '<entry>'}) imports {target} "
+                    f"(mltk.{target_package or '<entry>'}), which is not on a lower layer"
+                )
     return found
 
 
@@ -90,11 +92,17 @@ def private_imports(path: Path) -> list[str]:
                     found.append(f"{path}:{node.lineno}: from {node.module} import {alias.name}")
                 module_aliases.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
-            module_aliases.update(alias.asname for alias in node.names
-                                  if alias.name.startswith("mltk") and alias.asname)
+            module_aliases.update(
+                alias.asname for alias in node.names if alias.name.startswith("mltk") and alias.asname
+            )
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module_aliases \
-                and node.attr.startswith("_") and not node.attr.startswith("__"):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in module_aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
             found.append(f"{path}:{node.lineno}: {node.value.id}.{node.attr}")
     return found
 
@@ -104,8 +112,11 @@ def test_no_module_imports_a_private_name_of_another_or_star():
     for path in sorted(MLTK.rglob("*.py")):
         problems += private_imports(path)
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        problems += [f"{path}:{node.lineno}: import *" for node in ast.walk(tree)
-                     if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names)]
+        problems += [
+            f"{path}:{node.lineno}: import *"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names)
+        ]
     assert not problems, "\n".join(problems)
 
 
@@ -113,8 +124,10 @@ def test_the_public_api_names_resolve_lazily():
     import subprocess
     import sys
 
-    code = ("import sys, mltk; assert 'torch' not in sys.modules, 'import mltk pulled in torch'; "
-            "missing = [n for n in mltk.__all__ if getattr(mltk, n, None) is None]; print(missing)")
+    code = (
+        "import sys, mltk; assert 'torch' not in sys.modules, 'import mltk pulled in torch'; "
+        "missing = [n for n in mltk.__all__ if getattr(mltk, n, None) is None]; print(missing)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
 
@@ -124,7 +137,8 @@ def layer_picture(graph: dict[str, set[str]]) -> str:
     imports: dict[str, set[str]] = {}
     for source, targets in graph.items():
         imports.setdefault(package_of(source), set()).update(
-            package_of(target) for target in targets if package_of(target) != package_of(source))
+            package_of(target) for target in targets if package_of(target) != package_of(source)
+        )
     lines = []
     for height in range(len(LAYERS) - 1, -1, -1):
         for position, package in enumerate(LAYERS[height]):
@@ -140,7 +154,8 @@ LAYOUT_DOC = MLTK.parent / "docs" / "layout.md"
 def test_the_layout_doc_draws_the_layers_the_code_has():
     picture = layer_picture(import_graph(MLTK))
     assert picture in LAYOUT_DOC.read_text(encoding="utf-8"), (
-        f"docs/layout.md is out of date; its picture is now (python tests/test_layers.py):\n{picture}")
+        f"docs/layout.md is out of date; its picture is now (python tests/test_layers.py):\n{picture}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ from mltk import artifacts
 from mltk.cli import app
 
 runner = CliRunner()
-SENTENCES = {"en": ["a red circle", "a blue square to the left of a red circle", "two"],
-             "de": ["ein roter kreis", "ein blaues quadrat links von einem roten kreis"]}
+SENTENCES = {
+    "en": ["a red circle", "a blue square to the left of a red circle", "two"],
+    "de": ["ein roter kreis", "ein blaues quadrat links von einem roten kreis"],
+}
 
 
 def cli(*args: str, device: bool = True) -> str:
@@ -31,29 +33,101 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("load-model")
     world = mltk.synth_data(mltk.SynthConfig(train=24, val=8, test=8, langs=("en", "de"), out=root / "world"))
     images, captions = str(world / "images"), str(world / "captions")
-    native = cli("pretrain", images, "--captions", captions, "--steps", "2", "--batch-size", "8", "-o",
-                 str(root / "native"))
-    vocab = cli("build-vocab", captions, "--lang", "de", "--size", "600", "-o", str(root / "vocab"),
-                device=False)
-    mla = cli("train-nlt", captions, "-m", native, "--tokenizer", vocab, "--lang", "de", "--steps", "2",
-              "--batch-size", "8", "--cache-dir", str(root / "cache"), "-o", str(root / "mla"))
+    native = cli(
+        "pretrain", images, "--captions", captions, "--steps", "2", "--batch-size", "8", "-o", str(root / "native")
+    )
+    vocab = cli("build-vocab", captions, "--lang", "de", "--size", "600", "-o", str(root / "vocab"), device=False)
+    mla = cli(
+        "train-nlt",
+        captions,
+        "-m",
+        native,
+        "--tokenizer",
+        vocab,
+        "--lang",
+        "de",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--cache-dir",
+        str(root / "cache"),
+        "-o",
+        str(root / "mla"),
+    )
     image_embeddings = cli("encode-images", images, "-m", native, "--dtype", "float32", "-o", str(root / "img"))
-    cll = cli("train-continual", image_embeddings, "--captions", captions, "--model", native, "--lang", "en,de",
-              "--vocab-size", "600", "--steps", "1", "--batch-size", "8", "--val-images", "8",
-              "--cache-dir", str(root / "cache"), "-o", str(root / "cll"))
-    ccrk = cli("train-ccrk", image_embeddings, "--captions", captions, "--init", mla, "--steps", "1",
-               "--batch-size", "8", "--val-images", "8", "-o", str(root / "ccrk"))
-    ccrk_cll = cli("train-ccrk", image_embeddings, "--captions", captions, "--init", cll, "--steps", "1",
-                   "--batch-size", "8", "--val-images", "8", "-o", str(root / "ccrk-cll"))
-    return {"root": root, "world": world, "native": native, "mla": mla, "cll": cll, "ccrk": ccrk,
-            "ccrk-cll": ccrk_cll, "images": image_embeddings}
+    cll = cli(
+        "train-continual",
+        image_embeddings,
+        "--captions",
+        captions,
+        "--model",
+        native,
+        "--lang",
+        "en,de",
+        "--vocab-size",
+        "600",
+        "--steps",
+        "1",
+        "--batch-size",
+        "8",
+        "--val-images",
+        "8",
+        "--cache-dir",
+        str(root / "cache"),
+        "-o",
+        str(root / "cll"),
+    )
+    ccrk = cli(
+        "train-ccrk",
+        image_embeddings,
+        "--captions",
+        captions,
+        "--init",
+        mla,
+        "--steps",
+        "1",
+        "--batch-size",
+        "8",
+        "--val-images",
+        "8",
+        "-o",
+        str(root / "ccrk"),
+    )
+    ccrk_cll = cli(
+        "train-ccrk",
+        image_embeddings,
+        "--captions",
+        captions,
+        "--init",
+        cll,
+        "--steps",
+        "1",
+        "--batch-size",
+        "8",
+        "--val-images",
+        "8",
+        "-o",
+        str(root / "ccrk-cll"),
+    )
+    return {
+        "root": root,
+        "world": world,
+        "native": native,
+        "mla": mla,
+        "cll": cll,
+        "ccrk": ccrk,
+        "ccrk-cll": ccrk_cll,
+        "images": image_embeddings,
+    }
 
 
 def written_vectors(model: str, lang: str, out) -> np.ndarray:
     """What ``mltk encode-texts --text ...`` writes for the test sentences."""
     texts = [arg for sentence in SENTENCES[lang] for arg in ("--text", sentence)]
-    _, vectors = artifacts.load_embeddings(cli("encode-texts", "--model", model, "--lang", lang, *texts, "-o",
-                                               str(out)))
+    _, vectors = artifacts.load_embeddings(
+        cli("encode-texts", "--model", model, "--lang", lang, *texts, "-o", str(out))
+    )
     return np.asarray(vectors, dtype=np.float32)
 
 
@@ -102,8 +176,11 @@ def test_an_open_clip_name_with_a_weights_file_is_the_checkpoint_it_holds(models
     tensors, _ = artifacts.load_checkpoint(models["native"])
     torch.save(tensors, weights)
     named = mltk.load_model("mltk-tiny", pretrained=str(weights), device="cpu")
-    np.testing.assert_allclose(named.encode(SENTENCES["en"]), mltk.load_model(models["native"], device="cpu").encode(
-        SENTENCES["en"]), atol=1e-6)
+    np.testing.assert_allclose(
+        named.encode(SENTENCES["en"]),
+        mltk.load_model(models["native"], device="cpu").encode(SENTENCES["en"]),
+        atol=1e-6,
+    )
     check_images(named, models)
 
 
@@ -150,8 +227,9 @@ def test_encode_texts_takes_a_loaded_model_without_a_runtime(models):
     np.testing.assert_allclose(vectors, encoder.encode(SENTENCES["de"], lang="de"), atol=1e-6)
     from mltk.encode.text_encoders import load_text_encoder
 
-    np.testing.assert_allclose(mltk.encode_texts(load_text_encoder(models["mla"]), SENTENCES["de"], "de"), vectors,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        mltk.encode_texts(load_text_encoder(models["mla"]), SENTENCES["de"], "de"), vectors, atol=1e-6
+    )
 
 
 def test_bad_requests_are_one_line_errors(models, tmp_path):

@@ -172,8 +172,16 @@ def test_loop_applies_the_schedule_like_lambda_lr(tmp_path, schedule):
     assert applied == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("bad", [dict(schedule="exponential"), dict(clip_mode="norm"), dict(steps=0),
-                                 dict(warmup_fraction=1.5), dict(grad_clip=-1.0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(schedule="exponential"),
+        dict(clip_mode="norm"),
+        dict(steps=0),
+        dict(warmup_fraction=1.5),
+        dict(grad_clip=-1.0),
+    ],
+)
 def test_bad_config_is_a_config_error(bad):
     with pytest.raises(ConfigError):
         config(**bad)
@@ -266,6 +274,7 @@ def _interrupt_at(k: int, exception: type[BaseException] = KeyboardInterrupt):
     def on_step(step: int, loss: float) -> None:
         if step == k:
             raise exception()
+
     return on_step
 
 
@@ -382,6 +391,7 @@ def test_custom_optimizer_state_resumes_exactly(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, cfg, Momentum(), name="cut", on_step=_interrupt_at(8))
     from mltk.artifacts import load_tensors
+
     saved = load_tensors(tmp_path / "cut" / "state-00000009.safetensors")
     assert {"optimizer/linear.weight/momentum_buffer", "optimizer/linear.bias/momentum_buffer"} <= set(saved)
     resumed, _ = run(tmp_path, cfg, Momentum(), name="cut")
@@ -394,11 +404,19 @@ def test_saved_state_files_and_finished_run(tmp_path):
     state_dir = tmp_path / "state"
     record = json.loads((state_dir / "loop.json").read_text())
     assert sorted(p.name for p in state_dir.iterdir()) == sorted(
-        ["loop.json", "state-00000020.safetensors", f"best-{result.best_step:08d}.safetensors"])
+        ["loop.json", "state-00000020.safetensors", f"best-{result.best_step:08d}.safetensors"]
+    )
     from mltk.artifacts import load_tensors
+
     saved = load_tensors(state_dir / "state-00000020.safetensors")
-    assert {"trained/linear.weight", "optimizer/linear.weight/exp_avg", "optimizer/linear.weight/exp_avg_sq",
-            "optimizer/linear.weight/step", "rng/torch", "rng/numpy"} <= set(saved)
+    assert {
+        "trained/linear.weight",
+        "optimizer/linear.weight/exp_avg",
+        "optimizer/linear.weight/exp_avg_sq",
+        "optimizer/linear.weight/step",
+        "rng/torch",
+        "rng/numpy",
+    } <= set(saved)
     assert record["step"] == 20 and record["history"] == result.history
     again, task = run(tmp_path, cfg, ToyTask())  # finished: nothing left to train
     assert task.loss_calls == [] and task.validated_weights == []

@@ -242,11 +242,17 @@ def test_gradient_reaches_every_learnable_temperature():
     scales_and_calls = [  # the contrastive losses of CCR_k own their scale; InfoNCE and CLL-CLIP are given one
         (lambda m: m.logit_scale, losses.OneToKLoss(0.07), lambda m: m(image, text)),
         (lambda m: m.logit_scale, losses.OneToKLoss(0.07, weighting="code"), lambda m: m(image, text)),
-        (lambda m: m.logit_scale, losses.OneToOneLoss(0.07),
-         lambda m: m(image, text, generator=torch.Generator().manual_seed(0))),
+        (
+            lambda m: m.logit_scale,
+            losses.OneToOneLoss(0.07),
+            lambda m: m(image, text, generator=torch.Generator().manual_seed(0)),
+        ),
         (lambda m: own_scale, losses.InfoNCELoss(), lambda m: m(image, text[:, 0], own_scale())),
-        (lambda m: given_scale, losses.CLLCLIPLoss(0.01, 1.0), lambda m: m(image * 3, text[:, 0] * 2, text[:, 1],
-                                                                    given_scale())),
+        (
+            lambda m: given_scale,
+            losses.CLLCLIPLoss(0.01, 1.0),
+            lambda m: m(image * 3, text[:, 0] * 2, text[:, 1], given_scale()),
+        ),
     ]
     for scale_of, module, call in scales_and_calls:
         call(module).loss.backward()
@@ -274,8 +280,9 @@ def test_one_to_one_matches_hand_computed_when_one_language_is_present_per_image
     present = [[False, True], [True, False], [False, True]]
     chosen = [CAPTIONS[0][1], CAPTIONS[1][0], CAPTIONS[2][1]]
     expected = py_info_nce(IMAGES, chosen, 1 / 0.25)
-    got = losses.one_to_one_contrastive(tensor(IMAGES), tensor(CAPTIONS), 0.25, torch.tensor(present),
-                                        torch.Generator().manual_seed(0))
+    got = losses.one_to_one_contrastive(
+        tensor(IMAGES), tensor(CAPTIONS), 0.25, torch.tensor(present), torch.Generator().manual_seed(0)
+    )
     assert got.item() == pytest.approx(expected, abs=1e-12)
 
 
@@ -306,8 +313,7 @@ def test_sampled_language_is_uniform_over_present_ones_and_reproducible():
 
 def test_english_bridge_mse_matches_hand_computed_and_detaches_english():
     # B = 2, K = 3, English in slot 1; image 1 lacks language 2
-    text = [[[1.0, 2.0], [0.0, 0.0], [3.0, -1.0]],
-            [[0.5, 0.5], [1.0, 1.0], [9.0, 9.0]]]
+    text = [[[1.0, 2.0], [0.0, 0.0], [3.0, -1.0]], [[0.5, 0.5], [1.0, 1.0], [9.0, 9.0]]]
     mask = torch.tensor([[True, True, True], [True, True, False]])
     squared_errors = [(1 - 0) ** 2 + (2 - 0) ** 2, (3 - 0) ** 2 + (-1 - 0) ** 2, (0.5 - 1) ** 2 + (0.5 - 1) ** 2]
     expected = sum(squared_errors) / (3 * 2)  # 3 pairs x D = 2 elements
@@ -385,9 +391,12 @@ def test_mlmme_english_pivot_form_averages_its_terms_over_the_languages_paired_w
     text = torch.stack([tensor(b), tensor(a), tensor(c)], dim=1)  # English (a) in slot 1
     mask = torch.tensor([[True, True, True], [True, True, False], [True, True, True]])  # c: two images only
     margin, beta = 0.2, 0.4
-    s_i = (py_hinge(IMAGES, a, margin) + py_hinge(IMAGES, b, margin)
-           + py_hinge([IMAGES[0], IMAGES[2]], [a[0], a[2]], margin)
-           + py_hinge([IMAGES[0], IMAGES[2]], [c[0], c[2]], margin)) / 2
+    s_i = (
+        py_hinge(IMAGES, a, margin)
+        + py_hinge(IMAGES, b, margin)
+        + py_hinge([IMAGES[0], IMAGES[2]], [a[0], a[2]], margin)
+        + py_hinge([IMAGES[0], IMAGES[2]], [c[0], c[2]], margin)
+    ) / 2
     s_s = (py_hinge(a, b, margin) + py_hinge([a[0], a[2]], [c[0], c[2]], margin)) / 2
     got, terms = losses.MLMMELoss(margin, beta, english_index=1, form="english-pivot")(tensor(IMAGES), text, mask)
     assert terms["mlmme_image_sentence"].item() == pytest.approx(s_i, abs=1e-12)
@@ -445,7 +454,8 @@ def test_cll_clip_loss_normalises_for_infonce_and_uses_raw_embeddings_for_mse():
     expected_module = 0.5 * contrastive + 2.0 * mse  # log(1/T) is stored in float32: exp gives 10 +- 1e-6
     module = losses.CLLCLIPLoss(gamma1=0.5, gamma2=2.0)
     assert module(tensor(image), tensor(text), tensor(teacher), learnable()).loss.item() == pytest.approx(
-        expected_module, abs=1e-6)
+        expected_module, abs=1e-6
+    )
     text_only, terms = module(None, tensor(text), tensor(teacher))  # no image tower: the MSE term alone
     assert list(terms) == ["mse"] and text_only.item() == pytest.approx(2.0 * mse, abs=1e-12)
 

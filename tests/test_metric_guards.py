@@ -40,13 +40,21 @@ def world(tmp_path):
 
 def _texts(path, vectors, caption_ids=None, **kw):
     ids = [f"img{i}" for i in range(N)]
-    return artifacts.write_embeddings(path, [f"en{i}" for i in range(N)], vectors, image_id=ids, lang=["en"] * N,
-                                      caption_id=caption_ids or [f"s{i}" for i in range(N)], **kw)
+    return artifacts.write_embeddings(
+        path,
+        [f"en{i}" for i in range(N)],
+        vectors,
+        image_id=ids,
+        lang=["en"] * N,
+        caption_id=caption_ids or [f"s{i}" for i in range(N)],
+        **kw,
+    )
 
 
 def _evaluate(tmp_path, images, texts, *extra, name="m"):
-    result = runner.invoke(app, ["evaluate", "--images", str(images), "--texts", str(texts),
-                                 "--out", str(tmp_path / name), *extra])
+    result = runner.invoke(
+        app, ["evaluate", "--images", str(images), "--texts", str(texts), "--out", str(tmp_path / name), *extra]
+    )
     metrics = artifacts.load_metrics(tmp_path / name) if result.exit_code == 0 else None
     return result, metrics
 
@@ -128,19 +136,34 @@ def test_float16_overflow_is_refused_at_write_and_at_evaluate(tmp_path, world):
 def test_image_and_text_embeddings_from_two_models_are_refused(tmp_path, world):
     _, _, images = world
     ids = [f"img{i}" for i in range(N)]
-    image_path = artifacts.write_embeddings(tmp_path / "img_a", ids, images, stage="encode-images",
-                                            config={"model": "ViT-B-32", "pretrained": "openai"})
-    text_path = artifacts.write_embeddings(tmp_path / "txt_b", [f"en{i}" for i in range(N)], images,
-                                           stage="encode-texts", config={"model": "ViT-H-14", "pretrained": "laion"},
-                                           image_id=ids, lang=["en"] * N, caption_id=[f"s{i}" for i in range(N)])
+    image_path = artifacts.write_embeddings(
+        tmp_path / "img_a", ids, images, stage="encode-images", config={"model": "ViT-B-32", "pretrained": "openai"}
+    )
+    text_path = artifacts.write_embeddings(
+        tmp_path / "txt_b",
+        [f"en{i}" for i in range(N)],
+        images,
+        stage="encode-texts",
+        config={"model": "ViT-H-14", "pretrained": "laion"},
+        image_id=ids,
+        lang=["en"] * N,
+        caption_id=[f"s{i}" for i in range(N)],
+    )
     result, _ = _evaluate(tmp_path, image_path, text_path)
     _refused(result, image_path, "made by another model than the text embeddings")
     assert "ViT-H-14" in result.stderr and "ViT-B-32" in result.stderr
     result, metrics = _evaluate(tmp_path, image_path, text_path, "--force", name="forced")
     assert result.exit_code == 0 and "ViT-H-14" in metrics["warnings"][0]
-    same = artifacts.write_embeddings(tmp_path / "txt_a", [f"en{i}" for i in range(N)], images,
-                                      stage="encode-texts", config={"model": "ViT-B-32", "pretrained": "openai"},
-                                      image_id=ids, lang=["en"] * N, caption_id=[f"s{i}" for i in range(N)])
+    same = artifacts.write_embeddings(
+        tmp_path / "txt_a",
+        [f"en{i}" for i in range(N)],
+        images,
+        stage="encode-texts",
+        config={"model": "ViT-B-32", "pretrained": "openai"},
+        image_id=ids,
+        lang=["en"] * N,
+        caption_id=[f"s{i}" for i in range(N)],
+    )
     result, metrics = _evaluate(tmp_path, image_path, same, name="same")
     assert result.exit_code == 0 and metrics["warnings"] == []
 
@@ -160,8 +183,12 @@ def test_ties_count_against_the_ground_truth_and_are_reported():
 
 def test_identical_captions_in_caption_to_caption_retrieval_are_ties():
     vectors = np.array([[1, 0], [1, 0], [1, 0], [1, 0]], dtype=np.float32)  # every caption the same vector
-    table = {"id": ["e0", "e1", "d0", "d1"], "image_id": ["i0", "i1", "i0", "i1"], "lang": ["en", "en", "de", "de"],
-             "caption_id": ["s0", "s1", "s0", "s1"]}
+    table = {
+        "id": ["e0", "e1", "d0", "d1"],
+        "image_id": ["i0", "i1", "i0", "i1"],
+        "lang": ["en", "en", "de", "de"],
+        "caption_id": ["s0", "s1", "s0", "s1"],
+    }
     result = evaluate_retrieval(None, None, table, vectors, metrics=("c2c",))
     assert result["c2c"]["de-en"]["de->en"]["R@1"] == 0.0  # the other caption ties with the hit: rank 1, not 0
     assert result["ties"]["c2c"]["de-en"] == {"de->en": 2, "en->de": 2}
@@ -169,9 +196,15 @@ def test_identical_captions_in_caption_to_caption_retrieval_are_ties():
 
 def _captions(tmp_path, name, captions, caption_ids=None, image_ids=None, lang="de"):
     n = len(captions)
-    table = pa.table({"image_id": image_ids or [f"img{i}" for i in range(n)], "lang": [lang] * n,
-                      "caption": captions, "caption_id": caption_ids or [f"s{i}" for i in range(n)],
-                      "split": ["train"] * n})
+    table = pa.table(
+        {
+            "image_id": image_ids or [f"img{i}" for i in range(n)],
+            "lang": [lang] * n,
+            "caption": captions,
+            "caption_id": caption_ids or [f"s{i}" for i in range(n)],
+            "split": ["train"] * n,
+        }
+    )
     path = tmp_path / f"{name}.parquet"
     pq.write_table(table, path)
     return path
@@ -191,11 +224,24 @@ def test_a_language_whose_captions_are_all_empty_is_not_evaluated(tmp_path):
     from helpers_tiny import tiny_bert_folder
 
     bert = tiny_bert_folder(tmp_path / "bert")
-    images = artifacts.write_embeddings(tmp_path / "img", [f"img{i}" for i in range(4)],
-                                        _unit(np.random.default_rng(1).standard_normal((4, 32))))
+    images = artifacts.write_embeddings(
+        tmp_path / "img", [f"img{i}" for i in range(4)], _unit(np.random.default_rng(1).standard_normal((4, 32)))
+    )
     path = _captions(tmp_path, "caps", ["", " ", "", "  "])
-    result = runner.invoke(app, ["evaluate", "--images", str(images), "--model", str(bert), "--captions", str(path),
-                                 "--out", str(tmp_path / "m")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(images),
+            "--model",
+            str(bert),
+            "--captions",
+            str(path),
+            "--out",
+            str(tmp_path / "m"),
+        ],
+    )
     assert result.exit_code == 2 and str(path) in result.stderr.splitlines()[-1]
     assert "dropped 4 empty or whitespace caption(s)" in result.stderr
 
@@ -223,8 +269,20 @@ def test_nul_bytes_become_a_space_not_glued_words(tmp_path):
     folder.mkdir()
     (folder / "de.txt").write_text("ein roter\x00kreis\nblaues\x00\x00quadrat\x1f\n", encoding="utf-8")
     (folder / "images.txt").write_text("a.jpg\nb.jpg\n", encoding="utf-8")
-    result = runner.invoke(app, ["import-data", "lines", str(folder / "de.txt"), "--lang", "de", "--image-list",
-                                 str(folder / "images.txt"), "--out", str(tmp_path / "imp")])
+    result = runner.invoke(
+        app,
+        [
+            "import-data",
+            "lines",
+            str(folder / "de.txt"),
+            "--lang",
+            "de",
+            "--image-list",
+            str(folder / "images.txt"),
+            "--out",
+            str(tmp_path / "imp"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     captions = artifacts.load_captions(tmp_path / "imp" / "captions").column("caption").to_pylist()
     assert [c.split() for c in captions] == [["ein", "roter", "kreis"], ["blaues", "quadrat"]]
@@ -247,5 +305,5 @@ def test_the_vector_guards_read_in_chunks_and_find_a_problem_in_the_last_one(mon
     assert guards.check_vectors(mapped, path, forced, unit_expected=True) is mapped  # scored as given, no copy
     assert len(forced.warnings) == 1 and json.dumps(forced.warnings)
     same = np.tile(vectors[:1], (23, 1))
-    same[21] = vectors[5]                                                  # breaks constancy in the last chunk only
+    same[21] = vectors[5]  # breaks constancy in the last chunk only
     guards.check_vectors(same, "x", guards.Guard(), unit_expected=True)  # not constant: no error

@@ -14,8 +14,12 @@ from mltk.encode.text_encoders import TowerTextEncoder, load_text_encoder
 from mltk.models.multilingual import build_encoder, save_encoder
 
 ENGLISH = ["a red circle left of a blue square", "two green stars", "one small triangle", "a big blue circle"]
-GERMAN = ["ein roter kreis links von einem blauen quadrat", "zwei grüne sterne", "ein kleines dreieck",
-          "ein großer blauer kreis"]
+GERMAN = [
+    "ein roter kreis links von einem blauen quadrat",
+    "zwei grüne sterne",
+    "ein kleines dreieck",
+    "ein großer blauer kreis",
+]
 
 
 @pytest.fixture(scope="module")
@@ -54,23 +58,36 @@ def _frozen(tower: TowerTextEncoder, texts: list[str]) -> torch.Tensor:
 def _student_inputs(encoder, texts: list[str]):
     from mltk.models.text import trim_to_lengths
 
-    tokens, lengths = trim_to_lengths(encoder.non_native(texts, context_length=encoder.tower.context_length),
-                                      encoder.non_native.end_token_id)
+    tokens, lengths = trim_to_lengths(
+        encoder.non_native(texts, context_length=encoder.tower.context_length), encoder.non_native.end_token_id
+    )
     return encoder.embedding(tokens), lengths
 
 
 def test_nlt_with_english_through_the_student_distils_english_to_the_frozen_tower(bert_dir, tmp_path):
     from mltk.train.mla import MlaConfig, train_nlt
 
-    rows = [{"image_id": f"i{k}", "lang": lang, "caption": text, "caption_id": f"c{k}", "split": split}
-            for split in ("train", "val") for k, (en, de) in enumerate(zip(ENGLISH, GERMAN))
-            for lang, text in (("en", en), ("de", de))]
+    rows = [
+        {"image_id": f"i{k}", "lang": lang, "caption": text, "caption_id": f"c{k}", "split": split}
+        for split in ("train", "val")
+        for k, (en, de) in enumerate(zip(ENGLISH, GERMAN))
+        for lang, text in (("en", en), ("de", de))
+    ]
     captions = artifacts.write_captions(tmp_path / "captions", pa.Table.from_pylist(rows))
     out = {}
     for mode in ("full", "mkd"):
-        config = MlaConfig(captions=captions, out=tmp_path / mode, model=str(bert_dir), tokenizer="tower",
-                           train=mode, languages=("de",), batch_size=4, device="cpu", cache_dir=tmp_path / "cache",
-                           loop={"steps": 3, "lr": 1e-2, "seed": 0})
+        config = MlaConfig(
+            captions=captions,
+            out=tmp_path / mode,
+            model=str(bert_dir),
+            tokenizer="tower",
+            train=mode,
+            languages=("de",),
+            batch_size=4,
+            device="cpu",
+            cache_dir=tmp_path / "cache",
+            loop={"steps": 3, "lr": 1e-2, "seed": 0},
+        )
         out[mode] = train_nlt(config)
     history = artifacts.read_json(out["mkd"] / "history.json")
     trained = {key for entry in history if isinstance(entry, dict) for key in entry if key.startswith("mse_")}

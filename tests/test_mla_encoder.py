@@ -19,8 +19,12 @@ def encoder(tmp_path_factory):
     torch.manual_seed(0)
     tokenizer = HFTokenizer(str(tiny_wordpiece_tokenizer(tmp_path_factory.mktemp("tok"))))
     base = load_clip("mltk-tiny")
-    saved = artifacts.write_checkpoint(tmp_path_factory.mktemp("base") / "native", base.model.state_dict(),
-                                       clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    saved = artifacts.write_checkpoint(
+        tmp_path_factory.mktemp("base") / "native",
+        base.model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     return LanguageAcquisitionEncoder(load_clip(str(saved)), tokenizer, ["de", "ru", "zh"])
 
 
@@ -108,7 +112,8 @@ def test_acquirer_ablations_round_trip_through_the_checkpoint_config(encoder, tm
     loaded = load_encoder(path)
     assert loaded.acquirer == kind
     with torch.no_grad():
-        assert torch.allclose(loaded.encode(["ein roter kreis"], "de"), ablated.encode(["ein roter kreis"], "de"),
-                              atol=1e-6)
+        assert torch.allclose(
+            loaded.encode(["ein roter kreis"], "de"), ablated.encode(["ein roter kreis"], "de"), atol=1e-6
+        )
     with pytest.raises(Exception, match="--acquirer must be one of"):
         LanguageAcquisitionEncoder(encoder.clip, encoder.non_native, ["de"], acquirer="deep")

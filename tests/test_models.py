@@ -16,8 +16,12 @@ from mltk.core.runtime import resolve_runtime
 from mltk.models.clip import clip_checkpoint_config, load_clip
 from mltk.models.text import LENGTH_BUCKETS, OpenClipTextTower, end_positions, trim_tokens
 
-CAPTIONS = ["a red circle", "two green stars left of a small blue square above a ring",
-            "ein roter Kreis", "一个红色的圆"]
+CAPTIONS = [
+    "a red circle",
+    "two green stars left of a small blue square above a ring",
+    "ein roter Kreis",
+    "一个红色的圆",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +43,11 @@ def test_trimmed_forward_equals_encode_text(tiny):
 def test_trimmed_forward_gradients_equal_encode_text(tiny):
     tokens = tiny.tokenizer(CAPTIONS)
     tower = OpenClipTextTower(tiny.model)
-    params = [tiny.model.token_embedding.weight, tiny.model.transformer.resblocks[0].mlp.c_fc.weight,
-              tiny.model.text_projection]
+    params = [
+        tiny.model.token_embedding.weight,
+        tiny.model.transformer.resblocks[0].mlp.c_fc.weight,
+        tiny.model.text_projection,
+    ]
     grads = []
     for forward in (tiny.model.encode_text, tower.encode):
         tiny.model.zero_grad()
@@ -96,8 +103,9 @@ def test_load_from_local_safetensors_and_state_dict_files(tiny, tmp_path):
 
 
 def test_load_from_checkpoint_artifact(tiny, tmp_path):
-    path = artifacts.write_checkpoint(tmp_path / "native", tiny.model.state_dict(),
-                                      clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    path = artifacts.write_checkpoint(
+        tmp_path / "native", tiny.model.state_dict(), clip_checkpoint_config("mltk-tiny"), stage="pretrain"
+    )
     loaded = load_clip(str(path))
     tokens = tiny.tokenizer(CAPTIONS[:2])
     assert torch.allclose(loaded.model.encode_text(tokens), tiny.model.encode_text(tokens).detach(), atol=1e-5)
@@ -133,14 +141,19 @@ def inject_cpu(monkeypatch, cache: Path, flags: set[str], speedup: float) -> lis
     return calibrations
 
 
-@pytest.mark.parametrize(("flags", "speedup", "precision", "reason"), [
-    ({"amx_bf16", "amx_tile", "avx512_bf16"}, 4.0, "bf16", "cpu has amx_bf16 (calibrated 4.0x)"),
-    ({"avx512_bf16", "avx512f"}, 1.6, "bf16", "cpu has avx512_bf16 (calibrated 1.6x)"),
-    ({"avx512f"}, 9.0, "fp32", "cpu has no bf16 matrix instructions (amx_bf16 or avx512_bf16)"),
-    ({"avx512_bf16"}, 0.8, "fp32", "cpu has avx512_bf16 but bf16 calibrated 0.80x fp32 (below 1.1x)"),
-], ids=["amx", "avx512-bf16", "neither", "calibrated-slower"])
+@pytest.mark.parametrize(
+    ("flags", "speedup", "precision", "reason"),
+    [
+        ({"amx_bf16", "amx_tile", "avx512_bf16"}, 4.0, "bf16", "cpu has amx_bf16 (calibrated 4.0x)"),
+        ({"avx512_bf16", "avx512f"}, 1.6, "bf16", "cpu has avx512_bf16 (calibrated 1.6x)"),
+        ({"avx512f"}, 9.0, "fp32", "cpu has no bf16 matrix instructions (amx_bf16 or avx512_bf16)"),
+        ({"avx512_bf16"}, 0.8, "fp32", "cpu has avx512_bf16 but bf16 calibrated 0.80x fp32 (below 1.1x)"),
+    ],
+    ids=["amx", "avx512-bf16", "neither", "calibrated-slower"],
+)
 def test_auto_precision_on_cpu_is_bf16_where_the_cpu_multiplies_bf16_and_calibration_confirms_it(
-        monkeypatch, tmp_path, flags, speedup, precision, reason):
+    monkeypatch, tmp_path, flags, speedup, precision, reason
+):
     """``cpu_bf16`` (a recipe that measured bf16 faster at equal quality) turns ``auto`` into bf16 autocast on a CPU
     with bf16 instructions (AMX or AVX512-BF16) whose calibration measures bf16 faster; the runtime says why. A CPU
     without the instructions is never calibrated (bf16 is emulated there, several times slower)."""
@@ -191,9 +204,12 @@ def test_the_loop_adamw_is_fused_on_the_cpu_and_steps_as_torch_default_does():
     copies = [torch.nn.Parameter(w.detach().clone()) for w in weights]
     config = loop_config(steps=10, lr=1e-2, weight_decay=0.1)
     fused = default_optimizer(dict(zip("ab", weights)), config)
-    plain = torch.optim.AdamW([{"params": copies[:1], "weight_decay": 0.1}, {"params": copies[1:],
-                                                                             "weight_decay": 0.0}],
-                              lr=1e-2, betas=config.betas, eps=config.eps)
+    plain = torch.optim.AdamW(
+        [{"params": copies[:1], "weight_decay": 0.1}, {"params": copies[1:], "weight_decay": 0.0}],
+        lr=1e-2,
+        betas=config.betas,
+        eps=config.eps,
+    )
     assert all(group["fused"] for group in fused.param_groups)
     for _ in range(5):
         for w, c in zip(weights, copies):

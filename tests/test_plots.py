@@ -52,11 +52,20 @@ def test_pictures_are_png_and_svg_and_svg_is_reproducible():
 
 
 def _metrics(langs=("en", "de", "zh")):
-    per_language = {lang: {"i2t": {"R@1": 40.0 + n, "R@5": 70.0, "R@10": 80.0, "median_rank": 2.0, "mean_rank": 3.5},
-                           "t2i": {"R@1": 30.0, "R@5": 60.0, "R@10": 75.0, "median_rank": 3.0, "mean_rank": 5.0},
-                           "AR": 59.0} for n, lang in enumerate(langs)}
-    return {"per_language": per_language, "summary": {"languages": list(langs), "mean_AR": 59.0},
-            "settings": {"ks": [1, 5, 10]}, "mrv": {"variant": "paper", "K": len(langs), "i2t": 1.5, "t2i": 4.2}}
+    per_language = {
+        lang: {
+            "i2t": {"R@1": 40.0 + n, "R@5": 70.0, "R@10": 80.0, "median_rank": 2.0, "mean_rank": 3.5},
+            "t2i": {"R@1": 30.0, "R@5": 60.0, "R@10": 75.0, "median_rank": 3.0, "mean_rank": 5.0},
+            "AR": 59.0,
+        }
+        for n, lang in enumerate(langs)
+    }
+    return {
+        "per_language": per_language,
+        "summary": {"languages": list(langs), "mean_AR": 59.0},
+        "settings": {"ks": [1, 5, 10]},
+        "mrv": {"variant": "paper", "K": len(langs), "i2t": 1.5, "t2i": 4.2},
+    }
 
 
 def test_recall_bars_draw_one_bar_per_language_and_k_on_0_to_100():
@@ -79,21 +88,51 @@ def test_evaluate_plot_writes_the_pictures(tmp_path):
     texts = np.concatenate([images + 0.3 * rng.standard_normal((6, 8)) for _ in range(2)]).astype(np.float32)
     texts /= np.linalg.norm(texts, axis=1, keepdims=True)
     ids, image_of, langs, caption_ids = map(list, zip(*rows))
-    text_path = artifacts.write_embeddings(tmp_path / "txt", ids, texts, image_id=image_of, lang=langs,
-                                           caption_id=caption_ids)
+    text_path = artifacts.write_embeddings(
+        tmp_path / "txt", ids, texts, image_id=image_of, lang=langs, caption_id=caption_ids
+    )
     from mltk.cli import app
 
-    result = runner.invoke(app, ["evaluate", "--images", str(image_path), "--texts", str(text_path), "--metric",
-                                 "mrv", "--out", str(tmp_path / "m"), "--plot", str(tmp_path / "plots")])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(image_path),
+            "--texts",
+            str(text_path),
+            "--metric",
+            "mrv",
+            "--out",
+            str(tmp_path / "m"),
+            "--plot",
+            str(tmp_path / "plots"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{(tmp_path / 'm').resolve()}\n"
-    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["ranks.png", "ranks.svg", "recall.png",
-                                                                      "recall.svg"]
-    continual = {"continual": {"tasks": ["en", "de"], "metric": "t2i.R@1", "matrix": [[50.0, None], [45.0, 60.0]],
-                               "AR": [50.0, 52.5], "F": [None, 5.0]}}
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "ranks.png",
+        "ranks.svg",
+        "recall.png",
+        "recall.svg",
+    ]
+    continual = {
+        "continual": {
+            "tasks": ["en", "de"],
+            "metric": "t2i.R@1",
+            "matrix": [[50.0, None], [45.0, 60.0]],
+            "AR": [50.0, 52.5],
+            "F": [None, 5.0],
+        }
+    }
     written = plots.write_evaluation_plots(continual, tmp_path / "c")
-    assert sorted(p.name for p in written) == ["continual_curve.png", "continual_curve.svg",
-                                               "continual_matrix.png", "continual_matrix.svg"]
+    assert sorted(p.name for p in written) == [
+        "continual_curve.png",
+        "continual_curve.svg",
+        "continual_matrix.png",
+        "continual_matrix.svg",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ contact sheet
@@ -131,9 +170,13 @@ def test_contact_sheet_text_card_scaled_images_and_ids(tmp_path):
     ids = table.column("image_id").to_pylist()
     first = Image.open(io.BytesIO(table.column("image").to_pylist()[0])).convert("RGB")
     query = "هناك دائرة صفراء صغيرة وقلب أسود كبير، وكلمات أخرى كثيرة تجعل هذا الاستعلام أطول من سطر واحد"
-    sheet = write_contact_sheet(tmp_path / "sheet.png", [query, ids[1]], [([ids[0], "gone"], [0.9, 0.5]),
-                                                                           ([ids[0]], [0.8])], world.images_path,
-                                thumb=128)
+    sheet = write_contact_sheet(
+        tmp_path / "sheet.png",
+        [query, ids[1]],
+        [([ids[0], "gone"], [0.9, 0.5]), ([ids[0]], [0.8])],
+        world.images_path,
+        thumb=128,
+    )
     with Image.open(sheet) as picture:
         picture = picture.convert("RGB")
         assert picture.getpixel((SHEET_MARGIN + 2, SHEET_MARGIN + 2)) == CARD_BACKGROUND  # a text query's card
@@ -142,7 +185,7 @@ def test_contact_sheet_text_card_scaled_images_and_ids(tmp_path):
         assert len(inked_rows) and inked_rows.max() - inked_rows.min() > 30  # the query wraps onto several lines
         left = SHEET_MARGIN + 256 + TILE_GAP
         # the 64 px image fills the 128 px tile: its corners land at the tile's corners
-        for (x, y) in ((2, 2), (125, 125), (2, 125)):
+        for x, y in ((2, 2), (125, 125), (2, 125)):
             got = picture.getpixel((left + x, SHEET_MARGIN + y))
             want = first.getpixel((x // 2, y // 2))
             assert np.abs(np.subtract(got, want)).max() <= 40, (x, y, got, want)

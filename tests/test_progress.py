@@ -23,7 +23,11 @@ def test_plain_lines_when_not_a_terminal(monkeypatch):
     assert list(runtime.track(range(4), "encoding de")) == [0, 1, 2, 3]
     lines = stream.getvalue().splitlines()
     assert [line.split(" elapsed")[0].rsplit(" ", 1)[0] for line in lines] == [
-        "encoding de 1/4 (25%)", "encoding de 2/4 (50%)", "encoding de 3/4 (75%)", "encoding de 4/4 (100%)"]
+        "encoding de 1/4 (25%)",
+        "encoding de 2/4 (50%)",
+        "encoding de 3/4 (75%)",
+        "encoding de 4/4 (100%)",
+    ]
     assert "\x1b" not in stream.getvalue()  # no terminal control codes in a log file
 
 
@@ -36,8 +40,11 @@ def test_quick_tasks_stay_silent_and_long_ones_end_with_their_total(monkeypatch)
         task = progress.add_task("translate", total=None)
         progress.advance(task, 5)
         progress.advance(task, 5)
-    assert [line.split(" 00:")[0] for line in stream.getvalue().splitlines()] == ["translate 5", "translate 10",
-                                                                                 "translate 10"]
+    assert [line.split(" 00:")[0] for line in stream.getvalue().splitlines()] == [
+        "translate 5",
+        "translate 10",
+        "translate 10",
+    ]
 
 
 def test_terminal_bars_are_removed_when_finished(monkeypatch):
@@ -57,8 +64,21 @@ def test_encode_images_reports_progress_in_plain_lines(tmp_path, monkeypatch):
 
     world = synthesize(tmp_path / "w", SynthConfig(train=8, val=4, test=4, langs=("en",)))
     monkeypatch.setenv("MLTK_PROGRESS_SECONDS", "0")
-    result = CliRunner().invoke(app, ["encode-images", str(world.images_path), "--model", "mltk-tiny", "--out",
-                                      str(tmp_path / "img"), "--batch-size", "8", "--device", "cpu"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "encode-images",
+            str(world.images_path),
+            "--model",
+            "mltk-tiny",
+            "--out",
+            str(tmp_path / "img"),
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert "encode-images 8/16 (50%)" in result.stderr and "encode-images 16/16 (100%)" in result.stderr
     assert result.stdout.strip() == str((tmp_path / "img").resolve())

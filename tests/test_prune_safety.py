@@ -51,8 +51,9 @@ def test_prune_keeps_nested_artifacts_and_the_identity_built_on_it(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert_pruned(checkpoint)
     assert fingerprint(checkpoint) == recorded  # artifacts built on it are not "made from other inputs"
-    assert artifacts.reusable(downstream, "metrics", stage="evaluate", config={"n": 1},
-                              inputs=[checkpoint]) == downstream
+    assert (
+        artifacts.reusable(downstream, "metrics", stage="evaluate", config={"n": 1}, inputs=[checkpoint]) == downstream
+    )
     manifest = artifacts.read_manifest(checkpoint)
     manifest["checksums"]["config.json"]["sha256"] = "0" * 64  # a pruned manifest that pins other content
     artifacts.write_json(checkpoint / schema.MANIFEST, manifest)
@@ -98,8 +99,9 @@ main()
 def test_a_killed_prune_leaves_a_checkpoint_or_a_rerun_puts_it_back(tmp_path, where):
     checkpoint = checkpoint_with_state_and_vocab(tmp_path / "ck")
     env = {**os.environ, "PYTHONPATH": str(REPO), "KILL_AT": where}
-    killed = subprocess.run([sys.executable, "-c", KILLED, str(checkpoint)], env=env, capture_output=True,
-                            text=True, timeout=600)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, str(checkpoint)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     if where != "between the renames":  # the swap is one step: a complete checkpoint, old or new, at the path
         assert artifacts.verify_artifact(checkpoint)["verified"]
@@ -130,8 +132,9 @@ def test_a_failed_write_is_exit_2_naming_the_file_and_changes_nothing(tmp_path, 
 def test_an_unwritable_folder_is_refused_before_anything(tmp_path, monkeypatch):
     checkpoint = checkpoint_with_state_and_vocab(tmp_path / "ck")
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if Path(path) == tmp_path
-                        else real_access(path, mode, **kw))
+    monkeypatch.setattr(
+        os, "access", lambda path, mode, **kw: False if Path(path) == tmp_path else real_access(path, mode, **kw)
+    )
     result = runner.invoke(app, ["prune", str(checkpoint)])
     assert result.exit_code == 2 and f"{tmp_path} is not writable" in result.stderr, result.stderr
     assert (checkpoint / schema.CHECKPOINT_STATE_DIR).is_dir()
@@ -139,8 +142,9 @@ def test_an_unwritable_folder_is_refused_before_anything(tmp_path, monkeypatch):
 
 def _kill_prune_at(checkpoint: Path, where: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "KILL_AT": where}
-    killed = subprocess.run([sys.executable, "-c", KILLED, str(checkpoint)], env=env, capture_output=True,
-                            text=True, timeout=600)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, str(checkpoint)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
 
 

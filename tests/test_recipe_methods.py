@@ -41,8 +41,7 @@ def test_recipes_show_lists_the_replay_memory_and_loras_rank_with_their_meanings
 
 def test_a_recipe_that_extends_updates_one_option_and_keeps_the_others(tmp_path):
     mine = tmp_path / "mine.json"
-    mine.write_text(json.dumps({"stage": "train-continual", "extends": "cll-clip",
-                                "methods": {"lora": {"rank": 16}}}))
+    mine.write_text(json.dumps({"stage": "train-continual", "extends": "cll-clip", "methods": {"lora": {"rank": 16}}}))
     resolved = resolve(config(method="lora", recipe=str(mine)), "train-continual")
     assert (resolved.options.rank, resolved.options.alpha) == (16, 8.0)
     assert load_recipe(mine).source_of("methods", "lora.rank") == mine
@@ -50,13 +49,16 @@ def test_a_recipe_that_extends_updates_one_option_and_keeps_the_others(tmp_path)
     assert resolve(config(method="er", recipe="teir-minilm"), "train-continual").options.memory_size == 8000
 
 
-@pytest.mark.parametrize("methods,words", [
-    ({"lora": {"rnak": 16}}, "unknown recipe key 'methods.lora.rnak' (did you mean rank?)"),
-    ({"lorra": {"rank": 16}}, "recipe key 'methods.lorra': no such method (did you mean lora?)"),
-    ({"lora": {"rank": "16"}}, "recipe key 'methods.lora.rank' must be an integer"),
-    ({"er": {"replay_loss": "both"}}, "must be one of clfm, joint, separate"),
-    ({"lora": 8}, "methods.lora"),
-])
+@pytest.mark.parametrize(
+    "methods,words",
+    [
+        ({"lora": {"rnak": 16}}, "unknown recipe key 'methods.lora.rnak' (did you mean rank?)"),
+        ({"lorra": {"rank": 16}}, "recipe key 'methods.lorra': no such method (did you mean lora?)"),
+        ({"lora": {"rank": "16"}}, "recipe key 'methods.lora.rank' must be an integer"),
+        ({"er": {"replay_loss": "both"}}, "must be one of clfm, joint, separate"),
+        ({"lora": 8}, "methods.lora"),
+    ],
+)
 def test_a_bad_methods_section_is_refused_naming_the_file_and_key(tmp_path, methods, words):
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps({"stage": "train-continual", "extends": "cll-clip", "methods": methods}))
@@ -73,8 +75,9 @@ def test_a_stage_without_methods_refuses_the_section(tmp_path):
 
 
 def test_set_method_keys_go_through_the_one_settings_parser():
-    parsed = parse_overrides(["method.rank=16", "methods.lora.alpha=4", "lr=1e-3"], ContinualTrainConfig,
-                             "train-continual")
+    parsed = parse_overrides(
+        ["method.rank=16", "methods.lora.alpha=4", "lr=1e-3"], ContinualTrainConfig, "train-continual"
+    )
     assert parsed == {"loop": {"lr": 1e-3}, "config": {"options": {"rank": "16", "lora": {"alpha": "4"}}}}
     resolved = resolve(config(method="lora", **parsed["config"]), "train-continual")
     assert (resolved.options.rank, resolved.options.alpha) == (16, 4.0)
@@ -92,6 +95,10 @@ def test_the_manifest_records_only_the_chosen_methods_options():
     from mltk.artifacts import jsonable
 
     resolved = resolve(config(method="der", options={"alpha": 0.5}), "train-continual")
-    assert jsonable(resolved)["options"] == {"memory_size": 8000, "replay_batch": None, "replay_loss": "clfm",
-                                             "alpha": 0.5}
+    assert jsonable(resolved)["options"] == {
+        "memory_size": 8000,
+        "replay_batch": None,
+        "replay_loss": "clfm",
+        "alpha": 0.5,
+    }
     assert resolve(resolved, "train-continual") == resolved  # a resolved config resolves to itself

@@ -23,19 +23,22 @@ runner = CliRunner()
 
 
 def captions_table(n: int = 8) -> pa.Table:
-    return pa.table({
-        "image_id": [f"img{i // 2}" for i in range(n)], "lang": ["en", "de"] * (n // 2),
-        "caption": [f"a red circle number {i}" for i in range(n)], "caption_id": [f"c{i // 2}" for i in range(n)],
-        "split": ["train"] * n,
-    })
+    return pa.table(
+        {
+            "image_id": [f"img{i // 2}" for i in range(n)],
+            "lang": ["en", "de"] * (n // 2),
+            "caption": [f"a red circle number {i}" for i in range(n)],
+            "caption_id": [f"c{i // 2}" for i in range(n)],
+            "split": ["train"] * n,
+        }
+    )
 
 
 def embeddings(tmp_path, name="emb", n=6, dim=4, seed=0):
     rng = np.random.default_rng(seed)
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return artifacts.write_embeddings(tmp_path / name, [f"id{i}" for i in range(n)], vectors,
-                                      split=["test"] * n)
+    return artifacts.write_embeddings(tmp_path / name, [f"id{i}" for i in range(n)], vectors, split=["test"] * n)
 
 
 def invoke(*args):
@@ -43,6 +46,7 @@ def invoke(*args):
 
 
 # -- 1. the existing-artifact policy ------------------------------------------------------------------------------
+
 
 def test_writing_onto_an_input_of_the_same_command_is_refused(tmp_path):
     caps = artifacts.write_captions(tmp_path / "caps", captions_table())
@@ -119,6 +123,7 @@ def test_metrics_and_checkpoints_record_their_inputs_fingerprints(tmp_path):
 
 # -- 2. one writer per output ---------------------------------------------------------------------------------------
 
+
 def test_a_second_writer_is_refused_naming_the_holders_pid(tmp_path):
     out = tmp_path / "m"
     holder = hold_lock(locks.lock_path(out))
@@ -168,12 +173,14 @@ def test_overwrite_discards_a_partial_run_started_with_other_settings(tmp_path):
         with artifacts.ArtifactWriter(tmp_path / "b", "checkpoint", config={"lr": 1}, resume=True) as writer:
             (writer.dir / "state.txt").write_text("step 5")
             raise KeyboardInterrupt
-    with artifacts.ArtifactWriter(tmp_path / "b", "checkpoint", config={"lr": 2}, resume=True,
-                                  overwrite=True) as writer:
+    with artifacts.ArtifactWriter(
+        tmp_path / "b", "checkpoint", config={"lr": 2}, resume=True, overwrite=True
+    ) as writer:
         assert not (writer.dir / "state.txt").exists()
 
 
 # -- 3. containment ---------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["../secret/x.npy", "/etc/passwd", "sub/../../x.npy"])
 def test_a_manifest_naming_files_outside_the_artifact_is_refused(tmp_path, name):
@@ -201,6 +208,7 @@ def test_a_symlink_leading_out_is_refused(tmp_path):
 
 
 # -- 4. integrity -----------------------------------------------------------------------------------------------------
+
 
 def test_manifests_record_size_and_sha256_of_every_file(tmp_path):
     import hashlib
@@ -237,8 +245,9 @@ def test_inspect_verifies_hashes_and_decodes_unless_quick(tmp_path):
     # a consistently rewritten manifest passes the hashes; only decoding finds the damage
     weights.write_bytes(weights.read_bytes()[:20])
     manifest = json.loads((ck / schema.MANIFEST).read_text())
-    manifest["checksums"] = {n: e for n, e in json.loads(json.dumps(
-        artifacts.integrity.checksums(ck, manifest["files"]))).items()}
+    manifest["checksums"] = {
+        n: e for n, e in json.loads(json.dumps(artifacts.integrity.checksums(ck, manifest["files"]))).items()
+    }
     (ck / schema.MANIFEST).write_text(json.dumps(manifest))
     assert invoke("inspect", ck, "--quick").exit_code == 0
     result = invoke("inspect", ck)
@@ -246,6 +255,7 @@ def test_inspect_verifies_hashes_and_decodes_unless_quick(tmp_path):
 
 
 # -- 5. the exit-1 paths ------------------------------------------------------------------------------------------
+
 
 def test_compare_on_a_corrupt_metrics_json_is_exit_2(tmp_path):
     metrics = artifacts.write_metrics(tmp_path / "m", {"per_language": {}})
@@ -336,6 +346,7 @@ def test_usage_errors_are_one_line():
 
 # -- 6. duplicate ids -------------------------------------------------------------------------------------------------
 
+
 def test_duplicate_ids_are_refused_by_every_reader_of_embeddings(tmp_path):
     emb = embeddings(tmp_path)
     rows = emb / "rows-00000.parquet"
@@ -356,6 +367,7 @@ def test_the_other_ranks_of_a_torchrun_job_share_rank_0s_lock(tmp_path, monkeypa
     """encode-images under torchrun: every rank builds a writer on the same --out; only rank 0 locks it, and the
     other ranks must not refuse it as a second writer (a failure 2 runs in 3 of the two-process test before)."""
     from mltk.artifacts import locks
+
     out = tmp_path / "emb"
     lock_file = locks.lock_path(out)
     holder = hold_lock(lock_file)  # a live process other than this one holds it

@@ -28,8 +28,12 @@ def _world(seed: int = 3, images: int = 12, dim: int = 6):
     caption = image.repeat_interleave(2, 0) + 0.6 * torch.rand(2 * images, dim, generator=generator)
     image, caption = (torch.nn.functional.normalize(v, dim=-1).numpy() for v in (image, caption))
     image_table = {"id": [f"i{j}" for j in range(images)]}
-    text_table = {"id": [f"c{j}" for j in range(2 * images)], "image_id": [f"i{j // 2}" for j in range(2 * images)],
-                  "lang": ["de"] * (2 * images), "caption_id": [f"c{j}" for j in range(2 * images)]}
+    text_table = {
+        "id": [f"c{j}" for j in range(2 * images)],
+        "image_id": [f"i{j // 2}" for j in range(2 * images)],
+        "lang": ["de"] * (2 * images),
+        "caption_id": [f"c{j}" for j in range(2 * images)],
+    }
     return image_table, image, text_table, caption
 
 
@@ -59,9 +63,15 @@ def test_order_scores_in_blocks_equal_the_whole_tensor():
 
 def _checkpoint(path, similarity):
     """A checkpoint config as train-ccrk writes it (the tensors do not matter here: evaluate reads the texts)."""
-    config = {"format": "mla", "base": {"model": "mltk-tiny"}, "native_lang": "en", "languages": ["de"],
-              "non_native": {"kind": "vocab", "source": "vocab", "vocab_size": 10, "embed_dim": 4},
-              "acquirer_hidden": 8, "train_ccrk": {"loss": "hinge", "similarity": similarity}}
+    config = {
+        "format": "mla",
+        "base": {"model": "mltk-tiny"},
+        "native_lang": "en",
+        "languages": ["de"],
+        "non_native": {"kind": "vocab", "source": "vocab", "vocab_size": 10, "embed_dim": 4},
+        "acquirer_hidden": 8,
+        "train_ccrk": {"loss": "hinge", "similarity": similarity},
+    }
     return artifacts.write_checkpoint(path, {"w": torch.zeros(1)}, config, stage="train-ccrk")
 
 
@@ -69,13 +79,19 @@ def test_an_order_trained_checkpoint_is_evaluated_by_order(tmp_path):
     image_table, image, text_table, caption = _world()
     checkpoint = _checkpoint(tmp_path / "ckpt", "order")
     images = artifacts.write_embeddings(tmp_path / "img", image_table["id"], image, stage="encode-images")
-    texts = artifacts.write_embeddings(tmp_path / "txt", text_table["id"], caption, stage="encode-texts",
-                                       inputs=[checkpoint],
-                                       **{k: v for k, v in text_table.items() if k != "id"})
+    texts = artifacts.write_embeddings(
+        tmp_path / "txt",
+        text_table["id"],
+        caption,
+        stage="encode-texts",
+        inputs=[checkpoint],
+        **{k: v for k, v in text_table.items() if k != "id"},
+    )
     for extra, expected in (([], "order"), (["--similarity", "cosine"], "cosine")):
         out = tmp_path / f"m-{expected}"
-        result = runner.invoke(app, ["evaluate", "--texts", str(texts), "--images", str(images), "--device", "cpu",
-                                     "-o", str(out), *extra])
+        result = runner.invoke(
+            app, ["evaluate", "--texts", str(texts), "--images", str(images), "--device", "cpu", "-o", str(out), *extra]
+        )
         assert result.exit_code == 0, result.stderr
         assert json.loads((out / "metrics.json").read_text())["settings"]["similarity"] == expected
     by_order = evaluate_retrieval(image_table, image, text_table, caption, similarity="order")
@@ -96,10 +112,17 @@ def test_the_similarity_comes_from_the_option_the_checkpoint_or_cosine(tmp_path)
 def test_an_unknown_similarity_is_refused(tmp_path):
     image_table, image, text_table, caption = _world()
     images = artifacts.write_embeddings(tmp_path / "img", image_table["id"], image, stage="encode-images")
-    texts = artifacts.write_embeddings(tmp_path / "txt", text_table["id"], caption, stage="encode-texts",
-                                       **{k: v for k, v in text_table.items() if k != "id"})
-    result = runner.invoke(app, ["evaluate", "--texts", str(texts), "--images", str(images), "--similarity", "dot",
-                                 "-o", str(tmp_path / "m")])
+    texts = artifacts.write_embeddings(
+        tmp_path / "txt",
+        text_table["id"],
+        caption,
+        stage="encode-texts",
+        **{k: v for k, v in text_table.items() if k != "id"},
+    )
+    result = runner.invoke(
+        app,
+        ["evaluate", "--texts", str(texts), "--images", str(images), "--similarity", "dot", "-o", str(tmp_path / "m")],
+    )
     assert result.exit_code == 2 and "--similarity must be one of cosine, order" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert np.isfinite(image).all()

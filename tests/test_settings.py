@@ -50,8 +50,10 @@ def recipe_file(tmp_path: Path, text: str) -> Path:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("config_class", "stage"), [(CcrkConfig, "train-ccrk"), (PretrainConfig, "pretrain"),
-                                                     (ContinualTrainConfig, "train-continual")])
+@pytest.mark.parametrize(
+    ("config_class", "stage"),
+    [(CcrkConfig, "train-ccrk"), (PretrainConfig, "pretrain"), (ContinualTrainConfig, "train-continual")],
+)
 def test_a_config_is_a_plain_value_until_its_stage_resolves_it(config_class, stage, tmp_path):
     missing = tmp_path / "no-such-recipe.json"
     config = config_class(images=Path("i"), **PATHS, recipe=str(missing))  # no file read here
@@ -69,8 +71,10 @@ def test_resolve_fills_every_value_once_and_a_resolved_config_resolves_to_itself
 
 
 def test_the_cli_and_the_settings_import_no_training_code():
-    code = ("import sys, mltk.cli.application, mltk.settings.mla, mltk.settings.ccrk, mltk.settings.continual; "
-            "print(sorted(m for m in sys.modules if m.startswith('mltk.train') or m == 'torch'))")
+    code = (
+        "import sys, mltk.cli.application, mltk.settings.mla, mltk.settings.ccrk, mltk.settings.continual; "
+        "print(sorted(m for m in sys.modules if m.startswith('mltk.train') or m == 'torch'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
@@ -81,8 +85,11 @@ def test_the_cli_and_the_settings_import_no_training_code():
 
 
 def test_set_of_a_key_the_stage_does_not_read_is_refused_naming_the_stage_that_does(tmp_path):
-    line = refusal(invoke("train-nlt", tmp_path / "captions", "-m", "mltk-tiny", "--set", "temperature=0.05",
-                          "-o", tmp_path / "out"))
+    line = refusal(
+        invoke(
+            "train-nlt", tmp_path / "captions", "-m", "mltk-tiny", "--set", "temperature=0.05", "-o", tmp_path / "out"
+        )
+    )
     assert "temperature" in line and "train-nlt does not read" in line and "train-le" in line
     assert not (tmp_path / "out").exists()
 
@@ -116,8 +123,7 @@ def test_train_continual_records_no_loop_steps_and_refuses_a_recipe_that_sets_th
     assert "steps" not in load_recipe("cll-clip").loop  # each task's steps come from config.steps or epochs
     config = resolve(ContinualTrainConfig(images=Path("i"), **PATHS, steps=7), "train-continual")
     assert config.loop.steps is None and config.steps == 7
-    path = recipe_file(tmp_path, json.dumps({"stage": "train-continual", "extends": "cll-clip",
-                                             "loop": {"steps": 5}}))
+    path = recipe_file(tmp_path, json.dumps({"stage": "train-continual", "extends": "cll-clip", "loop": {"steps": 5}}))
     with pytest.raises(ConfigError, match="train-continual does not read it") as raised:
         resolve(ContinualTrainConfig(images=Path("i"), **PATHS, recipe=str(path)), "train-continual")
     assert str(path) in str(raised.value)
@@ -128,7 +134,9 @@ def test_recipes_show_explains_each_key_and_its_printed_key_is_accepted_by_set()
     rows = {row["key"]: row for row in json.loads(result.stdout)["values"]}
     assert "learning rate" in rows["loop.lr"]["meaning"] and "config.temperature" not in rows
     assert parse_overrides(["loop.lr=3e-4", "config.batch_size=64"], MlaConfig, "train-nlt") == {
-        "loop": {"lr": 3e-4}, "config": {"batch_size": 64}}
+        "loop": {"lr": 3e-4},
+        "config": {"batch_size": 64},
+    }
 
 
 @pytest.mark.parametrize("name", recipe_names())
@@ -142,18 +150,29 @@ def test_every_key_recipes_show_prints_says_what_it_means(name):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("pair", "words"), [("lr=NaN", "finite"), ("eps=Infinity", "finite"),
-                                             ("weight_decay=NaN", "finite"), ("seed=-1", "at least 0"),
-                                             ("seed=99999999999", "at most"), ("steps=10000000000", "at most")])
+@pytest.mark.parametrize(
+    ("pair", "words"),
+    [
+        ("lr=NaN", "finite"),
+        ("eps=Infinity", "finite"),
+        ("weight_decay=NaN", "finite"),
+        ("seed=-1", "at least 0"),
+        ("seed=99999999999", "at most"),
+        ("steps=10000000000", "at most"),
+    ],
+)
 def test_set_refuses_a_value_that_is_not_finite_or_out_of_bounds_naming_set(pair, words, tmp_path):
     line = refusal(invoke("train-nlt", tmp_path / "captions", "-m", "mltk-tiny", "--set", pair, "-o", tmp_path / "o"))
     assert words in line and "--set" in line and "mla-nlt.json" not in line
 
 
-@pytest.mark.parametrize(("loop", "words"), [('{"eps": Infinity}', "finite"), ('{"weight_decay": NaN}', "finite"),
-                                             ('{"seed": -3}', "at least 0")])
-def test_a_recipe_file_with_a_value_that_is_not_finite_or_out_of_bounds_is_refused_naming_the_file(loop, words,
-                                                                                                    tmp_path):
+@pytest.mark.parametrize(
+    ("loop", "words"),
+    [('{"eps": Infinity}', "finite"), ('{"weight_decay": NaN}', "finite"), ('{"seed": -3}', "at least 0")],
+)
+def test_a_recipe_file_with_a_value_that_is_not_finite_or_out_of_bounds_is_refused_naming_the_file(
+    loop, words, tmp_path
+):
     path = recipe_file(tmp_path, '{"stage": "train-nlt", "extends": "mla-nlt", "loop": %s}' % loop)
     with pytest.raises(ConfigError, match=words) as raised:
         resolve(MlaConfig(**PATHS, recipe=str(path)), "train-nlt")

@@ -65,10 +65,13 @@ def write_shard(folder: Path, shard: int, samples: list[dict], successes: int | 
         for sample in samples:
             sink.write(sample)
     written = len(samples) if successes is None else successes
-    pq.write_table(pa.table({"key": [key_of(shard, i) for i in range(written)], "status": ["success"] * written}),
-                   folder / f"{shard:05d}.parquet")
-    (folder / f"{shard:05d}_stats.json").write_text(json.dumps({"count": written, "successes": written,
-                                                                "failed_to_download": 0}))
+    pq.write_table(
+        pa.table({"key": [key_of(shard, i) for i in range(written)], "status": ["success"] * written}),
+        folder / f"{shard:05d}.parquet",
+    )
+    (folder / f"{shard:05d}_stats.json").write_text(
+        json.dumps({"count": written, "successes": written, "failed_to_download": 0})
+    )
     return path
 
 
@@ -131,8 +134,7 @@ def test_import_names_a_truncated_tar_a_missing_txt_and_a_shard_shorter_than_its
     write_shard(folder, 2, [sample(2, r, *data[6 + r]) for r in range(2)], successes=3)  # img2dataset wrote 3
     out = import_dataset("webdataset", folder, tmp_path / "data", lang="en")
     rows = artifacts.load_captions(out / "captions").to_pylist()
-    assert [row["image_id"] for row in rows] == [key_of(0, 0), key_of(0, 2), key_of(1, 0), key_of(2, 0),
-                                                 key_of(2, 1)]
+    assert [row["image_id"] for row in rows] == [key_of(0, 0), key_of(0, 2), key_of(1, 0), key_of(2, 0), key_of(2, 1)]
     skipped = artifacts.read_manifest(out / "captions")["skipped_files"]
     assert len(skipped) == 3
     assert skipped[0] == f"00000.tar: sample '{key_of(0, 1)}' has no .txt caption"
@@ -150,8 +152,10 @@ def test_duplicate_keys_are_refused_with_exit_2_and_one_line(tmp_path, tiny_chec
     write_shard(folder, 1, [again])
     with pytest.raises(SchemaError, match=f"sample key '{key_of(0, 1)}' occurs in 00000.tar and 00001.tar"):
         import_dataset("webdataset", folder, tmp_path / "data", lang="en")
-    for command in (["import-data", "webdataset", str(folder), "--lang", "en", "-o", str(tmp_path / "d")],
-                    ["encode-images", str(folder), "-m", str(tiny_checkpoint), "-o", str(tmp_path / "e")]):
+    for command in (
+        ["import-data", "webdataset", str(folder), "--lang", "en", "-o", str(tmp_path / "d")],
+        ["encode-images", str(folder), "-m", str(tiny_checkpoint), "-o", str(tmp_path / "e")],
+    ):
         result = runner.invoke(app, command)
         assert result.exit_code == 2, result.stderr
         assert result.stdout == "" and result.stderr.count("\n") == 1
@@ -208,8 +212,21 @@ def test_cli_prints_only_the_artifact_path(tmp_path, shards, tiny_checkpoint):
     result = runner.invoke(app, ["import-data", "webdataset", str(shards), "--lang", "en", "-o", str(tmp_path / "d")])
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{(tmp_path / 'd').resolve()}\n"
-    result = runner.invoke(app, ["encode-images", str(shards), "-m", str(tiny_checkpoint), "--workers", "0",
-                                 "--device", "cpu", "-o", str(tmp_path / "emb")])
+    result = runner.invoke(
+        app,
+        [
+            "encode-images",
+            str(shards),
+            "-m",
+            str(tiny_checkpoint),
+            "--workers",
+            "0",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "emb"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{(tmp_path / 'emb').resolve()}\n"
     assert artifacts.read_manifest(tmp_path / "emb")["count"] == 4 * PER_SHARD
@@ -229,15 +246,20 @@ def test_a_folder_of_images_with_a_tar_in_it_stays_a_folder_of_images(tmp_path):
 def test_bad_shards_are_counted_and_named_on_stderr_and_in_the_manifest(tmp_path, tiny_checkpoint, capsys):
     folder = tmp_path / "shards"
     data = synth_samples(6)
-    write_shard(folder, 0, [sample(0, 0, *data[0]), sample(0, 1, b"not an image", "a caption"),
-                            sample(0, 2, None, "no picture")])
+    write_shard(
+        folder,
+        0,
+        [sample(0, 0, *data[0]), sample(0, 1, b"not an image", "a caption"), sample(0, 2, None, "no picture")],
+    )
     truncate_inside(write_shard(folder, 1, [sample(1, r, *data[3 + r]) for r in range(3)]), 3)
     out = encode_images(folder, tmp_path / "emb", model=str(tiny_checkpoint), **SETTINGS)
     manifest = artifacts.read_manifest(out)
     assert manifest["count"] == 2  # 00000.tar's first image and 00001.tar's first, read before the break
     assert manifest["skipped_count"] == 2
-    assert [(item["image_id"], item["shard"]) for item in manifest["skipped"]] == [(key_of(0, 1), "00000.tar"),
-                                                                                   (key_of(0, 2), "00000.tar")]
+    assert [(item["image_id"], item["shard"]) for item in manifest["skipped"]] == [
+        (key_of(0, 1), "00000.tar"),
+        (key_of(0, 2), "00000.tar"),
+    ]
     assert "cannot identify image file" in manifest["skipped"][0]["error"]
     assert manifest["skipped"][1]["error"] == "the sample has no image file (.jpg)"
     assert manifest["bad_shard_count"] == 1 and manifest["bad_shards"][0]["shard"] == "00001.tar"
@@ -247,8 +269,7 @@ def test_bad_shards_are_counted_and_named_on_stderr_and_in_the_manifest(tmp_path
     assert "00001.tar: unreadable after 1 sample(s)" in err and "1 bad shard(s): 00001.tar" in err
 
 
-def test_a_killed_encode_resumes_at_the_shard_where_it_stopped(tmp_path, shards, tiny_checkpoint, monkeypatch,
-                                                                capsys):
+def test_a_killed_encode_resumes_at_the_shard_where_it_stopped(tmp_path, shards, tiny_checkpoint, monkeypatch, capsys):
     import mltk.encode.image_shards as module
 
     reference = encode_images(shards, tmp_path / "reference", model=str(tiny_checkpoint), **SETTINGS)
@@ -289,16 +310,22 @@ def test_two_processes_under_torchrun_write_the_artifact_of_one(tmp_path, shards
         torch.set_num_threads(before)
     done = run_two_ranks(__file__, shards, tmp_path / "two", tiny_checkpoint)
     assert done.returncode == 0, done.stderr[-4000:]
-    (rows_one, vectors_one), (rows_two, vectors_two) = (artifacts.load_embeddings(one),
-                                                       artifacts.load_embeddings(tmp_path / "two"))
+    (rows_one, vectors_one), (rows_two, vectors_two) = (
+        artifacts.load_embeddings(one),
+        artifacts.load_embeddings(tmp_path / "two"),
+    )
     assert rows_two.to_pylist() == rows_one.to_pylist()
     np.testing.assert_array_equal(vectors_two, vectors_one)
     manifest_one, manifest_two = artifacts.read_manifest(one), artifacts.read_manifest(tmp_path / "two")
     assert manifest_two["shards"] == manifest_one["shards"]
     assert not artifacts.partial_dir(tmp_path / "two").exists()
     written = sorted(re.findall(r"test-worker: rank \d+ wrote shard \d+", done.stderr))
-    assert written == ["test-worker: rank 0 wrote shard 0", "test-worker: rank 0 wrote shard 2",
-                       "test-worker: rank 1 wrote shard 1", "test-worker: rank 1 wrote shard 3"]
+    assert written == [
+        "test-worker: rank 0 wrote shard 0",
+        "test-worker: rank 0 wrote shard 2",
+        "test-worker: rank 1 wrote shard 1",
+        "test-worker: rank 1 wrote shard 3",
+    ]
 
 
 def _worker(shards: str, out: str, checkpoint: str) -> None:

@@ -25,13 +25,24 @@ def MlaConfig(**fields) -> UnresolvedMlaConfig:
 
 def test_one_rule_lets_only_listed_settings_change_at_any_depth():
     saved = settings_record(MlaConfig(captions=Path("c"), out=Path("a"), loop={"steps": 5, "lr": 1e-3}))
-    allowed = settings_record(MlaConfig(captions=Path("c"), out=Path("b"), device="cpu", val_images=3,
-                                        loop={"steps": 5, "lr": 1e-3, "eval_every": 2, "save_every": 1}))
+    allowed = settings_record(
+        MlaConfig(
+            captions=Path("c"),
+            out=Path("b"),
+            device="cpu",
+            val_images=3,
+            loop={"steps": 5, "lr": 1e-3, "eval_every": 2, "save_every": 1},
+        )
+    )
     assert changed_settings(saved, allowed) == []
-    other = settings_record(MlaConfig(captions=Path("c"), out=Path("a"), batch_size=4,
-                                      loop={"steps": 5, "lr": 1e-2, "seed": 1}))
-    assert changed_settings(saved, other) == ["batch_size=128 (now 4)", "loop.lr=0.001 (now 0.01)",
-                                              "loop.seed=0 (now 1)"]
+    other = settings_record(
+        MlaConfig(captions=Path("c"), out=Path("a"), batch_size=4, loop={"steps": 5, "lr": 1e-2, "seed": 1})
+    )
+    assert changed_settings(saved, other) == [
+        "batch_size=128 (now 4)",
+        "loop.lr=0.001 (now 0.01)",
+        "loop.seed=0 (now 1)",
+    ]
     assert changed_settings({"a": 1}, {"a": 1, "new_setting": 2}) == ["new_setting=None (now 2)"]
 
 

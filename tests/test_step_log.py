@@ -131,8 +131,12 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("steps")
     world = synthesize(root / "world", SynthConfig(train=16, val=8, test=8, langs=("en", "de")))
     torch.manual_seed(0)
-    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    native = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     return {"world": world, "native": native}
 
 
@@ -140,8 +144,23 @@ def test_pretrain_logs_clips_infonce_and_its_learnt_logit_scale(world, tmp_path)
     from mltk.cli import app
 
     out = tmp_path / "native"
-    result = CliRunner().invoke(app, ["pretrain", str(world["world"].images_path), "--steps", "4", "--batch-size",
-                                      "4", "--log-every", "2", "--device", "cpu", "-o", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "pretrain",
+            str(world["world"].images_path),
+            "--steps",
+            "4",
+            "--batch-size",
+            "4",
+            "--log-every",
+            "2",
+            "--device",
+            "cpu",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     rows = read_steps_csv(out / step_log.STEPS_CSV)
     assert [r["step"] for r in rows] == [2, 4]
@@ -158,11 +177,32 @@ def test_train_nlt_writes_steps_csv_into_its_artifact_and_tensorboard_events(wor
     captions, native = world["world"].captions_path, world["native"]
     vocab = build_vocab(captions, "de", tmp_path / "vocab", size=600)
     out = tmp_path / "nlt"
-    result = CliRunner().invoke(app, [
-        "train-nlt", str(captions), "--out", str(out), "--model", str(native), "--tokenizer", str(vocab),
-        "--lang", "de", "--steps", "4", "--batch-size", "4", "--device", "cpu", "--cache-dir",
-        str(tmp_path / "cache"), "--log-every", "2",
-        *(["--tensorboard", str(tmp_path / "tb")] if step_log.tensorboard_available() else [])])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train-nlt",
+            str(captions),
+            "--out",
+            str(out),
+            "--model",
+            str(native),
+            "--tokenizer",
+            str(vocab),
+            "--lang",
+            "de",
+            "--steps",
+            "4",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--log-every",
+            "2",
+            *(["--tensorboard", str(tmp_path / "tb")] if step_log.tensorboard_available() else []),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     rows = read_steps_csv(out / step_log.STEPS_CSV)
     assert [r["step"] for r in rows] == [2, 4]

@@ -119,32 +119,52 @@ GRAMMAR_CASES = [
     (  # ru neuter with 2: "два синих кольца" (genitive plural adjective, genitive singular noun)
         CaptionContent((Mention("ring", "blue", count=2),)),
         {
-            "en": "Two blue rings.", "de": "Zwei blaue Ringe.", "fr": "Deux anneaux bleus.",
-            "es": "Dos anillos azules.", "it": "Due anelli blu.", "ru": "Два синих кольца.",
-            "el": "Δύο μπλε δακτύλιοι.", "zh": "两个蓝色的圆环。", "ja": "二つの青いリング。", "ar": "حلقتان زرقاوان.",
+            "en": "Two blue rings.",
+            "de": "Zwei blaue Ringe.",
+            "fr": "Deux anneaux bleus.",
+            "es": "Dos anillos azules.",
+            "it": "Due anelli blu.",
+            "ru": "Два синих кольца.",
+            "el": "Δύο μπλε δακτύλιοι.",
+            "zh": "两个蓝色的圆环。",
+            "ja": "二つの青いリング。",
+            "ar": "حلقتان زرقاوان.",
         },
     ),
     (  # no colour; ja floated quantifier; ar ثلاثة before a masculine noun; el τρία (neuter)
         CaptionContent((Mention("square", count=3),), frame=1),
         {
-            "en": "There are three squares.", "de": "Es gibt drei Quadrate.", "fr": "Il y a trois carrés.",
-            "es": "Hay tres cuadrados.", "it": "Ci sono tre quadrati.", "ru": "На картинке три квадрата.",
-            "el": "Υπάρχουν τρία τετράγωνα.", "zh": "图中有三个正方形。", "ja": "正方形が三つあります。",
+            "en": "There are three squares.",
+            "de": "Es gibt drei Quadrate.",
+            "fr": "Il y a trois carrés.",
+            "es": "Hay tres cuadrados.",
+            "it": "Ci sono tre quadrati.",
+            "ru": "На картинке три квадрата.",
+            "el": "Υπάρχουν τρία τετράγωνα.",
+            "zh": "图中有三个正方形。",
+            "ja": "正方形が三つあります。",
             "ar": "هناك ثلاثة مربعات.",
         },
     ),
     (  # ru "со звездой"
         CaptionContent((Mention("star"),), frame=2),
         {
-            "en": "A picture of a star.", "de": "Ein Bild mit einem Stern.", "fr": "Une image avec une étoile.",
-            "es": "Una imagen con una estrella.", "it": "Un'immagine con una stella.", "ru": "Картинка со звездой.",
-            "el": "Μια εικόνα με ένα αστέρι.", "zh": "画面里是一颗星星。", "ja": "星の絵。",
+            "en": "A picture of a star.",
+            "de": "Ein Bild mit einem Stern.",
+            "fr": "Une image avec une étoile.",
+            "es": "Una imagen con una estrella.",
+            "it": "Un'immagine con una stella.",
+            "ru": "Картинка со звездой.",
+            "el": "Μια εικόνα με ένα αστέρι.",
+            "zh": "画面里是一颗星星。",
+            "ja": "星の絵。",
             "ar": "صورة تحتوي على نجمة.",
         },
     ),
     (  # ja locative sentence for a lone relation; ru genitive feminine; de "ist" with one item
-        CaptionContent((Relation(Mention("star", "white"), "right_of", Mention("triangle", "purple", "small")),),
-                       frame=3),
+        CaptionContent(
+            (Relation(Mention("star", "white"), "right_of", Mention("triangle", "purple", "small")),), frame=3
+        ),
         {
             "en": "An image showing a white star to the right of a small purple triangle.",
             "de": "Zu sehen ist ein weißer Stern rechts von einem kleinen violetten Dreieck.",
@@ -159,8 +179,9 @@ GRAMMAR_CASES = [
         },
     ),
     (  # three items; de accusative of all genders; ru neuter nominative with two adjectives
-        CaptionContent((Mention("ring", "red", "large"), Mention("square", "black", "small"),
-                        Mention("diamond", "blue")), frame=1),
+        CaptionContent(
+            (Mention("ring", "red", "large"), Mention("square", "black", "small"), Mention("diamond", "blue")), frame=1
+        ),
         {
             "en": "There is a large red ring, a small black square and a blue diamond.",
             "de": "Es gibt einen großen roten Ring, ein kleines schwarzes Quadrat und eine blaue Raute.",
@@ -177,38 +198,61 @@ GRAMMAR_CASES = [
     (  # en "an"; de "orangefarbener"
         CaptionContent((Mention("circle", "orange"),)),
         {
-            "en": "An orange circle.", "de": "Ein orangefarbener Kreis.", "fr": "Un cercle orange.",
-            "es": "Un círculo anaranjado.", "it": "Un cerchio arancione.", "ru": "Оранжевый круг.",
-            "el": "Ένας πορτοκαλί κύκλος.", "zh": "一个橙色的圆形。", "ja": "オレンジ色の円。", "ar": "دائرة برتقالية.",
+            "en": "An orange circle.",
+            "de": "Ein orangefarbener Kreis.",
+            "fr": "Un cercle orange.",
+            "es": "Un círculo anaranjado.",
+            "it": "Un cerchio arancione.",
+            "ru": "Оранжевый круг.",
+            "el": "Ένας πορτοκαλί κύκλος.",
+            "zh": "一个橙色的圆形。",
+            "ja": "オレンジ色の円。",
+            "ar": "دائرة برتقالية.",
         },
     ),
     (  # feminine with size: es "una gran", fr "d'une grande ... violette", ru genitive feminine
         CaptionContent((Mention("star", "purple", "large"),), frame=3),
         {
-            "en": "An image showing a large purple star.", "de": "Zu sehen ist ein großer violetter Stern.",
-            "fr": "Un dessin d'une grande étoile violette.", "es": "Un dibujo de una gran estrella morada.",
-            "it": "Un disegno di una grande stella viola.", "ru": "Изображение большой фиолетовой звезды.",
-            "el": "Στην εικόνα φαίνεται ένα μεγάλο μωβ αστέρι.", "zh": "这张图上画着一颗紫色的大星星。",
-            "ja": "画像には大きな紫の星が描かれています。", "ar": "في الصورة نجمة بنفسجية كبيرة.",
+            "en": "An image showing a large purple star.",
+            "de": "Zu sehen ist ein großer violetter Stern.",
+            "fr": "Un dessin d'une grande étoile violette.",
+            "es": "Un dibujo de una gran estrella morada.",
+            "it": "Un disegno di una grande stella viola.",
+            "ru": "Изображение большой фиолетовой звезды.",
+            "el": "Στην εικόνα φαίνεται ένα μεγάλο μωβ αστέρι.",
+            "zh": "这张图上画着一颗紫色的大星星。",
+            "ja": "画像には大きな紫の星が描かれています。",
+            "ar": "في الصورة نجمة بنفسجية كبيرة.",
         },
     ),
     (  # ar ثلاثة + non-human plural with feminine singular adjective; ru neuter with 3; el feminine τρεις
         CaptionContent((Mention("heart", "red", count=3),)),
         {
-            "en": "Three red hearts.", "de": "Drei rote Herzen.", "fr": "Trois cœurs rouges.",
-            "es": "Tres corazones rojos.", "it": "Tre cuori rossi.", "ru": "Три красных сердца.",
-            "el": "Τρεις κόκκινες καρδιές.", "zh": "三颗红色的桃心。", "ja": "三つの赤いハート。",
+            "en": "Three red hearts.",
+            "de": "Drei rote Herzen.",
+            "fr": "Trois cœurs rouges.",
+            "es": "Tres corazones rojos.",
+            "it": "Tre cuori rossi.",
+            "ru": "Три красных сердца.",
+            "el": "Τρεις κόκκινες καρδιές.",
+            "zh": "三颗红色的桃心。",
+            "ja": "三つの赤いハート。",
             "ar": "ثلاثة قلوب حمراء.",
         },
     ),
     (  # ru genitive plural of a feminine noun ("звёзд"); ja floated quantifier in the "drawn" frame
         CaptionContent((Mention("star", "blue", count=2),), frame=3),
         {
-            "en": "An image showing two blue stars.", "de": "Zu sehen sind zwei blaue Sterne.",
-            "fr": "Un dessin de deux étoiles bleues.", "es": "Un dibujo de dos estrellas azules.",
-            "it": "Un disegno di due stelle blu.", "ru": "Изображение двух синих звёзд.",
-            "el": "Στην εικόνα φαίνονται δύο μπλε αστέρια.", "zh": "这张图上画着两颗蓝色的星星。",
-            "ja": "画像には青い星が二つ描かれています。", "ar": "في الصورة نجمتان زرقاوان.",
+            "en": "An image showing two blue stars.",
+            "de": "Zu sehen sind zwei blaue Sterne.",
+            "fr": "Un dessin de deux étoiles bleues.",
+            "es": "Un dibujo de dos estrellas azules.",
+            "it": "Un disegno di due stelle blu.",
+            "ru": "Изображение двух синих звёзд.",
+            "el": "Στην εικόνα φαίνονται δύο μπλε αστέρια.",
+            "zh": "这张图上画着两颗蓝色的星星。",
+            "ja": "画像には青い星が二つ描かれています。",
+            "ar": "في الصورة نجمتان زرقاوان.",
         },
     ),
 ]
@@ -255,8 +299,7 @@ def test_unknown_language_is_a_config_error():
 
 
 def _matches(mention: Mention, obj: SceneObject) -> bool:
-    return (mention.shape == obj.shape and mention.colour in (None, obj.colour)
-            and mention.size in (None, obj.size))
+    return mention.shape == obj.shape and mention.colour in (None, obj.colour) and mention.size in (None, obj.size)
 
 
 def _holds(relation: str, a: SceneObject, b: SceneObject) -> bool:
@@ -274,15 +317,22 @@ def test_sampled_captions_are_true_and_do_not_always_name_everything():
         for item in content.items:
             if isinstance(item, Relation):
                 relations += 1
-                assert any(_matches(item.subject, a) and _matches(item.landmark, b) and _holds(item.relation, a, b)
-                           for a in scene.objects for b in scene.objects if a is not b)
+                assert any(
+                    _matches(item.subject, a) and _matches(item.landmark, b) and _holds(item.relation, a, b)
+                    for a in scene.objects
+                    for b in scene.objects
+                    if a is not b
+                )
                 named += 2
             else:
                 assert any(_matches(item, o) for o in scene.objects)
                 # the count is the size of a (shape, colour) group that fits the mention
                 group_sizes = Counter((o.shape, o.colour) for o in scene.objects)
-                assert any(n == item.count for (shape, colour), n in group_sizes.items()
-                           if shape == item.shape and item.colour in (None, colour))
+                assert any(
+                    n == item.count
+                    for (shape, colour), n in group_sizes.items()
+                    if shape == item.shape and item.colour in (None, colour)
+                )
                 named += item.count
         complete += named == len(scene.objects)
         partial += named < len(scene.objects)
@@ -325,12 +375,11 @@ def test_identical_scene_content_gives_different_pixels():
 
 
 def test_shapes_are_distinct_masks():
-    masks = {s: _object_mask(s, 9.0, 0.0, (12.0, 12.0), (0, 0, 24, 24)) > 0.5
-             for s in ("circle", "ring", *OUTLINES)}
+    masks = {s: _object_mask(s, 9.0, 0.0, (12.0, 12.0), (0, 0, 24, 24)) > 0.5 for s in ("circle", "ring", *OUTLINES)}
     assert not masks["ring"][12, 12] and masks["circle"][12, 12]
     names = list(masks)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             iou = (masks[a] & masks[b]).sum() / (masks[a] | masks[b]).sum()
             assert iou < 0.85, (a, b, iou)
 
@@ -353,8 +402,9 @@ def test_same_seed_same_bytes_other_seed_other_world(world, tmp_path):
         twin = again.images_path if artifact == world.images_path else again.captions_path
         assert (artifact / name).read_bytes() == (twin / name).read_bytes()
     other = synthesize(tmp_path / "other", SynthConfig(seed=4, train=24, val=6, test=6))
-    assert (other.captions_path / "captions.parquet").read_bytes() != \
-        (world.captions_path / "captions.parquet").read_bytes()
+    assert (other.captions_path / "captions.parquet").read_bytes() != (
+        world.captions_path / "captions.parquet"
+    ).read_bytes()
 
 
 def test_changing_sizes_keeps_earlier_images_and_other_splits():
@@ -391,8 +441,14 @@ def test_every_caption_id_is_in_every_language_of_one_image(world):
 
 def test_captions_cover_four_scripts_and_arabic_is_right_to_left(world):
     rows = artifacts.load_captions(world.captions_path).to_pylist()
-    ranges = {"Latin": (0x41, 0x24F), "Cyrillic": (0x400, 0x4FF), "Greek": (0x370, 0x3FF), "Han": (0x4E00, 0x9FFF),
-              "Kana": (0x3040, 0x30FF), "Arabic": (0x600, 0x6FF)}
+    ranges = {
+        "Latin": (0x41, 0x24F),
+        "Cyrillic": (0x400, 0x4FF),
+        "Greek": (0x370, 0x3FF),
+        "Han": (0x4E00, 0x9FFF),
+        "Kana": (0x3040, 0x30FF),
+        "Arabic": (0x600, 0x6FF),
+    }
 
     def scripts(text):
         return {name for name, (lo, hi) in ranges.items() for ch in text if lo <= ord(ch) <= hi and ch.isalpha()}
@@ -434,8 +490,16 @@ def test_world_json_and_load_world(world, tmp_path):
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
-@pytest.mark.parametrize("bad", [dict(train=0, val=0, test=0), dict(image_size=8), dict(train=-1),
-                                 dict(langs="en,xx"), dict(translated_per_image=0, independent_per_image=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(train=0, val=0, test=0),
+        dict(image_size=8),
+        dict(train=-1),
+        dict(langs="en,xx"),
+        dict(translated_per_image=0, independent_per_image=0),
+    ],
+)
 def test_bad_config_is_rejected(bad):
     with pytest.raises(ConfigError):
         SynthConfig(**bad)
@@ -449,18 +513,21 @@ def test_bad_config_is_rejected(bad):
 def test_cli_prints_the_images_artifact_and_json(tmp_path):
     """synth-data prints the images artifact, which the next stage (encode-images, pretrain) accepts."""
     out = tmp_path / "w"
-    result = runner.invoke(app, ["synth-data", "-o", str(out), "--train", "4", "--val", "1", "--test", "1",
-                                 "--lang", "en", "--lang", "ar"])
+    result = runner.invoke(
+        app, ["synth-data", "-o", str(out), "--train", "4", "--val", "1", "--test", "1", "--lang", "en", "--lang", "ar"]
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{(out / 'images').resolve()}\n"
     assert artifacts.read_manifest(result.stdout.strip(), "images")["rows"] == 6
     assert artifacts.read_manifest(out / "captions", "captions")["languages"] == ["ar", "en"]
     assert "synth-data" in result.stderr
-    result = runner.invoke(app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1",
-                                 "--json"])
+    result = runner.invoke(
+        app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1", "--json"]
+    )
     assert result.exit_code == 2 and "--overwrite" in result.stderr  # other settings over an existing world
-    result = runner.invoke(app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1",
-                                 "--json", "--overwrite"])
+    result = runner.invoke(
+        app, ["synth-data", "--out", str(out), "--train", "2", "--val", "0", "--test", "1", "--json", "--overwrite"]
+    )
     payload = json.loads(result.stdout)
     assert payload["path"] == payload["images"] and payload["world"] == str(out.resolve())
     assert payload["n_images"] == 3
@@ -481,13 +548,19 @@ def test_cli_bad_option_is_exit_2_with_one_line(tmp_path):
 # Machine-translation errors (translate-train captions that are not exact renderings)
 # ----------------------------------------------------------------------------------------------------------------
 
-RELATION_CAPTION = CaptionContent((Relation(Mention("circle", "red", "small"), "left_of", Mention("square", "blue")),
-                                   Mention("star", "green", count=2)), frame=1)
+RELATION_CAPTION = CaptionContent(
+    (
+        Relation(Mention("circle", "red", "small"), "left_of", Mention("square", "blue")),
+        Mention("star", "green", count=2),
+    ),
+    frame=1,
+)
 
 
 def _mentions_of(content):
-    return [m for item in content.items for m in ((item.subject, item.landmark) if isinstance(item, Relation)
-                                                  else (item,))]
+    return [
+        m for item in content.items for m in ((item.subject, item.landmark) if isinstance(item, Relation) else (item,))
+    ]
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -505,7 +578,7 @@ def test_each_mt_error_changes_exactly_what_it_names(seed):
         assert not changed and wrong.items[0].relation == "right_of" and wrong.items[1] == RELATION_CAPTION.items[1]
         return
     assert len(changed) == 1
-    (old, new), = changed
+    ((old, new),) = changed
     if error == "wrong_colour":
         assert new.colour not in (None, old.colour)
         assert (new.shape, new.size, new.count) == (old.shape, old.size, old.count)
@@ -529,12 +602,14 @@ def test_mt_errors_apply_only_where_they_can():
 
 def test_mt_errors_touch_only_train_captions_in_their_languages(tmp_path):
     rates = "de=0.5,zh=0.25"
-    noisy = synthesize(tmp_path / "noisy", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh",
-                                                        mt_errors=rates))
+    noisy = synthesize(
+        tmp_path / "noisy", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh", mt_errors=rates)
+    )
     exact = synthesize(tmp_path / "exact", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh"))
     assert (noisy.images_path / "images.parquet").read_bytes() == (exact.images_path / "images.parquet").read_bytes()
-    exact_rows = {(r["caption_id"], r["lang"]): r["caption"]
-                  for r in artifacts.load_captions(exact.captions_path).to_pylist()}
+    exact_rows = {
+        (r["caption_id"], r["lang"]): r["caption"] for r in artifacts.load_captions(exact.captions_path).to_pylist()
+    }
     rows = artifacts.load_captions(noisy.captions_path).to_pylist()
     wrong = Counter()
     for row in rows:
@@ -546,8 +621,9 @@ def test_mt_errors_touch_only_train_captions_in_their_languages(tmp_path):
     per_lang = 60 * 3
     assert 0.4 < wrong["de"] / per_lang < 0.6 and 0.15 < wrong["zh"] / per_lang < 0.35
     # one language's rate does not move another language's errors
-    other = synthesize(tmp_path / "other", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh",
-                                                        mt_errors="de=0.5,zh=0.9"))
+    other = synthesize(
+        tmp_path / "other", SynthConfig(seed=3, train=60, val=6, test=6, langs="en,de,fr,zh", mt_errors="de=0.5,zh=0.9")
+    )
     de_rows = [r for r in artifacts.load_captions(other.captions_path).to_pylist() if r["lang"] == "de"]
     assert de_rows == [r for r in rows if r["lang"] == "de"]
     assert "mt_error" not in artifacts.load_captions(exact.captions_path).column_names

@@ -54,8 +54,9 @@ def test_teir_adamw_equals_torch_adamw_when_lambda_is_one():
     table_a, temp_a = _model(0)
     table_b, temp_b = _model(0)
     reference = torch.optim.AdamW([table_a, temp_a], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, foreach=False)
-    teir = TeirAdamW([table_b, temp_b], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD,
-                     row_scales={table_b: torch.ones(12)})
+    teir = TeirAdamW(
+        [table_b, temp_b], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, row_scales={table_b: torch.ones(12)}
+    )
     for step in range(6):
         _set_grads(table_a, temp_a, step)
         _set_grads(table_b, temp_b, step)
@@ -72,8 +73,9 @@ def test_rows_with_lambda_zero_stay_bit_identical_and_keep_zero_moments():
     before = table.detach().clone()
     lambdas = torch.tensor([1.0, 0.5, 0, 0, 0.25, 0, 1, 0, 0, 0.5, 0, 0])
     frozen = lambdas == 0
-    optimizer = TeirAdamW([table, temperature], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD,
-                          row_scales={table: lambdas})
+    optimizer = TeirAdamW(
+        [table, temperature], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, row_scales={table: lambdas}
+    )
     for step in range(4):
         _set_grads(table, temperature, step)  # frozen rows get gradients too (as special tokens do)
         optimizer.step()
@@ -104,9 +106,16 @@ def test_lambda_scales_the_gradient_before_the_moments_and_the_decay():
 @pytest.mark.parametrize("scale_gradients, scale_weight_decay", [(True, False), (False, True)])
 def test_each_half_of_the_regularisation_can_be_switched_off(scale_gradients, scale_weight_decay):
     table = torch.nn.Parameter(torch.ones(2, 2))
-    optimizer = TeirAdamW([table], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD,
-                          row_scales={table: torch.tensor([0.0, 1.0])},
-                          scale_gradients=scale_gradients, scale_weight_decay=scale_weight_decay)
+    optimizer = TeirAdamW(
+        [table],
+        lr=LR,
+        betas=BETAS,
+        eps=EPS,
+        weight_decay=WD,
+        row_scales={table: torch.tensor([0.0, 1.0])},
+        scale_gradients=scale_gradients,
+        scale_weight_decay=scale_weight_decay,
+    )
     table.grad = torch.ones(2, 2)
     optimizer.step()
     row = table.detach()[0]

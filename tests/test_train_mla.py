@@ -30,8 +30,12 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("world")
     result = synthesize(root / "world", SynthConfig(train=48, val=16, test=16, langs=("en", "de", "ru", "zh")))
     torch.manual_seed(0)
-    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    native = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     images = encode_images(result.images_path, root / "img", model=str(native), device="cpu", workers=0)
     vocab = build_vocab(result.captions_path, "de", root / "vocab-de", size=600)
     vocab = build_vocab(result.captions_path, "ru", root / "vocab-ru", parent=vocab, size=600)
@@ -41,22 +45,49 @@ def world(tmp_path_factory):
 def term_columns(out) -> list[str]:
     """The named loss terms of an artifact's steps.csv: the columns between ``loss`` and ``lr``."""
     header = list(read_steps_csv(out / STEPS_CSV)[0])
-    return header[header.index("loss") + 1:header.index("lr")]
+    return header[header.index("loss") + 1 : header.index("lr")]
 
 
 def nlt_config(world, out, **changes) -> mla.MlaConfig:
-    base = mla.MlaConfig(captions=world["captions"], out=out, model=str(world["native"]), tokenizer=str(world["vocab"]),
-                         languages=("de", "ru"), batch_size=8, device="cpu", cache_dir=world["root"] / "cache",
-                         loop={"steps": 6, "lr": 1e-3})
+    base = mla.MlaConfig(
+        captions=world["captions"],
+        out=out,
+        model=str(world["native"]),
+        tokenizer=str(world["vocab"]),
+        languages=("de", "ru"),
+        batch_size=8,
+        device="cpu",
+        cache_dir=world["root"] / "cache",
+        loop={"steps": 6, "lr": 1e-3},
+    )
     return replace_settings(base, **changes)
 
 
 def test_train_nlt_cli_writes_a_checkpoint_of_acquirers_only(world, tmp_path):
     out = tmp_path / "nlt"
-    result = runner.invoke(app, ["train-nlt", str(world["captions"]), "--out", str(out), "--model",
-                                 str(world["native"]), "--tokenizer", str(world["vocab"]), "--lang", "de,ru",
-                                 "--steps", "4", "--batch-size", "8", "--device", "cpu",
-                                 "--cache-dir", str(world["root"] / "cache")])
+    result = runner.invoke(
+        app,
+        [
+            "train-nlt",
+            str(world["captions"]),
+            "--out",
+            str(out),
+            "--model",
+            str(world["native"]),
+            "--tokenizer",
+            str(world["vocab"]),
+            "--lang",
+            "de,ru",
+            "--steps",
+            "4",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(world["root"] / "cache"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     tensors, config = artifacts.load_checkpoint(out)
@@ -141,8 +172,10 @@ def test_nlt_teacher_is_encoded_for_the_drawn_pairs_only(world, tmp_path):
 
     captions = artifacts.load_captions(world["captions"])
     english = captions.filter(pc.equal(captions.column("lang"), "en"))
-    per_split = {split: len(set(english.filter(pc.equal(english.column("split"), split)).column("caption")
-                                .to_pylist())) for split in ("train", "val")}
+    per_split = {
+        split: len(set(english.filter(pc.equal(english.column("split"), split)).column("caption").to_pylist()))
+        for split in ("train", "val")
+    }
     cache = tmp_path / "cache"
     mla.train_nlt(nlt_config(world, tmp_path / "a", cache_dir=cache, steps=2))
     two_steps = cached(cache)
@@ -167,7 +200,8 @@ def test_nlt_on_demand_trains_the_weights_of_the_teacher_computed_up_front(world
         vectors = encode_texts(pairs.teacher.encoder, texts, "en", runtime, 256, normalize=False)  # [N, D]
         row_of = {text: i for i, text in enumerate(texts)}
         pairs.targets = lambda lang, index: torch.from_numpy(
-            vectors[[row_of[t] for t in pairs.english[lang].take(index).to_pylist()]])
+            vectors[[row_of[t] for t in pairs.english[lang].take(index).to_pylist()]]
+        )
         return pairs
 
     monkeypatch.setattr(mla, "_nlt_data", teacher_up_front)
@@ -192,8 +226,9 @@ def test_teacher_cache_follows_the_weights_not_the_path(world, tmp_path):
 
     def teacher_of(seed: int) -> np.ndarray:
         torch.manual_seed(seed)
-        artifacts.write_checkpoint(native, load_clip("mltk-tiny").model.state_dict(),
-                                   clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+        artifacts.write_checkpoint(
+            native, load_clip("mltk-tiny").model.state_dict(), clip_checkpoint_config("mltk-tiny"), stage="pretrain"
+        )
         clip = load_clip(str(native))
         return np.array(teacher_embeddings(ClipTextEncoder(clip), clip.spec, ids, texts, runtime, tmp_path / "cache"))
 
@@ -202,12 +237,31 @@ def test_teacher_cache_follows_the_weights_not_the_path(world, tmp_path):
     assert not np.allclose(first, second)
     np.testing.assert_allclose(second, expected.detach().numpy(), atol=1e-6)
 
+
 def test_train_le_reads_image_embeddings_from_a_pipe(world, tmp_path):
     nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
     out = tmp_path / "le"
-    result = runner.invoke(app, ["train-le", "--captions", str(world["captions"]), "--init", str(nlt),
-                                 "--out", str(out), "--steps", "3", "--batch-size", "8", "--lr", "1e-4",
-                                 "--device", "cpu"], input=f"{world['images']}\n")
+    result = runner.invoke(
+        app,
+        [
+            "train-le",
+            "--captions",
+            str(world["captions"]),
+            "--init",
+            str(nlt),
+            "--out",
+            str(out),
+            "--steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--lr",
+            "1e-4",
+            "--device",
+            "cpu",
+        ],
+        input=f"{world['images']}\n",
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == str(out.resolve())
     manifest = artifacts.read_manifest(out, "checkpoint")
@@ -219,24 +273,79 @@ def test_train_le_reads_image_embeddings_from_a_pipe(world, tmp_path):
 def test_train_le_without_nlt_trains_fresh_acquirers(world, tmp_path):
     """The paper's LE-only ablation: acquirers trained from scratch by the contrastive loss alone."""
     out = tmp_path / "le-only"
-    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
-                                 "--model", str(world["native"]), "--tokenizer", str(world["vocab"]), "--lang", "de",
-                                 "--out", str(out), "--steps", "3", "--batch-size", "8", "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "train-le",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--model",
+            str(world["native"]),
+            "--tokenizer",
+            str(world["vocab"]),
+            "--lang",
+            "de",
+            "--out",
+            str(out),
+            "--steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     tensors, config = artifacts.load_checkpoint(out)
     assert config["format"] == "mla" and config["languages"] == ["de"]
     assert any(k.startswith("acquirers.de.") for k in tensors)
-    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
-                                 "--out", str(tmp_path / "x"), "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "train-le",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--out",
+            str(tmp_path / "x"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 2 and "--init" in result.stderr and "--tokenizer" in result.stderr
 
 
 def test_bad_inputs_are_one_line_errors(world, tmp_path):
-    result = runner.invoke(app, ["train-nlt", str(world["captions"]), "--out", str(tmp_path / "x"), "--model",
-                                 str(world["native"]), "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "train-nlt",
+            str(world["captions"]),
+            "--out",
+            str(tmp_path / "x"),
+            "--model",
+            str(world["native"]),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 2 and "--tokenizer" in result.stderr
-    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
-                                 "--init", str(world["native"]), "--out", str(tmp_path / "y"), "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "train-le",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--init",
+            str(world["native"]),
+            "--out",
+            str(tmp_path / "y"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 2 and "not an MLA checkpoint" in result.stderr
     result = runner.invoke(app, ["train-nlt", str(tmp_path / "missing"), "--out", str(tmp_path / "z")])
     assert result.exit_code == 2 and str(tmp_path / "missing") in result.stderr
@@ -249,9 +358,17 @@ def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
 
     torch.manual_seed(0)
     encoder = build_encoder(str(world["native"]), None, str(world["vocab"]), ["de"])
-    texts = ["ein roter Kreis", "ein sehr kleiner roter Kreis links von einem großen blauen Quadrat und ein Stern",
-             "Quadrat", "ein blaues Quadrat links von einem Kreis", "Stern", "zwei rote Kreise", "ein Herz", "Kreuz",
-             "drei kleine gelbe Sterne über einem großen schwarzen Herz"]
+    texts = [
+        "ein roter Kreis",
+        "ein sehr kleiner roter Kreis links von einem großen blauen Quadrat und ein Stern",
+        "Quadrat",
+        "ein blaues Quadrat links von einem Kreis",
+        "Stern",
+        "zwei rote Kreise",
+        "ein Herz",
+        "Kreuz",
+        "drei kleine gelbe Sterne über einem großen schwarzen Herz",
+    ]
     tokens = encoder.tokenize(texts, "de")
     params = list(encoder.trainable_tensors(["de"]).values())
 
@@ -259,9 +376,10 @@ def test_length_buckets_give_the_features_and_gradients_of_one_batch(world):
 
     def features_and_grads(buckets):
         encoder.zero_grad()
-        features = encoder.tower.forward_embeddings(encoder.embedding(tokens), pool_index + 1,
-                                                    after_block=encoder.acquirers["de"], buckets=buckets)
-        (features ** 2).sum().backward()
+        features = encoder.tower.forward_embeddings(
+            encoder.embedding(tokens), pool_index + 1, after_block=encoder.acquirers["de"], buckets=buckets
+        )
+        (features**2).sum().backward()
         return features.detach(), [p.grad.clone() for p in params]
 
     one, grads_one = features_and_grads(1)
@@ -278,14 +396,32 @@ def test_le_temperature_is_fixed_at_a_number_or_at_the_base_clips_own(world, tmp
     own = 1.0 / encoder.clip.model.logit_scale.exp().item()
     assert mla.le_temperature(None, encoder) == pytest.approx(own)
     assert mla.le_temperature(0.01, encoder) == 0.01
-    base = ["train-le", str(world["images"]), "--captions", str(world["captions"]), "--model", str(world["native"]),
-            "--tokenizer", str(world["vocab"]), "--lang", "de", "--steps", "2", "--batch-size", "8", "--device", "cpu"]
+    base = [
+        "train-le",
+        str(world["images"]),
+        "--captions",
+        str(world["captions"]),
+        "--model",
+        str(world["native"]),
+        "--tokenizer",
+        str(world["vocab"]),
+        "--lang",
+        "de",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--device",
+        "cpu",
+    ]
     result = runner.invoke(app, base + ["--temperature", "warm", "--out", str(tmp_path / "a")])
     assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
-        "mltk train-le: error: --temperature must be a number or 'clip', got 'warm'"]
+        "mltk train-le: error: --temperature must be a number or 'clip', got 'warm'"
+    ]
     result = runner.invoke(app, base + ["--temperature", "0", "--out", str(tmp_path / "z")])
     assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
-        "mltk train-le: error: --temperature must be positive or 'clip', got 0.0"]  # refused before anything is loaded
+        "mltk train-le: error: --temperature must be positive or 'clip', got 0.0"
+    ]  # refused before anything is loaded
     result = runner.invoke(app, base + ["--temperature", "clip", "--out", str(tmp_path / "b")])
     assert result.exit_code == 0, result.stderr
     assert f"LE temperature {own:.4g}" in result.stderr
@@ -325,17 +461,41 @@ def test_nlt_and_le_in_one_stage_add_both_losses(world, tmp_path):
         assert torch.equal(terms["nlt_mse"], nlt) and torch.equal(terms["le_infonce"], le)
     manifest = artifacts.read_manifest(out, "checkpoint")
     assert manifest["created_by"]["stage"] == "train-nlt-le"
-    result = runner.invoke(app, ["train-nlt-le", str(world["images"]), "--captions", str(world["captions"]),
-                                 "--model", str(world["native"]), "--tokenizer", str(world["vocab"]), "--lang", "de",
-                                 "--acquirer", "linear", "--out", str(tmp_path / "cli"), "--steps", "2",
-                                 "--batch-size", "8", "--device", "cpu", "--cache-dir", str(world["root"] / "cache")])
+    result = runner.invoke(
+        app,
+        [
+            "train-nlt-le",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--model",
+            str(world["native"]),
+            "--tokenizer",
+            str(world["vocab"]),
+            "--lang",
+            "de",
+            "--acquirer",
+            "linear",
+            "--out",
+            str(tmp_path / "cli"),
+            "--steps",
+            "2",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(world["root"] / "cache"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert artifacts.load_checkpoint(tmp_path / "cli")[1]["acquirer"] == "linear"
 
 
 def test_nlt_acquirer_ablation_and_mse_form_reach_the_encoder_and_the_loss(world, tmp_path):
-    out = mla.train_nlt(nlt_config(world, tmp_path / "none", acquirer="none", languages=("de",),
-                                   loop={"steps": 2, "lr": 1e-3}))
+    out = mla.train_nlt(
+        nlt_config(world, tmp_path / "none", acquirer="none", languages=("de",), loop={"steps": 2, "lr": 1e-3})
+    )
     tensors, checkpoint = artifacts.load_checkpoint(out)
     assert checkpoint["acquirer"] == "none" and all(k.startswith("embedding.") for k in tensors)
     captured = {}
@@ -352,8 +512,10 @@ def test_train_le_from_python_with_the_default_config_trains_at_the_le_recipe_ra
     """The paper's LE lr 3e-6 lived only in the CLI, so ``train_le(MlaConfig(...))`` trained at NLT's 1e-4.
     Only the step count is set here; every other value, lr included, is the config's default (the mla-le recipe)."""
     nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
-    config = replace_settings(mla.MlaConfig(captions=world["captions"], out=tmp_path / "le", images=world["images"],
-                                            init=nlt, device="cpu"), steps=20)
+    config = replace_settings(
+        mla.MlaConfig(captions=world["captions"], out=tmp_path / "le", images=world["images"], init=nlt, device="cpu"),
+        steps=20,
+    )
     out = mla.train_le(config)
     loop = artifacts.read_manifest(out, "checkpoint")["created_by"]["config"]["loop"]
     assert loop["lr"] == 3e-6 and loop["steps"] == 20
@@ -364,41 +526,96 @@ def test_train_le_from_python_with_the_default_config_trains_at_the_le_recipe_ra
     rows = read_steps_csv(out / STEPS_CSV)
     schedule = recipe_loop(load_recipe("mla-le"), steps=20)  # the rates the optimizer stepped at: 3e-6 x its schedule
     assert any(float(row["lr"]) > 1e-6 for row in rows) and [float(row["lr"]) for row in rows] == pytest.approx(
-        [3e-6 * lr_factor(int(row["step"]) - 1, schedule) for row in rows], abs=1e-15)
+        [3e-6 * lr_factor(int(row["step"]) - 1, schedule) for row in rows], abs=1e-15
+    )
 
 
 def test_recipe_file_sets_the_hyper_parameters_and_the_options_given_replace_them(world, tmp_path):
     import json
 
     recipe = tmp_path / "slow-le.json"
-    recipe.write_text(json.dumps({"name": "slow-le", "stage": "train-le", "extends": "mla-le",
-                                  "loop": {"lr": 5e-6, "weight_decay": 0.1}, "config": {"batch_size": 8}}))
+    recipe.write_text(
+        json.dumps(
+            {
+                "name": "slow-le",
+                "stage": "train-le",
+                "extends": "mla-le",
+                "loop": {"lr": 5e-6, "weight_decay": 0.1},
+                "config": {"batch_size": 8},
+            }
+        )
+    )
     nlt = mla.train_nlt(nlt_config(world, tmp_path / "nlt"))
     out = tmp_path / "le"
-    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]), "--init",
-                                 str(nlt), "--recipe", str(recipe), "--steps", "2", "--weight-decay", "0.3",
-                                 "--device", "cpu", "-o", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "train-le",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--init",
+            str(nlt),
+            "--recipe",
+            str(recipe),
+            "--steps",
+            "2",
+            "--weight-decay",
+            "0.3",
+            "--device",
+            "cpu",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     config = artifacts.read_manifest(out, "checkpoint")["created_by"]["config"]
     assert config["recipe"].startswith("file sha256:") and config["batch_size"] == 8 and config["temperature"] == 0.01
     assert (config["loop"]["lr"], config["loop"]["weight_decay"], config["loop"]["steps"]) == (5e-6, 0.3, 2)
 
 
-@pytest.mark.parametrize("text, fragment", [("{not json", "this recipe is not valid JSON"),
-                                            ('{"stage": "train-le", "loop": {"lr": 1e-5}, "colour": 1}',
-                                             "unknown recipe key 'colour'"),
-                                            ('{"stage": "train-ccrk"}', "is for train-ccrk, not train-le"),
-                                            ('{"stage": "train-le", "extends": "mla-le", "loop": {"rate": 1}}',
-                                             "unknown recipe key 'loop.rate'")])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("{not json", "this recipe is not valid JSON"),
+        ('{"stage": "train-le", "loop": {"lr": 1e-5}, "colour": 1}', "unknown recipe key 'colour'"),
+        ('{"stage": "train-ccrk"}', "is for train-ccrk, not train-le"),
+        ('{"stage": "train-le", "extends": "mla-le", "loop": {"rate": 1}}', "unknown recipe key 'loop.rate'"),
+    ],
+)
 def test_a_bad_recipe_file_exits_2_with_one_line_naming_it(world, tmp_path, text, fragment):
     recipe = tmp_path / "bad.json"
     recipe.write_text(text)
-    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]), "--init",
-                                 str(world["native"]), "--recipe", str(recipe), "--device", "cpu",
-                                 "-o", str(tmp_path / "le")])
+    result = runner.invoke(
+        app,
+        [
+            "train-le",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--init",
+            str(world["native"]),
+            "--recipe",
+            str(recipe),
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "le"),
+        ],
+    )
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr.count("\n") == 1 and str(recipe) in result.stderr and fragment in result.stderr, \
-        result.stderr
-    result = runner.invoke(app, ["train-le", str(world["images"]), "--captions", str(world["captions"]),
-                                 "--recipe", "no-such-recipe", "-o", str(tmp_path / "le")])
+    assert result.stderr.count("\n") == 1 and str(recipe) in result.stderr and fragment in result.stderr, result.stderr
+    result = runner.invoke(
+        app,
+        [
+            "train-le",
+            str(world["images"]),
+            "--captions",
+            str(world["captions"]),
+            "--recipe",
+            "no-such-recipe",
+            "-o",
+            str(tmp_path / "le"),
+        ],
+    )
     assert result.exit_code == 2 and "no recipe 'no-such-recipe'" in result.stderr and "mla-le" in result.stderr

@@ -57,13 +57,15 @@ def m2m_dir(tmp_path_factory):
 def _captions_table(count: int = 14, duplicates: int = 3) -> pa.Table:
     texts = synthetic_sentences(count - duplicates, seed=7)
     texts += texts[:duplicates]  # the same sentence for several images: translated once
-    return pa.table({
-        "image_id": [f"img{i // 2}" for i in range(count)],
-        "lang": ["en"] * count,
-        "caption": texts,
-        "caption_id": [f"cap{i:03d}" for i in range(count)],
-        "split": ["train" if i % 4 else "val" for i in range(count)],
-    })
+    return pa.table(
+        {
+            "image_id": [f"img{i // 2}" for i in range(count)],
+            "lang": ["en"] * count,
+            "caption": texts,
+            "caption_id": [f"cap{i:03d}" for i in range(count)],
+            "split": ["train" if i % 4 else "val" for i in range(count)],
+        }
+    )
 
 
 @pytest.fixture
@@ -72,8 +74,16 @@ def captions(tmp_path):
 
 
 def _config(marian_dir, tmp_path, **overrides) -> TranslateConfig:
-    settings = dict(targets=("de", "fr"), model=str(marian_dir / "opus-mt-en-{tgt}"), beams=2, max_length=16,
-                    batch_size=3, shard_size=4, device="cpu", cache_dir=str(tmp_path / "cache"))
+    settings = dict(
+        targets=("de", "fr"),
+        model=str(marian_dir / "opus-mt-en-{tgt}"),
+        beams=2,
+        max_length=16,
+        batch_size=3,
+        shard_size=4,
+        device="cpu",
+        cache_dir=str(tmp_path / "cache"),
+    )
     settings.update(overrides)
     return TranslateConfig(**settings)
 
@@ -148,8 +158,7 @@ def test_quality_report_counts_and_drops():
     keep = report.check_rows("de", ["A dog.", "A cat.", "A man."], ["Ein Hund.", "", "A man."])
     assert keep == [True, False, False]
     counts = report.to_manifest()["by_language"]["de"]
-    assert counts == {"rows": 3, "empty": 1, "too_long": 0, "identical": 1, "repetition": 0, "flagged": 2,
-                      "dropped": 2}
+    assert counts == {"rows": 3, "empty": 1, "too_long": 0, "identical": 1, "repetition": 0, "flagged": 2, "dropped": 2}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -273,15 +282,15 @@ def test_changed_settings_discard_finished_shards(marian_dir, captions, tmp_path
 
     with pytest.raises(_Interrupt):
         translate_captions(captions, out, config, on_shard=interrupt)
-    result = translate_captions(captions, out, _config(marian_dir, tmp_path, use_cache=False, targets=("de",),
-                                                       beams=1))
+    result = translate_captions(captions, out, _config(marian_dir, tmp_path, use_cache=False, targets=("de",), beams=1))
     assert artifacts.read_manifest(result)["translation"]["by_language"]["de"]["resumed"] == 0
 
 
 def test_existing_human_translations_are_kept(marian_dir, tmp_path, model_calls):
     table = _captions_table(6, duplicates=0)
-    human = pa.table({"image_id": ["img0"], "lang": ["de"], "caption": ["Ein Hund."], "caption_id": ["cap000"],
-                      "split": ["val"]})
+    human = pa.table(
+        {"image_id": ["img0"], "lang": ["de"], "caption": ["Ein Hund."], "caption_id": ["cap000"], "split": ["val"]}
+    )
     captions = artifacts.write_captions(tmp_path / "captions", pa.concat_tables([table, human]))
     out = translate_captions(captions, tmp_path / "out", _config(marian_dir, tmp_path, targets=("de",)))
     german = [r for r in _rows(out) if r["lang"] == "de"]
@@ -308,14 +317,16 @@ def test_drop_bad_removes_exactly_the_flagged_rows(marian_dir, captions, tmp_pat
     assert len(_rows(dropped)) == len(_rows(kept)) - quality["dropped"]
     for row in _rows(dropped):
         if row["lang"] != "en":
-            source = next(r["caption"] for r in _rows(kept) if r["caption_id"] == row["caption_id"]
-                          and r["lang"] == "en")
+            source = next(
+                r["caption"] for r in _rows(kept) if r["caption_id"] == row["caption_id"] and r["lang"] == "en"
+            )
             assert G.check(source, row["caption"]) == ()
 
 
 def test_m2m100_serves_all_targets_from_one_model(m2m_dir, captions, tmp_path, model_calls):
-    out = translate_captions(captions, tmp_path / "out",
-                             _config(m2m_dir, tmp_path, model=str(m2m_dir), targets=("de", "fr", "ja")))
+    out = translate_captions(
+        captions, tmp_path / "out", _config(m2m_dir, tmp_path, model=str(m2m_dir), targets=("de", "fr", "ja"))
+    )
     assert model_calls["loads"] == 1
     rows = _rows(out)
     assert len(rows) == 4 * _captions_table().num_rows
@@ -346,17 +357,24 @@ def test_bad_options_are_config_errors(marian_dir, captions, tmp_path):
 
 
 def test_join_by_caption_id_from_csv_and_jsonl(captions, tmp_path):
-    (tmp_path / "de.csv").write_text('caption_id,lang,caption\ncap000,de,"Ein Hund, der rennt."\n'
-                                     "cap001,de,Eine Katze.\nnope,de,Niemand.\n", encoding="utf-8")
-    lines = [{"caption_id": "cap000", "lang": "fr", "caption": "Un chien."},
-             {"caption_id": "cap002", "lang": "fr", "caption": ""}]
+    (tmp_path / "de.csv").write_text(
+        'caption_id,lang,caption\ncap000,de,"Ein Hund, der rennt."\ncap001,de,Eine Katze.\nnope,de,Niemand.\n',
+        encoding="utf-8",
+    )
+    lines = [
+        {"caption_id": "cap000", "lang": "fr", "caption": "Un chien."},
+        {"caption_id": "cap002", "lang": "fr", "caption": ""},
+    ]
     (tmp_path / "fr.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
     config = JoinConfig(translations=(str(tmp_path / "de.csv"), str(tmp_path / "fr.jsonl")))
     out = join_translations(captions, tmp_path / "out", config)
     added = [r for r in _rows(out) if r["lang"] != "en"]
     assert [(r["caption_id"], r["lang"], r["caption"]) for r in added] == [
-        ("cap000", "de", "Ein Hund, der rennt."), ("cap001", "de", "Eine Katze."),
-        ("cap000", "fr", "Un chien."), ("cap002", "fr", "")]
+        ("cap000", "de", "Ein Hund, der rennt."),
+        ("cap001", "de", "Eine Katze."),
+        ("cap000", "fr", "Un chien."),
+        ("cap002", "fr", ""),
+    ]
     assert added[0]["image_id"] == "img0" and added[0]["source"] == "join:de.csv"
     manifest = artifacts.read_manifest(out)
     by_file = manifest["translation"]["by_file"]
@@ -368,16 +386,22 @@ def test_join_by_caption_id_from_csv_and_jsonl(captions, tmp_path):
 
 def test_join_by_image_id_from_tsv_and_parquet(tmp_path):
     table = _captions_table(4, duplicates=0)  # img0 has cap000 and cap001, img1 has cap002 and cap003
-    single = pa.table({"image_id": ["img9"], "lang": ["en"], "caption": ["A boat."], "caption_id": ["cap9"],
-                       "split": ["test"]})
+    single = pa.table(
+        {"image_id": ["img9"], "lang": ["en"], "caption": ["A boat."], "caption_id": ["cap9"], "split": ["test"]}
+    )
     captions = artifacts.write_captions(tmp_path / "captions", pa.concat_tables([table, single]))
-    (tmp_path / "x.tsv").write_text('image_id\tlang\tcaption\nimg9\tde\tEin "Boot".\nimg0\tde\tZwei Hunde.\n'
-                                    "img0\tde\tHunde.\n", encoding="utf-8")
+    (tmp_path / "x.tsv").write_text(
+        'image_id\tlang\tcaption\nimg9\tde\tEin "Boot".\nimg0\tde\tZwei Hunde.\nimg0\tde\tHunde.\n', encoding="utf-8"
+    )
     pq.write_table(pa.table({"image_id": [9], "lang": ["fr"], "caption": ["Un bateau."]}), tmp_path / "x.parquet")
     pq.write_table(pa.table({"image_id": ["img9"], "lang": ["fr"], "caption": ["Un bateau."]}), tmp_path / "y.parquet")
-    out = join_translations(captions, tmp_path / "out",
-                            JoinConfig((str(tmp_path / "x.tsv"), str(tmp_path / "x.parquet"),
-                                        str(tmp_path / "y.parquet")), targets=("de", "fr")))
+    out = join_translations(
+        captions,
+        tmp_path / "out",
+        JoinConfig(
+            (str(tmp_path / "x.tsv"), str(tmp_path / "x.parquet"), str(tmp_path / "y.parquet")), targets=("de", "fr")
+        ),
+    )
     added = {(r["caption_id"], r["lang"]): r for r in _rows(out) if r["lang"] != "en"}
     assert added[("cap9", "de")]["caption"] == 'Ein "Boot".'  # the image's only caption keeps its id
     assert added[("cap9", "fr")]["split"] == "test"
@@ -407,9 +431,28 @@ def test_join_rejects_bad_files(captions, tmp_path):
 
 def test_cli_translates_from_stdin_and_prints_only_the_path(marian_dir, captions, tmp_path):
     out = tmp_path / "out"
-    result = runner.invoke(app, ["translate-data", "-", "--out", str(out), "--target", "de,fr", "--model",
-                                 str(marian_dir / "opus-mt-en-{tgt}"), "--beams", "1", "--max-length", "8",
-                                 "--cache", str(tmp_path / "cache"), "--device", "cpu"], input=f"{captions}\n")
+    result = runner.invoke(
+        app,
+        [
+            "translate-data",
+            "-",
+            "--out",
+            str(out),
+            "--target",
+            "de,fr",
+            "--model",
+            str(marian_dir / "opus-mt-en-{tgt}"),
+            "--beams",
+            "1",
+            "--max-length",
+            "8",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--device",
+            "cpu",
+        ],
+        input=f"{captions}\n",
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     assert "en->de" in result.stderr
@@ -418,30 +461,56 @@ def test_cli_translates_from_stdin_and_prints_only_the_path(marian_dir, captions
 
 def test_cli_join_with_json_output(captions, tmp_path):
     (tmp_path / "de.csv").write_text("caption_id,lang,caption\ncap000,de,Ein Hund.\n", encoding="utf-8")
-    result = runner.invoke(app, ["translate-data", str(captions), "-o", str(tmp_path / "out"), "--backend", "join",
-                                 "--translations", str(tmp_path / "de.csv"), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "translate-data",
+            str(captions),
+            "-o",
+            str(tmp_path / "out"),
+            "--backend",
+            "join",
+            "--translations",
+            str(tmp_path / "de.csv"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["rows"] == _captions_table().num_rows + 1 and payload["languages"] == ["de", "en"]
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["{missing}", "--target", "de"], "no such file"),
-    (["{captions}", "--target", "xx", "--model", "facebook/nllb-200-distilled-600M"], "no NLLB-200 code"),
-    (["{captions}", "--target", "eo", "--model", "facebook/m2m100_418M"], "not one of M2M-100's languages"),
-    (["{captions}", "--target", "german"], "not an ISO 639-1 language code"),
-    (["{captions}"], "no target language"),
-    (["{captions}", "--target", "de", "--model", "{tmp}/no-such-model"], "translation model directory not found"),
-    (["{captions}", "--backend", "join"], "needs at least one --translations"),
-    (["{captions}", "--backend", "join", "--translations", "{tmp}/none.csv"], "no such translations file"),
-    (["{captions}", "--backend", "magic", "--target", "de"], "--backend must be one of"),
-    (["{captions}", "--target", "de", "--batch-size", "0"], "--batch-size must be between 1 and"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["{missing}", "--target", "de"], "no such file"),
+        (["{captions}", "--target", "xx", "--model", "facebook/nllb-200-distilled-600M"], "no NLLB-200 code"),
+        (["{captions}", "--target", "eo", "--model", "facebook/m2m100_418M"], "not one of M2M-100's languages"),
+        (["{captions}", "--target", "german"], "not an ISO 639-1 language code"),
+        (["{captions}"], "no target language"),
+        (["{captions}", "--target", "de", "--model", "{tmp}/no-such-model"], "translation model directory not found"),
+        (["{captions}", "--backend", "join"], "needs at least one --translations"),
+        (["{captions}", "--backend", "join", "--translations", "{tmp}/none.csv"], "no such translations file"),
+        (["{captions}", "--backend", "magic", "--target", "de"], "--backend must be one of"),
+        (["{captions}", "--target", "de", "--batch-size", "0"], "--batch-size must be between 1 and"),
+    ],
+)
 def test_cli_bad_input_is_exit_2_with_one_line(captions, tmp_path, arguments, message):
     values = {"missing": str(tmp_path / "missing"), "captions": str(captions), "tmp": str(tmp_path)}
     args = [a.format(**values) for a in arguments]
-    result = runner.invoke(app, ["translate-data", *args, "--out", str(tmp_path / "out"), "--device", "cpu",
-                                 "--cache", str(tmp_path / "cache")])
+    result = runner.invoke(
+        app,
+        [
+            "translate-data",
+            *args,
+            "--out",
+            str(tmp_path / "out"),
+            "--device",
+            "cpu",
+            "--cache",
+            str(tmp_path / "cache"),
+        ],
+    )
     assert result.exit_code == 2, result.stderr
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr

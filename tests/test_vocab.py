@@ -51,10 +51,17 @@ def corpus(lang: str, n: int = 200) -> list[str]:
 
 
 def captions_table(langs=TASKS) -> pa.Table:
-    rows = [(f"img{i}", lang, text, f"{lang}{i}", "train" if i % 10 else "val")
-            for lang in langs for i, text in enumerate(corpus(lang))]
-    return pa.table({name: [row[k] for row in rows]
-                     for k, name in enumerate(("image_id", "lang", "caption", "caption_id", "split"))})
+    rows = [
+        (f"img{i}", lang, text, f"{lang}{i}", "train" if i % 10 else "val")
+        for lang in langs
+        for i, text in enumerate(corpus(lang))
+    ]
+    return pa.table(
+        {
+            name: [row[k] for row in rows]
+            for k, name in enumerate(("image_id", "lang", "caption", "caption_id", "split"))
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +143,8 @@ def test_merge_rules_on_a_hand_made_parent():
     parent_merges = [("a", "b"), ("ab", "c</w>")]
     learned = [("a", "b"), ("x", "y"), ("ab", "d</w>"), ("b", "c</w>"), ("xy", "z</w>")]
     tokens, merges, sizes = vocab.merge_vocabularies(parent_tokens, parent_merges, learned)
-    assert tokens[:len(parent_tokens)] == parent_tokens  # old ids unchanged, special tokens included
-    assert tokens[len(parent_tokens):] == ["xy", "abd</w>", "bc</w>", "xyz</w>"]  # V̂'s order
+    assert tokens[: len(parent_tokens)] == parent_tokens  # old ids unchanged, special tokens included
+    assert tokens[len(parent_tokens) :] == ["xy", "abd</w>", "bc</w>", "xyz</w>"]  # V̂'s order
     assert merges == parent_merges + learned[1:]  # old merges first, the duplicate (a, b) dropped
     assert (sizes.old, sizes.new_vocab, sizes.overlap, sizes.new, sizes.total) == (516, 519, 515, 4, 520)
     assert (sizes.merges_duplicate, sizes.merges_total) == (1, 6)
@@ -180,14 +187,14 @@ def test_chain_keeps_ids_merges_and_special_tokens(chain):
         manifest = artifacts.read_manifest(path, "vocab")
         current = vocab.load_vocabulary(path)
         tokenizer, sizes = current.tokenizer, current.sizes
-        assert tokenizer.tokens[:parent.vocab_size] == parent.tokenizer.tokens
-        assert tokenizer.merges[:len(parent.tokenizer.merges)] == parent.tokenizer.merges
+        assert tokenizer.tokens[: parent.vocab_size] == parent.tokenizer.tokens
+        assert tokenizer.merges[: len(parent.tokenizer.merges)] == parent.tokenizer.merges
         assert len(set(tokenizer.merges)) == len(tokenizer.merges)
         assert (tokenizer.sot_token_id, tokenizer.eot_token_id) == (SOT, EOT)
         assert sizes.old == parent.vocab_size and sizes.overlap + sizes.new == sizes.new_vocab
         assert sizes.total == tokenizer.vocab_size == sizes.old + sizes.new == manifest["vocab_size"]
         assert sizes.merges_total == len(tokenizer.merges) > len(parent.tokenizer.merges)
-        assert manifest["languages"] == list(TASKS[:TASKS.index(lang) + 1]) and manifest["lang"] == lang
+        assert manifest["languages"] == list(TASKS[: TASKS.index(lang) + 1]) and manifest["lang"] == lang
         parent = current
 
 
@@ -240,7 +247,7 @@ def test_task_counts_follow_their_definition(chain):
         assert np.array_equal(current.counts_after_task(), expected_prior + (expected_freq > 0))
     # A brand-new zh token has c = 0, so TEIR gives it lambda 1.
     last = vocab.load_vocabulary(paths[-1])
-    assert (last.prior_task_counts[last.sizes.old:] == 0).all()
+    assert (last.prior_task_counts[last.sizes.old :] == 0).all()
 
 
 def test_token_sets_by_membership_of_each_tasks_new_vocabulary(chain):
@@ -270,8 +277,14 @@ def test_token_sets_by_membership_of_each_tasks_new_vocabulary(chain):
 def test_vocab_files_are_text_json_and_npy(chain):
     path = chain[1][1]
     manifest = artifacts.read_manifest(path, "vocab")
-    assert set(manifest["files"]) == {"merges.txt", "vocab.json", "prior_task_counts.npy", "task_token_freq.npy",
-                                      "prior_vocab_counts.npy", "task_vocab_member.npy"}
+    assert set(manifest["files"]) == {
+        "merges.txt",
+        "vocab.json",
+        "prior_task_counts.npy",
+        "task_token_freq.npy",
+        "prior_vocab_counts.npy",
+        "task_vocab_member.npy",
+    }
     assert json.loads((path / "vocab.json").read_text(encoding="utf-8"))["<end_of_text>"] == EOT
     assert (path / "merges.txt").read_text(encoding="utf-8").splitlines()[1] == "i n"  # CLIP's first merge
     assert [t["lang"] for t in manifest["tasks"]] == ["en", "de"]
@@ -335,16 +348,44 @@ def test_german_vocabulary_and_english_captions(shared_data, open_clip_tokenizer
 
 def test_cli_build_vocab_chain_and_pipe(chain, tmp_path):
     captions, _ = chain
-    result = runner.invoke(app, ["build-vocab", str(captions), "--lang", "de", "--size", "600",
-                                 "--protect-lang", "en", "--out", str(tmp_path / "de")])
+    result = runner.invoke(
+        app,
+        [
+            "build-vocab",
+            str(captions),
+            "--lang",
+            "de",
+            "--size",
+            "600",
+            "--protect-lang",
+            "en",
+            "--out",
+            str(tmp_path / "de"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{tmp_path / 'de'}\n"
     assert "vocab de" in result.stderr
     manifest = artifacts.read_manifest(tmp_path / "de", "vocab")
     assert manifest["created_by"]["config"]["protect_lang"] == "en"
     assert manifest["inputs"][0]["path"] == str(captions) and manifest["inputs"][0]["kind"] == "captions"
-    result = runner.invoke(app, ["build-vocab", "-", "--lang", "ru", "--parent", str(tmp_path / "de"),
-                                 "--size", "600", "--out", str(tmp_path / "ru"), "--json"], input=f"{captions}\n")
+    result = runner.invoke(
+        app,
+        [
+            "build-vocab",
+            "-",
+            "--lang",
+            "ru",
+            "--parent",
+            str(tmp_path / "de"),
+            "--size",
+            "600",
+            "--out",
+            str(tmp_path / "ru"),
+            "--json",
+        ],
+        input=f"{captions}\n",
+    )
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["path"] == str(tmp_path / "ru") and payload["languages"] == ["de", "ru"]
@@ -356,8 +397,19 @@ def test_cli_errors_are_one_line_exit_2(chain, tmp_path):
     result = runner.invoke(app, ["build-vocab", str(captions), "--lang", "fr", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "lang='fr'" in result.stderr and str(captions) in result.stderr
-    result = runner.invoke(app, ["build-vocab", str(captions), "--lang", "de", "--parent", str(tmp_path / "none"),
-                                 "--out", str(tmp_path / "x")])
+    result = runner.invoke(
+        app,
+        [
+            "build-vocab",
+            str(captions),
+            "--lang",
+            "de",
+            "--parent",
+            str(tmp_path / "none"),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert result.exit_code == 2 and "no such file" in result.stderr
 
 
@@ -388,8 +440,10 @@ def test_build_vocab_takes_its_sizes_from_the_cll_clip_recipe(chain, tmp_path, m
     from mltk.settings import vocab as vocab_settings
 
     recipe = load_recipe("cll-clip")
-    assert vocab_settings.vocabulary_sizes(None, None) == (recipe.config["vocab_size"],
-                                                           recipe.config["vocab_min_frequency"])
+    assert vocab_settings.vocabulary_sizes(None, None) == (
+        recipe.config["vocab_size"],
+        recipe.config["vocab_min_frequency"],
+    )
     assert vocab_settings.vocabulary_sizes(600, 3) == (600, 3)
     smaller = dataclasses.replace(recipe, config={**recipe.config, "vocab_size": 530, "vocab_min_frequency": 3})
     monkeypatch.setattr(vocab_settings, "load_recipe", lambda name: smaller)

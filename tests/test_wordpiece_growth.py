@@ -49,14 +49,15 @@ def test_german_segmentation_is_identical_before_and_after_a_french_task_on_mult
     after_french = train_vocabulary(french, "fr", after_german, 2000, 2)
     assert after_french.sizes.new > 500 and after_french.tasks[-1]["pieces_protected"] > 0
     assert after_french.tokenizer(german).equal(after_german.tokenizer(german))
-    assert after_french.tokenizer.tokens[:after_german.vocab_size] == after_german.tokenizer.tokens
+    assert after_french.tokenizer.tokens[: after_german.vocab_size] == after_german.tokenizer.tokens
     # the earlier growth re-segments German words: the ids German's rows were trained for change
     resegmented = train_vocabulary(french, "fr", after_german, 2000, 2, wordpiece_growth="resegment")
     before = [after_german.tokenizer.encode(text) for text in german]
     assert sum(resegmented.tokenizer.encode(text) != ids for text, ids in zip(german, before)) > 10
     # --protect-lang is no longer refused for WordPiece: the English captions keep their segmentation too
     english = _multi30k(shared_data, "train.en", 3000)
-    protected = train_vocabulary(french, "fr", after_german, 2000, 2, protected_texts=english,
-                                 wordpiece_growth="resegment")
+    protected = train_vocabulary(
+        french, "fr", after_german, 2000, 2, protected_texts=english, wordpiece_growth="resegment"
+    )
     assert protected.tokenizer(english).equal(after_german.tokenizer(english))
     assert not resegmented.tokenizer(english).equal(after_german.tokenizer(english))

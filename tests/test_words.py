@@ -22,8 +22,11 @@ needs_extra = pytest.mark.skipif(not EXTRA_PRESENT, reason="the words extra (pip
 
 # Parallel captions written as people write them (no spaces between Japanese or Chinese words).
 SENTENCES = [
-    ("A white dog is chasing a ball on the grass.", "白い犬が芝生の上でボールを追いかけている。",
-     "一只白色的狗在草地上追球。"),
+    (
+        "A white dog is chasing a ball on the grass.",
+        "白い犬が芝生の上でボールを追いかけている。",
+        "一只白色的狗在草地上追球。",
+    ),
     ("A man is riding a bicycle down the street.", "男性が通りで自転車に乗っている。", "一个男人在街上骑自行车。"),
     ("Two children are playing in the park.", "二人の子供が公園で遊んでいる。", "两个孩子在公园里玩耍。"),
     ("A cat is sleeping on the sofa.", "猫がソファの上で寝ている。", "一只猫在沙发上睡觉。"),
@@ -31,20 +34,47 @@ SENTENCES = [
 # Dictionary entries (MUSE's "src tgt" lines): each a word a person would name in those captions, and one entry of
 # a word no caption holds (kept out by the filter).
 DICTIONARIES = {
-    "ja": [("犬", "dog"), ("ボール", "ball"), ("芝生", "grass"), ("男性", "man"), ("公園", "park"),
-           ("猫", "cat"), ("子供", "children"), ("ソファ", "sofa"), ("馬", "horse")],
-    "zh": [("狗", "dog"), ("草地", "grass"), ("男人", "man"), ("自行车", "bicycle"), ("公园", "park"),
-           ("猫", "cat"), ("孩子", "children"), ("沙发", "sofa"), ("马", "horse")],
+    "ja": [
+        ("犬", "dog"),
+        ("ボール", "ball"),
+        ("芝生", "grass"),
+        ("男性", "man"),
+        ("公園", "park"),
+        ("猫", "cat"),
+        ("子供", "children"),
+        ("ソファ", "sofa"),
+        ("馬", "horse"),
+    ],
+    "zh": [
+        ("狗", "dog"),
+        ("草地", "grass"),
+        ("男人", "man"),
+        ("自行车", "bicycle"),
+        ("公园", "park"),
+        ("猫", "cat"),
+        ("孩子", "children"),
+        ("沙发", "sofa"),
+        ("马", "horse"),
+    ],
 }
 
 
 def _captions(tmp_path, lang: str):
     column = {"ja": 1, "zh": 2}[lang]
-    rows = [(f"img{i}", code, sentence[0 if code == "en" else column], f"c{i}")
-            for i, sentence in enumerate(SENTENCES) for code in ("en", lang)]
-    table = pa.table({"image_id": [r[0] for r in rows], "lang": [r[1] for r in rows],
-                      "caption": [r[2] for r in rows], "caption_id": [r[3] for r in rows],
-                      "split": ["train"] * len(rows)})
+    rows = [
+        (f"img{i}", code, sentence[0 if code == "en" else column], f"c{i}")
+        for i, sentence in enumerate(SENTENCES)
+        for code in ("en", lang)
+    ]
+    table = pa.table(
+        {
+            "image_id": [r[0] for r in rows],
+            "lang": [r[1] for r in rows],
+            "caption": [r[2] for r in rows],
+            "caption_id": [r[3] for r in rows],
+            "split": ["train"] * len(rows),
+        }
+    )
     return artifacts.write_captions(tmp_path / f"caps-{lang}", table)
 
 
@@ -79,16 +109,42 @@ def test_a_language_without_its_tokenizer_is_refused_in_one_line_naming_the_extr
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jieba" else real(name, *a))
     segment.tokenizer.cache_clear()
     try:
-        with pytest.raises(ConfigError, match=r"zh words need the tokenizer package\(s\) jieba: "
-                                              r"pip install 'mltk\[words\]'"):
+        with pytest.raises(
+            ConfigError,
+            match=r"zh words need the tokenizer package\(s\) jieba: "
+            r"pip install 'mltk\[words\]'",
+        ):
             segment.caption_words("一只狗", "zh")
         dictionary = tmp_path / "zh-en.txt"
         dictionary.write_text("狗 dog\n", encoding="utf-8")
-        captions = artifacts.write_captions(tmp_path / "caps", pa.table({
-            "image_id": ["a", "a"], "lang": ["zh", "en"], "caption": ["一只狗", "a dog"], "caption_id": ["c", "c"],
-            "split": ["train", "train"]}))
-        result = runner.invoke(app, ["import-data", "lexicon", str(dictionary), "--src", "zh", "--tgt", "en",
-                                     "--vocab-from", str(captions), "-o", str(tmp_path / "lex")])
+        captions = artifacts.write_captions(
+            tmp_path / "caps",
+            pa.table(
+                {
+                    "image_id": ["a", "a"],
+                    "lang": ["zh", "en"],
+                    "caption": ["一只狗", "a dog"],
+                    "caption_id": ["c", "c"],
+                    "split": ["train", "train"],
+                }
+            ),
+        )
+        result = runner.invoke(
+            app,
+            [
+                "import-data",
+                "lexicon",
+                str(dictionary),
+                "--src",
+                "zh",
+                "--tgt",
+                "en",
+                "--vocab-from",
+                str(captions),
+                "-o",
+                str(tmp_path / "lex"),
+            ],
+        )
         assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
         assert "pip install 'mltk[words]'" in result.stderr and not (tmp_path / "lex").exists()
     finally:

@@ -67,8 +67,11 @@ def test_a_world_task_labels_single_kind_images_with_grammatical_prompts(tmp_pat
 
 
 def test_a_task_file_is_checked(tmp_path):
-    good = {"classes": {"apple": {"en": "apple", "de": "Apfel"}, "pear": {"en": "pear", "de": "Birne"}},
-            "templates": {"en": ["a photo of a {}."], "de": ["ein Foto von {}."]}, "labels": {"img1": "pear"}}
+    good = {
+        "classes": {"apple": {"en": "apple", "de": "Apfel"}, "pear": {"en": "pear", "de": "Birne"}},
+        "templates": {"en": ["a photo of a {}."], "de": ["ein Foto von {}."]},
+        "labels": {"img1": "pear"},
+    }
     path = tmp_path / "task.json"
     path.write_text(json.dumps(good))
     task = file_task(path)
@@ -94,30 +97,75 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("zs")
     result = synthesize(root / "world", SynthConfig(train=8, val=4, test=40, langs=("en", "de")))
     torch.manual_seed(0)
-    native = artifacts.write_checkpoint(root / "native", load_clip("mltk-tiny").model.state_dict(),
-                                        clip_checkpoint_config("mltk-tiny"), stage="pretrain")
+    native = artifacts.write_checkpoint(
+        root / "native",
+        load_clip("mltk-tiny").model.state_dict(),
+        clip_checkpoint_config("mltk-tiny"),
+        stage="pretrain",
+    )
     images = encode_images(result.images_path, root / "img", model=str(native), device="cpu", workers=0)
     return {"root": root, "world": result.path, "native": native, "images": images}
 
 
 def test_classify_cli_writes_accuracy_per_language(world, tmp_path):
     out = tmp_path / "zs"
-    result = runner.invoke(app, ["classify", str(world["images"]), "--classes", str(world["world"]), "-m",
-                                 str(world["native"]), "--device", "cpu", "-o", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "classify",
+            str(world["images"]),
+            "--classes",
+            str(world["world"]),
+            "-m",
+            str(world["native"]),
+            "--device",
+            "cpu",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == f"{out.resolve()}\n"
     metrics = artifacts.load_metrics(out)
     assert set(metrics["zero_shot"]) == {"en", "de"}  # a whole CLIP reads every language (badly, untrained)
     for scores in metrics["zero_shot"].values():
         assert 0 <= scores["top1"] <= scores["top5"] <= 100 and scores["classes"] == 64
-    again = runner.invoke(app, ["classify", str(world["images"]), "--classes", str(world["world"]), "-m",
-                                str(world["native"]), "--device", "cpu", "-o", str(out)])
+    again = runner.invoke(
+        app,
+        [
+            "classify",
+            str(world["images"]),
+            "--classes",
+            str(world["world"]),
+            "-m",
+            str(world["native"]),
+            "--device",
+            "cpu",
+            "-o",
+            str(out),
+        ],
+    )
     assert again.exit_code == 0 and "up to date" in again.stderr
 
 
 def test_classify_refuses_a_language_the_task_lacks(world, tmp_path):
-    result = runner.invoke(app, ["classify", str(world["images"]), "--classes", str(world["world"]), "-m",
-                                 str(world["native"]), "--lang", "xx", "--device", "cpu", "-o", str(tmp_path / "z")])
+    result = runner.invoke(
+        app,
+        [
+            "classify",
+            str(world["images"]),
+            "--classes",
+            str(world["world"]),
+            "-m",
+            str(world["native"]),
+            "--lang",
+            "xx",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "z"),
+        ],
+    )
     assert result.exit_code == 2 and "no class names in xx" in result.stderr
 
 
@@ -126,12 +174,28 @@ def test_classify_ranks_by_the_similarity_the_checkpoint_trained_with(world, tmp
 
     torch.manual_seed(0)
     config = {**clip_checkpoint_config("mltk-tiny"), "train_ccrk": {"similarity": "order"}}
-    ordered = artifacts.write_checkpoint(tmp_path / "order", load_clip("mltk-tiny").model.state_dict(), config,
-                                         stage="train-ccrk")
+    ordered = artifacts.write_checkpoint(
+        tmp_path / "order", load_clip("mltk-tiny").model.state_dict(), config, stage="train-ccrk"
+    )
     found = {}
     for name, model in (("cosine", world["native"]), ("order", ordered)):
-        result = runner.invoke(app, ["classify", str(world["images"]), "--classes", str(world["world"]), "-m",
-                                     str(model), "--lang", "de", "--device", "cpu", "-o", str(tmp_path / f"m-{name}")])
+        result = runner.invoke(
+            app,
+            [
+                "classify",
+                str(world["images"]),
+                "--classes",
+                str(world["world"]),
+                "-m",
+                str(model),
+                "--lang",
+                "de",
+                "--device",
+                "cpu",
+                "-o",
+                str(tmp_path / f"m-{name}"),
+            ],
+        )
         assert result.exit_code == 0, result.stderr
         found[name] = artifacts.load_metrics(tmp_path / f"m-{name}")
     assert [found[n]["settings"]["similarity"] for n in ("cosine", "order")] == ["cosine", "order"]

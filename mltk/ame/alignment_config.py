@@ -23,27 +23,53 @@ class AlignmentConfig:
     """``--lexicon L --align-form F --align-every T --align-lr R --align-weight W --align-k K`` of a training
     stage (no lexicon: no alignment)."""
 
-    lexicon: Path | None = field(default=None, metadata={
-        "option": "--lexicon", "help": "A lexicon artifact (mltk import-data lexicon / synth-lexicon, mltk "
-        "induce-lexicon): adds AME's RCSLS term aligning the trained token rows of its source words with the frozen "
-        "English rows of their translations."})
-    weight: float = field(default=FROM_RECIPE, metadata={
-        "option": "--align-weight", "help": "Weight of the RCSLS term (with --lexicon; --align-form table).",
-        "min": 0.0})
-    k: int = field(default=FROM_RECIPE, metadata={
-        "option": "--align-k", "help": "RCSLS's k nearest neighbours (RCSLS's paper: 10).", "min": 1})
+    lexicon: Path | None = field(
+        default=None,
+        metadata={
+            "option": "--lexicon",
+            "help": "A lexicon artifact (mltk import-data lexicon / synth-lexicon, mltk "
+            "induce-lexicon): adds AME's RCSLS term aligning the trained token rows of its source words with the "
+            "frozen English rows of their translations.",
+        },
+    )
+    weight: float = field(
+        default=FROM_RECIPE,
+        metadata={
+            "option": "--align-weight",
+            "help": "Weight of the RCSLS term (with --lexicon; --align-form table).",
+            "min": 0.0,
+        },
+    )
+    k: int = field(
+        default=FROM_RECIPE,
+        metadata={"option": "--align-k", "help": "RCSLS's k nearest neighbours (RCSLS's paper: 10).", "min": 1},
+    )
     batch: int = ALIGN_BATCH
-    form: str = field(default=FROM_RECIPE, metadata={
-        "option": "--align-form", "choices": ALIGN_FORMS, "help": "map (AME: a linear map of the source words, "
-        "learnt by RCSLS apart from the table and folded into MLA's projection) or table (RCSLS added to the loss, "
-        "into the token table; CLL-CLIP)."})
-    every: int = field(default=FROM_RECIPE, metadata={
-        "option": "--align-every", "help": "--align-form map: steps between map updates (AME's T)."})
-    lr: float = field(default=FROM_RECIPE, metadata={
-        "option": "--align-lr", "help": "--align-form map: the map's rate (AME: 5 on COCO)."})
-    orthogonal: bool = field(default=FROM_RECIPE, metadata={
-        "option": "--align-orthogonal/--align-free", "help": "--align-form map: keep the map orthogonal, or leave "
-        "it free (AME's)."})
+    form: str = field(
+        default=FROM_RECIPE,
+        metadata={
+            "option": "--align-form",
+            "choices": ALIGN_FORMS,
+            "help": "map (AME: a linear map of the source words, "
+            "learnt by RCSLS apart from the table and folded into MLA's projection) or table (RCSLS added to the loss, "
+            "into the token table; CLL-CLIP).",
+        },
+    )
+    every: int = field(
+        default=FROM_RECIPE,
+        metadata={"option": "--align-every", "help": "--align-form map: steps between map updates (AME's T)."},
+    )
+    lr: float = field(
+        default=FROM_RECIPE,
+        metadata={"option": "--align-lr", "help": "--align-form map: the map's rate (AME: 5 on COCO)."},
+    )
+    orthogonal: bool = field(
+        default=FROM_RECIPE,
+        metadata={
+            "option": "--align-orthogonal/--align-free",
+            "help": "--align-form map: keep the map orthogonal, or leave it free (AME's).",
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.form is not FROM_RECIPE and self.form not in ALIGN_FORMS:
@@ -56,5 +82,7 @@ class AlignmentConfig:
         """Refuse, before any training, a lexicon aligned by the map form on an ``encoder`` whose source words have
         no projection of their own to fold the map into (a CLL-CLIP table: English reads the same rows)."""
         if self.lexicon is not None and self.form == "map" and not takes_map:
-            raise ConfigError(f"alignment form 'map' (--align-form, recipe key alignment.form) folds AME's map into "
-                              f"MLA's non-native projection, which {encoder} does not have: use --align-form table")
+            raise ConfigError(
+                f"alignment form 'map' (--align-form, recipe key alignment.form) folds AME's map into "
+                f"MLA's non-native projection, which {encoder} does not have: use --align-form table"
+            )

@@ -70,39 +70,51 @@ def mean_top_k(queries: torch.Tensor, candidates: torch.Tensor, k: int, chunk: i
     k = min(k, candidates.shape[0])
     out = torch.empty(queries.shape[0])
     for start in range(0, queries.shape[0], chunk):
-        block = queries[start:start + chunk]
+        block = queries[start : start + chunk]
         best = torch.full((block.shape[0], 0), float("-inf"))
         for c_start in range(0, candidates.shape[0], chunk):
-            scores = block @ candidates[c_start:c_start + chunk].T  # [c, c']
+            scores = block @ candidates[c_start : c_start + chunk].T  # [c, c']
             best = torch.cat([best, scores], dim=1).topk(min(k, best.shape[1] + scores.shape[1]), dim=1).values
-        out[start:start + chunk] = best.mean(1)
+        out[start : start + chunk] = best.mean(1)
     return out
 
 
-def nearest(queries: torch.Tensor, candidates: torch.Tensor, chunk: int = BLI_CHUNK,
-            query_bias: torch.Tensor | None = None, candidate_bias: torch.Tensor | None = None) -> torch.Tensor:
+def nearest(
+    queries: torch.Tensor,
+    candidates: torch.Tensor,
+    chunk: int = BLI_CHUNK,
+    query_bias: torch.Tensor | None = None,
+    candidate_bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Index of each query's best candidate [n] by ``scale * cos - query_bias - candidate_bias`` (cosine when no
     bias is given; CSLS with ``2 cos - r_T - r_S``), from blocks of at most chunk x chunk scores. Ties go to the
     lowest index, as one ``argmax`` over the whole row would."""
     scale = 1.0 if candidate_bias is None else 2.0
     best_index = torch.zeros(queries.shape[0], dtype=torch.long)
     for start in range(0, queries.shape[0], chunk):
-        block = queries[start:start + chunk]
+        block = queries[start : start + chunk]
         best = torch.full((block.shape[0],), float("-inf"))
         index = torch.zeros(block.shape[0], dtype=torch.long)
         for c_start in range(0, candidates.shape[0], chunk):
-            scores = scale * (block @ candidates[c_start:c_start + chunk].T)  # [c, c']
+            scores = scale * (block @ candidates[c_start : c_start + chunk].T)  # [c, c']
             if candidate_bias is not None:
-                scores = scores - query_bias[start:start + chunk, None] - candidate_bias[None, c_start:c_start + chunk]
+                scores = (
+                    scores - query_bias[start : start + chunk, None] - candidate_bias[None, c_start : c_start + chunk]
+                )
             value, arg = scores.max(dim=1).values, scores.argmax(dim=1)
             better = value > best  # strict: an earlier block keeps a tie
             best, index = torch.where(better, value, best), torch.where(better, arg + c_start, index)
-        best_index[start:start + chunk] = index
+        best_index[start : start + chunk] = index
     return best_index
 
 
-def bli_scores(source: dict[str, torch.Tensor], target: dict[str, torch.Tensor], pairs: Sequence[tuple[str, str]],
-               k: int = CSLS_K, chunk: int = BLI_CHUNK) -> dict:
+def bli_scores(
+    source: dict[str, torch.Tensor],
+    target: dict[str, torch.Tensor],
+    pairs: Sequence[tuple[str, str]],
+    k: int = CSLS_K,
+    chunk: int = BLI_CHUNK,
+) -> dict:
     """The ``bli`` numbers from word vectors: ``source`` / ``target`` map every word of the model's vocabulary in
     each language to its vector [D]; ``pairs`` the lexicon (see the module docstring for the conventions)."""
     if not pairs:
@@ -115,10 +127,19 @@ def bli_scores(source: dict[str, torch.Tensor], target: dict[str, torch.Tensor],
     forward = _direction(pairs, src_words, tgt_words, src_vec, tgt_vec, chunk)
     backward = _direction([(t, s) for s, t in pairs], tgt_words, src_words, tgt_vec, src_vec, chunk)
     csls = _csls_direction(pairs, src_words, tgt_words, src_vec, tgt_vec, k, chunk)
-    return {"P@1": forward["P@1"], "P@1_reverse": backward["P@1"], "P@1_csls": csls,
-            "source_words": forward["words"], "out_of_vocabulary": forward["missing"], "queries": forward["known"],
-            "target_words": backward["words"], "out_of_vocabulary_reverse": backward["missing"],
-            "candidates": len(tgt_words), "candidates_reverse": len(src_words), "k": k}
+    return {
+        "P@1": forward["P@1"],
+        "P@1_reverse": backward["P@1"],
+        "P@1_csls": csls,
+        "source_words": forward["words"],
+        "out_of_vocabulary": forward["missing"],
+        "queries": forward["known"],
+        "target_words": backward["words"],
+        "out_of_vocabulary_reverse": backward["missing"],
+        "candidates": len(tgt_words),
+        "candidates_reverse": len(src_words),
+        "k": k,
+    }
 
 
 def _gold(pairs: Sequence[tuple[str, str]], candidates: list[str]) -> dict[str, set[int]]:
@@ -132,8 +153,14 @@ def _gold(pairs: Sequence[tuple[str, str]], candidates: list[str]) -> dict[str, 
     return gold
 
 
-def _direction(pairs, query_words: list[str], candidate_words: list[str], query_vec: torch.Tensor,
-               candidate_vec: torch.Tensor, chunk: int) -> dict:
+def _direction(
+    pairs,
+    query_words: list[str],
+    candidate_words: list[str],
+    query_vec: torch.Tensor,
+    candidate_vec: torch.Tensor,
+    chunk: int,
+) -> dict:
     """AME's P@1 of one direction: every distinct lexicon query word counts; an unknown one is a miss."""
     gold = _gold(pairs, candidate_words)
     row = {w: i for i, w in enumerate(query_words)}
@@ -142,12 +169,12 @@ def _direction(pairs, query_words: list[str], candidate_words: list[str], query_
     if known:
         best = nearest(query_vec[[row[w] for w in known]], candidate_vec, chunk).tolist()
         hits = sum(b in gold[w] for w, b in zip(known, best))
-    return {"P@1": 100.0 * hits / len(gold), "words": len(gold), "known": len(known),
-            "missing": len(gold) - len(known)}
+    return {"P@1": 100.0 * hits / len(gold), "words": len(gold), "known": len(known), "missing": len(gold) - len(known)}
 
 
-def _csls_direction(pairs, src_words: list[str], tgt_words: list[str], src_vec: torch.Tensor,
-                    tgt_vec: torch.Tensor, k: int, chunk: int) -> float | None:
+def _csls_direction(
+    pairs, src_words: list[str], tgt_words: list[str], src_vec: torch.Tensor, tgt_vec: torch.Tensor, k: int, chunk: int
+) -> float | None:
     """MUSE's P@1 with CSLS over the known queries (None when none is known)."""
     gold = _gold(pairs, tgt_words)
     row = {w: i for i, w in enumerate(src_words)}
@@ -166,7 +193,7 @@ def word_vectors(words: list[str], ids_of, vectors_of, batch: int = 4096) -> dic
     out: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for start in range(0, len(words), batch):
-            part = words[start:start + batch]
+            part = words[start : start + batch]
             ids = ids_of(part)
             kept = [w for w, keep in zip(part, ids.kept.tolist()) if keep]
             if kept:
@@ -174,8 +201,13 @@ def word_vectors(words: list[str], ids_of, vectors_of, batch: int = 4096) -> dic
     return out
 
 
-def model_vocabulary(model_path: str | Path | None, vocab_from: Path | None, src_lang: str, tgt_lang: str,
-                     pairs: Sequence[tuple[str, str]]) -> tuple[dict[str, list[str]], dict]:
+def model_vocabulary(
+    model_path: str | Path | None,
+    vocab_from: Path | None,
+    src_lang: str,
+    tgt_lang: str,
+    pairs: Sequence[tuple[str, str]],
+) -> tuple[dict[str, list[str]], dict]:
     """The words of each language the model knows, and where they came from (see the module docstring)."""
     from mltk.data.overlap import training_data_of
 
@@ -186,23 +218,32 @@ def model_vocabulary(model_path: str | Path | None, vocab_from: Path | None, src
     if paths:
         words = {lang: vocabulary_words(paths, lang) for lang in (src_lang, tgt_lang)}
         if all(words.values()):
-            return words, {"source": "--bli-vocab" if vocab_from is not None else "training captions",
-                           "captions": [str(Path(p).resolve()) for p in paths]}
+            return words, {
+                "source": "--bli-vocab" if vocab_from is not None else "training captions",
+                "captions": [str(Path(p).resolve()) for p in paths],
+            }
         if vocab_from is not None:
             raise ConfigError(f"--bli-vocab has no train captions in {src_lang} and {tgt_lang}", vocab_from)
     words = {src_lang: sorted({s for s, _ in pairs}), tgt_lang: sorted({t for _, t in pairs})}
-    return words, {"source": "lexicon (the model's training captions were not found; nothing is out of "
-                             "vocabulary)"}
+    return words, {"source": "lexicon (the model's training captions were not found; nothing is out of vocabulary)"}
 
 
-def evaluate_bli(encoder, lexicon_path: str | Path, k: int = CSLS_K, model_path: str | Path | None = None,
-                 vocab_from: Path | None = None, chunk: int = BLI_CHUNK) -> dict:
+def evaluate_bli(
+    encoder,
+    lexicon_path: str | Path,
+    k: int = CSLS_K,
+    model_path: str | Path | None = None,
+    vocab_from: Path | None = None,
+    chunk: int = BLI_CHUNK,
+) -> dict:
     """The ``bli`` section of ``metrics.json`` for a loaded model and a lexicon artifact."""
     lexicon = load_lexicon(lexicon_path)
     src_lang, tgt_lang = lexicon_languages(lexicon)
     if tgt_lang != getattr(encoder, "native_lang", "en"):
-        raise ConfigError(f"BLI compares against the frozen English table: the lexicon must translate into en, not "
-                          f"{tgt_lang}", lexicon_path)
+        raise ConfigError(
+            f"BLI compares against the frozen English table: the lexicon must translate into en, not {tgt_lang}",
+            lexicon_path,
+        )
     pairs = lexicon_pairs(lexicon)
     tables = WordTables(encoder, src_lang)
     words, vocabulary = model_vocabulary(model_path, vocab_from, src_lang, tgt_lang, pairs)
@@ -210,9 +251,14 @@ def evaluate_bli(encoder, lexicon_path: str | Path, k: int = CSLS_K, model_path:
     target = word_vectors(words[tgt_lang], tables.english_ids, tables.english_vectors)
     result = bli_scores(source, target, pairs, k, chunk)
     vocabulary.update({src_lang: len(source), tgt_lang: len(target)})
-    return {"src_lang": src_lang, "tgt_lang": tgt_lang, "lexicon": str(Path(lexicon_path).resolve()), **result,
-            "vocabulary": vocabulary,
-            "convention": "P@1 and P@1_reverse: AME's score, cosine nearest neighbour over all the model's words "
-                          "of the other language, every distinct lexicon word a query, out-of-vocabulary words "
-                          "counted as misses; P@1_csls: MUSE's convention, CSLS with k neighbours over the same "
-                          "candidates, known queries only; percentages"}
+    return {
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "lexicon": str(Path(lexicon_path).resolve()),
+        **result,
+        "vocabulary": vocabulary,
+        "convention": "P@1 and P@1_reverse: AME's score, cosine nearest neighbour over all the model's words "
+        "of the other language, every distinct lexicon word a query, out-of-vocabulary words "
+        "counted as misses; P@1_csls: MUSE's convention, CSLS with k neighbours over the same "
+        "candidates, known queries only; percentages",
+    }

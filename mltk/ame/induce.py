@@ -40,8 +40,9 @@ def parallel_pairs(captions: pa.Table, src_lang: str, tgt_lang: str, split: str 
     return [(text, by_lang[tgt_lang][cid]) for cid, text in by_lang[src_lang].items() if cid in by_lang[tgt_lang]]
 
 
-def dice_lexicon(pairs: list[tuple[str, str]], src_lang: str, tgt_lang: str,
-                 min_count: int = 3) -> list[tuple[str, str, float, int]]:
+def dice_lexicon(
+    pairs: list[tuple[str, str]], src_lang: str, tgt_lang: str, min_count: int = 3
+) -> list[tuple[str, str, float, int]]:
     """(s, t, Dice, c(s, t)) of every mutual best match with ``c(s, t) >= min_count`` (see the module docstring);
     ``pairs`` are (``src_lang`` caption, ``tgt_lang`` caption)."""
     count_s, count_t, joint = Counter(), Counter(), Counter()
@@ -58,8 +59,11 @@ def dice_lexicon(pairs: list[tuple[str, str]], src_lang: str, tgt_lang: str,
             best_t[s] = (dice, t)
         if _better(dice, s, best_s.get(t)):
             best_s[t] = (dice, s)
-    kept = [(s, t, dice, joint[(s, t)]) for s, (dice, t) in best_t.items()
-            if best_s[t][1] == s and joint[(s, t)] >= min_count]
+    kept = [
+        (s, t, dice, joint[(s, t)])
+        for s, (dice, t) in best_t.items()
+        if best_s[t][1] == s and joint[(s, t)] >= min_count
+    ]
     return sorted(kept, key=lambda row: (-row[2], row[0], row[1]))
 
 
@@ -68,8 +72,14 @@ def _better(dice: float, word: str, best: tuple[float, str] | None) -> bool:
     return best is None or dice > best[0] or (dice == best[0] and word < best[1])
 
 
-def induce_lexicon(captions_path: str | Path, out_dir: str | Path, src_lang: str | None, tgt_lang: str | None,
-                   split: str | None = "train", min_count: int = 3) -> Path:
+def induce_lexicon(
+    captions_path: str | Path,
+    out_dir: str | Path,
+    src_lang: str | None,
+    tgt_lang: str | None,
+    split: str | None = "train",
+    min_count: int = 3,
+) -> Path:
     """``mltk induce-lexicon CAPS --src de --tgt en``: write the induced lexicon artifact; returns its path."""
     src_lang, tgt_lang = check_pair_languages(src_lang, tgt_lang)
     if min_count < 1:
@@ -77,16 +87,31 @@ def induce_lexicon(captions_path: str | Path, out_dir: str | Path, src_lang: str
     captions_path = Path(captions_path)
     for lang in (src_lang, tgt_lang):
         require_tokenizer(lang)
-    config = {"method": "dice-mutual-best", "src_lang": src_lang, "tgt_lang": tgt_lang, "split": split,
-              "min_count": min_count, "words": {lang: tokenizer_name(lang) for lang in (src_lang, tgt_lang)}}
+    config = {
+        "method": "dice-mutual-best",
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "split": split,
+        "min_count": min_count,
+        "words": {lang: tokenizer_name(lang) for lang in (src_lang, tgt_lang)},
+    }
     reused = artifacts.reusable(out_dir, "lexicon", stage="induce-lexicon", config=config, inputs=[captions_path])
     if reused is not None:
         return reused
     pairs = parallel_pairs(artifacts.load_captions(captions_path), src_lang, tgt_lang, split)
     if not pairs:
-        raise ConfigError(f"no {src_lang}-{tgt_lang} captions share a caption_id"
-                          + (f" in split {split}" if split else ""), captions_path)
+        raise ConfigError(
+            f"no {src_lang}-{tgt_lang} captions share a caption_id" + (f" in split {split}" if split else ""),
+            captions_path,
+        )
     rows = dice_lexicon(pairs, src_lang, tgt_lang, min_count)
     table = lexicon_table(((s, t) for s, t, _, _ in rows), src_lang, tgt_lang)
-    return write_lexicon(out_dir, table, stage="induce-lexicon", config=config, inputs=[captions_path],
-                         translation_pairs=len(pairs), method="Dice coefficient, mutual best match")
+    return write_lexicon(
+        out_dir,
+        table,
+        stage="induce-lexicon",
+        config=config,
+        inputs=[captions_path],
+        translation_pairs=len(pairs),
+        method="Dice coefficient, mutual best match",
+    )

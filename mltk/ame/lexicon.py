@@ -36,19 +36,31 @@ Pair = tuple[str, str]
 def lexicon_table(pairs: Iterable[Pair], src_lang: str, tgt_lang: str) -> pa.Table:
     """``(src, tgt)`` pairs -> the lexicon table (duplicates dropped, first-seen order kept)."""
     unique = list(dict.fromkeys((s, t) for s, t in pairs))
-    columns = {"src_lang": [src_lang] * len(unique), "src": [s for s, _ in unique],
-               "tgt_lang": [tgt_lang] * len(unique), "tgt": [t for _, t in unique]}
+    columns = {
+        "src_lang": [src_lang] * len(unique),
+        "src": [s for s, _ in unique],
+        "tgt_lang": [tgt_lang] * len(unique),
+        "tgt": [t for _, t in unique],
+    }
     return pa.table({name: pa.array(columns[name], pa.string()) for name in schema.LEXICON_COLUMNS})
 
 
-def write_lexicon(out_dir: str | Path, table: pa.Table, *, stage: str, config: Any = None,
-                  inputs: Sequence[str | Path] = (), **manifest_fields: Any) -> Path:
+def write_lexicon(
+    out_dir: str | Path,
+    table: pa.Table,
+    *,
+    stage: str,
+    config: Any = None,
+    inputs: Sequence[str | Path] = (),
+    **manifest_fields: Any,
+) -> Path:
     """Write a lexicon artifact (``lexicon.parquet`` + manifest); refuses an empty table, naming the input it was
     made from (the file to fix), not the output that was never written."""
     artifacts.require_columns(table, schema.LEXICON_COLUMNS, out_dir)
     if table.num_rows == 0:
-        raise ArtifactError(f"yields no translation pair ({stage}): the lexicon would be empty",
-                            inputs[0] if inputs else out_dir)
+        raise ArtifactError(
+            f"yields no translation pair ({stage}): the lexicon would be empty", inputs[0] if inputs else out_dir
+        )
     with artifacts.ArtifactWriter(out_dir, "lexicon", stage=stage, config=config, inputs=inputs) as writer:
         artifacts.write_table(writer.dir / schema.LEXICON_FILE, table.select(list(schema.LEXICON_COLUMNS)))
         writer.manifest["pairs"] = table.num_rows
@@ -110,20 +122,31 @@ def in_vocabulary(pairs: list[Pair], captions: Path, src_lang: str, tgt_lang: st
         raise ConfigError(f"--vocab-from has no captions in {', '.join(missing)}", captions)
     kept = [(s, t) for s, t in pairs if s in source and t in target]
     if not kept:
-        raise ConfigError(f"no pair of the dictionary has both words in the {src_lang} and {tgt_lang} captions",
-                          captions)
+        raise ConfigError(
+            f"no pair of the dictionary has both words in the {src_lang} and {tgt_lang} captions", captions
+        )
     return kept
 
 
-def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_lang: str | None,
-                vocab_from: str | Path | None = None) -> Path:
+def import_muse(
+    src: str | Path,
+    out_dir: str | Path,
+    src_lang: str | None,
+    tgt_lang: str | None,
+    vocab_from: str | Path | None = None,
+) -> Path:
     """``mltk import-data lexicon FILE --src de --tgt en [--vocab-from CAPTIONS]``: MUSE's dictionary file -> a
     lexicon artifact (with ``vocab_from``, only the pairs of the captions' words)."""
     src = Path(src)
     src_lang, tgt_lang = check_pair_languages(src_lang, tgt_lang)
     require_file(src, "MUSE's 'src tgt' dictionary")
-    config = {"importer": "muse", "source": str(src.resolve()), "src_lang": src_lang, "tgt_lang": tgt_lang,
-              "vocab_from": str(Path(vocab_from).resolve()) if vocab_from is not None else None}
+    config = {
+        "importer": "muse",
+        "source": str(src.resolve()),
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "vocab_from": str(Path(vocab_from).resolve()) if vocab_from is not None else None,
+    }
     if vocab_from is not None:  # the words the pairs were kept to, by each language's tokenizer
         config["words"] = {lang: tokenizer_name(lang) for lang in (src_lang, tgt_lang)}
     inputs = [src, *([Path(vocab_from)] if vocab_from is not None else [])]
@@ -135,5 +158,12 @@ def import_muse(src: str | Path, out_dir: str | Path, src_lang: str | None, tgt_
         raise SchemaError("holds no 'src tgt' line (MUSE's dictionary format): the lexicon would be empty", src)
     kept = in_vocabulary(pairs, Path(vocab_from), src_lang, tgt_lang) if vocab_from is not None else pairs
     table = lexicon_table(kept, src_lang, tgt_lang)
-    return write_lexicon(out_dir, table, stage="import-data", config=config, inputs=inputs, format="muse",
-                         pairs_in_file=len(dict.fromkeys(pairs)))
+    return write_lexicon(
+        out_dir,
+        table,
+        stage="import-data",
+        config=config,
+        inputs=inputs,
+        format="muse",
+        pairs_in_file=len(dict.fromkeys(pairs)),
+    )

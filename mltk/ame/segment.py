@@ -44,8 +44,9 @@ def require_tokenizer(lang: str) -> None:
     packages = SEGMENTER_PACKAGES.get(base_language(lang), MOSES_PACKAGES)
     missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if missing:
-        raise ConfigError(f"AME's {lang} words need the tokenizer package(s) {', '.join(missing)}: "
-                          f"pip install 'mltk[{WORDS_EXTRA}]'")
+        raise ConfigError(
+            f"AME's {lang} words need the tokenizer package(s) {', '.join(missing)}: pip install 'mltk[{WORDS_EXTRA}]'"
+        )
 
 
 @functools.lru_cache(maxsize=None)

@@ -47,11 +47,23 @@ class MappedWords:
     and ``target_vocabulary`` are the candidate words of the neighbourhoods; ``rcsls(x, y, x_candidates,
     y_candidates)`` the loss (``mltk.ame.rcsls:RcslsLoss``)."""
 
-    def __init__(self, tables: WordTables, pairs: torch.Tensor, sources: WordIds, targets: WordIds,
-                 source_vocabulary: WordIds, target_vocabulary: WordIds, rcsls, lr: float, orthogonal: bool):
+    def __init__(
+        self,
+        tables: WordTables,
+        pairs: torch.Tensor,
+        sources: WordIds,
+        targets: WordIds,
+        source_vocabulary: WordIds,
+        target_vocabulary: WordIds,
+        rcsls,
+        lr: float,
+        orthogonal: bool,
+    ):
         if not tables.is_mla:
-            raise ConfigError("--align-form map folds the map into MLA's non-native projection; a CLL-CLIP table "
-                              "has none (English reads it too): use --align-form table")
+            raise ConfigError(
+                "--align-form map folds the map into MLA's non-native projection; a CLL-CLIP table "
+                "has none (English reads it too): use --align-form table"
+            )
         if lr <= 0:
             raise ConfigError(f"--align-lr must be positive, got {lr}")
         self.tables, self.pairs, self.rcsls, self.lr, self.orthogonal = tables, pairs, rcsls, lr, orthogonal
@@ -90,9 +102,13 @@ class MappedWords:
         width = x.shape[1]
         with torch.enable_grad(), torch.autocast(x.device.type, enabled=False):
             identity = torch.eye(width, device=x.device, requires_grad=True)  # M at identity
-            loss = self.rcsls(x[pairs[:, 0]] @ identity.T, self.target_vectors[pairs[:, 1]],
-                              x_vocabulary @ identity.T, self.target_candidates)
-            gradient, = torch.autograd.grad(loss, identity)
+            loss = self.rcsls(
+                x[pairs[:, 0]] @ identity.T,
+                self.target_vectors[pairs[:, 1]],
+                x_vocabulary @ identity.T,
+                self.target_candidates,
+            )
+            (gradient,) = torch.autograd.grad(loss, identity)
         matrix = torch.eye(width, device=x.device) - self.lr * gradient
         self.fold(orthogonalised(matrix) if self.orthogonal else matrix)
         return float(loss.detach())

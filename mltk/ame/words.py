@@ -43,7 +43,7 @@ def content_tokens(tokens: torch.Tensor, lengths: torch.Tensor) -> WordIds:
     width = max(int(lengths.max()) - 2, 1)
     positions = torch.arange(width).unsqueeze(0)  # [1, T]
     counts = (lengths.cpu() - 2).clamp(min=0)  # [n]
-    ids = tokens.cpu()[:, 1:1 + width]
+    ids = tokens.cpu()[:, 1 : 1 + width]
     if ids.shape[1] < width:
         ids = F.pad(ids, (0, width - ids.shape[1]))
     mask = positions < counts.unsqueeze(1)  # [n, T]
@@ -63,12 +63,15 @@ class WordTables:
     def __init__(self, encoder: nn.Module, src_lang: str):
         self.encoder, self.src_lang = encoder, src_lang
         if src_lang == getattr(encoder, "native_lang", "en"):
-            raise ConfigError("the lexicon's source language must be a learnt (non-English) language; its target "
-                              "is the frozen English table")
+            raise ConfigError(
+                "the lexicon's source language must be a learnt (non-English) language; its target "
+                "is the frozen English table"
+            )
         self.is_mla = hasattr(encoder, "embedding") and hasattr(encoder, "non_native")
         if not self.is_mla and not hasattr(encoder, "table"):
-            raise ConfigError(f"{type(encoder).__name__} has no trainable token table (an MLA or CLL-CLIP checkpoint "
-                              "has one)")
+            raise ConfigError(
+                f"{type(encoder).__name__} has no trainable token table (an MLA or CLL-CLIP checkpoint has one)"
+            )
 
     @property
     def parameter(self) -> nn.Parameter:

@@ -67,8 +67,9 @@ def world_pairs(src_lang: str, tgt_lang: str) -> list[Pair]:
     """Every (source form, target form) of every concept both languages name."""
     for code in (src_lang, tgt_lang):
         if code not in languages.LANGUAGES:
-            raise ConfigError(f"the embedded world has no language {code!r} "
-                              f"(has {', '.join(languages.LANGUAGE_CODES)})")
+            raise ConfigError(
+                f"the embedded world has no language {code!r} (has {', '.join(languages.LANGUAGE_CODES)})"
+            )
     source, target = concept_forms(src_lang), concept_forms(tgt_lang)
     return [(s, t) for concept, words in source.items() for s in words for t in target.get(concept, [])]
 
@@ -88,5 +89,4 @@ def import_world_lexicon(world: str | Path, out_dir: str | Path, src_lang: str |
     if reused is not None:
         return reused
     table = lexicon_table(world_pairs(src_lang, tgt_lang), src_lang, tgt_lang)
-    return write_lexicon(out_dir, table, stage="import-data", config=config, inputs=[captions],
-                         format="synth-lexicon")
+    return write_lexicon(out_dir, table, stage="import-data", config=config, inputs=[captions], format="synth-lexicon")

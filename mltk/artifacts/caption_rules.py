@@ -61,12 +61,15 @@ def refuse_caption_ids_on_several_images(table: pa.Table, path: object) -> None:
     embeddings, whose rows carry both columns)."""
     if table.num_rows == 0:
         return
-    images = table.select(["caption_id", "image_id"]).group_by("caption_id").aggregate(
-        [("image_id", "count_distinct")])
+    images = table.select(["caption_id", "image_id"]).group_by("caption_id").aggregate([("image_id", "count_distinct")])
     shared = images.filter(pc.greater(images.column("image_id_count_distinct"), 1))
     if shared.num_rows:
         caption_id = shared.column("caption_id")[0].as_py()
-        names = sorted(set(table.filter(pc.equal(table.column("caption_id"), caption_id))
-                           .column("image_id").to_pylist()))
-        raise SchemaError(f"{shared.num_rows} caption_id(s) name more than one image (e.g. {caption_id!r} on "
-                          f"{', '.join(map(repr, names[:3]))}); a caption_id is one sentence of one image", path)
+        names = sorted(
+            set(table.filter(pc.equal(table.column("caption_id"), caption_id)).column("image_id").to_pylist())
+        )
+        raise SchemaError(
+            f"{shared.num_rows} caption_id(s) name more than one image (e.g. {caption_id!r} on "
+            f"{', '.join(map(repr, names[:3]))}); a caption_id is one sentence of one image",
+            path,
+        )

@@ -22,9 +22,17 @@ ARCHITECTURE = "architecture"  # a whole CLIP's model: the open_clip architectur
 BASE = {"base": dict, "base.model": TEXT, "base.pretrained": OPTIONAL_TEXT}
 FIELDS = {  # format -> dotted field -> what it must be
     "open_clip": {"model": ARCHITECTURE},
-    "mla": {**BASE, "native_lang": TEXT, "languages": NAMES, "non_native": dict, "non_native.kind": TEXT,
-            "non_native.source": TEXT, "non_native.vocab_size": COUNT, "non_native.embed_dim": COUNT,
-            "acquirer_hidden": COUNT},
+    "mla": {
+        **BASE,
+        "native_lang": TEXT,
+        "languages": NAMES,
+        "non_native": dict,
+        "non_native.kind": TEXT,
+        "non_native.source": TEXT,
+        "non_native.vocab_size": COUNT,
+        "non_native.embed_dim": COUNT,
+        "acquirer_hidden": COUNT,
+    },
     "cll": {**BASE, "vocab": FILE_NAME, "method": dict, "method.name": TEXT},
 }
 
@@ -62,15 +70,20 @@ def _problem(value, kind, path: Path) -> str | None:
     if kind == OPTIONAL_TEXT and value is None:
         return None
     if kind == ARCHITECTURE and isinstance(value, str) and any(mark in value for mark in (":", "/", "\\")):
-        return (f"is {value[:80]!r}, a hub repository or a folder, not an open_clip architecture: a whole CLIP "
-                f"names the architecture it was trained as, and mltk never fetches what a checkpoint names")
+        return (
+            f"is {value[:80]!r}, a hub repository or a folder, not an open_clip architecture: a whole CLIP "
+            f"names the architecture it was trained as, and mltk never fetches what a checkpoint names"
+        )
     if kind in (TEXT, OPTIONAL_TEXT, ARCHITECTURE):
         if not isinstance(value, str) or not value.strip():
             return f"is {type(value).__name__} {str(value)[:40]!r}, expected a non-empty name"
         return f"holds the control character {control_characters(value)[0]}" if control_characters(value) else None
     if kind == COUNT:
-        return None if isinstance(value, int) and not isinstance(value, bool) and value > 0 else \
-            f"is {str(value)[:40]!r}, expected a positive integer"
+        return (
+            None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0
+            else f"is {str(value)[:40]!r}, expected a positive integer"
+        )
     if kind == NAMES:
         if not isinstance(value, list):
             return f"is {type(value).__name__}, expected a list of languages"

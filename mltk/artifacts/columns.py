@@ -22,8 +22,9 @@ def key_codes(*columns: pa.Array | pa.ChunkedArray) -> np.ndarray:
         encoded = pc.dictionary_encode(column)
         if isinstance(encoded, pa.ChunkedArray):
             encoded = encoded.unify_dictionaries() if encoded.num_chunks > 1 else encoded
-            indices = np.concatenate([chunk.indices.to_numpy(zero_copy_only=False) for chunk in encoded.chunks]
-                                     or [np.zeros(0, np.int64)])
+            indices = np.concatenate(
+                [chunk.indices.to_numpy(zero_copy_only=False) for chunk in encoded.chunks] or [np.zeros(0, np.int64)]
+            )
             size = len(encoded.chunk(0).dictionary) if encoded.num_chunks else 0
         else:
             indices, size = encoded.indices.to_numpy(zero_copy_only=False), len(encoded.dictionary)

@@ -84,8 +84,11 @@ def check_content(artifact: str | os.PathLike, role: str, *, use_cache: bool = T
     recorded = manifest.get("checksums") if isinstance(manifest, dict) else None
     if not isinstance(recorded, dict):
         return  # an artifact from an older mltk: its reader compares what it can
-    names = sorted(name for name, entry in recorded.items()
-                   if isinstance(entry, dict) and name.split("/")[0] != schema.CHECKPOINT_STATE_DIR)
+    names = sorted(
+        name
+        for name, entry in recorded.items()
+        if isinstance(entry, dict) and name.split("/")[0] != schema.CHECKPOINT_STATE_DIR
+    )
     paths = {name: integrity.member(artifact, name) for name in names}
     missing = [name for name, path in paths.items() if not path.is_file()]
     if missing:
@@ -93,7 +96,10 @@ def check_content(artifact: str | os.PathLike, role: str, *, use_cache: bool = T
     digests = file_sha256s(list(paths.values()), use_cache=use_cache)
     for name, path in paths.items():
         if digests[path] != recorded[name].get("sha256"):
-            raise ArtifactError(f"does not hold the bytes the manifest of this {role} records (sha256 "
-                                f"{digests[path][:12]}, recorded {str(recorded[name].get('sha256'))[:12]}): it was "
-                                f"replaced or modified after it was written; rebuild the {role} or restore the "
-                                f"original", artifact / name)
+            raise ArtifactError(
+                f"does not hold the bytes the manifest of this {role} records (sha256 "
+                f"{digests[path][:12]}, recorded {str(recorded[name].get('sha256'))[:12]}): it was "
+                f"replaced or modified after it was written; rebuild the {role} or restore the "
+                f"original",
+                artifact / name,
+            )

@@ -42,8 +42,10 @@ from mltk.core.errors import ArtifactError, ConfigError
 DEPENDS_ON = "depends_on"
 ROLES = {"base.model": "base model", "base.pretrained": "base weights", "non_native.source": "tokenizer"}
 LOCAL_SCHEME = "local-dir:"  # open_clip's name for a local folder; the folder is what is pinned
-NAME_NOTE = ("a name (open_clip architecture or pretrained tag, hub name), not local files: no fingerprint is "
-             "possible; the name is trusted")
+NAME_NOTE = (
+    "a name (open_clip architecture or pretrained tag, hub name), not local files: no fingerprint is "
+    "possible; the name is trusted"
+)
 NOT_A_DEPENDENCY = ("tower",)  # the MLA tokenizer 'tower' is the base's own
 
 MAX_FOLDER_FILES = 10_000  # a model or tokenizer folder holds a few files; a crafted relative path may name "/"
@@ -137,7 +139,7 @@ def set_field(config: dict, field: str, value: Any) -> dict:
 def _local_path(location: str) -> tuple[str, Path] | None:
     """``(scheme, path)`` when ``location`` names existing local files (``local-dir:`` kept apart), else None."""
     scheme = LOCAL_SCHEME if location.startswith(LOCAL_SCHEME) else ""
-    raw = location[len(scheme):]
+    raw = location[len(scheme) :]
     if not raw or "\n" in raw or "\x00" in raw or (not scheme and raw.startswith("hf-hub:")):
         return None
     path = Path(raw)
@@ -146,8 +148,11 @@ def _local_path(location: str) -> tuple[str, Path] | None:
 
 def dependency_fields(config: dict) -> list[str]:
     """The config fields of ``config`` that name something outside the checkpoint."""
-    return [field for field in ROLES if isinstance(_get(config, field), str) and _get(config, field)
-            and _get(config, field) not in NOT_A_DEPENDENCY]
+    return [
+        field
+        for field in ROLES
+        if isinstance(_get(config, field), str) and _get(config, field) and _get(config, field) not in NOT_A_DEPENDENCY
+    ]
 
 
 def pin(config: dict, checkpoint: str | os.PathLike) -> dict:
@@ -164,8 +169,13 @@ def pin(config: dict, checkpoint: str | os.PathLike) -> dict:
             continue
         scheme, path = local[0], local[1].resolve()
         _set(config, field, scheme + str(path))
-        records[field] = {"role": ROLES[field], "location": scheme + str(path), "kind": _kind(path),
-                          "relative": os.path.relpath(path, checkpoint), "fingerprint": content_fingerprint(path)}
+        records[field] = {
+            "role": ROLES[field],
+            "location": scheme + str(path),
+            "kind": _kind(path),
+            "relative": os.path.relpath(path, checkpoint),
+            "fingerprint": content_fingerprint(path),
+        }
         if scheme:
             records[field]["scheme"] = scheme
     if records:
@@ -184,7 +194,7 @@ def _candidates(record: dict, checkpoint: Path, given: tuple[str, ...]) -> list[
     places = [(Path(p), True) for p in given]
     if isinstance(record.get("relative"), str):
         places.append((Path(os.path.normpath(checkpoint / record["relative"])), False))
-    places.append((Path(str(record.get("location", ""))[len(scheme):]), False))
+    places.append((Path(str(record.get("location", ""))[len(scheme) :]), False))
     return places
 
 
@@ -231,10 +241,17 @@ def resolve(config: dict, checkpoint: str | os.PathLike) -> dict:
             continue
         _set(config, field, record.get("scheme", "") + str(found))
     if len(problems) > 1:
-        parts = [problem.removeprefix(f"checkpoint {checkpoint} depends on ").removeprefix(f"{checkpoint}: ")
-                 .removesuffix("; pass --base PATH where it now lies") for problem in problems]
-        raise ConfigError(f"checkpoint {checkpoint} misses {len(problems)} dependencies: " + "; and ".join(parts)
-                          + "; pass --base PATH,PATH where they now lie (repeat or comma-separate)")
+        parts = [
+            problem.removeprefix(f"checkpoint {checkpoint} depends on ")
+            .removeprefix(f"{checkpoint}: ")
+            .removesuffix("; pass --base PATH where it now lies")
+            for problem in problems
+        ]
+        raise ConfigError(
+            f"checkpoint {checkpoint} misses {len(problems)} dependencies: "
+            + "; and ".join(parts)
+            + "; pass --base PATH,PATH where they now lie (repeat or comma-separate)"
+        )
     if problems:
         raise ConfigError(problems[0])
     return config
@@ -249,7 +266,7 @@ def local_dependencies(config: dict) -> list[tuple[Path, str]]:
         if local is not None:
             places.append((local[1].resolve(), ROLES[field]))
     records = config.get(DEPENDS_ON)
-    for record in (records.values() if isinstance(records, dict) else ()):
+    for record in records.values() if isinstance(records, dict) else ():
         if isinstance(record, dict) and isinstance(record.get("location"), str):
             local = _local_path(record["location"])
             if local is not None:
@@ -263,12 +280,16 @@ def _missing_message(record: dict, checkpoint: Path, other: list[tuple]) -> str:
     refused = "".join(f"; --base {path} is not it ({_short(now)})" for path, now, named in other if named)
     if changed:
         path, now = changed[0]
-        return (f"{checkpoint}: {role} changed since this checkpoint was made ({path} is now {_short(now)}, the "
-                f"checkpoint was made with {pinned}){refused}; train the checkpoint again on it, or pass --base "
-                f"PATH of the original")
+        return (
+            f"{checkpoint}: {role} changed since this checkpoint was made ({path} is now {_short(now)}, the "
+            f"checkpoint was made with {pinned}){refused}; train the checkpoint again on it, or pass --base "
+            f"PATH of the original"
+        )
     places = " nor at ".join(dict.fromkeys(str(p) for p, _ in _candidates(record, checkpoint, ())))
-    return (f"checkpoint {checkpoint} depends on {role} {record.get('location')} ({pinned}), which is not at "
-            f"{places}{refused}; pass --base PATH where it now lies")
+    return (
+        f"checkpoint {checkpoint} depends on {role} {record.get('location')} ({pinned}), which is not at "
+        f"{places}{refused}; pass --base PATH where it now lies"
+    )
 
 
 def report(config: dict, checkpoint: str | os.PathLike) -> list[dict]:
@@ -295,8 +316,14 @@ def report(config: dict, checkpoint: str | os.PathLike) -> list[dict]:
                 status, other = "changed", [(found, replaced, False)]
         else:
             status = "changed" if other else "is gone"
-        rows.append({**row, "location": location, "status": status,
-                     **({"now": other[0][1]} if status in ("changed", "is gone") and other else {})})
+        rows.append(
+            {
+                **row,
+                "location": location,
+                "status": status,
+                **({"now": other[0][1]} if status in ("changed", "is gone") and other else {}),
+            }
+        )
     return rows
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from mltk.artifacts import dependencies, integrity, schema
 from mltk.artifacts.checkpoint_fields import check_checkpoint_fields
 from mltk.artifacts.local_names import check_names_stay_local
-from mltk.artifacts.manifest import PathLike, fingerprint, jsonable, read_json, read_manifest, write_json  # noqa: F401
+from mltk.artifacts.manifest import PathLike, fingerprint, jsonable, read_json, read_manifest, write_json
 from mltk.artifacts.tables import (
     as_string_columns,
     load_array,
@@ -35,8 +35,15 @@ from mltk.core.file_modes import give_normal_mode
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def write_images(out_dir: PathLike, table: pa.Table, *, stage: str = "images", config: Any = None,
-                 inputs: Iterable[PathLike] = (), **manifest_fields: Any) -> Path:
+def write_images(
+    out_dir: PathLike,
+    table: pa.Table,
+    *,
+    stage: str = "images",
+    config: Any = None,
+    inputs: Iterable[PathLike] = (),
+    **manifest_fields: Any,
+) -> Path:
     """Write an images artifact: ``image_id``, ``split`` and either ``image`` (encoded bytes, e.g. PNG) or
     ``path`` (absolute, or relative to the artifact directory)."""
     table = validate_images(table, out_dir)
@@ -67,8 +74,9 @@ def load_images(path: PathLike) -> pa.Table:
         read_manifest(path, "images")
         table, base = validate_images(read_table(path / schema.IMAGES_FILE), path), path
     if "path" in table.column_names:
-        resolved = [p if os.path.isabs(p) or "://" in p else str((base / p).resolve())
-                    for p in table.column("path").to_pylist()]
+        resolved = [
+            p if os.path.isabs(p) or "://" in p else str((base / p).resolve()) for p in table.column("path").to_pylist()
+        ]
         table = table.set_column(table.schema.get_field_index("path"), "path", pa.array(resolved, pa.string()))
     return table
 
@@ -82,8 +90,11 @@ def save_tensors(path: PathLike, tensors: Mapping[str, Any], metadata: Mapping[s
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
-                  metadata=dict(metadata) if metadata else None)
+        save_file(
+            {k: v.detach().contiguous().cpu() for k, v in tensors.items()},
+            str(tmp),
+            metadata=dict(metadata) if metadata else None,
+        )
     except SafetensorError as exc:
         code = re.search(r"\(os error (\d+)\)", str(exc))
         if code is None:
@@ -103,9 +114,17 @@ def load_tensors(path: PathLike, device: str = "cpu") -> dict:
         raise ArtifactError(f"cannot read safetensors ({exc})", path)
 
 
-def write_checkpoint(out_dir: PathLike, tensors: Mapping[str, Any], config: Mapping[str, Any], *,
-                     stage: str = "checkpoint", run_config: Any = None, inputs: Iterable[PathLike] = (),
-                     extra_files: Mapping[str, Any] | None = None, **manifest_fields: Any) -> Path:
+def write_checkpoint(
+    out_dir: PathLike,
+    tensors: Mapping[str, Any],
+    config: Mapping[str, Any],
+    *,
+    stage: str = "checkpoint",
+    run_config: Any = None,
+    inputs: Iterable[PathLike] = (),
+    extra_files: Mapping[str, Any] | None = None,
+    **manifest_fields: Any,
+) -> Path:
     """Write a checkpoint artifact: the trained tensors (``model.safetensors``) plus ``config.json`` that names the
     frozen base model and everything needed to rebuild the module. ``extra_files`` maps file names to JSON
     objects written beside them."""
@@ -150,12 +169,15 @@ def checkpoint_format(path: PathLike) -> str | None:
         return None
 
 
-
-
-
-
-def write_metrics(out_dir: PathLike, metrics: Mapping[str, Any], *, stage: str = "evaluate", config: Any = None,
-                  inputs: Iterable[PathLike] = (), extra_files: Mapping[str, bytes] | None = None) -> Path:
+def write_metrics(
+    out_dir: PathLike,
+    metrics: Mapping[str, Any],
+    *,
+    stage: str = "evaluate",
+    config: Any = None,
+    inputs: Iterable[PathLike] = (),
+    extra_files: Mapping[str, bytes] | None = None,
+) -> Path:
     """Write a metrics artifact (``metrics.json``; ``extra_files`` are raw bytes such as a PNG or a CSV)."""
     with ArtifactWriter(out_dir, "metrics", stage=stage, config=config, inputs=inputs) as writer:
         write_json(writer.dir / schema.METRICS_FILE, metrics)
@@ -190,8 +212,13 @@ class VocabFiles:
     task_token_freq: np.ndarray  # int64 [V]
 
 
-def write_vocab_files(directory: PathLike, tokens: Sequence[str], merges: Sequence[tuple[str, str]],
-                      prior_task_counts: np.ndarray, task_token_freq: np.ndarray) -> None:
+def write_vocab_files(
+    directory: PathLike,
+    tokens: Sequence[str],
+    merges: Sequence[tuple[str, str]],
+    prior_task_counts: np.ndarray,
+    task_token_freq: np.ndarray,
+) -> None:
     """Write the files of a vocab artifact into ``directory`` (a writer's partial directory)."""
     directory = Path(directory)
     lines = [schema.VOCAB_MERGES_HEADER] + [f"{a} {b}" for a, b in merges]
@@ -224,12 +251,15 @@ def read_vocab_files(path: PathLike) -> VocabFiles:
         raise SchemaError(f"{schema.VOCAB_TOKENS_FILE} ids are not 0..{len(tokens) - 1}", path)
     bad = next((m for m in merges if len(m) != 2 or m[0] + m[1] not in encoder), None)
     if bad is not None:
-        raise SchemaError(f"{schema.VOCAB_MERGES_FILE} has a merge whose result is not in the vocabulary: "
-                          f"{' '.join(bad)!r}", path)
+        raise SchemaError(
+            f"{schema.VOCAB_MERGES_FILE} has a merge whose result is not in the vocabulary: {' '.join(bad)!r}", path
+        )
     for name, array in ((schema.VOCAB_PRIOR_COUNTS_FILE, prior), (schema.VOCAB_TASK_FREQ_FILE, freq)):
         if array.shape != (len(tokens),) or not np.issubdtype(array.dtype, np.integer):
-            raise SchemaError(f"{name} has shape {array.shape} and dtype {array.dtype}, expected "
-                              f"integers of shape ({len(tokens)},)", path)
+            raise SchemaError(
+                f"{name} has shape {array.shape} and dtype {array.dtype}, expected integers of shape ({len(tokens)},)",
+                path,
+            )
     return VocabFiles(tokens, merges, prior.astype(np.int64), freq.astype(np.int64))
 
 
@@ -265,8 +295,9 @@ def read_index(path: PathLike) -> tuple[dict, Any, pa.Table]:
     table = read_table(path / schema.INDEX_IDS_FILE)
     require_columns(table, [schema.EMBEDDING_ID_COLUMN], path / schema.INDEX_IDS_FILE)
     if table.num_rows != index.ntotal:
-        raise ArtifactError(f"{schema.INDEX_IDS_FILE} has {table.num_rows} rows but the index holds "
-                            f"{index.ntotal} vectors", path)
+        raise ArtifactError(
+            f"{schema.INDEX_IDS_FILE} has {table.num_rows} rows but the index holds {index.ntotal} vectors", path
+        )
     return manifest, index, table
 
 
@@ -308,8 +339,11 @@ def verify_artifact(path: PathLike, *, decode: bool = True) -> dict:
         source = Path(str(entry.get("path")))
         if not source.exists():
             moved = moved_with_tree(source, path, entry.get("fingerprint"))
-            changed.append({"path": str(source), "change": "moved with the tree", "now": str(moved)} if moved else
-                           {"path": str(source), "change": "is gone"})
+            changed.append(
+                {"path": str(source), "change": "moved with the tree", "now": str(moved)}
+                if moved
+                else {"path": str(source), "change": "is gone"}
+            )
         elif fingerprint(source) != entry.get("fingerprint"):
             changed.append({"path": str(source), "change": "changed"})
     depends = []

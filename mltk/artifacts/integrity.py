@@ -44,8 +44,9 @@ def sha256_file(path: Path) -> str:
 
 def checksums(directory: Path, names: list[str]) -> dict[str, dict]:
     """The manifest's ``checksums`` field: ``{name: {"size": bytes, "sha256": hex}}`` for each file."""
-    return {name: {"size": (directory / name).stat().st_size, "sha256": sha256_file(directory / name)}
-            for name in names}
+    return {
+        name: {"size": (directory / name).stat().st_size, "sha256": sha256_file(directory / name)} for name in names
+    }
 
 
 def check_sizes(artifact: Path, manifest: dict) -> None:
@@ -56,14 +57,21 @@ def check_sizes(artifact: Path, manifest: dict) -> None:
         raise ArtifactError("manifest.json: 'files' is not a list", artifact)
     recorded = manifest.get("checksums")
     if not isinstance(recorded, dict):
-        raise ArtifactError("manifest.json records no checksums (sizes and sha256 of its files); an artifact "
-                            "from an older mltk or edited by hand: rebuild it", artifact)
+        raise ArtifactError(
+            "manifest.json records no checksums (sizes and sha256 of its files); an artifact "
+            "from an older mltk or edited by hand: rebuild it",
+            artifact,
+        )
     on_disk = contents(artifact)
-    unlisted = sorted(name for name in set(on_disk) - set(files)
-                      if PurePosixPath(name).name != MANIFEST_NAME)  # its own, and those of nested artifacts
+    unlisted = sorted(
+        name for name in set(on_disk) - set(files) if PurePosixPath(name).name != MANIFEST_NAME
+    )  # its own, and those of nested artifacts
     if unlisted:
-        raise ArtifactError(f"{unlisted[0]} is not listed in the manifest ({len(unlisted)} unlisted file(s)); an "
-                            f"artifact lists every file it holds", artifact)
+        raise ArtifactError(
+            f"{unlisted[0]} is not listed in the manifest ({len(unlisted)} unlisted file(s)); an "
+            f"artifact lists every file it holds",
+            artifact,
+        )
     for name in files:
         path = member(artifact, name)
         if name not in on_disk:
@@ -74,8 +82,9 @@ def check_sizes(artifact: Path, manifest: dict) -> None:
             raise ArtifactError(f"manifest.json records no size and sha256 for {name}", artifact)
         size = path.stat().st_size
         if size != expected:
-            raise ArtifactError(f"{name} has {size} bytes, the manifest says {expected} (truncated or replaced)",
-                                artifact)
+            raise ArtifactError(
+                f"{name} has {size} bytes, the manifest says {expected} (truncated or replaced)", artifact
+            )
 
 
 MANIFEST_NAME = "manifest.json"
@@ -97,15 +106,19 @@ def contents(artifact: Path) -> set[str]:
             mode = entry.stat(follow_symlinks=False).st_mode
             if stat.S_ISLNK(mode):
                 outside = not os.path.realpath(entry.path).startswith(os.path.realpath(artifact) + os.sep)
-                raise ArtifactError(f"{name} is a symlink{' leading outside the artifact' if outside else ''}; an "
-                                    f"artifact holds only its own regular files", artifact)
+                raise ArtifactError(
+                    f"{name} is a symlink{' leading outside the artifact' if outside else ''}; an "
+                    f"artifact holds only its own regular files",
+                    artifact,
+                )
             if stat.S_ISDIR(mode):
                 pending.append((Path(entry.path), name + "/"))
             elif stat.S_ISREG(mode):
                 found.add(name)
             else:
-                raise ArtifactError(f"{name} is not a regular file (a FIFO, socket or device); refusing to read it",
-                                    artifact)
+                raise ArtifactError(
+                    f"{name} is not a regular file (a FIFO, socket or device); refusing to read it", artifact
+                )
     return found
 
 

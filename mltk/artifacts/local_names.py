@@ -33,9 +33,12 @@ def check_names_stay_local(config: dict, checkpoint: str | os.PathLike) -> dict:
     for field in dependency_fields(config):
         value = field_value(config, field)
         if value.startswith(HUB_SCHEME):
-            raise ArtifactError(f"'{field}' names the hub repository {value[:100]!r}; a checkpoint's base model and "
-                                f"tokenizer are local files (beside it, or given with --base) or open_clip names, "
-                                f"never a repository to download", where)
+            raise ArtifactError(
+                f"'{field}' names the hub repository {value[:100]!r}; a checkpoint's base model and "
+                f"tokenizer are local files (beside it, or given with --base) or open_clip names, "
+                f"never a repository to download",
+                where,
+            )
         if value.startswith(LOCAL_SCHEME) or looks_local(value) or os.path.exists(value):
             continue  # local files: the loaders refuse a missing one, and code or pickles they may carry
         if _open_clip_name(config, field, value):
@@ -44,9 +47,12 @@ def check_names_stay_local(config: dict, checkpoint: str | os.PathLike) -> dict:
         if snapshot is not None:  # loaded from the folder, so no loader asks the hub for a newer revision
             config = set_field(copy.deepcopy(config), field, str(snapshot))
             continue
-        raise ArtifactError(f"'{field}' names {value[:100]!r}: no local files, no open_clip name and not in the local "
-                            f"Hugging Face cache; mltk never downloads what a checkpoint names (download it "
-                            f"yourself if you trust it)", where)
+        raise ArtifactError(
+            f"'{field}' names {value[:100]!r}: no local files, no open_clip name and not in the local "
+            f"Hugging Face cache; mltk never downloads what a checkpoint names (download it "
+            f"yourself if you trust it)",
+            where,
+        )
     return config
 
 

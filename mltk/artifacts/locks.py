@@ -49,8 +49,9 @@ def _open_lock_file(path: Path) -> int:
     try:
         handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise ArtifactError(f"cannot open the output lock {path.name} ({exc.strerror or exc}); if it is not "
-                            f"mltk's, move it away", path) from None
+        raise ArtifactError(
+            f"cannot open the output lock {path.name} ({exc.strerror or exc}); if it is not mltk's, move it away", path
+        ) from None
     if not stat.S_ISREG(os.fstat(handle).st_mode):
         os.close(handle)
         raise ArtifactError(f"the output lock {path.name} is not a regular file; move it away", path)
@@ -95,8 +96,10 @@ def refuse_if_held(out_dir: Path) -> None:
     pid = holder(out_dir)
     if pid is not None:
         shown = f"pid {pid}" if pid > 0 else "pid unknown"
-        raise ArtifactError(f"is being written by another mltk process ({shown}); wait for it to finish or stop it",
-                            Path(out_dir).resolve())
+        raise ArtifactError(
+            f"is being written by another mltk process ({shown}); wait for it to finish or stop it",
+            Path(out_dir).resolve(),
+        )
 
 
 class OutputLock:
@@ -122,8 +125,10 @@ class OutputLock:
                 continue
             if not LOCK_TEXT.fullmatch(_holder_text(handle)):
                 os.close(handle)  # a user's own file of that name: never overwritten or removed
-                raise ArtifactError(f"{self.path.name} beside it is not an mltk lock; mltk locks the output there, "
-                                    f"so move it away", self.out_dir)
+                raise ArtifactError(
+                    f"{self.path.name} beside it is not an mltk lock; mltk locks the output there, so move it away",
+                    self.out_dir,
+                )
             self._handle, self.held = handle, True
             self._write_holder()
             return
@@ -139,10 +144,14 @@ class OutputLock:
             os.write(self._handle, f"{os.getpid()} {process_start_time(os.getpid()) or '-'}\n".encode("ascii"))
         except OSError as exc:
             self.release()
-            reason = "no space left on device" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else \
-                f"cannot write ({exc.strerror or exc})"
-            raise ArtifactError(f"{reason} while writing its lock {self.path.name}; nothing was changed",
-                                self.out_dir) from None
+            reason = (
+                "no space left on device"
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                else f"cannot write ({exc.strerror or exc})"
+            )
+            raise ArtifactError(
+                f"{reason} while writing its lock {self.path.name}; nothing was changed", self.out_dir
+            ) from None
 
     def _still_at_path(self, handle: int) -> bool:
         try:

@@ -31,8 +31,14 @@ def enclosing_artifact(path: Path) -> Path | None:
     return None
 
 
-def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: str = "output",
-                 directory: bool = False, overwrite: bool | None = None) -> Path:
+def check_target(
+    path: str | Path,
+    inputs: Iterable[str | Path] = (),
+    *,
+    what: str = "output",
+    directory: bool = False,
+    overwrite: bool | None = None,
+) -> Path:
     """``path`` resolved, when writing it is allowed: not an input nor inside one or any artifact, not an
     existing file unless mltk wrote it and the user lets it be replaced, and not a directory where a file goes
     (or a file where a folder goes)."""
@@ -55,15 +61,24 @@ def check_target(path: str | Path, inputs: Iterable[str | Path] = (), *, what: s
     if target.exists() and not target.is_file():
         raise ArtifactError(f"{what} exists and is not a regular file; refusing to replace it", target)
     if target.exists() and not made_by_mltk(target):
-        raise ArtifactError(f"{what} exists and mltk did not write it (or it changed since); refusing to replace it, "
-                            "even with --overwrite: move it away or choose another name", target)
+        raise ArtifactError(
+            f"{what} exists and mltk did not write it (or it changed since); refusing to replace it, "
+            "even with --overwrite: move it away or choose another name",
+            target,
+        )
     if target.exists() and not overwrite:
         raise ArtifactError(f"{what} exists; pass --overwrite to replace it", target)
     return target
 
 
-def write_file(path: str | Path, data: bytes, inputs: Iterable[str | Path] = (), *, what: str = "output",
-               overwrite: bool | None = None) -> Path:
+def write_file(
+    path: str | Path,
+    data: bytes,
+    inputs: Iterable[str | Path] = (),
+    *,
+    what: str = "output",
+    overwrite: bool | None = None,
+) -> Path:
     """Write ``data`` to ``path`` atomically under ``check_target``'s policy; returns the resolved path."""
     target = check_target(path, inputs, what=what, overwrite=overwrite)
     try:
@@ -80,13 +95,23 @@ def write_file(path: str | Path, data: bytes, inputs: Iterable[str | Path] = (),
     except OSError as exc:
         Path(temporary).unlink(missing_ok=True)
         full = disk_full(exc)
-        raise ArtifactError("no space left on device; the previous file is intact" if full else
-                            f"cannot write the {what} ({exc.strerror or exc})", target) from None
+        raise ArtifactError(
+            "no space left on device; the previous file is intact"
+            if full
+            else f"cannot write the {what} ({exc.strerror or exc})",
+            target,
+        ) from None
     return target
 
 
-def write_files(directory: str | Path, files: Mapping[str, bytes], inputs: Iterable[str | Path] = (), *,
-                what: str = "output", overwrite: bool | None = None) -> list[Path]:
+def write_files(
+    directory: str | Path,
+    files: Mapping[str, bytes],
+    inputs: Iterable[str | Path] = (),
+    *,
+    what: str = "output",
+    overwrite: bool | None = None,
+) -> list[Path]:
     """Several files into one folder: every target is checked before the first is written."""
     folder = check_target(directory, inputs, what=what, directory=True)
     for name in files:

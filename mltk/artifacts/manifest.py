@@ -27,13 +27,15 @@ def is_artifact(path: PathLike) -> bool:
 
 
 def missing_reason(path: Path) -> str:
-    """"no such file or directory", or where a killed ``mltk prune`` left the complete artifact meanwhile."""
+    """ "no such file or directory", or where a killed ``mltk prune`` left the complete artifact meanwhile."""
     from mltk.artifacts.prune_leftovers import interrupted_originals
 
     originals = interrupted_originals(Path(path).absolute())
     if originals:
-        return (f"no such file or directory: a killed mltk prune left the complete checkpoint at {originals[-1]}; "
-                f"run mltk prune {path} to put it back")
+        return (
+            f"no such file or directory: a killed mltk prune left the complete checkpoint at {originals[-1]}; "
+            f"run mltk prune {path} to put it back"
+        )
     return "no such file or directory"
 
 
@@ -62,16 +64,18 @@ def read_manifest(path: PathLike, kind: str | None = None) -> dict:
         raise ArtifactError(f"manifest.json lacks {', '.join(missing)}", path)
     if manifest["schema_version"] != schema.SCHEMA_VERSION:
         raise ArtifactError(
-            f"schema_version {manifest['schema_version']!r} is not supported (this mltk reads "
-            f"{schema.SCHEMA_VERSION})",
+            f"schema_version {manifest['schema_version']!r} is not supported (this mltk reads {schema.SCHEMA_VERSION})",
             path,
         )
     if manifest["kind"] not in schema.KINDS:
         raise ArtifactError(f"manifest.json: unknown kind {str(manifest['kind'])[:40]!r}", path)
     if kind is not None and manifest["kind"] != kind:
         raise ArtifactError(f"is a {manifest['kind']} artifact, expected {kind}", path)
-    if not isinstance(manifest["created_by"], dict) or not isinstance(manifest["inputs"], list) or not all(
-            isinstance(entry, dict) for entry in manifest["inputs"]):
+    if (
+        not isinstance(manifest["created_by"], dict)
+        or not isinstance(manifest["inputs"], list)
+        or not all(isinstance(entry, dict) for entry in manifest["inputs"])
+    ):
         raise ArtifactError("manifest.json: 'created_by' or 'inputs' is malformed", path)
     integrity.check_sizes(path, manifest)
     return manifest
@@ -107,8 +111,6 @@ def fingerprint(path: PathLike) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-
-
 def _without_state(names):
     return [name for name in names if name.split("/")[0] != schema.CHECKPOINT_STATE_DIR]
 
@@ -123,9 +125,12 @@ def pruned_original(manifest_bytes: bytes) -> bytes | None:
         current = json.loads(manifest_bytes)
         text = current["pruned"]["original_manifest"]
         original = json.loads(text)
-        same = (original["kind"] == current["kind"] and _without_state(original["files"]) == current["files"]
-                and {name: original["checksums"][name] for name in _without_state(original["checksums"])}
-                == current["checksums"])
+        same = (
+            original["kind"] == current["kind"]
+            and _without_state(original["files"]) == current["files"]
+            and {name: original["checksums"][name] for name in _without_state(original["checksums"])}
+            == current["checksums"]
+        )
     except (ValueError, RecursionError, KeyError, TypeError):
         return None
     return text.encode("utf-8") if same else None
@@ -204,8 +209,6 @@ def write_json(path: PathLike, obj: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
-
-
 
 
 def read_json(path: PathLike) -> Any:

@@ -45,8 +45,9 @@ def is_export(folder: Path) -> bool:
         return False
     if not isinstance(record, dict):
         return False
-    return record.get("made_by") == MADE_BY or all(isinstance(record.get(key), str)
-                                                   for key in ("format", "from", "fingerprint"))
+    return record.get("made_by") == MADE_BY or all(
+        isinstance(record.get(key), str) for key in ("format", "from", "fingerprint")
+    )
 
 
 def _record_path() -> Path:

@@ -67,8 +67,10 @@ def prune_state(path: Path | str) -> Path:
     finally:
         lock.release()
     freed = sum(manifest["checksums"][name]["size"] for name in dropped if name in manifest.get("checksums", {}))
-    log(f"{artifact}: dropped the resume state ({len(dropped)} files, {freed / 1e6:.1f} MB); a longer rerun of "
-        f"the same command now starts from scratch")
+    log(
+        f"{artifact}: dropped the resume state ({len(dropped)} files, {freed / 1e6:.1f} MB); a longer rerun of "
+        f"the same command now starts from scratch"
+    )
     return artifact
 
 
@@ -76,16 +78,19 @@ def _check_writable(artifact: Path) -> None:
     if not artifact.parent.is_dir():
         raise ArtifactError("no such file or directory", artifact)
     if not os.access(artifact.parent, os.W_OK | os.X_OK):
-        raise ArtifactError(f"cannot prune: {artifact.parent} is not writable (the checkpoint is rebuilt beside "
-                            f"itself)", artifact)
+        raise ArtifactError(
+            f"cannot prune: {artifact.parent} is not writable (the checkpoint is rebuilt beside itself)", artifact
+        )
 
 
 def _kept_files(artifact: Path) -> list[str]:
     """Every file of the artifact on disk but its manifest and ``state/``: nested artifacts' own manifests, which
     the outer manifest does not list, included."""
-    return sorted(p.relative_to(artifact).as_posix() for p in artifact.rglob("*")
-                  if p.is_file() and p.relative_to(artifact).parts[0] not in (schema.MANIFEST,
-                                                                              schema.CHECKPOINT_STATE_DIR))
+    return sorted(
+        p.relative_to(artifact).as_posix()
+        for p in artifact.rglob("*")
+        if p.is_file() and p.relative_to(artifact).parts[0] not in (schema.MANIFEST, schema.CHECKPOINT_STATE_DIR)
+    )
 
 
 def _stage_without(artifact: Path, manifest: dict, dropped: list[str]) -> Path:
@@ -101,9 +106,11 @@ def _stage_without(artifact: Path, manifest: dict, dropped: list[str]) -> Path:
             os.link(artifact / name, target)
         kept = [name for name in manifest["files"] if name not in dropped]
         pruned = dict(manifest, files=kept, checksums={name: manifest["checksums"][name] for name in kept})
-        pruned["pruned"] = {"dropped": schema.CHECKPOINT_STATE_DIR + "/",
-                            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                            "original_manifest": (artifact / schema.MANIFEST).read_text(encoding="utf-8")}
+        pruned["pruned"] = {
+            "dropped": schema.CHECKPOINT_STATE_DIR + "/",
+            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "original_manifest": (artifact / schema.MANIFEST).read_text(encoding="utf-8"),
+        }
         artifacts.write_json(staging / schema.MANIFEST, pruned)
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
@@ -124,5 +131,6 @@ def _user_error(exc: BaseException, artifact: Path, staging: Path) -> ArtifactEr
     name = str(exc.filename or artifact / schema.MANIFEST)
     shown = str(artifact / Path(name).relative_to(staging)) if name.startswith(str(staging) + os.sep) else name
     reason = "no space left on device" if full else f"cannot write ({exc.strerror or exc})"
-    return ArtifactError(f"{reason} while writing {shown.removesuffix('.tmp')}; the checkpoint was not changed",
-                         artifact)
+    return ArtifactError(
+        f"{reason} while writing {shown.removesuffix('.tmp')}; the checkpoint was not changed", artifact
+    )

@@ -31,8 +31,10 @@ def interrupted_originals(artifact: Path) -> list[Path]:
     original = re.compile(re.escape(f".{sibling_stem(artifact)}") + r"\.pruned-original-[0-9]+-[0-9a-f]{12}")
     if not artifact.parent.is_dir():
         return []
-    return sorted((p for p in artifact.parent.iterdir() if original.fullmatch(p.name) and not p.is_symlink()
-                   and _is_artifact(p)), key=lambda p: p.stat().st_mtime)
+    return sorted(
+        (p for p in artifact.parent.iterdir() if original.fullmatch(p.name) and not p.is_symlink() and _is_artifact(p)),
+        key=lambda p: p.stat().st_mtime,
+    )
 
 
 def clean_leftovers(artifact: Path) -> None:
@@ -50,6 +52,7 @@ def clean_leftovers(artifact: Path) -> None:
     for entry in originals:
         shutil.rmtree(entry, ignore_errors=True)
     for entry in entries:
-        if staging.fullmatch(entry.name) and ((entry / PARTIAL_MARKER).is_file() or _is_artifact(entry)
-                                              or not any(entry.iterdir())):
+        if staging.fullmatch(entry.name) and (
+            (entry / PARTIAL_MARKER).is_file() or _is_artifact(entry) or not any(entry.iterdir())
+        ):
             shutil.rmtree(entry, ignore_errors=True)

@@ -72,16 +72,28 @@ _LOOP_FILES = (CHECKPOINT_HISTORY, CHECKPOINT_STATE_DIR + "/")
 
 CHECKPOINT_FORMATS = {
     FORMAT_OPEN_CLIP: CheckpointFormat(
-        FORMAT_OPEN_CLIP, "every tensor of an open_clip CLIP under its own key names; config.json names the "
-        "architecture (``model``)", ("pretrain", "import-mla"), (CHECKPOINT_WEIGHTS, CHECKPOINT_CONFIG), _LOOP_FILES),
+        FORMAT_OPEN_CLIP,
+        "every tensor of an open_clip CLIP under its own key names; config.json names the architecture (``model``)",
+        ("pretrain", "import-mla"),
+        (CHECKPOINT_WEIGHTS, CHECKPOINT_CONFIG),
+        _LOOP_FILES,
+    ),
     FORMAT_MLA: CheckpointFormat(
-        FORMAT_MLA, "``acquirers.{lang}.{block}.*`` and ``embedding.{table,proj}.*``; config.json names the base "
+        FORMAT_MLA,
+        "``acquirers.{lang}.{block}.*`` and ``embedding.{table,proj}.*``; config.json names the base "
         "CLIP, the languages, the non-native tokenizer and the acquirer width",
-        ("train-nlt", "train-le", "train-ccrk", "import-mla"), (CHECKPOINT_WEIGHTS, CHECKPOINT_CONFIG), _LOOP_FILES),
+        ("train-nlt", "train-le", "train-ccrk", "import-mla"),
+        (CHECKPOINT_WEIGHTS, CHECKPOINT_CONFIG),
+        _LOOP_FILES,
+    ),
     FORMAT_CLL: CheckpointFormat(
-        FORMAT_CLL, "``table`` [V, W], ``logit_scale`` and ``method.*``; config.json names the base CLIP, the "
+        FORMAT_CLL,
+        "``table`` [V, W], ``logit_scale`` and ``method.*``; config.json names the base CLIP, the "
         "vocabulary folder, the method and the languages",
-        ("train-continual", "train-ccrk"), (CHECKPOINT_WEIGHTS, CHECKPOINT_CONFIG, CLL_VOCAB_DIR + "/"), _LOOP_FILES),
+        ("train-continual", "train-ccrk"),
+        (CHECKPOINT_WEIGHTS, CHECKPOINT_CONFIG, CLL_VOCAB_DIR + "/"),
+        _LOOP_FILES,
+    ),
 }
 
 # --- vocab: CLIP-style byte-level BPE grown one language at a time (CLL-CLIP) --------------------------------

@@ -82,8 +82,15 @@ def validate_captions(table: pa.Table, path: PathLike = "<captions>", *, drop_em
     return table.select(list(schema.CAPTION_COLUMNS) + extra)
 
 
-def write_captions(out_dir: PathLike, table: pa.Table, *, stage: str = "captions", config: Any = None,
-                   inputs: Iterable[PathLike] = (), **manifest_fields: Any) -> Path:
+def write_captions(
+    out_dir: PathLike,
+    table: pa.Table,
+    *,
+    stage: str = "captions",
+    config: Any = None,
+    inputs: Iterable[PathLike] = (),
+    **manifest_fields: Any,
+) -> Path:
     """Write a captions artifact (one row per caption; see ``schema.CAPTION_COLUMNS``)."""
     table = validate_captions(table, out_dir)
     with ArtifactWriter(out_dir, "captions", stage=stage, config=config, inputs=inputs) as writer:
@@ -113,12 +120,13 @@ def _check_vectors(vectors: np.ndarray, path: PathLike) -> None:
     if vectors.ndim != 2:
         raise ArtifactError(f"vectors must be 2-D, got shape {tuple(vectors.shape)}", path)
     for start in range(0, len(vectors), 65536):
-        if not np.isfinite(vectors[start:start + 65536]).all():
+        if not np.isfinite(vectors[start : start + 65536]).all():
             raise ArtifactError("vectors contain NaN or infinite values", path)
 
 
-def write_embedding_shard(directory: PathLike, index: int, ids: Sequence, vectors: np.ndarray,
-                          dtype: str = "float32", **columns: Sequence) -> dict:
+def write_embedding_shard(
+    directory: PathLike, index: int, ids: Sequence, vectors: np.ndarray, dtype: str = "float32", **columns: Sequence
+) -> dict:
     """Write shard ``index`` (vectors NPY + rows Parquet with ``id`` and extra columns) into ``directory``.
 
     Both files are written under temporary names and renamed, vectors first, so a shard whose rows file exists
@@ -154,10 +162,13 @@ def _cast_vectors(vectors: np.ndarray, dtype: str, path: PathLike) -> np.ndarray
         stored = vectors.astype(dtype, copy=False)
     if stored is not vectors:
         for start in range(0, len(stored), 65536):
-            if not np.isfinite(stored[start:start + 65536]).all():
-                raise ArtifactError(f"vectors overflow {dtype} (largest |value| {float(np.abs(vectors).max()):.4g}, "
-                                    f"{dtype} holds at most {float(np.finfo(dtype).max):.4g}); write float32 or "
-                                    "normalise first", path)
+            if not np.isfinite(stored[start : start + 65536]).all():
+                raise ArtifactError(
+                    f"vectors overflow {dtype} (largest |value| {float(np.abs(vectors).max()):.4g}, "
+                    f"{dtype} holds at most {float(np.finfo(dtype).max):.4g}); write float32 or "
+                    "normalise first",
+                    path,
+                )
     return stored
 
 
@@ -168,8 +179,9 @@ def _looks_like_ids(values: Sequence) -> bool:
     return isinstance(sample, (str, np.str_))
 
 
-def finish_embeddings(writer: ArtifactWriter, shards: list[dict], *, dim: int, dtype: str,
-                      normalized: bool = True, **manifest_fields: Any) -> None:
+def finish_embeddings(
+    writer: ArtifactWriter, shards: list[dict], *, dim: int, dtype: str, normalized: bool = True, **manifest_fields: Any
+) -> None:
     """Record the shards of an embeddings artifact in its manifest (call inside the writer's ``with``)."""
     writer.manifest.update(
         shards=shards,
@@ -181,10 +193,20 @@ def finish_embeddings(writer: ArtifactWriter, shards: list[dict], *, dim: int, d
     )
 
 
-def write_embeddings(out_dir: PathLike, ids: Sequence, vectors: np.ndarray, *, dtype: str = "float32",
-                     normalized: bool = True, stage: str = "embeddings", config: Any = None,
-                     inputs: Iterable[PathLike] = (), shard_size: int = 1 << 20,
-                     manifest_fields: Mapping[str, Any] | None = None, **columns: Sequence) -> Path:
+def write_embeddings(
+    out_dir: PathLike,
+    ids: Sequence,
+    vectors: np.ndarray,
+    *,
+    dtype: str = "float32",
+    normalized: bool = True,
+    stage: str = "embeddings",
+    config: Any = None,
+    inputs: Iterable[PathLike] = (),
+    shard_size: int = 1 << 20,
+    manifest_fields: Mapping[str, Any] | None = None,
+    **columns: Sequence,
+) -> Path:
     """Write an embeddings artifact: ``vectors[i]`` belongs to ``ids[i]`` and to row i of each extra column.
 
     ``columns`` are extra per-row columns such as ``lang``, ``image_id`` or ``caption_id``.
@@ -202,10 +224,12 @@ def write_embeddings(out_dir: PathLike, ids: Sequence, vectors: np.ndarray, *, d
         for index, start in enumerate(range(0, max(len(ids), 1), shard_size)):
             stop = start + shard_size
             shard_columns = {name: values[start:stop] for name, values in columns.items()}
-            shards.append(write_embedding_shard(writer.dir, index, ids[start:stop], vectors[start:stop],
-                                                dtype, **shard_columns))
-        finish_embeddings(writer, shards, dim=int(vectors.shape[1]), dtype=dtype, normalized=normalized,
-                          **dict(manifest_fields or {}))
+            shards.append(
+                write_embedding_shard(writer.dir, index, ids[start:stop], vectors[start:stop], dtype, **shard_columns)
+            )
+        finish_embeddings(
+            writer, shards, dim=int(vectors.shape[1]), dtype=dtype, normalized=normalized, **dict(manifest_fields or {})
+        )
     return writer.path
 
 

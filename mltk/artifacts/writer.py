@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mltk.artifacts import dependencies, integrity, locks, schema
-from mltk.artifacts.manifest import (  # noqa
+from mltk.artifacts.manifest import (
     PathLike,
     canonical_settings,
     describe_input,
@@ -55,8 +55,10 @@ def _our_trash(out_dir: Path) -> list[Path]:
     pattern = re.compile(re.escape(f".{sibling_stem(out_dir)}.old-") + r"[0-9]+-[0-9a-f]{12}")
     if not out_dir.parent.is_dir():
         return []
-    return sorted((p for p in out_dir.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
-                   and not p.is_symlink()), key=lambda p: p.stat().st_mtime)
+    return sorted(
+        (p for p in out_dir.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()),
+        key=lambda p: p.stat().st_mtime,
+    )
 
 
 def is_our_partial(directory: Path) -> bool:
@@ -73,8 +75,11 @@ def disk_full(exc: BaseException) -> bool:
     if not isinstance(exc, OSError):
         return False
     text = str(exc)
-    return exc.errno in (errno.ENOSPC, errno.EDQUOT) or bool(re.search(r"\d+ requested and \d+ written", text)) \
+    return (
+        exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        or bool(re.search(r"\d+ requested and \d+ written", text))
         or "no space left on device" in text.lower()
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -129,8 +134,10 @@ class ArtifactWriter:
         self.manifest: dict[str, Any] = {
             "kind": kind,
             "schema_version": schema.SCHEMA_VERSION,
-            "created_by": {"stage": stage or kind,
-                           "config": canonical_settings(config, [entry["path"] for entry in described])},
+            "created_by": {
+                "stage": stage or kind,
+                "config": canonical_settings(config, [entry["path"] for entry in described]),
+            },
             "mltk_version": __version__,
             "inputs": described,
         }
@@ -142,8 +149,11 @@ class ArtifactWriter:
     # -- the policy -------------------------------------------------------------------------------------------
 
     def _settings(self) -> dict:
-        return {"kind": self.kind, "created_by": _plain(self.manifest["created_by"]),
-                "inputs": [entry["fingerprint"] for entry in self.manifest["inputs"]]}
+        return {
+            "kind": self.kind,
+            "created_by": _plain(self.manifest["created_by"]),
+            "inputs": [entry["fingerprint"] for entry in self.manifest["inputs"]],
+        }
 
     def _existing_policy(self) -> Path | None:
         for entry in self.manifest["inputs"]:
@@ -153,8 +163,11 @@ class ArtifactWriter:
         check_writable(self.path)
         locks.refuse_if_held(self.path)
         if (self.dir.exists() or self.dir.is_symlink()) and not is_our_partial(self.dir):
-            raise ArtifactError(f"{self.dir.name} beside it is not an interrupted mltk run (it holds no "
-                                f"{PARTIAL_SETTINGS}); mltk builds there, so move it away", self.path)
+            raise ArtifactError(
+                f"{self.dir.name} beside it is not an interrupted mltk run (it holds no "
+                f"{PARTIAL_SETTINGS}); mltk builds there, so move it away",
+                self.path,
+            )
         if not self.path.exists() and not self.path.is_symlink():
             return None
         if not self.path.is_dir() or not (is_artifact(self.path) or _is_empty_dir(self.path)):
@@ -163,8 +176,11 @@ class ArtifactWriter:
             return None
         try:
             manifest = read_manifest(self.path)
-            made = {"kind": manifest["kind"], "created_by": manifest["created_by"],
-                    "inputs": [entry.get("fingerprint") for entry in manifest["inputs"]]}
+            made = {
+                "kind": manifest["kind"],
+                "created_by": manifest["created_by"],
+                "inputs": [entry.get("fingerprint") for entry in manifest["inputs"]],
+            }
         except (ArtifactError, TypeError, AttributeError) as exc:
             if self.overwrite:
                 return None
@@ -179,8 +195,11 @@ class ArtifactWriter:
     def reuse(self) -> Path | None:
         """``existing``, saying on stderr that it is reused."""
         if self.existing is not None:
-            print(f"{self.existing} is up to date (same command, settings and inputs); reusing it (remove it "
-                  "to rebuild it)", file=sys.stderr)
+            print(
+                f"{self.existing} is up to date (same command, settings and inputs); reusing it (remove it "
+                "to rebuild it)",
+                file=sys.stderr,
+            )
         return self.existing
 
     # -- building -----------------------------------------------------------------------------------------------
@@ -217,8 +236,10 @@ class ArtifactWriter:
             except (OSError, ValueError, RecursionError):
                 same = False
             if not same:
-                print(f"--overwrite: discarding the interrupted run in {self.dir}, started with other settings",
-                      file=sys.stderr)
+                print(
+                    f"--overwrite: discarding the interrupted run in {self.dir}, started with other settings",
+                    file=sys.stderr,
+                )
                 shutil.rmtree(self.dir)
         if self.dir.exists() and not self.resume:
             shutil.rmtree(self.dir)
@@ -251,11 +272,14 @@ class ArtifactWriter:
         """Whether the partial holds anything a rerun could continue from: a file besides the records of the
         settings (``bookkeeping``). A run that failed before its first step leaves nothing, so the corrected
         rerun is not taken for "an interrupted run started with other settings"."""
-        return any(p.is_file() and p.relative_to(self.dir).as_posix() not in self.bookkeeping
-                   for p in self.dir.rglob("*")) if self.dir.is_dir() else False
+        return (
+            any(p.is_file() and p.relative_to(self.dir).as_posix() not in self.bookkeeping for p in self.dir.rglob("*"))
+            if self.dir.is_dir()
+            else False
+        )
 
     def _disk_full_error(self, exc: OSError) -> ArtifactError:
-        """"no space left on device" naming the file being written (the previous artifact, if any, is intact)."""
+        """ "no space left on device" naming the file being written (the previous artifact, if any, is intact)."""
         name = exc.filename
         if name is None:
             written = [p for p in self.dir.rglob("*") if p.is_file()] if self.dir.is_dir() else []
@@ -267,7 +291,8 @@ class ArtifactWriter:
     def commit(self) -> Path:
         record = self.dir / PARTIAL_SETTINGS  # kept until the manifest is written: the partial stays ours
         files = sorted(
-            p.relative_to(self.dir).as_posix() for p in self.dir.rglob("*")
+            p.relative_to(self.dir).as_posix()
+            for p in self.dir.rglob("*")
             if p.is_file() and p.name != schema.MANIFEST and p != record
         )
         self._pin_dependencies()
@@ -287,7 +312,6 @@ class ArtifactWriter:
         clean_leftovers(self.path)  # what a killed prune left beside the artifact it replaced
         return self.path
 
-
     def _pin_dependencies(self) -> None:
         """A checkpoint's config names its base model and tokenizer by content as well as by location (absolute,
         and relative to the checkpoint): done here, on commit, so that no stage can write a checkpoint without."""
@@ -299,8 +323,9 @@ class ArtifactWriter:
             write_json(config_path, dependencies.pin(config, self.path))
 
 
-def reusable(out_dir: PathLike, kind: str, *, stage: str | None = None, config: Any = None,
-             inputs: Iterable[PathLike] = ()) -> Path | None:
+def reusable(
+    out_dir: PathLike, kind: str, *, stage: str | None = None, config: Any = None, inputs: Iterable[PathLike] = ()
+) -> Path | None:
     """Ask the existing-artifact policy before expensive work: the path of a complete artifact at ``out_dir`` made
     by the same stage, settings and inputs (the stage should return it and do nothing), or None to build; raises
     when the output is refused (an input, made otherwise without --overwrite, locked by another writer)."""

@@ -52,7 +52,6 @@ COMMAND_MODULES = {
 }
 
 
-
 class MltkGroup(TyperGroup):
     """Maps ``MltkError`` to exit code 2 and other exceptions to exit code 1, each as one line on stderr."""
 
@@ -92,8 +91,9 @@ class MltkGroup(TyperGroup):
                     _report(exc, f"{_speaker(ctx)}: error: {exc.format_message()}{list_hint(exc, words)} (see --help)")
                     ctx.exit(2)
                 raise  # --help, exits
-            _report(exc, f"{_speaker(ctx)}: internal error: {type(exc).__name__}: {exc} "
-                         "(set MLTK_DEBUG=1 for a traceback)")
+            _report(
+                exc, f"{_speaker(ctx)}: internal error: {type(exc).__name__}: {exc} (set MLTK_DEBUG=1 for a traceback)"
+            )
             ctx.exit(1)
 
 
@@ -129,14 +129,22 @@ def missing_path_hint(exc: MltkError, words: list[str]) -> str:
     spot = _after_option_value(words, exc.path)
     if spot is None:
         return ""
-    return (f" ({exc.path} was read as the command's input path; if it belongs to {words[spot - 2]}, a list takes "
-            f"commas, not spaces: {words[spot - 2]} {words[spot - 1]},{exc.path})")
+    return (
+        f" ({exc.path} was read as the command's input path; if it belongs to {words[spot - 2]}, a list takes "
+        f"commas, not spaces: {words[spot - 2]} {words[spot - 1]},{exc.path})"
+    )
 
 
 def _after_option_value(words: list[str], word: str) -> int | None:
     """Where ``word`` follows ``--option value`` in ``words`` (the spot a space-separated list leaves it at)."""
-    return next((i for i in range(2, len(words)) if words[i] == word and words[i - 2].startswith("--")
-                 and not words[i - 1].startswith("-")), None)
+    return next(
+        (
+            i
+            for i in range(2, len(words))
+            if words[i] == word and words[i - 2].startswith("--") and not words[i - 1].startswith("-")
+        ),
+        None,
+    )
 
 
 def _speaker(ctx) -> str:

@@ -15,11 +15,15 @@ EXAMPLE = examples("mltk check-overlap data/coco/captions data/xtd10/captions -o
 
 
 def check_overlap(
-    train: Path = typer.Argument(..., help="Training data: a captions, images or embeddings artifact (a captions "
-                                 "artifact counts its train rows when it has a train split)."),
+    train: Path = typer.Argument(
+        ...,
+        help="Training data: a captions, images or embeddings artifact (a captions "
+        "artifact counts its train rows when it has a train split).",
+    ),
     test: Path = typer.Argument(..., help="Test data: a captions, images or embeddings artifact."),
-    out: Optional[Path] = out_option("Write a metrics artifact listing every shared image id, and print its path.",
-                                     required=False),
+    out: Optional[Path] = out_option(
+        "Write a metrics artifact listing every shared image id, and print its path.", required=False
+    ),
     as_json: JsonOpt = False,
 ) -> None:
     """Count the test images that appear in the training set (the report goes to stderr). Prints the artifact

@@ -10,20 +10,32 @@ import typer
 from mltk.cli.common import BaseOption, emit, examples, lang_option, out_option, require, route_input, split_list
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt
 
-EXAMPLE = examples("mltk classify emb --classes world -m runs/le -o runs/zero-shot",
-                   "mltk encode-images world/images -m runs/native -o emb \\",
-                   "  | mltk classify --classes world -m runs/native -o zs")
+EXAMPLE = examples(
+    "mltk classify emb --classes world -m runs/le -o runs/zero-shot",
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk classify --classes world -m runs/native -o zs",
+)
 
 
 def classify_command(
-    source: Optional[str] = typer.Argument(None, metavar="[IMAGE_EMBEDDINGS]", help="Image embeddings (mltk "
-                                           "encode-images), or -/piped stdin."),
-    classes: Path = typer.Option(..., "--classes", help="The task: a synthetic world (its folder or images "
-                                 "artifact: the 64 colour-shape classes, the world's sentence frames as prompts in "
-                                 "every language) or a JSON file {classes: {ID: {LANG: NAME}}, templates: {LANG: "
-                                 "[..'{}'..]}, labels: {IMAGE_ID: ID}}."),
-    model: str = typer.Option(..., "--model", "-m", help="The text side: a checkpoint (MLA, train-continual, "
-                              "train-ccrk, a whole CLIP) or an open_clip name with --pretrained."),
+    source: Optional[str] = typer.Argument(
+        None, metavar="[IMAGE_EMBEDDINGS]", help="Image embeddings (mltk encode-images), or -/piped stdin."
+    ),
+    classes: Path = typer.Option(
+        ...,
+        "--classes",
+        help="The task: a synthetic world (its folder or images "
+        "artifact: the 64 colour-shape classes, the world's sentence frames as prompts in "
+        "every language) or a JSON file {classes: {ID: {LANG: NAME}}, templates: {LANG: "
+        "[..'{}'..]}, labels: {IMAGE_ID: ID}}.",
+    ),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        help="The text side: a checkpoint (MLA, train-continual, "
+        "train-ccrk, a whole CLIP) or an open_clip name with --pretrained.",
+    ),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag or weights file."),
     base: Optional[List[str]] = BaseOption,
     out: Path = out_option("Metrics artifact to write."),
@@ -39,12 +51,26 @@ def classify_command(
     language are written to metrics.json and shown on stderr."""
     from mltk.evaluate.zero_shot import ClassifyConfig, classify
 
-    routed = route_input(source, {"image-embeddings": None}, default="image-embeddings",
-                         options={"image-embeddings": "IMAGE_EMBEDDINGS"})
+    routed = route_input(
+        source, {"image-embeddings": None}, default="image-embeddings", options={"image-embeddings": "IMAGE_EMBEDDINGS"}
+    )
     images = require(routed, "image-embeddings", "IMAGE_EMBEDDINGS")
-    emit(classify(ClassifyConfig(images=images, classes=classes, model=model, pretrained=pretrained, out=out,
-                                 languages=split_list(lang), split=split, device=device, precision=precision)),
-         as_json)
+    emit(
+        classify(
+            ClassifyConfig(
+                images=images,
+                classes=classes,
+                model=model,
+                pretrained=pretrained,
+                out=out,
+                languages=split_list(lang),
+                split=split,
+                device=device,
+                precision=precision,
+            )
+        ),
+        as_json,
+    )
 
 
 def register(app: typer.Typer) -> None:

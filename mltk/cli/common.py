@@ -36,7 +36,7 @@ VOCABULARY = {
     "--captions": "a captions artifact (or captions Parquet file)",
     "--texts": "text embeddings",
     "--model": "the base model: open_clip name, hf-hub name, checkpoint artifact or transformers folder; always "
-               "with the short form -m",
+    "with the short form -m",
     "--recipe": "the hyper-parameters a training command leaves out: a recipe name or JSON file (mltk.recipes)",
     "--pretrained": "open_clip pretrained tag or weights file of --model",
     "--init": "a trained checkpoint to start from",
@@ -65,10 +65,19 @@ VOCABULARY = {
 
 # Spellings that name an idea of VOCABULARY differently; no visible option may use them.
 NON_CANONICAL = {
-    "--langs": "--lang", "--language": "--lang", "--languages": "--lang",
-    "--cache": "--cache-dir", "--train-embeddings": "--train-embedding", "--freeze-embeddings": "--train-embedding",
-    "--output": "--out", "--image-emb": "--images", "--image-embeddings": "--images", "--metrics": "--metric",
-    "--caption": "--captions", "--text-emb": "--texts", "--batch": "--batch-size",
+    "--langs": "--lang",
+    "--language": "--lang",
+    "--languages": "--lang",
+    "--cache": "--cache-dir",
+    "--train-embeddings": "--train-embedding",
+    "--freeze-embeddings": "--train-embedding",
+    "--output": "--out",
+    "--image-emb": "--images",
+    "--image-embeddings": "--images",
+    "--metrics": "--metric",
+    "--caption": "--captions",
+    "--text-emb": "--texts",
+    "--batch": "--batch-size",
 }
 
 LIST_METAVAR = "A[,B...]"
@@ -112,6 +121,7 @@ def _grant(variable):
         if value:
             variable.set(True)  # reset when the command ends (MltkGroup.invoke)
         return value
+
     return callback
 
 
@@ -119,18 +129,29 @@ def _grant(variable):
 # command can lack them: --overwrite on each command with an --out, --trust-torchscript on each with --pretrained.
 def overwrite_option(help_text: str) -> Any:
     """``--overwrite`` (granting ``policy.OVERWRITE``) with the help of the command that takes it."""
-    return typer.Option(False, "--overwrite", expose_value=False, callback=_grant(policy.OVERWRITE),
-                        envvar="MLTK_OVERWRITE", help=help_text)
+    return typer.Option(
+        False,
+        "--overwrite",
+        expose_value=False,
+        callback=_grant(policy.OVERWRITE),
+        envvar="MLTK_OVERWRITE",
+        help=help_text,
+    )
 
 
 OverwriteOption = overwrite_option(
     "Replace an existing --out artifact made by another command, with other settings or from inputs that "
     "changed (and discard an interrupted run started with other settings). Without it such an output is refused; "
-    "one made by this command with the same settings and inputs is reused as it is.")
+    "one made by this command with the same settings and inputs is reused as it is."
+)
 TrustTorchscriptOption = typer.Option(
-    False, "--trust-torchscript", expose_value=False, callback=_grant(policy.TRUST_TORCHSCRIPT),
+    False,
+    "--trust-torchscript",
+    expose_value=False,
+    callback=_grant(policy.TRUST_TORCHSCRIPT),
     help="Allow an OpenAI TorchScript .pt as --pretrained: loading one can run code it carries, so only for "
-    "files you trust.")
+    "files you trust.",
+)
 
 
 def _base_paths(values: list[str] | None) -> list[str] | None:
@@ -141,20 +162,31 @@ def _base_paths(values: list[str] | None) -> list[str] | None:
 
 # On every command with --init (added here) and on those whose --model may be a trained checkpoint (declared there).
 BaseOption = typer.Option(
-    None, "--base", expose_value=False, callback=_base_paths, metavar=LIST_METAVAR,
+    None,
+    "--base",
+    expose_value=False,
+    callback=_base_paths,
+    metavar=LIST_METAVAR,
     help="Where a checkpoint's base model or tokenizer now lies, when the checkpoint was moved without it (a "
     "checkpoint finds them itself when they moved together). Used only if its content fingerprint is the one the "
-    "checkpoint recorded; repeat or comma-separate for base and tokenizer.")
-SHARED_OPTIONS = (("out", "overwrite", OverwriteOption), ("pretrained", "trust_torchscript", TrustTorchscriptOption),
-                  ("init", "base", BaseOption))
+    "checkpoint recorded; repeat or comma-separate for base and tokenizer.",
+)
+SHARED_OPTIONS = (
+    ("out", "overwrite", OverwriteOption),
+    ("pretrained", "trust_torchscript", TrustTorchscriptOption),
+    ("init", "base", BaseOption),
+)
 SHARED_ANNOTATIONS = {"base": Optional[List[str]]}  # the others are flags
 
 
 def with_shared_options(function: Callable) -> Callable:
     """``function`` (a command) with the shared options that go with its own options added to its signature."""
     signature = inspect.signature(function, eval_str=True)  # Annotated option aliases resolved
-    extra = [(name, info) for companion, name, info in SHARED_OPTIONS
-             if companion in signature.parameters and name not in signature.parameters]
+    extra = [
+        (name, info)
+        for companion, name, info in SHARED_OPTIONS
+        if companion in signature.parameters and name not in signature.parameters
+    ]
     if not extra:
         return function
 
@@ -164,11 +196,17 @@ def with_shared_options(function: Callable) -> Callable:
             kwargs.pop(name, None)
         return function(*args, **kwargs)
 
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info,
-                               annotation=SHARED_ANNOTATIONS.get(name, bool)) for name, info in extra]
+    added = [
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=SHARED_ANNOTATIONS.get(name, bool)
+        )
+        for name, info in extra
+    ]
     command.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *added])
-    command.__annotations__ = {**function.__annotations__,
-                               **{name: SHARED_ANNOTATIONS.get(name, bool) for name, _ in extra}}
+    command.__annotations__ = {
+        **function.__annotations__,
+        **{name: SHARED_ANNOTATIONS.get(name, bool) for name, _ in extra},
+    }
     return command
 
 
@@ -209,8 +247,11 @@ def _path_from_stdin(stdin, what: str, required: bool) -> Path | None:
         if not required:
             return None
         if _is_pipe(stdin):
-            raise ArtifactError(f"the previous stage of the pipe wrote nothing (it failed; see its error above); "
-                                f"expected the path of an artifact ({what})", "<stdin>")
+            raise ArtifactError(
+                f"the previous stage of the pipe wrote nothing (it failed; see its error above); "
+                f"expected the path of an artifact ({what})",
+                "<stdin>",
+            )
         raise ArtifactError(f"empty stdin; expected the path of an artifact ({what})", "<stdin>")
     line = text.splitlines()[-1].strip()
     if line.startswith("{"):
@@ -273,8 +314,15 @@ def _is_pipe(stdin) -> bool:
         return False
 
 
-def route_input(value: str | None, slots: dict[str, Any], *, default: str, options: dict[str, str],
-                stdin=None, wanting: Iterable[str] | None = None) -> dict[str, Path | None]:
+def route_input(
+    value: str | None,
+    slots: dict[str, Any],
+    *,
+    default: str,
+    options: dict[str, str],
+    stdin=None,
+    wanting: Iterable[str] | None = None,
+) -> dict[str, Path | None]:
     """Put a stage's positional input (a path, ``-``, or a path piped on stdin) into the slot of its kind.
 
     ``slots`` maps a role (``captions``, ``image-embeddings``, ``checkpoint``, ...) to the value given by that
@@ -305,11 +353,11 @@ def route_input(value: str | None, slots: dict[str, Any], *, default: str, optio
     if role is None:
         role = default
     if role not in routed:
-        raise ArtifactError(f"is a {role} artifact; this command takes {kinds}", path if source != "<stdin>"
-                            else f"<stdin> ({path})")
+        raise ArtifactError(
+            f"is a {role} artifact; this command takes {kinds}", path if source != "<stdin>" else f"<stdin> ({path})"
+        )
     if routed[role] is not None:
-        raise ConfigError(f"{role.replace('-', ' ')} given twice: {options[role]} {routed[role]} and {source} "
-                          f"({path})")
+        raise ConfigError(f"{role.replace('-', ' ')} given twice: {options[role]} {routed[role]} and {source} ({path})")
     routed[role] = path
     return routed
 
@@ -319,10 +367,13 @@ def require(routed: dict[str, Path | None], role: str, option: str) -> Path:
     gave it."""
     if routed.get(role) is None:
         if getattr(routed, "empty_pipe", False):
-            raise ConfigError(f"no {role.replace('-', ' ')} given: the previous stage of the pipe wrote nothing on "
-                              f"stdin (it failed; see its error above), and {option} was not given")
-        raise ConfigError(f"no {role.replace('-', ' ')} given (pass it as the positional path, pipe it on stdin, "
-                          f"or use {option})")
+            raise ConfigError(
+                f"no {role.replace('-', ' ')} given: the previous stage of the pipe wrote nothing on "
+                f"stdin (it failed; see its error above), and {option} was not given"
+            )
+        raise ConfigError(
+            f"no {role.replace('-', ' ')} given (pass it as the positional path, pipe it on stdin, or use {option})"
+        )
     return routed[role]
 
 

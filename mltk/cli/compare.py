@@ -14,13 +14,21 @@ EXAMPLE = examples("mltk compare m-le m-ccrk --name le,ccrk -o cmp")
 
 
 def compare_command(
-    runs: List[Path] = typer.Argument(..., help="Metrics artifacts from `mltk evaluate` (with --metric mrv; "
-                              "caption-to-caption results from --metric c2c get the same table over language pairs)."),
+    runs: List[Path] = typer.Argument(
+        ...,
+        help="Metrics artifacts from `mltk evaluate` (with --metric mrv; "
+        "caption-to-caption results from --metric c2c get the same table over language pairs).",
+    ),
     out: Path = out_option("Directory of the comparison metrics artifact to write."),
-    name: List[str] = typer.Option([], "--name", metavar="A[,B...]", help="A label per run, in order (default: "
-                                   "folder names); repeat or comma-separate."),
-    lang: List[str] = lang_option("Languages for mean AR and spread (default: those every run evaluated); for c2c, "
-                                  "the pairs of two of them."),
+    name: List[str] = typer.Option(
+        [],
+        "--name",
+        metavar="A[,B...]",
+        help="A label per run, in order (default: folder names); repeat or comma-separate.",
+    ),
+    lang: List[str] = lang_option(
+        "Languages for mean AR and spread (default: those every run evaluated); for c2c, the pairs of two of them."
+    ),
     report_format: str = typer.Option("table", "--format", help="table (rich on stderr), markdown or csv."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -29,8 +37,18 @@ def compare_command(
     same figures over their caption-to-caption language pairs."""
     from mltk.evaluate.compare import CompareConfig, compare_runs
 
-    emit(compare_runs(CompareConfig(runs=tuple(runs), out=out, names=split_list(name), languages=split_list(lang),
-                                    report_format=report_format)), as_json)
+    emit(
+        compare_runs(
+            CompareConfig(
+                runs=tuple(runs),
+                out=out,
+                names=split_list(name),
+                languages=split_list(lang),
+                report_format=report_format,
+            )
+        ),
+        as_json,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -10,21 +10,34 @@ import typer
 from mltk.cli.common import BaseOption, emit, examples, out_option, resolve_input
 from mltk.cli.options import JsonOpt
 
-EXAMPLE = examples("mltk export runs/native --format open_clip -o export/clip",
-                   "mltk export runs/real-text/full-de --format sentence-transformers \\",
-                   "  -o export/minilm-de",
-                   "mltk export runs/real-text/mla-de --format mla -o export/mla-de")
+EXAMPLE = examples(
+    "mltk export runs/native --format open_clip -o export/clip",
+    "mltk export runs/real-text/full-de --format sentence-transformers \\",
+    "  -o export/minilm-de",
+    "mltk export runs/real-text/mla-de --format mla -o export/mla-de",
+)
 
 
 def export_command(
-    checkpoint: Optional[str] = typer.Argument(None, metavar="[CHECKPOINT]", help="Checkpoint artifact (mltk "
-                                               "pretrain, train-nlt/train-le, train-continual on a text-only "
-                                               "Hugging Face tower), or - / nothing to read its path from stdin."),
-    export_format: str = typer.Option(..., "--format", "-f", metavar="open_clip|transformers|sentence-transformers|mla",
-                                      help="What to write (see above); a format that does not apply to the "
-                                      "checkpoint is refused (exit 2, one line saying why)."),
-    out: Path = out_option("Folder to write (a plain folder the other tool reads, not an mltk artifact); an existing "
-                           "one is replaced (--overwrite) only if it is an earlier export or empty."),
+    checkpoint: Optional[str] = typer.Argument(
+        None,
+        metavar="[CHECKPOINT]",
+        help="Checkpoint artifact (mltk "
+        "pretrain, train-nlt/train-le, train-continual on a text-only "
+        "Hugging Face tower), or - / nothing to read its path from stdin.",
+    ),
+    export_format: str = typer.Option(
+        ...,
+        "--format",
+        "-f",
+        metavar="open_clip|transformers|sentence-transformers|mla",
+        help="What to write (see above); a format that does not apply to the "
+        "checkpoint is refused (exit 2, one line saying why).",
+    ),
+    out: Path = out_option(
+        "Folder to write (a plain folder the other tool reads, not an mltk artifact); an existing "
+        "one is replaced (--overwrite) only if it is an earlier export or empty."
+    ),
     base: Optional[List[str]] = BaseOption,
     as_json: JsonOpt = False,
 ) -> None:
@@ -49,8 +62,9 @@ def export_command(
     from mltk.export import ExportConfig, export_checkpoint
 
     source = resolve_input(checkpoint, what="checkpoint")
-    emit(export_checkpoint(ExportConfig(checkpoint=source, format=export_format, out=out)), as_json,
-         format=export_format)
+    emit(
+        export_checkpoint(ExportConfig(checkpoint=source, format=export_format, out=out)), as_json, format=export_format
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -10,8 +10,9 @@ import typer
 from mltk.cli.common import BaseOption, examples, resolve_input
 from mltk.cli.options import JsonOpt
 
-EXAMPLE = examples("mltk inspect runs/le",
-                   "mltk encode-images world/images -m runs/native -o emb | mltk inspect --json")
+EXAMPLE = examples(
+    "mltk inspect runs/le", "mltk encode-images world/images -m runs/native -o emb | mltk inspect --json"
+)
 
 
 def inspect(
@@ -32,9 +33,18 @@ def inspect(
     report = artifacts.verify_artifact(resolved, decode=not quick)
     manifest = report["manifest"]
     if as_json:
-        typer.echo(json.dumps({"path": str(resolved), "manifest": manifest, "verified": report["verified"],
-                               "changed_inputs": report["changed_inputs"], "dependencies": report["dependencies"]},
-                              ensure_ascii=False))
+        typer.echo(
+            json.dumps(
+                {
+                    "path": str(resolved),
+                    "manifest": manifest,
+                    "verified": report["verified"],
+                    "changed_inputs": report["changed_inputs"],
+                    "dependencies": report["dependencies"],
+                },
+                ensure_ascii=False,
+            )
+        )
         return
     summary = {k: v for k, v in manifest.items() if k not in ("files", "inputs", "created_by", "shards", "checksums")}
     log(f"{manifest['kind']} artifact at {resolved}")
@@ -64,8 +74,10 @@ def dependency_lines(rows: list[dict]) -> list[str]:
             lines.append(f"  {row['role']}: {row['name']} (a name: {row['note']})")
         elif row["status"] in ("changed", "is gone"):
             now = f", now {row['now']}" if row.get("now") else ""
-            lines.append(f"  warning: {row['role']} {row['location']} {row['status']} since this checkpoint was made "
-                         f"(made with {row['fingerprint']}{now}); loading it is refused")
+            lines.append(
+                f"  warning: {row['role']} {row['location']} {row['status']} since this checkpoint was made "
+                f"(made with {row['fingerprint']}{now}); loading it is refused"
+            )
         else:
             lines.append(f"  {row['role']}: {row['location']} {row['status']} ({row['fingerprint']})")
     return lines

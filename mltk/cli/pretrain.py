@@ -26,12 +26,19 @@ EXAMPLE = examples("mltk synth-data -o world | mltk pretrain -o runs/native --st
 
 @training_options("pretrain", PretrainConfig)
 def pretrain_command(
-    images: Optional[str] = typer.Argument(None, help="Images artifact (e.g. WORLD/images, what synth-data "
-                                           "prints), or - for stdin."),
-    captions: CaptionsOpt = None, out: Path = out_option("Checkpoint artifact to write."),
-    model: ModelOpt = "mltk-tiny", recipe: RecipeOpt = None, device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "auto", log_every: LogEveryOpt = None, tensorboard: TensorboardOpt = None,
-    as_json: JsonOpt = False, settings: GivenSettings = None,
+    images: Optional[str] = typer.Argument(
+        None, help="Images artifact (e.g. WORLD/images, what synth-data prints), or - for stdin."
+    ),
+    captions: CaptionsOpt = None,
+    out: Path = out_option("Checkpoint artifact to write."),
+    model: ModelOpt = "mltk-tiny",
+    recipe: RecipeOpt = None,
+    device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto",
+    log_every: LogEveryOpt = None,
+    tensorboard: TensorboardOpt = None,
+    as_json: JsonOpt = False,
+    settings: GivenSettings = None,
 ) -> None:
     """Train a CLIP from scratch (--model: an open_clip architecture) on English captions with the standard CLIP
     loss (resumable: rerun to continue). Hyper-parameters: recipe clip-pretrain (10% warm-up, then cosine).
@@ -42,9 +49,17 @@ def pretrain_command(
     from mltk.train.step_log import step_logging
 
     images_path = resolve_input(images, what="images")
-    config = PretrainConfig(images=images_path, captions=captions or paired_captions(images_path), out=out,
-                            model=model, device=device, precision=precision, recipe=recipe,
-                            loop=settings.loop, **settings.config)
+    config = PretrainConfig(
+        images=images_path,
+        captions=captions or paired_captions(images_path),
+        out=out,
+        model=model,
+        device=device,
+        precision=precision,
+        recipe=recipe,
+        loop=settings.loop,
+        **settings.config,
+    )
     with step_logging(log_every, tensorboard):
         emit(pretrain(config), as_json)
 

@@ -10,14 +10,18 @@ import typer
 from mltk.cli.common import emit, examples, resolve_input
 from mltk.cli.options import JsonOpt
 
-EXAMPLE = examples("mltk prune runs/nlt", "mltk encode-images world/images -m runs/native -o emb \\",
-                   "  | mltk train-le --captions world/captions --init runs/nlt --steps 200 \\",
-                   "      -o runs/le | mltk prune")
+EXAMPLE = examples(
+    "mltk prune runs/nlt",
+    "mltk encode-images world/images -m runs/native -o emb \\",
+    "  | mltk train-le --captions world/captions --init runs/nlt --steps 200 \\",
+    "      -o runs/le | mltk prune",
+)
 
 
 def prune_command(
-    path: Optional[str] = typer.Argument(None, metavar="[CHECKPOINT]", help="A checkpoint artifact, or - / nothing "
-                                         "to read its path from stdin."),
+    path: Optional[str] = typer.Argument(
+        None, metavar="[CHECKPOINT]", help="A checkpoint artifact, or - / nothing to read its path from stdin."
+    ),
     as_json: JsonOpt = False,
 ) -> None:
     """Drop a finished checkpoint's resume state (state/: optimizer moments and the best-step copy), which a longer

@@ -12,9 +12,11 @@ from mltk.cli.common import emit, examples, lang_option, out_option, resolve_inp
 from mltk.cli.options import DeviceOpt, JsonOpt, PrecisionOpt, SeedOpt
 
 SYNTH_EXAMPLE = examples("mltk synth-videos -o clips --lang en,de,fr")
-ENCODE_EXAMPLE = examples("mltk encode-videos clips/videos -m runs/native -o clip-emb",
-                          "mltk encode-videos MSRVTT/videos/all -m ViT-B-32-quickgelu \\",
-                          "  --pretrained openai --frames 12 -o emb/msrvtt")
+ENCODE_EXAMPLE = examples(
+    "mltk encode-videos clips/videos -m runs/native -o clip-emb",
+    "mltk encode-videos MSRVTT/videos/all -m ViT-B-32-quickgelu \\",
+    "  --pretrained openai --frames 12 -o emb/msrvtt",
+)
 
 
 def synth_videos(
@@ -34,21 +36,36 @@ def synth_videos(
     from mltk.data.synth_video import VIDEOS_DIR, VideoWorldConfig, synth_videos
 
     langs = split_list(lang) or VideoWorldConfig.langs
-    emit(synth_videos(VideoWorldConfig(seed=seed, train=train, val=val, test=test, frames=frames, size=size,
-                                       langs=tuple(langs), out=out)) / VIDEOS_DIR, as_json)
+    emit(
+        synth_videos(
+            VideoWorldConfig(
+                seed=seed, train=train, val=val, test=test, frames=frames, size=size, langs=tuple(langs), out=out
+            )
+        )
+        / VIDEOS_DIR,
+        as_json,
+    )
 
 
 def encode_videos_command(
-    source: Optional[str] = typer.Argument(None, metavar="[VIDEOS]", help="A videos artifact (synth-videos, "
-                                           "import-data msrvtt), a folder of video files, or -/piped stdin."),
+    source: Optional[str] = typer.Argument(
+        None,
+        metavar="[VIDEOS]",
+        help="A videos artifact (synth-videos, import-data msrvtt), a folder of video files, or -/piped stdin.",
+    ),
     out: Path = out_option("Embeddings artifact to write (one vector per video)."),
-    model: str = typer.Option(..., "--model", "-m", help="The CLIP whose frozen image tower encodes the frames: an "
-                              "mltk checkpoint, or an open_clip name with --pretrained."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        help="The CLIP whose frozen image tower encodes the frames: an "
+        "mltk checkpoint, or an open_clip name with --pretrained.",
+    ),
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="open_clip pretrained tag or weights file."),
-    frames: int = typer.Option(12, "--frames", help="Frames sampled uniformly per video (MLA: 12; at "
-                        "most 256)."),
-    keep_frames: bool = typer.Option(False, "--keep-frames", help="Also write the frame vectors (frames.npy, "
-                                     "frames.parquet)."),
+    frames: int = typer.Option(12, "--frames", help="Frames sampled uniformly per video (MLA: 12; at most 256)."),
+    keep_frames: bool = typer.Option(
+        False, "--keep-frames", help="Also write the frame vectors (frames.npy, frames.parquet)."
+    ),
     split: List[str] = typer.Option([], "--split", metavar="A[,B...]", help="Only these splits (default: all)."),
     batch_size: int = typer.Option(8, "--batch-size", help="Videos per forward pass."),
     dtype: str = typer.Option("float16", "--dtype", help="Stored vector type: float16 or float32."),
@@ -62,9 +79,20 @@ def encode_videos_command(
     result is read by evaluate and index like image embeddings (ids are video ids)."""
     from mltk.encode.videos import VideoEncodeConfig, encode_videos
 
-    config = VideoEncodeConfig(model=model, pretrained=pretrained, frames=frames, batch_size=batch_size,
-                               dtype=dtype, splits=split_list(split), keep_frames=keep_frames, device=device,
-                               precision=precision, seed=seed, source=resolve_input(source, what="videos"), out=out)
+    config = VideoEncodeConfig(
+        model=model,
+        pretrained=pretrained,
+        frames=frames,
+        batch_size=batch_size,
+        dtype=dtype,
+        splits=split_list(split),
+        keep_frames=keep_frames,
+        device=device,
+        precision=precision,
+        seed=seed,
+        source=resolve_input(source, what="videos"),
+        out=out,
+    )
     emit(encode_videos(config), as_json)
 
 

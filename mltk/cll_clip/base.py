@@ -47,8 +47,8 @@ class TaskEncoder(Protocol):
     holds the method: a Protocol, so that this module does not import it)."""
 
     table: nn.Parameter  # [V, W] token embeddings
-    tokenizer: Any       # its ``eot_token_id`` ends a text
-    tower: Any           # the frozen tower: ``forward_embeddings(x [B, L, W], lengths [B])`` -> [B, D]
+    tokenizer: Any  # its ``eot_token_id`` ends a text
+    tower: Any  # the frozen tower: ``forward_embeddings(x [B, L, W], lengths [B])`` -> [B, D]
     training: bool
 
     def encode_tokens(self, tokens: torch.Tensor, lang: str | None) -> torch.Tensor: ...  # [B, L] -> [B, D]
@@ -75,14 +75,14 @@ class TaskContext:
     corpus: ExampleSource
     index: int
     lang: str
-    steps: int       # the task's training steps
+    steps: int  # the task's training steps
     steps_per_epoch: int
     batch_size: int
     # CLL-CLIP's loss of one batch with its terms: (image [b, D] normalised or None, text [b, D], teacher [b, D]);
     # without an image, gamma2 x MSE alone
     pair_terms: Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
-    data_loss: Callable[[int], torch.Tensor]         # CLL-CLIP's loss of the task's batch of a step
-    sample_tokens: Callable[[int], torch.Tensor]     # tokens [<= count, L] of the task's training captions
+    data_loss: Callable[[int], torch.Tensor]  # CLL-CLIP's loss of the task's batch of a step
+    sample_tokens: Callable[[int], torch.Tensor]  # tokens [<= count, L] of the task's training captions
 
 
 class ContinualMethod(nn.Module):
@@ -143,8 +143,9 @@ class ContinualMethod(nn.Module):
         """Word embeddings [B, L, W] -> text features [B, D]."""
         return encoder.tower.forward_embeddings(x, lengths)
 
-    def joint_batch(self, task: TaskContext, step: int
-                    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None] | None:
+    def joint_batch(
+        self, task: TaskContext, step: int
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None] | None:
         return None
 
     def extra_loss(self, task: TaskContext, step: int) -> Loss | None:

@@ -32,9 +32,15 @@ Prefix = Callable[[int], tuple[torch.Tensor, torch.Tensor] | None]
 AfterMlp = Callable[[int, torch.Tensor], torch.Tensor]
 
 
-def attention_block(block: nn.Module, x: torch.Tensor, mask: torch.Tensor | None, index: int,
-                    qv_delta: QvDelta | None = None, prefix: Prefix | None = None,
-                    after_mlp: AfterMlp | None = None) -> torch.Tensor:
+def attention_block(
+    block: nn.Module,
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    index: int,
+    qv_delta: QvDelta | None = None,
+    prefix: Prefix | None = None,
+    after_mlp: AfterMlp | None = None,
+) -> torch.Tensor:
     """One open_clip ``ResidualAttentionBlock`` on batch-first ``x`` [B, L, W], with optional LoRA, prefix and an
     adapter on the MLP's output."""
     attn: nn.MultiheadAttention = block.attn
@@ -65,9 +71,15 @@ def attention_block(block: nn.Module, x: torch.Tensor, mask: torch.Tensor | None
     return x + block.ls_2(hidden)
 
 
-def forward_text(tower: OpenClipTextTower, x: torch.Tensor, lengths: torch.Tensor, *,
-                 qv_delta: QvDelta | None = None, prefix: Prefix | None = None,
-                 after_mlp: AfterMlp | None = None) -> torch.Tensor:
+def forward_text(
+    tower: OpenClipTextTower,
+    x: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    qv_delta: QvDelta | None = None,
+    prefix: Prefix | None = None,
+    after_mlp: AfterMlp | None = None,
+) -> torch.Tensor:
     """Word embeddings [B, L, W] -> text features [B, D] pooled at position ``lengths - 1`` ([B]; positions added
     here), running every block through ``attention_block``."""
     length = x.shape[1]

@@ -28,8 +28,9 @@ from mltk.cll_clip.base import ContinualMethod, TaskContext
 from mltk.cll_clip.options import EwcOptions
 
 
-def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], torch.Tensor],
-                     batches: Iterable[int]) -> torch.Tensor:
+def empirical_fisher(
+    param: torch.nn.Parameter, loss_of_batch: Callable[[int], torch.Tensor], batches: Iterable[int]
+) -> torch.Tensor:
     """Mean over ``batches`` of grad(loss_of_batch(b), param)^2, same shape as ``param``."""
     total = torch.zeros_like(param, dtype=torch.float32)
     count = 0
@@ -40,8 +41,9 @@ def empirical_fisher(param: torch.nn.Parameter, loss_of_batch: Callable[[int], t
     return total / max(count, 1)
 
 
-def ewc_penalty(table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor, weight: float,
-                half: bool = False) -> torch.Tensor:
+def ewc_penalty(
+    table: torch.Tensor, fisher: torch.Tensor, anchor: torch.Tensor, weight: float, half: bool = False
+) -> torch.Tensor:
     """weight * sum(fisher * (table[:R] - anchor)^2) (times 1/2 when ``half``), R = rows of the anchor (rows added
     later are free)."""
     rows = anchor.shape[0]
@@ -54,7 +56,7 @@ def accumulate_fisher(previous: torch.Tensor | None, current: torch.Tensor, gamm
     if previous is None:
         return current.clone()
     padded = torch.zeros_like(current)
-    padded[:previous.shape[0]] = previous
+    padded[: previous.shape[0]] = previous
     return gamma * padded + current
 
 

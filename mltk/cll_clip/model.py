@@ -52,9 +52,11 @@ def check_growable(base: TextBase | None, model: str) -> None:
     families). A CLIP whose text tower is a Hugging Face encoder (``xlm-roberta-base-ViT-B-32``: SentencePiece)
     cannot be grown: refuse it in one line before any work."""
     if base is None or (base.clip is not None and base.hugging_face):
-        raise ConfigError(f"train-continual grows CLIP's byte-level BPE inside open_clip's text tower or a text-only "
-                          f"Hugging Face tower's WordPiece vocabulary; {model!r} is a CLIP with a Hugging Face text "
-                          f"tower (WordPiece/SentencePiece vocabulary) it cannot grow")
+        raise ConfigError(
+            f"train-continual grows CLIP's byte-level BPE inside open_clip's text tower or a text-only "
+            f"Hugging Face tower's WordPiece vocabulary; {model!r} is a CLIP with a Hugging Face text "
+            f"tower (WordPiece/SentencePiece vocabulary) it cannot grow"
+        )
     if base.clip is None:
         from mltk.vocab.wordpiece import tower_tokenizer
 
@@ -88,8 +90,10 @@ def root_vocabulary(base: TextBase):
     root = clip_vocabulary() if base.clip is not None else tower_vocabulary(base.tower, base.spec.get("model"))
     rows = base.tower.token_embedding.weight.shape[0]
     if rows != root.vocab_size:
-        raise ConfigError(f"the base model's word table has {rows} rows but its vocabulary {root.vocab_size} tokens: "
-                          f"CLL-CLIP appends new tokens after the last row")
+        raise ConfigError(
+            f"the base model's word table has {rows} rows but its vocabulary {root.vocab_size} tokens: "
+            f"CLL-CLIP appends new tokens after the last row"
+        )
     return root
 
 
@@ -104,9 +108,16 @@ class ContinualTextEncoder(nn.Module):
     native_trains = True  # English reads the same trained table as every other language (not in a text-only run)
     native_lang = "en"
 
-    def __init__(self, base: TextBase | ClipBundle, tokenizer, method: ContinualMethod,
-                 table: torch.Tensor | None = None, *, init_temperature: float | None = None,
-                 temperature: LogitScale | Temperature | None = None):
+    def __init__(
+        self,
+        base: TextBase | ClipBundle,
+        tokenizer,
+        method: ContinualMethod,
+        table: torch.Tensor | None = None,
+        *,
+        init_temperature: float | None = None,
+        temperature: LogitScale | Temperature | None = None,
+    ):
         super().__init__()
         if isinstance(base, ClipBundle):  # checked before its tower is built: an HF-tower CLIP has no open_clip one
             check_growable(TextBase(None, dict(base.spec), base), base.spec.get("model", "the base model"))
@@ -141,8 +152,9 @@ class ContinualTextEncoder(nn.Module):
 
     def _check_vocabulary(self) -> None:
         if self.tokenizer.vocab_size != self.vocab_size:
-            raise ConfigError(f"the vocabulary has {self.tokenizer.vocab_size} tokens but the embedding table "
-                              f"{self.vocab_size} rows")
+            raise ConfigError(
+                f"the vocabulary has {self.tokenizer.vocab_size} tokens but the embedding table {self.vocab_size} rows"
+            )
 
     def grow(self, tokenizer, new_rows: torch.Tensor) -> None:
         """Switch to the next task's vocabulary: append ``new_rows`` [V_t - V_{t-1}, W] to the table."""
@@ -182,17 +194,21 @@ class ContinualTextEncoder(nn.Module):
     # --- checkpoints ------------------------------------------------------------------------------------------
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
-        return {"table": self.table.detach(), "logit_scale": self.logit_scale.log_scale_value(),
-                **{f"method.{k}": v for k, v in self.method.state_tensors().items()}}
+        return {
+            "table": self.table.detach(),
+            "logit_scale": self.logit_scale.log_scale_value(),
+            **{f"method.{k}": v for k, v in self.method.state_tensors().items()},
+        }
 
     def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         with torch.no_grad():
             if tuple(tensors["table"].shape) != tuple(self.table.shape):
-                raise ConfigError(f"checkpoint table has shape {tuple(tensors['table'].shape)}, the encoder "
-                                  f"{tuple(self.table.shape)}")
+                raise ConfigError(
+                    f"checkpoint table has shape {tuple(tensors['table'].shape)}, the encoder {tuple(self.table.shape)}"
+                )
             self.table.copy_(tensors["table"])
             self.logit_scale.load_log_scale(tensors["logit_scale"])
-        self.method.load_state_tensors({k[len("method."):]: v for k, v in tensors.items() if k.startswith("method.")})
+        self.method.load_state_tensors({k[len("method.") :]: v for k, v in tensors.items() if k.startswith("method.")})
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {
@@ -202,8 +218,11 @@ class ContinualTextEncoder(nn.Module):
             "vocab": VOCAB_SUBDIR,
             "vocab_size": self.vocab_size,
             "languages": list(self.trained_languages),
-            "method": {"name": self.method.name, "options": options_dict(self.method.options),
-                       "structure": self.method.structure()},
+            "method": {
+                "name": self.method.name,
+                "options": options_dict(self.method.options),
+                "structure": self.method.structure(),
+            },
             "needs_task_identity": self.method.needs_task_identity,
             "pooling": "first end token" if self.tower.pooling == "end" else self.tower.pooling,
             "english": "the trained table" if self.native_trains else "the frozen tower (the teacher)",
@@ -217,24 +236,39 @@ def base_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
     model = spec.get("model", "")
     if not spec.get("pretrained") and not artifacts.is_artifact(model) and not is_hf_model_folder(model):
-        raise ConfigError("the base CLIP has random weights, so a checkpoint could not name it; train or save it "
-                          "first (mltk pretrain) and train on that checkpoint")
+        raise ConfigError(
+            "the base CLIP has random weights, so a checkpoint could not name it; train or save it "
+            "first (mltk pretrain) and train on that checkpoint"
+        )
     return {k: v for k, v in spec.items() if k in ("model", "pretrained")}
 
 
 # Checkpoints written before each method had its own options recorded one flat set for all methods; the keys that
 # still mean the same thing are carried over (method, old key) -> new key. The old MLA adapters sat after the block.
-LEGACY_KEYS = {("oewc", "ewc_lambda"): "penalty", ("oewc", "ewc_gamma"): "gamma", ("oewc", "fisher_batches"):
-               "fisher_batches", ("er", "memory_size"): "memory_size", ("er", "replay_batch"): "replay_batch",
-               ("der", "memory_size"): "memory_size", ("der", "replay_batch"): "replay_batch",
-               ("der", "der_alpha"): "alpha", ("codaprompt", "coda_components"): "components",
-               ("codaprompt", "coda_length"): "length", ("codaprompt", "coda_layers"): "layers"}
+LEGACY_KEYS = {
+    ("oewc", "ewc_lambda"): "penalty",
+    ("oewc", "ewc_gamma"): "gamma",
+    ("oewc", "fisher_batches"): "fisher_batches",
+    ("er", "memory_size"): "memory_size",
+    ("er", "replay_batch"): "replay_batch",
+    ("der", "memory_size"): "memory_size",
+    ("der", "replay_batch"): "replay_batch",
+    ("der", "der_alpha"): "alpha",
+    ("codaprompt", "coda_components"): "components",
+    ("codaprompt", "coda_length"): "length",
+    ("codaprompt", "coda_layers"): "layers",
+}
 LEGACY_UNREADABLE = ("lora", "ptuning", "dualprompt")  # their tensors changed shape (task-specific, prefix lengths)
 # Options added later (when the authors' forms became the defaults), with the value that keeps the meaning of a
 # checkpoint recorded before they existed.
-ADDED_OPTIONS = {"oewc": {"half": True}, "er": {"replay_loss": "separate"}, "der": {"replay_loss": "separate"},
-                 "mla": {"init": "zero"}, "ptuning": {"separate_kv": False},
-                 "dualprompt": {"key_init": "mean", "candidates": "trained"}}
+ADDED_OPTIONS = {
+    "oewc": {"half": True},
+    "er": {"replay_loss": "separate"},
+    "der": {"replay_loss": "separate"},
+    "mla": {"init": "zero"},
+    "ptuning": {"separate_kv": False},
+    "dualprompt": {"key_init": "mean", "candidates": "trained"},
+}
 
 
 def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> dict[str, Any]:
@@ -242,14 +276,20 @@ def legacy_options(name: str, raw: dict[str, Any], width: int, path: Path) -> di
     if "ewc_lambda" not in raw:  # the current form (perhaps from before some options existed)
         return {**ADDED_OPTIONS.get(name, {}), **raw}
     if name in LEGACY_UNREADABLE:
-        raise ConfigError(f"this {name} checkpoint was written by an older mltk whose {name} differs from the "
-                          f"paper's (now task-specific or with other prompt shapes); train it again", path)
+        raise ConfigError(
+            f"this {name} checkpoint was written by an older mltk whose {name} differs from the "
+            f"paper's (now task-specific or with other prompt shapes); train it again",
+            path,
+        )
     options = {new: raw[old] for (method, old), new in LEGACY_KEYS.items() if method == name and old in raw}
     if name == "mla":
         hidden = int(raw.get("adapter_hidden", 256))
         if width % hidden:
-            raise ConfigError(f"this mla checkpoint's adapters ({hidden} wide) are no width / reduction of the "
-                              f"{width}-wide tower; train it again", path)
+            raise ConfigError(
+                f"this mla checkpoint's adapters ({hidden} wide) are no width / reduction of the "
+                f"{width}-wide tower; train it again",
+                path,
+            )
         options = {"position": "block", "reduction": width // hidden}
     # the options the flat set did not record had the values the cll-clip recipe gives them now
     return {**load_recipe("cll-clip").methods.get(name, {}), **ADDED_OPTIONS.get(name, {}), **options}
@@ -267,8 +307,7 @@ def load_continual_encoder(path: str | Path, device: str | torch.device = "cpu")
     tokenizer = load_tokenizer(path / config["vocab"])
     spec = config["method"]
     width = base.tower.width
-    method = make_method(spec["name"], legacy_options(spec["name"], spec.get("options", {}), width, path),
-                         base.tower)
+    method = make_method(spec["name"], legacy_options(spec["name"], spec.get("options", {}), width, path), base.tower)
     method.build(spec.get("structure", {}))
     # the temperature the checkpoint holds (load_state_tensors then copies its exact tensor)
     saved_temperature = float(1.0 / tensors["logit_scale"].exp())

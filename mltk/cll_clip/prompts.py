@@ -48,7 +48,7 @@ from mltk.models.text import trim_to_lengths
 
 
 def _generator(seed: int, *parts: int) -> torch.Generator:
-    return torch.Generator().manual_seed(hash((seed,) + parts) % (2 ** 63))
+    return torch.Generator().manual_seed(hash((seed,) + parts) % (2**63))
 
 
 def prompt_query(encoder, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -77,15 +77,24 @@ class PrefixEncoder(nn.Module):
     """One task's prefixes: ``vectors`` [P, W] -> MLP -> keys and values [blocks, P, W] each (separate: the MLP's
     output viewed as [P, blocks, 2, W], AdapterHub's order; shared: [P, blocks, W] serves as both)."""
 
-    def __init__(self, length: int, width: int, blocks: int, bottleneck: int, layer_norm: bool, seed: int,
-                 separate_kv: bool = True):
+    def __init__(
+        self,
+        length: int,
+        width: int,
+        blocks: int,
+        bottleneck: int,
+        layer_norm: bool,
+        seed: int,
+        separate_kv: bool = True,
+    ):
         super().__init__()
         self.kinds = 2 if separate_kv else 1
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.vectors = nn.Parameter(torch.randn(length, width))  # nn.Embedding's N(0, 1)
-            self.mlp = nn.Sequential(nn.Linear(width, bottleneck), nn.Tanh(),
-                                     nn.Linear(bottleneck, blocks * self.kinds * width))
+            self.mlp = nn.Sequential(
+                nn.Linear(width, bottleneck), nn.Tanh(), nn.Linear(bottleneck, blocks * self.kinds * width)
+            )
         self.norm = nn.LayerNorm(width) if layer_norm else nn.Identity()
         self.blocks, self.width = blocks, width
 
@@ -103,8 +112,15 @@ class PTuning(PerLanguageMethod):
 
     def new_module(self, lang: str) -> nn.Module:
         options = self.options
-        return PrefixEncoder(options.length, self.width, self.num_blocks, options.bottleneck, options.layer_norm,
-                             self.seed * 7919 + len(self.prefixes), separate_kv=options.separate_kv)
+        return PrefixEncoder(
+            options.length,
+            self.width,
+            self.num_blocks,
+            options.bottleneck,
+            options.layer_norm,
+            self.seed * 7919 + len(self.prefixes),
+            separate_kv=options.separate_kv,
+        )
 
     def encode(self, encoder, x: torch.Tensor, lengths: torch.Tensor, lang: str | None) -> torch.Tensor:
         if lang not in self.prefixes:
@@ -113,8 +129,7 @@ class PTuning(PerLanguageMethod):
         batch = x.shape[0]
 
         def prefix(index: int):  # [B, P, W] keys and values of block ``index``
-            return (keys[index].unsqueeze(0).expand(batch, -1, -1),
-                    values[index].unsqueeze(0).expand(batch, -1, -1))
+            return (keys[index].unsqueeze(0).expand(batch, -1, -1), values[index].unsqueeze(0).expand(batch, -1, -1))
 
         return forward_text(encoder.tower, x, lengths, prefix=prefix)
 
@@ -158,8 +173,10 @@ class DualPrompt(ContinualMethod):
     def _grow(self, entries: int) -> None:
         """Pool entries up to ``entries``: expert prompts and keys uniform in [-1, 1)."""
         if entries > self.options.pool:
-            raise ConfigError(f"DualPrompt's pool holds {self.options.pool} expert prompts, one per task; "
-                              f"raise it with --set method.pool=N")
+            raise ConfigError(
+                f"DualPrompt's pool holds {self.options.pool} expert prompts, one per task; "
+                f"raise it with --set method.pool=N"
+            )
         device = self.g_prompt.device
         shape = (len(self.e_layers), self.options.e_length, self.width)
         while len(self.e_prompts) < entries:
@@ -183,8 +200,11 @@ class DualPrompt(ContinualMethod):
     def trainable(self) -> dict[str, nn.Parameter]:
         if self.current is None:
             return {"g_prompt": self.g_prompt}
-        return {"g_prompt": self.g_prompt, f"e_prompts.{self.current}": self.e_prompts[self.current],
-                f"e_keys.{self.current}": self.e_keys[self.current]}
+        return {
+            "g_prompt": self.g_prompt,
+            f"e_prompts.{self.current}": self.e_prompts[self.current],
+            f"e_keys.{self.current}": self.e_keys[self.current],
+        }
 
     def select(self, query: torch.Tensor) -> torch.Tensor:
         """Expert index per text [B]: the nearest candidate key (cosine, top-1)."""
@@ -248,8 +268,11 @@ class CodaPrompt(ContinualMethod):
         """c new components of ``shape`` = (c, layers, ...), orthonormal per layer to the existing ones."""
         new = _uniform(shape, generator)
         flat_new = new.reshape(shape[0], shape[1], -1)
-        flat_old = torch.cat([e.detach().cpu().reshape(e.shape[0], e.shape[1], -1) for e in existing]) \
-            if existing else flat_new[:0]
+        flat_old = (
+            torch.cat([e.detach().cpu().reshape(e.shape[0], e.shape[1], -1) for e in existing])
+            if existing
+            else flat_new[:0]
+        )
         per_layer = [gram_schmidt(flat_old[:, layer], flat_new[:, layer]) for layer in range(shape[1])]
         return torch.stack(per_layer, dim=1).reshape(shape)
 
@@ -257,11 +280,15 @@ class CodaPrompt(ContinualMethod):
         count, layers = self.options.components, len(self.layers)
         task = len(self.prompts)
         if task >= self.options.tasks:
-            raise ConfigError(f"CODA-Prompt was set up for {self.options.tasks} tasks; raise it with --set "
-                              f"method.tasks=N")
+            raise ConfigError(
+                f"CODA-Prompt was set up for {self.options.tasks} tasks; raise it with --set method.tasks=N"
+            )
         device = next(self.parameters(), torch.zeros(())).device
-        shapes = {"prompts": (count, layers, self.options.length, self.width),
-                  "keys": (count, layers, self.output_dim), "attention": (count, layers, self.output_dim)}
+        shapes = {
+            "prompts": (count, layers, self.options.length, self.width),
+            "keys": (count, layers, self.output_dim),
+            "attention": (count, layers, self.output_dim),
+        }
         for number, (name, shape) in enumerate(shapes.items()):
             store: nn.ParameterList = getattr(self, name)
             value = self._orthogonal(list(store), shape, _generator(self.seed, 4, task, number))
@@ -277,8 +304,9 @@ class CodaPrompt(ContinualMethod):
     def trainable(self) -> dict[str, nn.Parameter]:
         if self.current is None:
             return {}
-        return {f"{name}.{self.current}": getattr(self, name)[self.current]
-                for name in ("prompts", "keys", "attention")}
+        return {
+            f"{name}.{self.current}": getattr(self, name)[self.current] for name in ("prompts", "keys", "attention")
+        }
 
     def weights(self, query: torch.Tensor) -> torch.Tensor:
         """alpha [B, M, layers] = cos(query * A_m, K_m) per layer."""

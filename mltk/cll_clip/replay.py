@@ -176,7 +176,7 @@ class DarkExperienceReplay(ExperienceReplay):
     def record(self, task: TaskContext, written: np.ndarray) -> None:
         if len(self.features) < len(self.memory):
             grown = torch.zeros(len(self.memory), self.output_dim)
-            grown[:len(self.features)] = self.features
+            grown[: len(self.features)] = self.features
             self.features = grown
         if not len(written):
             return
@@ -185,8 +185,8 @@ class DarkExperienceReplay(ExperienceReplay):
         task.encoder.eval()
         device = task.encoder.table.device
         for start in range(0, len(written), 256):
-            chunk = examples.tokens[start:start + 256].to(device)
-            self.features[written[start:start + 256]] = task.encoder.encode_tokens(chunk, None).float().cpu()
+            chunk = examples.tokens[start : start + 256].to(device)
+            self.features[written[start : start + 256]] = task.encoder.encode_tokens(chunk, None).float().cpu()
         task.encoder.train(was_training)
 
     def training_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -44,8 +44,11 @@ PLAIN_INIT_STD = 0.02  # plain CLL-CLIP: new rows ~ N(0, 0.02)
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def token_lambdas(present_ids: Iterable[int] | np.ndarray | torch.Tensor, prior_counts: np.ndarray | torch.Tensor,
-                  special_ids: Sequence[int] = ()) -> torch.Tensor:
+def token_lambdas(
+    present_ids: Iterable[int] | np.ndarray | torch.Tensor,
+    prior_counts: np.ndarray | torch.Tensor,
+    special_ids: Sequence[int] = (),
+) -> torch.Tensor:
     """lambda [V] (float32): 1 / (1 + c_j) for tokens present in the current task, 0 for absent and special tokens.
 
     ``prior_counts[j]`` = c_j, the number of earlier tasks whose tokenised text contained token j, with CLIP's
@@ -59,8 +62,11 @@ def token_lambdas(present_ids: Iterable[int] | np.ndarray | torch.Tensor, prior_
     if isinstance(present_ids, torch.Tensor):
         present = present_ids.detach().cpu().long().reshape(-1)
     else:
-        present = torch.as_tensor(np.fromiter((int(i) for i in present_ids), np.int64)
-                                  if not isinstance(present_ids, np.ndarray) else present_ids.astype(np.int64))
+        present = torch.as_tensor(
+            np.fromiter((int(i) for i in present_ids), np.int64)
+            if not isinstance(present_ids, np.ndarray)
+            else present_ids.astype(np.int64)
+        )
     size = counts.numel()
     for name, ids in (("present_ids", present), ("special_ids", torch.as_tensor(list(special_ids), dtype=torch.long))):
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
@@ -76,8 +82,13 @@ def token_lambdas(present_ids: Iterable[int] | np.ndarray | torch.Tensor, prior_
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def init_new_rows(old_table: torch.Tensor, n_new: int, generator: torch.Generator | None = None,
-                  mode: str = "teir", std: float = PLAIN_INIT_STD) -> torch.Tensor:
+def init_new_rows(
+    old_table: torch.Tensor,
+    n_new: int,
+    generator: torch.Generator | None = None,
+    mode: str = "teir",
+    std: float = PLAIN_INIT_STD,
+) -> torch.Tensor:
     """Rows [n_new, D] for the new tokens (same dtype and device as ``old_table`` [V_old, D]).
 
     ``teir``: N(mu, sigma) with mu = old_table.mean(), sigma = old_table.std() over all its entries;
@@ -99,8 +110,13 @@ def init_new_rows(old_table: torch.Tensor, n_new: int, generator: torch.Generato
     return (rows * sigma + mean).to(device=old.device, dtype=old.dtype)
 
 
-def expand_table(old_table: torch.Tensor, n_new: int, generator: torch.Generator | None = None,
-                 mode: str = "teir", std: float = PLAIN_INIT_STD) -> torch.Tensor:
+def expand_table(
+    old_table: torch.Tensor,
+    n_new: int,
+    generator: torch.Generator | None = None,
+    mode: str = "teir",
+    std: float = PLAIN_INIT_STD,
+) -> torch.Tensor:
     """The grown table [V_old + n_new, D]: old rows unchanged, new rows from ``init_new_rows``."""
     return torch.cat([old_table.detach(), init_new_rows(old_table, n_new, generator, mode, std)], dim=0)
 
@@ -127,9 +143,18 @@ class TeirAdamW(torch.optim.Optimizer):
     steps like torch's; the lambdas are configuration, not state: register them again after ``load_state_dict``.
     """
 
-    def __init__(self, params, *, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
-                 scale_gradients: bool = True, scale_weight_decay: bool = True,
-                 row_scales: Mapping[torch.Tensor, torch.Tensor] | None = None):
+    def __init__(
+        self,
+        params,
+        *,
+        lr: float,
+        betas: tuple[float, float],
+        eps: float,
+        weight_decay: float,
+        scale_gradients: bool = True,
+        scale_weight_decay: bool = True,
+        row_scales: Mapping[torch.Tensor, torch.Tensor] | None = None,
+    ):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0.0 <= b < 1.0 for b in betas):
             raise ConfigError(f"invalid AdamW settings: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
@@ -150,8 +175,10 @@ class TeirAdamW(torch.optim.Optimizer):
             return
         lambdas = torch.as_tensor(lambdas).detach()
         if param.ndim != 2 or lambdas.shape != (param.shape[0],):
-            raise ConfigError(f"lambdas must have shape ({param.shape[0]},) for a [V, D] table, got "
-                              f"{tuple(lambdas.shape)} for a parameter of shape {tuple(param.shape)}")
+            raise ConfigError(
+                f"lambdas must have shape ({param.shape[0]},) for a [V, D] table, got "
+                f"{tuple(lambdas.shape)} for a parameter of shape {tuple(param.shape)}"
+            )
         if not torch.isfinite(lambdas).all() or (lambdas < 0).any():
             raise ConfigError("lambdas must be finite and non-negative")
         lambdas = lambdas.to(device=param.device, dtype=torch.float32)
@@ -212,9 +239,20 @@ class TeirAdamW(torch.optim.Optimizer):
         state["exp_avg_sq"].index_copy_(0, active, exp_avg_sq)
 
 
-def _adamw_update(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
-                  grad_scale: torch.Tensor | None, decay_scale: torch.Tensor | None, lr: float, beta1: float,
-                  beta2: float, eps: float, weight_decay: float, step: float) -> None:
+def _adamw_update(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    grad_scale: torch.Tensor | None,
+    decay_scale: torch.Tensor | None,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    step: float,
+) -> None:
     """One AdamW step in place, in the operation order of ``torch.optim.AdamW`` (single-tensor path), with
     optional per-row scales [V, 1] of the gradient and of the decoupled weight decay."""
     if grad_scale is not None:
@@ -226,7 +264,7 @@ def _adamw_update(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor
             param.mul_(1 - lr * weight_decay * decay_scale)
     exp_avg.lerp_(grad, 1 - beta1)
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    bias_correction1 = 1 - beta1 ** step
-    bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+    bias_correction1 = 1 - beta1**step
+    bias_correction2_sqrt = math.sqrt(1 - beta2**step)
     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
     param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)

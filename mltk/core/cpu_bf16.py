@@ -66,8 +66,11 @@ def measure_bf16_speedup(repeats: int = CALIBRATION_REPEATS) -> float:
     oneDNN build its kernels). Where the CPU reports bf16 instructions that torch does not use (an old oneDNN, a
     virtual machine hiding them) bf16 is emulated and the ratio falls below 1."""
     generator = torch.Generator().manual_seed(0)
-    fp32 = [torch.randn(ROWS, IN, generator=generator), torch.randn(IN, OUT, generator=generator),
-            torch.randn(OUT, IN, generator=generator)]  # x [ROWS, IN], up [IN, OUT], down [OUT, IN]
+    fp32 = [
+        torch.randn(ROWS, IN, generator=generator),
+        torch.randn(IN, OUT, generator=generator),
+        torch.randn(OUT, IN, generator=generator),
+    ]  # x [ROWS, IN], up [IN, OUT], down [OUT, IN]
     bf16 = [tensor.bfloat16() for tensor in fp32]
 
     def once(tensors: list[torch.Tensor]) -> float:
@@ -131,6 +134,7 @@ def cpu_bf16_choice() -> Bf16Choice:
         return Bf16Choice(False, f"cpu has no bf16 matrix instructions ({' or '.join(BF16_FLAGS)})")
     speedup = cached_bf16_speedup(instructions)
     if speedup < MIN_SPEEDUP:
-        return Bf16Choice(False, f"cpu has {instructions} but bf16 calibrated {speedup:.2f}x fp32 "
-                                 f"(below {MIN_SPEEDUP}x)")
+        return Bf16Choice(
+            False, f"cpu has {instructions} but bf16 calibrated {speedup:.2f}x fp32 (below {MIN_SPEEDUP}x)"
+        )
     return Bf16Choice(True, f"cpu has {instructions} (calibrated {speedup:.1f}x)")

@@ -89,10 +89,12 @@ def shard(global_batch_indices: Sequence[T] | torch.Tensor) -> Sequence[T] | tor
         return global_batch_indices
     size = len(global_batch_indices)
     if size % world_size:
-        raise ConfigError(f"the global batch of {size} cannot be split evenly over {world_size} processes; "
-                          f"use a batch size divisible by {world_size}")
+        raise ConfigError(
+            f"the global batch of {size} cannot be split evenly over {world_size} processes; "
+            f"use a batch size divisible by {world_size}"
+        )
     per_rank = size // world_size
-    return global_batch_indices[rank * per_rank:(rank + 1) * per_rank]
+    return global_batch_indices[rank * per_rank : (rank + 1) * per_rank]
 
 
 def gather_with_grad(features: torch.Tensor) -> torch.Tensor:

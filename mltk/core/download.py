@@ -37,14 +37,20 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _is_download_failure(exc: BaseException) -> bool:
-    return (isinstance(exc, (OSError, ConnectionError, TimeoutError))
-            or type(exc).__module__.split(".")[0] in _NETWORK_MODULES)
+    return (
+        isinstance(exc, (OSError, ConnectionError, TimeoutError))
+        or type(exc).__module__.split(".")[0] in _NETWORK_MODULES
+    )
 
 
 def _is_connection_failure(exc: BaseException) -> bool:
     name = type(exc).__name__
-    return isinstance(exc, (ConnectionError, TimeoutError)) or name in {"OfflineModeIsEnabled", "ConnectError",
-                                                                         "ConnectTimeout", "NameResolutionError"}
+    return isinstance(exc, (ConnectionError, TimeoutError)) or name in {
+        "OfflineModeIsEnabled",
+        "ConnectError",
+        "ConnectTimeout",
+        "NameResolutionError",
+    }
 
 
 @contextlib.contextmanager
@@ -76,9 +82,19 @@ class NoHubConnection(ConnectionError):
     hub client's five retries with back-off (about 25 s a file, with two warnings a try)."""
 
 
-_CONNECTION_WORDS = ("connection refused", "name or service not known", "name resolution", "nodename nor servname",
-                     "network is unreachable", "no route to host", "connecterror", "[errno 111]", "[errno -2]",
-                     "[errno -3]", "[errno 101]")
+_CONNECTION_WORDS = (
+    "connection refused",
+    "name or service not known",
+    "name resolution",
+    "nodename nor servname",
+    "network is unreachable",
+    "no route to host",
+    "connecterror",
+    "[errno 111]",
+    "[errno -2]",
+    "[errno -3]",
+    "[errno 101]",
+)
 
 
 HUB_HTTP_LOGGERS = ("huggingface_hub.utils._http", "huggingface_hub.file_download")  # the retries' warnings
@@ -94,8 +110,11 @@ class _HubNoise(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if record.name.startswith("huggingface_hub") and "thrown while requesting" in message and any(
-                word in message.lower() for word in _CONNECTION_WORDS):
+        if (
+            record.name.startswith("huggingface_hub")
+            and "thrown while requesting" in message
+            and any(word in message.lower() for word in _CONNECTION_WORDS)
+        ):
             raise NoHubConnection(message.split(" thrown while")[0].strip("'\""))
         self.held.append(record)
         return False
@@ -108,8 +127,14 @@ def quiet_hub() -> Iterator[None]:
     that cannot connect fails at once rather than after a minute of retries."""
     noise = _HubNoise()
     # a logger's filters see only the records made on it, not its children's: every hub logger gets one
-    hub = [logging.getLogger(name) for name in ("huggingface_hub", *HUB_HTTP_LOGGERS, *[
-        name for name in list(logging.root.manager.loggerDict) if name.startswith("huggingface_hub.")])]
+    hub = [
+        logging.getLogger(name)
+        for name in (
+            "huggingface_hub",
+            *HUB_HTTP_LOGGERS,
+            *[name for name in list(logging.root.manager.loggerDict) if name.startswith("huggingface_hub.")],
+        )
+    ]
     root = logging.getLogger()
     open_clip_noise = _OpenClipNoise(noise)
     for logger in hub:
@@ -147,13 +172,17 @@ def download_message(model: str, chain: list[BaseException]) -> str:
     first_line = (str(chain[-1]).strip().splitlines() or [type(chain[-1]).__name__])[0][:200]
     if offline_by_setting():
         variables = ", ".join(v for v in OFFLINE_VARIABLES if os.environ.get(v))
-        return (f"could not load model {model!r}: this machine is offline ({variables} is set) and the model is not "
-                f"in the local cache; download it once online, or pass a local folder")
+        return (
+            f"could not load model {model!r}: this machine is offline ({variables} is set) and the model is not "
+            f"in the local cache; download it once online, or pass a local folder"
+        )
     if any(_is_connection_failure(e) for e in chain):
         reason = next((str(e) for e in chain if isinstance(e, NoHubConnection)), first_line)
-        return (f"could not load model {model!r}: this machine is offline (no connection to the model hub: "
-                f"{reason}); download it once online, or pass a local folder (HF_HUB_OFFLINE=1 uses only the "
-                f"local Hugging Face cache, without trying the network)")
+        return (
+            f"could not load model {model!r}: this machine is offline (no connection to the model hub: "
+            f"{reason}); download it once online, or pass a local folder (HF_HUB_OFFLINE=1 uses only the "
+            f"local Hugging Face cache, without trying the network)"
+        )
     return f"could not load model {model!r}: {first_line}"
 
 
@@ -178,5 +207,7 @@ def require_existing_if_local(name: str | os.PathLike, what: str) -> None:
     if looks_local(name) and not os.path.exists(os.path.expanduser(os.fspath(name))):
         from mltk.core.errors import ConfigError
 
-        raise ConfigError(f"{what} not found: no such file or directory (a local path, so it is not looked up on "
-                          f"the model hub)", os.fspath(name))
+        raise ConfigError(
+            f"{what} not found: no such file or directory (a local path, so it is not looked up on the model hub)",
+            os.fspath(name),
+        )

@@ -37,9 +37,14 @@ class ModelDownloadError(ConfigError):
 
 
 # a write the user's machine refused, which the user fixes (space, permissions, a name's length), not mltk
-USER_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-               errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
-               errno.EROFS: "read-only file system", errno.ENAMETOOLONG: "file name too long"}
+USER_ERRNOS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENAMETOOLONG: "file name too long",
+}
 
 
 def user_os_error(exc: BaseException) -> MltkError | None:

@@ -24,7 +24,7 @@ def sibling_stem(out: Path) -> str:
     raw = Path(out).name.encode("utf-8", "surrogateescape")
     if len(raw) <= STEM_BYTES:
         return Path(out).name
-    head = raw[:STEM_BYTES - 17].decode("utf-8", "ignore")
+    head = raw[: STEM_BYTES - 17].decode("utf-8", "ignore")
     return f"{head}~{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
@@ -47,8 +47,13 @@ def check_name(value: object, what: str, source: str | Path | None = None) -> st
         raise ConfigError(f"{what} {value!r} is not a non-empty name", source)
     bad = control_characters(value)
     if bad or "/" in value or "\\" in value or value in (".", "..") or len(value) > MAX_NAME:
-        reason = f"control character {bad[0]}" if bad else "a path separator or dot name" if len(value) <= MAX_NAME \
+        reason = (
+            f"control character {bad[0]}"
+            if bad
+            else "a path separator or dot name"
+            if len(value) <= MAX_NAME
             else f"more than {MAX_NAME} characters"
+        )
         raise ConfigError(f"{what} {value[:MAX_NAME]!r} cannot name a file ({reason})", source)
     return value
 
@@ -61,5 +66,7 @@ def check_output_path(path: str | Path, what: str = "--out") -> None:
     """Refuse an output path holding control characters (it is printed as the one line of stdout)."""
     bad = control_characters(str(path))
     if bad:
-        raise ConfigError(f"{what} {str(path)!r} holds the control character {bad[0]}; refusing it (the path is "
-                          f"printed as one line of stdout)")
+        raise ConfigError(
+            f"{what} {str(path)!r} holds the control character {bad[0]}; refusing it (the path is "
+            f"printed as one line of stdout)"
+        )

@@ -47,8 +47,9 @@ def learning_rate_problems(values: Mapping[str, Any]) -> list[str]:
             problem = learning_rate_problem(value, option_name(name))
             problems += [problem] if problem else []
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            problems += learning_rate_problems({field.name: getattr(value, field.name)
-                                                for field in dataclasses.fields(value)})
+            problems += learning_rate_problems(
+                {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+            )
     return problems
 
 

@@ -77,8 +77,9 @@ def cuda_visible() -> bool:
     files, and ``CUDA_VISIBLE_DEVICES`` not emptied. ``--device auto`` uses it to keep the CPU path torch-free."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
         return False
-    return any(os.path.exists(path) for path in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")) or \
-        os.path.isdir("/proc/driver/nvidia")
+    return any(os.path.exists(path) for path in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")) or os.path.isdir(
+        "/proc/driver/nvidia"
+    )
 
 
 def resolve_array_device(device: str = "auto", precision: str = "auto") -> str:
@@ -181,15 +182,30 @@ class PlainProgress:
     def add_task(self, description: str, total: float | None = None, completed: float = 0, **_) -> int:
         task_id = len(self._tasks)
         now = time.perf_counter()
-        self._tasks[task_id] = {"description": description, "total": total, "completed": completed, "start": now,
-                                "last": now, "printed": False, "done": False}
+        self._tasks[task_id] = {
+            "description": description,
+            "total": total,
+            "completed": completed,
+            "start": now,
+            "last": now,
+            "printed": False,
+            "done": False,
+        }
         return task_id
 
     def advance(self, task_id: int, advance: float = 1) -> None:
         self.update(task_id, advance=advance)
 
-    def update(self, task_id: int, *, completed: float | None = None, advance: float | None = None,
-               total: float | None = None, description: str | None = None, **_) -> None:
+    def update(
+        self,
+        task_id: int,
+        *,
+        completed: float | None = None,
+        advance: float | None = None,
+        total: float | None = None,
+        description: str | None = None,
+        **_,
+    ) -> None:
         task = self._tasks[task_id]
         if total is not None:
             task["total"] = total
@@ -214,8 +230,12 @@ class PlainProgress:
         share = f"{done:g}/{total:g} ({100 * done / total:.0f}%)" if total else f"{done:g}"
         minutes, seconds = divmod(int(elapsed), 60)
         rate = f", {done / elapsed:.1f}/s" if elapsed > 0 else ""
-        console.print(f"{task['description']} {share} {minutes:02d}:{seconds:02d} elapsed{rate}", markup=False,
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"{task['description']} {share} {minutes:02d}:{seconds:02d} elapsed{rate}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         task["last"], task["printed"] = now, True
 
 

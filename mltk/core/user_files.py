@@ -28,8 +28,14 @@ than this belongs in a captions artifact (``mltk import-data``), which is read i
 MAX_CORPUS_BYTES = 4 * 1024 * 1024 * 1024
 """A dataset's caption or annotation file read whole by an importer (COCO's is about 100 MB, CC3M's TSV 500 MB)."""
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
-               dict: "an object"}
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
 
 
 def not_a_file(path: str | Path) -> str | None:
@@ -43,10 +49,14 @@ def not_a_file(path: str | Path) -> str | None:
         return f"cannot be read ({error.strerror or error})"
     if stat.S_ISREG(mode):
         return None
-    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISSOCK: "a socket",
-             stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device"}
-    return "is " + next((name for test, name in kinds.items() if test(mode)), "a special file") + \
-        ", not a regular file"
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+    }
+    return "is " + next((name for test, name in kinds.items() if test(mode)), "a special file") + ", not a regular file"
 
 
 def require_file(path: str | Path, expected: str) -> Path:
@@ -72,8 +82,10 @@ def read_user_bytes(path: str | Path, *, what: str = "file", max_bytes: int | No
     except OSError as error:
         raise ConfigError(f"cannot read this {what}: {error.strerror or error}", path) from None
     if len(data) > max_bytes:
-        raise ConfigError(f"this {what} holds more than {max_bytes:,} bytes, the most mltk reads of one; it was not "
-                          f"read further", path)
+        raise ConfigError(
+            f"this {what} holds more than {max_bytes:,} bytes, the most mltk reads of one; it was not read further",
+            path,
+        )
     return data
 
 
@@ -85,8 +97,9 @@ def _open_without_waiting(path: Path):
     return os.fdopen(descriptor, "rb")
 
 
-def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int | None = None,
-                   encoding: str = "utf-8") -> str:
+def read_user_text(
+    path: str | Path, *, what: str = "file", max_bytes: int | None = None, encoding: str = "utf-8"
+) -> str:
     """``read_user_bytes`` decoded as UTF-8, a byte that is not UTF-8 named by its offset."""
     try:
         return read_user_bytes(path, what=what, max_bytes=max_bytes).decode(encoding)
@@ -94,8 +107,9 @@ def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int | Non
         raise ConfigError(f"this {what} is not UTF-8 text ({error.reason} at byte {error.start})", path) from None
 
 
-def read_user_json(path: str | Path, *, what: str = "JSON file", max_bytes: int = MAX_JSON_BYTES,
-                   max_depth: int = MAX_JSON_DEPTH) -> Any:
+def read_user_json(
+    path: str | Path, *, what: str = "JSON file", max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """Parse ``path`` as UTF-8 JSON, refusing a missing, oversized, undecodable or too deeply nested file."""
     path = Path(path)
     try:
@@ -113,8 +127,11 @@ def read_user_json(path: str | Path, *, what: str = "JSON file", max_bytes: int 
     except (json.JSONDecodeError, RecursionError) as error:
         raise ConfigError(f"this {what} is not valid JSON: {error}", path) from None
     except DuplicateKeyError as error:
-        raise ConfigError(f"this {what} gives the key {error.key!r} twice in one object (JSON keeps the last one "
-                          f"silently); give it once", path) from None
+        raise ConfigError(
+            f"this {what} gives the key {error.key!r} twice in one object (JSON keeps the last one "
+            f"silently); give it once",
+            path,
+        ) from None
 
 
 class DuplicateKeyError(ValueError):

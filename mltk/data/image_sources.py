@@ -72,8 +72,11 @@ def _records_from_folder(folder: Path) -> ImageRecords:
     for directory, subdirectories, names in os.walk(root):
         subdirectories[:] = [d for d in subdirectories if not d.startswith(".")]
         prefix = os.path.relpath(directory, root)
-        relative += [name if prefix == "." else f"{prefix}/{name}" for name in names
-                     if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS]
+        relative += [
+            name if prefix == "." else f"{prefix}/{name}"
+            for name in names
+            if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+        ]
     if not relative:
         raise ArtifactError(f"no image files ({', '.join(sorted(IMAGE_EXTENSIONS))}) in the folder", folder)
     relative.sort()
@@ -87,8 +90,9 @@ def _records_from_parquet(path: Path) -> ImageRecords:
         table = table.append_column("split", pa.array([NO_SPLIT] * table.num_rows, pa.string()))
     table = artifacts.validate_images(table, path)
     if "path" in table.column_names:
-        resolved = [p if _is_absolute_or_url(p) else str((path.parent / p).resolve())
-                    for p in table.column("path").to_pylist()]
+        resolved = [
+            p if _is_absolute_or_url(p) else str((path.parent / p).resolve()) for p in table.column("path").to_pylist()
+        ]
         table = table.set_column(table.schema.get_field_index("path"), "path", pa.array(resolved, pa.string()))
     return _records_from_table(table, path)
 
@@ -119,8 +123,10 @@ def filter_splits(records: ImageRecords, splits: Sequence[str] | None, origin: P
     rows = [i for i, split in enumerate(records.splits) if split in wanted]
     if not rows:
         present = sorted(set(records.splits))
-        raise ConfigError(f"no images in split(s) {', '.join(sorted(wanted))} (the source has "
-                          f"{', '.join(repr(s) for s in present)})", origin)
+        raise ConfigError(
+            f"no images in split(s) {', '.join(sorted(wanted))} (the source has {', '.join(repr(s) for s in present)})",
+            origin,
+        )
     return records.select(rows)
 
 
@@ -152,8 +158,9 @@ def read_image_map(path: Path) -> dict[str, str]:
     else:
         pairs = []
         for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-            if not line.strip() or (number == 1 and line.strip().lower().replace(",", "\t").split("\t")[:2] ==
-                                    ["image_id", "path"]):
+            if not line.strip() or (
+                number == 1 and line.strip().lower().replace(",", "\t").split("\t")[:2] == ["image_id", "path"]
+            ):
                 continue
             fields = line.split("\t")
             if len(fields) != 2 or not all(f.strip() for f in fields):
@@ -163,20 +170,23 @@ def read_image_map(path: Path) -> dict[str, str]:
     for image_id, location in pairs:
         if image_id in mapping and mapping[image_id] != location:
             raise SchemaError(f"image_id {image_id!r} is mapped to two paths", path)
-        mapping[image_id] = location if "://" in location or os.path.isabs(location) else \
-            str((path.parent / location).resolve())
+        mapping[image_id] = (
+            location if "://" in location or os.path.isabs(location) else str((path.parent / location).resolve())
+        )
     return mapping
 
 
-def resolve_image_paths(records: ImageRecords, roots: Sequence[Path] = (), image_map: Path | None = None,
-                        origin: Path | None = None) -> ImageRecords:
+def resolve_image_paths(
+    records: ImageRecords, roots: Sequence[Path] = (), image_map: Path | None = None, origin: Path | None = None
+) -> ImageRecords:
     """Point each record at its file. The mapping (by image id) wins; otherwise a path that exists is kept and
     one that does not is looked up under each root in order, as given (``train2014/x.jpg``) and by file name.
     Files found nowhere keep their path and are reported as unreadable by the encoder, never dropped here."""
     if records.paths is None:
         if roots or image_map:
-            raise ConfigError("--images-root and --image-map apply to images given by path, but the source holds "
-                              "image bytes", origin)
+            raise ConfigError(
+                "--images-root and --image-map apply to images given by path, but the source holds image bytes", origin
+            )
         return records
     mapping = read_image_map(image_map) if image_map is not None else {}
     roots = [Path(root).resolve() for root in roots]
@@ -189,9 +199,11 @@ def resolve_image_paths(records: ImageRecords, roots: Sequence[Path] = (), image
         moved += found is not None and found != location
         paths.append(found or location)
     if roots or mapping:
-        log(f"encode-images: {moved} of {len(paths)} image path(s) resolved through "
+        log(
+            f"encode-images: {moved} of {len(paths)} image path(s) resolved through "
             f"{'the image map' if mapping else ''}{' and ' if mapping and roots else ''}"
-            f"{f'{len(roots)} image root(s)' if roots else ''}")
+            f"{f'{len(roots)} image root(s)' if roots else ''}"
+        )
     return ImageRecords(records.ids, records.splits, paths=paths)
 
 

@@ -38,16 +38,19 @@ def parse_error_rates(spec: str | tuple | list, languages: tuple[str, ...]) -> t
             if "=" not in spec:
                 pairs = [(code, float(spec)) for code in languages if code != "en"]
             else:
-                pairs = [(code.strip(), float(rate)) for code, rate in
-                         (part.split("=", 1) for part in spec.split(",") if part.strip())]
+                pairs = [
+                    (code.strip(), float(rate))
+                    for code, rate in (part.split("=", 1) for part in spec.split(",") if part.strip())
+                ]
         except ValueError:
             raise ConfigError(f"--mt-errors must be a rate (0.2) or LANG=RATE pairs (de=0.1,zh=0.3), got {spec!r}")
     for code, rate in pairs:
         if code == "en":
             raise ConfigError("--mt-errors: English is the source language of the translations and has no MT errors")
         if code not in languages:
-            raise ConfigError(f"--mt-errors names {code!r}, which is not among the world's languages "
-                              f"({','.join(languages)})")
+            raise ConfigError(
+                f"--mt-errors names {code!r}, which is not among the world's languages ({','.join(languages)})"
+            )
         if not 0.0 <= rate <= 1.0:
             raise ConfigError(f"--mt-errors rate for {code} must be between 0 and 1, got {rate}")
     return tuple(sorted((code, float(rate)) for code, rate in pairs if rate > 0))
@@ -67,7 +70,7 @@ def _get(content: CaptionContent, place: tuple[int, str | None]) -> Mention:
 
 
 def _with_item(content: CaptionContent, index: int, item: Item) -> CaptionContent:
-    return replace(content, items=content.items[:index] + (item,) + content.items[index + 1:])
+    return replace(content, items=content.items[:index] + (item,) + content.items[index + 1 :])
 
 
 def _put(content: CaptionContent, place: tuple[int, str | None], mention: Mention) -> CaptionContent:
@@ -97,7 +100,7 @@ def mistranslate(content: CaptionContent, rng: np.random.Generator) -> tuple[Cap
     places = _mentions(content)
     if error == "drop_item":
         drop = int(rng.integers(len(content.items)))
-        return replace(content, items=content.items[:drop] + content.items[drop + 1:]), error
+        return replace(content, items=content.items[:drop] + content.items[drop + 1 :]), error
     if error == "flip_relation":
         relations = [i for i, item in enumerate(content.items) if isinstance(item, Relation)]
         index = relations[int(rng.integers(len(relations)))]

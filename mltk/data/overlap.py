@@ -94,14 +94,24 @@ def overlap_keys(ids: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.unique(pc.utf8_normalize(canonical_image_ids(distinct), "NFC"))
 
 
-def check_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
-                  test_ids: Iterable[str] = ()) -> OverlapReport:
+def check_overlap(
+    train_paths: Sequence[str | os.PathLike],
+    test_paths: Sequence[str | os.PathLike] = (),
+    *,
+    test_ids: Iterable[str] = (),
+) -> OverlapReport:
     """How many of the test images (those of ``test_paths`` plus ``test_ids``) appear in the training artifacts."""
     train = _union([image_id_array(p, training=True) for p in train_paths])
     test = _union([image_id_array(p) for p in test_paths] + [overlap_keys(pa.array(list(test_ids), pa.string()))])
     shared = shared_ids(train, test)
-    return OverlapReport([str(p) for p in train_paths], [str(p) for p in test_paths], len(train), len(test),
-                         len(shared), shared[:MAX_EXAMPLES].to_pylist())
+    return OverlapReport(
+        [str(p) for p in train_paths],
+        [str(p) for p in test_paths],
+        len(train),
+        len(test),
+        len(shared),
+        shared[:MAX_EXAMPLES].to_pylist(),
+    )
 
 
 def shared_ids(train: pa.Array, test: pa.Array) -> pa.Array:
@@ -119,12 +129,19 @@ def _union(arrays: list[pa.Array]) -> pa.Array:
 def describe(report: OverlapReport) -> str:
     if not report.overlapping:
         return f"none of the {report.test_images} test images is among the {report.train_images} training images"
-    return (f"{report.overlapping} of {report.test_images} test images ({100 * report.fraction:.1f}%) are also "
-            f"training images (e.g. {', '.join(report.examples)}; training data: {', '.join(report.train)})")
+    return (
+        f"{report.overlapping} of {report.test_images} test images ({100 * report.fraction:.1f}%) are also "
+        f"training images (e.g. {', '.join(report.examples)}; training data: {', '.join(report.train)})"
+    )
 
 
-def warn_if_overlap(train_paths: Sequence[str | os.PathLike], test_paths: Sequence[str | os.PathLike] = (), *,
-                    test_ids: Iterable[str] = (), stage: str = "mltk") -> OverlapReport | None:
+def warn_if_overlap(
+    train_paths: Sequence[str | os.PathLike],
+    test_paths: Sequence[str | os.PathLike] = (),
+    *,
+    test_ids: Iterable[str] = (),
+    stage: str = "mltk",
+) -> OverlapReport | None:
     """Log a warning on stderr when test images are training images; returns the report (None when there is
     nothing to compare). Training stages call it with their training captions and their validation/test inputs;
     ``evaluate`` with the training data found through the manifests (``training_data_of``). Never raises for an
@@ -166,8 +183,9 @@ def training_data_of(paths: Iterable[str | os.PathLike], max_depth: int = 8) -> 
     return list(found.values())
 
 
-def run_check_overlap(train: str | os.PathLike, test: str | os.PathLike,
-                      out: str | os.PathLike | None = None) -> tuple[OverlapReport, Path | None]:
+def run_check_overlap(
+    train: str | os.PathLike, test: str | os.PathLike, out: str | os.PathLike | None = None
+) -> tuple[OverlapReport, Path | None]:
     """``mltk check-overlap TRAIN TEST [--out M]``: the report on stderr, and with ``out`` a metrics artifact
     whose ``overlap`` section lists every shared image id."""
     report = check_overlap([train], [test])
@@ -175,7 +193,11 @@ def run_check_overlap(train: str | os.PathLike, test: str | os.PathLike,
     if out is None:
         return report, None
     shared = shared_ids(image_id_array(train, training=True), image_id_array(test)).to_pylist()
-    path = artifacts.write_metrics(out, {"overlap": {**report.as_dict(), "shared_image_ids": shared}},
-                                   stage="check-overlap", config={"train": str(train), "test": str(test)},
-                                   inputs=[train, test])
+    path = artifacts.write_metrics(
+        out,
+        {"overlap": {**report.as_dict(), "shared_image_ids": shared}},
+        stage="check-overlap",
+        config={"train": str(train), "test": str(test)},
+        inputs=[train, test],
+    )
     return report, path

@@ -15,15 +15,18 @@ GRID = 3  # the image is a GRID x GRID board of cells, at most one object per ce
 
 # Well separated at 64 x 64, and all far from the low-saturation mid-tone backgrounds.
 PALETTE = {
-    "red": (215, 35, 35), "green": (35, 165, 60), "blue": (40, 80, 225), "yellow": (240, 215, 30),
-    "purple": (140, 50, 190), "orange": (250, 135, 25), "white": (245, 245, 245), "black": (25, 25, 25),
+    "red": (215, 35, 35),
+    "green": (35, 165, 60),
+    "blue": (40, 80, 225),
+    "yellow": (240, 215, 30),
+    "purple": (140, 50, 190),
+    "orange": (250, 135, 25),
+    "white": (245, 245, 245),
+    "black": (25, 25, 25),
 }
 # Radius as a fraction of the image side.
 RADIUS_RANGE = {"small": (0.070, 0.090), "large": (0.120, 0.150)}
 SUPERSAMPLE = 4  # shapes are drawn at 4x and box-filtered down, for anti-aliased edges
-
-
-
 
 
 def _regular_polygon(n: int, radius: float, inner: float | None = None, start: float = -math.pi / 2) -> np.ndarray:
@@ -47,8 +50,9 @@ def _heart() -> np.ndarray:
 
 def _cross(arm: float = 0.32) -> np.ndarray:
     a, r = arm, 1.0
-    return np.array([(-a, -r), (a, -r), (a, -a), (r, -a), (r, a), (a, a), (a, r), (-a, r), (-a, a), (-r, a),
-                     (-r, -a), (-a, -a)])
+    return np.array(
+        [(-a, -r), (a, -r), (a, -a), (r, -a), (r, a), (a, a), (a, r), (-a, r), (-a, a), (-r, a), (-r, -a), (-a, -a)]
+    )
 
 
 # Unit outlines (radius 1, y pointing down). Circle and ring are drawn as ellipses.
@@ -68,7 +72,7 @@ def paint_background(rng: np.random.Generator, size: int) -> np.ndarray:
     """A low-saturation mid-tone base colour, a gentle gradient and a blotchy texture: float32 (size, size, 3)."""
     hue, saturation, value = rng.random(), rng.uniform(0.0, 0.22), rng.uniform(0.42, 0.70)
     base = np.array(_hsv_to_rgb(hue, saturation, value), dtype=np.float32) * 255
-    coords = (np.arange(size, dtype=np.float32) / (size - 1) - 0.5)
+    coords = np.arange(size, dtype=np.float32) / (size - 1) - 0.5
     angle = rng.uniform(0, 2 * math.pi)
     gradient = (np.cos(angle) * coords[None, :] + np.sin(angle) * coords[:, None]) * rng.uniform(0, 30)
     coarse = (128 + rng.normal(0, rng.uniform(2, 10), (4, 4))).clip(0, 255).astype(np.uint8)
@@ -83,8 +87,9 @@ def _hsv_to_rgb(h: float, s: float, v: float) -> tuple[float, float, float]:
     return [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)][i]
 
 
-def _object_mask(shape: str, radius: float, rotation: float, centre: tuple[float, float],
-                 box: tuple[int, int, int, int]) -> np.ndarray:
+def _object_mask(
+    shape: str, radius: float, rotation: float, centre: tuple[float, float], box: tuple[int, int, int, int]
+) -> np.ndarray:
     """Anti-aliased coverage in [0, 1] of one object over the pixel box (x0, y0, x1, y1)."""
     x0, y0, x1, y1 = box
     s = SUPERSAMPLE
@@ -119,8 +124,9 @@ def render_scene(scene: Scene, rng: np.random.Generator, size: int) -> np.ndarra
     return add_noise(image, rng)
 
 
-def paint_object(image: np.ndarray, shape: str, radius: float, rotation: float, centre: tuple[float, float],
-                 colour: np.ndarray) -> None:
+def paint_object(
+    image: np.ndarray, shape: str, radius: float, rotation: float, centre: tuple[float, float], colour: np.ndarray
+) -> None:
     """Draw one anti-aliased shape into the float RGB ``image`` (size, size, 3), in place."""
     size = image.shape[0]
     x0, y0 = max(int(centre[0] - radius) - 1, 0), max(int(centre[1] - radius) - 1, 0)
@@ -152,8 +158,12 @@ def encode_png(array: np.ndarray) -> bytes:
     filtered[:, 3:] -= rows[:, :-3]  # Sub: each byte minus the same channel of the pixel to its left (mod 256)
     scanlines = np.concatenate([np.ones((height, 1), np.uint8), filtered], axis=1)  # filter-type byte 1 = Sub
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit truecolour, no interlace
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
-            + _png_chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 1)) + _png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 1))
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def _png_chunk(tag: bytes, data: bytes) -> bytes:

@@ -27,5 +27,7 @@ class Scene:
         return list(by_key.values())
 
     def to_json(self) -> str:
-        return json.dumps([{"shape": o.shape, "colour": o.colour, "size": o.size, "cell": list(o.cell)}
-                           for o in self.objects], separators=(",", ":"))
+        return json.dumps(
+            [{"shape": o.shape, "colour": o.colour, "size": o.size, "cell": list(o.cell)} for o in self.objects],
+            separators=(",", ":"),
+        )

@@ -84,12 +84,16 @@ class SynthConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.train + self.val + self.test > MAX_IMAGES:  # a typo would fill the disk image by image
-            raise ConfigError(f"--train + --val + --test is {self.train + self.val + self.test:,} images, over the "
-                              f"most a synthetic world holds ({MAX_IMAGES:,})")
+            raise ConfigError(
+                f"--train + --val + --test is {self.train + self.val + self.test:,} images, over the "
+                f"most a synthetic world holds ({MAX_IMAGES:,})"
+            )
         per_image = self.translated_per_image + self.independent_per_image
         if per_image > MAX_CAPTIONS_PER_IMAGE:
-            raise ConfigError(f"--translated + --independent is {per_image} captions per image, over the most "
-                              f"({MAX_CAPTIONS_PER_IMAGE})")
+            raise ConfigError(
+                f"--translated + --independent is {per_image} captions per image, over the most "
+                f"({MAX_CAPTIONS_PER_IMAGE})"
+            )
         if self.train + self.val + self.test == 0:
             raise ConfigError("the world needs at least one image (--train/--val/--test are all 0)")
         if self.translated_per_image + self.independent_per_image == 0:
@@ -185,8 +189,9 @@ def sample_content(scene: Scene, rng: np.random.Generator) -> tuple[CaptionConte
     return content, frozenset(chosen)
 
 
-def sample_captions(scene: Scene, rng: np.random.Generator, translated: int,
-                    independent: int) -> list[tuple[str, CaptionContent]]:
+def sample_captions(
+    scene: Scene, rng: np.random.Generator, translated: int, independent: int
+) -> list[tuple[str, CaptionContent]]:
     """``(kind, content)`` for each caption of an image: translated ones first, then independent ones whose set
     of mentioned objects differs from every translated caption's (when the scene has more than one group)."""
     captions, seen = [], set()
@@ -235,16 +240,18 @@ def generate_example(config: SynthConfig, split: str, index: int) -> Example:
     scene_seed, render_seed, caption_seed, error_seed = seed_sequence.spawn(4)  # the 4th leaves the others as they are
     scene = sample_scene(np.random.default_rng(scene_seed))
     png = encode_png(render_scene(scene, np.random.default_rng(render_seed), config.image_size))
-    captions = sample_captions(scene, np.random.default_rng(caption_seed), config.translated_per_image,
-                               config.independent_per_image)
+    captions = sample_captions(
+        scene, np.random.default_rng(caption_seed), config.translated_per_image, config.independent_per_image
+    )
     example = Example(image_id(split, index), split, scene, png, captions)
     if split == "train":
         example.mistranslations = sample_mistranslations(captions, config.mt_errors, error_seed)
     return example
 
 
-def sample_mistranslations(captions: list[tuple[str, CaptionContent]], rates: tuple[tuple[str, float], ...],
-                           seed: np.random.SeedSequence) -> dict[tuple[int, str], tuple[CaptionContent, str]]:
+def sample_mistranslations(
+    captions: list[tuple[str, CaptionContent]], rates: tuple[tuple[str, float], ...], seed: np.random.SeedSequence
+) -> dict[tuple[int, str], tuple[CaptionContent, str]]:
     """Which renderings get an MT error, and which. Each (caption, language) draws from its own stream, keyed by
     the language code, so changing one language's rate changes no other language's captions."""
     chosen = {}
@@ -272,8 +279,10 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
     ``world.json`` is written last and removed first, so a world directory with it is complete."""
     out_dir = Path(out_dir).resolve()
     settings = artifacts.settings_without(config, "out")  # what the world is made of
-    reused = [artifacts.reusable(out_dir / name, kind, stage="synth-data", config=settings)
-              for name, kind in ((IMAGES_DIR, "images"), (CAPTIONS_DIR, "captions"))]
+    reused = [
+        artifacts.reusable(out_dir / name, kind, stage="synth-data", config=settings)
+        for name, kind in ((IMAGES_DIR, "images"), (CAPTIONS_DIR, "captions"))
+    ]
     if all(reused) and (out_dir / WORLD_FILE).is_file():
         return load_world(out_dir)
     _prepare_world_dir(out_dir)
@@ -297,18 +306,24 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
                 captions["caption_id"].append(caption_id)
                 captions["split"].append(split)
                 captions["kind"].append(kind)
-    images_table = pa.table({
-        "image_id": pa.array(images["image_id"], pa.string()), "split": pa.array(images["split"], pa.string()),
-        "image": pa.array(images["image"], pa.binary()), "scene": pa.array(images["scene"], pa.string()),
-    })
+    images_table = pa.table(
+        {
+            "image_id": pa.array(images["image_id"], pa.string()),
+            "split": pa.array(images["split"], pa.string()),
+            "image": pa.array(images["image"], pa.binary()),
+            "scene": pa.array(images["scene"], pa.string()),
+        }
+    )
     if not config.mt_errors:
         del captions["mt_error"]
     captions_table = pa.table({name: pa.array(values, pa.string()) for name, values in captions.items()})
     summary = {"splits": config.split_sizes(), "image_size": config.image_size, "format": "png"}
-    images_path = artifacts.write_images(out_dir / IMAGES_DIR, images_table, stage="synth-data", config=settings,
-                                         **summary)
-    captions_path = artifacts.write_captions(out_dir / CAPTIONS_DIR, captions_table, stage="synth-data",
-                                             config=settings, splits=config.split_sizes())
+    images_path = artifacts.write_images(
+        out_dir / IMAGES_DIR, images_table, stage="synth-data", config=settings, **summary
+    )
+    captions_path = artifacts.write_captions(
+        out_dir / CAPTIONS_DIR, captions_table, stage="synth-data", config=settings, splits=config.split_sizes()
+    )
     world = {
         "kind": "synthetic-world",
         "config": settings,
@@ -316,12 +331,19 @@ def synthesize(out_dir: str | Path, config: SynthConfig = SynthConfig()) -> Synt
         "captions": CAPTIONS_DIR,
         "n_images": images_table.num_rows,
         "n_captions": captions_table.num_rows,
-        "vocabulary": {"shapes": list(SHAPES), "colours": list(COLOURS), "sizes": list(SIZES),
-                       "relations": sorted(INVERSE_RELATION), "frames": N_FRAMES},
+        "vocabulary": {
+            "shapes": list(SHAPES),
+            "colours": list(COLOURS),
+            "sizes": list(SIZES),
+            "relations": sorted(INVERSE_RELATION),
+            "frames": N_FRAMES,
+        },
     }
     artifacts.write_json(out_dir / WORLD_FILE, world)
-    log(f"synth-data: {images_table.num_rows} images, {captions_table.num_rows} captions in "
-        f"{len(config.langs)} language(s) -> {out_dir}")
+    log(
+        f"synth-data: {images_table.num_rows} images, {captions_table.num_rows} captions in "
+        f"{len(config.langs)} language(s) -> {out_dir}"
+    )
     return SynthResult(out_dir, images_path, captions_path, images_table.num_rows, captions_table.num_rows)
 
 
@@ -334,8 +356,11 @@ def _prepare_world_dir(out_dir: Path) -> None:
         ours = {WORLD_FILE, IMAGES_DIR, CAPTIONS_DIR}
         foreign = [p.name for p in out_dir.iterdir() if p.name not in ours and not p.name.startswith(".")]
         if foreign:
-            raise ArtifactError(f"exists and holds other files ({', '.join(sorted(foreign)[:3])}); refusing to "
-                                f"write a synthetic world into it", out_dir)
+            raise ArtifactError(
+                f"exists and holds other files ({', '.join(sorted(foreign)[:3])}); refusing to "
+                f"write a synthetic world into it",
+                out_dir,
+            )
         (out_dir / WORLD_FILE).unlink(missing_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -354,9 +379,26 @@ def load_world(path: str | Path) -> SynthResult:
         raise ArtifactError(f"{WORLD_FILE} is unreadable ({exc})", world_file)
     artifacts.read_manifest(images_path, "images")
     artifacts.read_manifest(captions_path, "captions")
-    return SynthResult(world_file.parent.resolve(), images_path.resolve(), captions_path.resolve(),
-                       world.get("n_images", 0), world.get("n_captions", 0))
+    return SynthResult(
+        world_file.parent.resolve(),
+        images_path.resolve(),
+        captions_path.resolve(),
+        world.get("n_images", 0),
+        world.get("n_captions", 0),
+    )
 
 
-__all__ = ["SynthConfig", "SynthResult", "Scene", "SceneObject", "sample_scene", "render_scene", "sample_content",
-           "sample_captions", "generate_example", "synthesize", "load_world", "SPLITS"]
+__all__ = [
+    "SynthConfig",
+    "SynthResult",
+    "Scene",
+    "SceneObject",
+    "sample_scene",
+    "render_scene",
+    "sample_content",
+    "sample_captions",
+    "generate_example",
+    "synthesize",
+    "load_world",
+    "SPLITS",
+]

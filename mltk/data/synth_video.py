@@ -33,12 +33,14 @@ STEP = {"left": (-1.0, 0.0), "right": (1.0, 0.0), "up": (0.0, -1.0), "down": (0.
 # "{subject} <moves DIRECTION>." per language; the subject is the world's frame-0 noun phrase (nominative).
 MOTION = {
     "en": {"left": "moves to the left", "right": "moves to the right", "up": "moves up", "down": "moves down"},
-    "de": {"left": "bewegt sich nach links", "right": "bewegt sich nach rechts", "up": "bewegt sich nach oben",
-           "down": "bewegt sich nach unten"},
-    "fr": {"left": "se déplace vers la gauche", "right": "se déplace vers la droite", "up": "monte",
-           "down": "descend"},
-    "es": {"left": "se mueve hacia la izquierda", "right": "se mueve hacia la derecha", "up": "sube",
-           "down": "baja"},
+    "de": {
+        "left": "bewegt sich nach links",
+        "right": "bewegt sich nach rechts",
+        "up": "bewegt sich nach oben",
+        "down": "bewegt sich nach unten",
+    },
+    "fr": {"left": "se déplace vers la gauche", "right": "se déplace vers la droite", "up": "monte", "down": "descend"},
+    "es": {"left": "se mueve hacia la izquierda", "right": "se mueve hacia la derecha", "up": "sube", "down": "baja"},
     "it": {"left": "si muove verso sinistra", "right": "si muove verso destra", "up": "sale", "down": "scende"},
 }
 SPLITS = ("train", "val", "test")
@@ -60,13 +62,15 @@ class VideoWorldConfig:
     def __post_init__(self) -> None:
         unknown = [code for code in self.langs if code not in MOTION]
         if unknown:
-            raise ConfigError(f"no motion phrase for language(s) {', '.join(unknown)}; video captions exist in "
-                              f"{', '.join(MOTION)}")
+            raise ConfigError(
+                f"no motion phrase for language(s) {', '.join(unknown)}; video captions exist in {', '.join(MOTION)}"
+            )
         if min(self.train, self.val, self.test) < 0 or self.train + self.val + self.test == 0:
             raise ConfigError("the video world needs at least one clip and no negative split size")
         if not 2 <= self.frames <= 256 or self.size % 16 or not 32 <= self.size <= 512:
-            raise ConfigError(f"--frames must be 2..256 and --size a multiple of 16 in 32..512, got {self.frames}, "
-                              f"{self.size}")
+            raise ConfigError(
+                f"--frames must be 2..256 and --size a multiple of 16 in 32..512, got {self.frames}, {self.size}"
+            )
 
 
 @dataclass(frozen=True)
@@ -80,13 +84,14 @@ class Clip:
 
 
 def caption(colour: str, shape: str, direction: str, code: str) -> str:
-    """"A red circle moves to the left." in language ``code``."""
+    """ "A red circle moves to the left." in language ``code``."""
     subject = world_lang.render(CaptionContent((Mention(shape=shape, colour=colour),), frame=0), code).rstrip(".")
     return f"{subject} {MOTION[code][direction]}."
 
 
-def render_clip(colour: str, shape: str, direction: str, rng: np.random.Generator, frames: int,
-                size: int) -> list[np.ndarray]:
+def render_clip(
+    colour: str, shape: str, direction: str, rng: np.random.Generator, frames: int, size: int
+) -> list[np.ndarray]:
     """The frames (uint8 [size, size, 3] each) of one object crossing most of the image in ``direction``."""
     background = paint_background(rng, size)
     radius = rng.uniform(*RADIUS_RANGE["large"]) * size
@@ -96,8 +101,11 @@ def render_clip(colour: str, shape: str, direction: str, rng: np.random.Generato
     room = size - 2 * radius - 4  # how far the centre can go without leaving the image
     travel = rng.uniform(0.5, 0.9) * room
     across = rng.uniform(radius + 2, size - radius - 2)  # the coordinate that stays fixed
-    start = rng.uniform(radius + 2, size - radius - 2 - travel) if dx + dy > 0 else \
-        rng.uniform(radius + 2 + travel, size - radius - 2)
+    start = (
+        rng.uniform(radius + 2, size - radius - 2 - travel)
+        if dx + dy > 0
+        else rng.uniform(radius + 2 + travel, size - radius - 2)
+    )
     out = []
     for t in range(frames):
         along = start + (dx + dy) * travel * t / (frames - 1)
@@ -144,24 +152,47 @@ def synth_videos(config: VideoWorldConfig) -> Path:
     out_dir = Path(config.out).resolve()
     settings = artifacts.settings_without(config, "out")  # what the clips are made of
     videos_out, captions_out = out_dir / VIDEOS_DIR, out_dir / CAPTIONS_DIR
-    reused = [artifacts.reusable(path, kind, stage="synth-videos", config=settings)
-              for path, kind in ((videos_out, "images"), (captions_out, "captions"))]
+    reused = [
+        artifacts.reusable(path, kind, stage="synth-videos", config=settings)
+        for path, kind in ((videos_out, "images"), (captions_out, "captions"))
+    ]
     if all(reused):
         return out_dir
     tasks = [(split, i) for split in SPLITS for i in range(getattr(config, split))]
     clips = [generate_clip(config, split, i) for split, i in track(tasks, "synth-videos", total=len(tasks))]
-    videos = pa.table({"image_id": [c.video_id for c in clips], "split": [c.split for c in clips],
-                       "image": pa.array([c.mp4 for c in clips], pa.binary()),
-                       "scene": [f'{{"colour":"{c.colour}","shape":"{c.shape}","direction":"{c.direction}"}}'
-                                 for c in clips]})
-    rows = [(c.video_id, code, caption(c.colour, c.shape, c.direction, code), f"{c.video_id}#0", c.split)
-            for c in clips for code in config.langs]
-    captions = pa.table({name: pa.array([row[i] for row in rows], pa.string())
-                         for i, name in enumerate(("image_id", "lang", "caption", "caption_id", "split"))})
+    videos = pa.table(
+        {
+            "image_id": [c.video_id for c in clips],
+            "split": [c.split for c in clips],
+            "image": pa.array([c.mp4 for c in clips], pa.binary()),
+            "scene": [f'{{"colour":"{c.colour}","shape":"{c.shape}","direction":"{c.direction}"}}' for c in clips],
+        }
+    )
+    rows = [
+        (c.video_id, code, caption(c.colour, c.shape, c.direction, code), f"{c.video_id}#0", c.split)
+        for c in clips
+        for code in config.langs
+    ]
+    captions = pa.table(
+        {
+            name: pa.array([row[i] for row in rows], pa.string())
+            for i, name in enumerate(("image_id", "lang", "caption", "caption_id", "split"))
+        }
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
-    artifacts.write_images(videos_out, videos, stage="synth-videos", config=settings, media="video", format="mp4",
-                           frames=config.frames, fps=FPS)
+    artifacts.write_images(
+        videos_out,
+        videos,
+        stage="synth-videos",
+        config=settings,
+        media="video",
+        format="mp4",
+        frames=config.frames,
+        fps=FPS,
+    )
     artifacts.write_captions(captions_out, captions, stage="synth-videos", config=settings)
-    log(f"synth-videos: {len(clips)} clips of {config.frames} frames, {captions.num_rows} captions in "
-        f"{len(config.langs)} language(s) -> {out_dir}")
+    log(
+        f"synth-videos: {len(clips)} clips of {config.frames} frames, {captions.num_rows} captions in "
+        f"{len(config.langs)} language(s) -> {out_dir}"
+    )
     return out_dir

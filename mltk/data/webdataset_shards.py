@@ -29,8 +29,10 @@ def require_webdataset():
         import webdataset
     except ImportError:
         # not 'mltk[shards]': the name mltk on the public package index is another project
-        raise ConfigError("reading webdataset shards needs the webdataset package (pip install webdataset, or "
-                          "pip install -e '.[shards]' in the mltk checkout)") from None
+        raise ConfigError(
+            "reading webdataset shards needs the webdataset package (pip install webdataset, or "
+            "pip install -e '.[shards]' in the mltk checkout)"
+        ) from None
     return webdataset
 
 
@@ -48,8 +50,11 @@ def list_shards(folder: Path) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise ArtifactError("no such folder (expected img2dataset's webdataset output: 00000.tar, ...)", folder)
-    shards = sorted(child for child in folder.iterdir() if child.suffix == SHARD_SUFFIX and child.is_file()
-                    and not child.name.startswith("."))
+    shards = sorted(
+        child
+        for child in folder.iterdir()
+        if child.suffix == SHARD_SUFFIX and child.is_file() and not child.name.startswith(".")
+    )
     if not shards:
         raise ArtifactError("no .tar shards in the folder (expected img2dataset's webdataset output)", folder)
     return shards
@@ -85,8 +90,10 @@ def check_unique_keys(shards: list[Path], folder: Path) -> int:
         for key in shard_keys(shard):
             if key in seen:
                 where = f"twice in {shard.name}" if seen[key] == shard.name else f"in {seen[key]} and {shard.name}"
-                raise SchemaError(f"sample key {key!r} occurs {where}; keys are image ids and must be unique "
-                                  "across the shard set", folder)
+                raise SchemaError(
+                    f"sample key {key!r} occurs {where}; keys are image ids and must be unique across the shard set",
+                    folder,
+                )
             seen[key] = shard.name
     return len(seen)
 
@@ -126,9 +133,11 @@ def read_samples(shard: Path, suffixes: set[str] | None = None) -> Iterator[dict
         raise ShardReadError(shard, count, failures[0][0])
 
 
-def _files_until_failure(webdataset, stream, shard: Path, names: list[str],
-                         failures: list[tuple[BaseException, bool]]) -> Iterator[dict]:
+def _files_until_failure(
+    webdataset, stream, shard: Path, names: list[str], failures: list[tuple[BaseException, bool]]
+) -> Iterator[dict]:
     """webdataset's files of one tar, ending quietly at the first error (recorded in ``failures``)."""
+
     def note(name: str) -> str:
         names.append(name)
         return name
@@ -168,8 +177,9 @@ def expected_samples(shard: Path) -> int | None:
         try:
             statuses = pq.read_table(table_path, columns=["status"]).column("status").to_pylist()
         except Exception as exc:  # a broken metadata file is named, not fatal to the stage
-            raise ArtifactError(f"is not img2dataset's shard table with a status column ({exc})"[:MAX_ERROR_CHARS],
-                                table_path) from None
+            raise ArtifactError(
+                f"is not img2dataset's shard table with a status column ({exc})"[:MAX_ERROR_CHARS], table_path
+            ) from None
         return sum(status == "success" for status in statuses)
     stats = _read_stats(shard)
     return stats.get("successes") if stats is not None and isinstance(stats.get("successes"), int) else None

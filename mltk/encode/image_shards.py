@@ -61,7 +61,7 @@ class ShardedImages(IterableDataset):
 
     def __iter__(self) -> Iterator[ShardBatch]:
         info = get_worker_info()
-        mine = self.shards if info is None else self.shards[info.id::info.num_workers]
+        mine = self.shards if info is None else self.shards[info.id :: info.num_workers]
         for index, path in mine:
             yield from shard_batches(index, path, self.preprocess, self.batch_size)
 
@@ -93,16 +93,29 @@ def _collate(index: int, items: list, last: bool = False, shard_error: str | Non
     return ShardBatch(index, [key for key, _ in good], pixels, failures, last, shard_error)
 
 
-def encode_my_shard_files(shards: list[Path], state, bundle, runtime: Runtime, directory: Path, batch_size: int,
-                          workers: int, rank: int, world_size: int) -> None:
+def encode_my_shard_files(
+    shards: list[Path],
+    state,
+    bundle,
+    runtime: Runtime,
+    directory: Path,
+    batch_size: int,
+    workers: int,
+    rank: int,
+    world_size: int,
+) -> None:
     """Encode this rank's tars that the resume state does not hold yet, writing each one as it completes."""
     pending = {i: path for i, path in enumerate(shards) if str(i) not in state.done and i % world_size == rank}
     if state.done:
         log(f"encode-images: resuming, {len(state.done)} of {len(shards)} shards already done")
     if not pending:
         return
-    loader = DataLoader(ShardedImages(pending, bundle.preprocess, batch_size), batch_size=None,
-                        num_workers=min(workers, len(pending)), pin_memory=runtime.device.type == "cuda")
+    loader = DataLoader(
+        ShardedImages(pending, bundle.preprocess, batch_size),
+        batch_size=None,
+        num_workers=min(workers, len(pending)),
+        pin_memory=runtime.device.type == "cuda",
+    )
     collected: dict[int, tuple[list[str], list[np.ndarray], list[tuple[str, str]]]] = {}
     with progress_bar() as progress, frozen_tower_session(bundle.model.visual, runtime):
         task = progress.add_task("encode-images (shards)", total=len(pending))
@@ -114,8 +127,9 @@ def encode_my_shard_files(shards: list[Path], state, bundle, runtime: Runtime, d
                 ids.extend(batch.ids)
             failures.extend(batch.failures)
             if batch.last:
-                _write_shard_file(shards[batch.shard], batch.shard, collected.pop(batch.shard), batch.shard_error,
-                                  directory, state)
+                _write_shard_file(
+                    shards[batch.shard], batch.shard, collected.pop(batch.shard), batch.shard_error, directory, state
+                )
                 progress.advance(task)
 
 
@@ -132,10 +146,17 @@ def _write_shard_file(path: Path, shard: int, collected, shard_error: str | None
     if ids:
         stacked = np.concatenate(vectors)  # [n, D] float32, L2-normalised
         dim = int(stacked.shape[1])
-        entry = artifacts.write_embedding_shard(directory, shard, ids, stacked, state.key["config"]["dtype"],
-                                                split=[NO_SPLIT] * len(ids))
-    state.mark_done(directory, shard, entry, skipped, dim,
-                    bad_shard={"shard": path.name, "error": shard_error} if shard_error else None)
+        entry = artifacts.write_embedding_shard(
+            directory, shard, ids, stacked, state.key["config"]["dtype"], split=[NO_SPLIT] * len(ids)
+        )
+    state.mark_done(
+        directory,
+        shard,
+        entry,
+        skipped,
+        dim,
+        bad_shard={"shard": path.name, "error": shard_error} if shard_error else None,
+    )
 
 
 def bad_shards(done: list[dict]) -> list[dict]:

@@ -22,18 +22,15 @@ about N times faster.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-from PIL import Image
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import DataLoader
 
 from mltk import artifacts
 from mltk.artifacts import schema
@@ -56,136 +53,9 @@ from mltk.encode.frozen_tower import (  # noqa: F401 (API)
     encode_with_frozen_tower,
     frozen_tower_session,
 )
+from mltk.encode.image_decoding import DecodedBatch, DecodedImages, collate_decoded, default_workers  # noqa: F401 (API)
+from mltk.encode.image_resume import RESUME_STATE, ResumeState, batch_plan, shard_ranges  # noqa: F401 (API)
 from mltk.encode.image_shards import bad_shards, encode_my_shard_files
-
-RESUME_STATE = "encode-state.json"  # lives in the partial directory only; removed before the manifest is written
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Decoding in DataLoader workers
-# ----------------------------------------------------------------------------------------------------------------
-
-
-class DecodedImages(Dataset):
-    """Row ``i`` -> ``(i, pixels [3, H, W] or None, error or None)``. Never raises for a bad image: the error
-    travels with the row so that the main process can skip, count and report it."""
-
-    def __init__(self, records: ImageRecords, preprocess: Callable):
-        self.records = records
-        self.preprocess = preprocess
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, index: int) -> tuple[int, torch.Tensor | None, str | None]:
-        return index, *decode_image(lambda: self._open(index), self.preprocess)
-
-    def _open(self, index: int) -> Image.Image:
-        if self.records.blobs is not None:
-            data = self.records.blobs[index].as_py()
-            if data is None:
-                raise ValueError("image bytes are null")
-            return Image.open(io.BytesIO(data))
-        path = self.records.paths[index]
-        if "://" in path:
-            raise ValueError(f"{path} is a URL; mltk does not download images (fetch them, then pass local paths)")
-        return Image.open(path)
-
-
-@dataclass
-class DecodedBatch:
-    indices: list[int]  # source rows of the images in ``pixels``
-    pixels: torch.Tensor | None  # [B, 3, H, W], None when no image of the batch could be read
-    failures: list[tuple[int, str]]  # (source row, error)
-
-
-def collate_decoded(items: list[tuple[int, torch.Tensor | None, str | None]]) -> DecodedBatch:
-    good = [(index, pixels) for index, pixels, _ in items if pixels is not None]
-    failures = [(index, error) for index, pixels, error in items if pixels is None]
-    # default_collate stacks straight into shared memory inside a worker, saving a copy per batch
-    pixels = default_collate([p for _, p in good]) if good else None
-    return DecodedBatch([index for index, _ in good], pixels, failures)
-
-
-def default_workers() -> int:
-    """One worker per spare core, at most 8: decoding overlaps with the forward pass on the main process."""
-    return max(0, min(8, (os.cpu_count() or 1) - 1))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The forward pass of a frozen tower
-# ----------------------------------------------------------------------------------------------------------------
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Shards and the resume state
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def shard_ranges(count: int, shard_size: int) -> list[range]:
-    """Shard ``i`` covers rows ``[i * shard_size, (i + 1) * shard_size)``, the same on every run."""
-    return [range(start, min(start + shard_size, count)) for start in range(0, count, shard_size)]
-
-
-def batch_plan(shards: dict[int, range], batch_size: int) -> tuple[list[list[int]], list[int]]:
-    """Batches never cross a shard boundary, so a shard's vectors do not depend on which shards were done
-    before. Returns the batches (lists of source rows) and the shard of each batch."""
-    batches, owners = [], []
-    for shard, rows in shards.items():
-        for start in range(rows.start, rows.stop, batch_size):
-            batches.append(list(range(start, min(start + batch_size, rows.stop))))
-            owners.append(shard)
-    return batches, owners
-
-
-@dataclass
-class ResumeState:
-    """What previous work finished, kept in the partial directory: ``key`` identifies the source and every
-    setting that changes the vectors; a rerun with another key starts over. One process writes ``RESUME_STATE``;
-    under torchrun rank r writes ``encode-state.rank{r}.json``, and loading merges every state file of the same
-    key, so a run resumes whatever the number of processes before."""
-
-    key: dict
-    done: dict[str, dict] = field(default_factory=dict)  # shard index -> {"entry": ..., "skipped": [...], "dim"}
-    file_name: str = RESUME_STATE
-
-    @classmethod
-    def load_or_reset(cls, directory: Path, key: dict, file_name: str = RESUME_STATE,
-                      reset: bool = True) -> ResumeState:
-        """The merged state of ``directory``; with ``reset`` (one process, or rank 0 before the others read),
-        files of another key are removed first."""
-        saved = []
-        for path in sorted(directory.glob("encode-state*.json")):
-            try:
-                saved.append(json.loads(path.read_text(encoding="utf-8")))
-            except ValueError:
-                saved.append({})
-        if reset and any(state.get("key") != key for state in saved):
-            log("encode-images: the unfinished run in the partial directory used another source or settings; "
-                "starting over")
-            for stale in directory.iterdir():
-                if stale.is_file():
-                    stale.unlink()
-            saved = []
-        state = cls(key, {}, file_name)
-        for previous in saved:
-            if previous.get("key") == key:
-                state.done.update(previous.get("done", {}))
-        state._drop_incomplete(directory)
-        return state
-
-    def _drop_incomplete(self, directory: Path) -> None:
-        for shard, record in list(self.done.items()):
-            entry = record.get("entry")
-            if entry and not all((directory / entry[name]).is_file() for name in ("vectors", "rows")):
-                del self.done[shard]
-
-    def mark_done(self, directory: Path, shard: int, entry: dict | None, skipped: list[dict], dim: int | None,
-                  bad_shard: dict | None = None) -> None:
-        self.done[str(shard)] = {"entry": entry, "skipped": skipped, "dim": dim,
-                                 **({"bad_shard": bad_shard} if bad_shard else {})}
-        artifacts.write_json(directory / self.file_name, {"key": self.key, "done": self.done})
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # The stage
@@ -244,17 +114,26 @@ def encode_images(
     from mltk.models.clip import load_clip  # open_clip import is slow; keep it off the module import path
 
     bundle = load_clip(model, pretrained, device=runtime.device)
-    config = EncodeConfig(str(model), pretrained, dtype, shard_size, batch_size, tuple(splits or ()),
-                          runtime.precision, runtime.device.type, seed,
-                          tuple(str(Path(r).resolve()) for r in images_roots),
-                          str(Path(image_map).resolve()) if image_map is not None else None)
+    config = EncodeConfig(
+        str(model),
+        pretrained,
+        dtype,
+        shard_size,
+        batch_size,
+        tuple(splits or ()),
+        runtime.precision,
+        runtime.device.type,
+        seed,
+        tuple(str(Path(r).resolve()) for r in images_roots),
+        str(Path(image_map).resolve()) if image_map is not None else None,
+    )
     inputs = [source] + [Path(p) for p in (model, pretrained, image_map) if p and Path(p).exists()]
-    writer = artifacts.ArtifactWriter(out_dir, "embeddings", stage="encode-images", config=config, inputs=inputs,
-                                      resume=True)
+    writer = artifacts.ArtifactWriter(
+        out_dir, "embeddings", stage="encode-images", config=config, inputs=inputs, resume=True
+    )
     if writer.existing is not None:
         return writer.reuse()
-    key = _plain_json({"config": dataclasses.asdict(config), "inputs": writer.manifest["inputs"],
-                       "rows": plan.rows})
+    key = _plain_json({"config": dataclasses.asdict(config), "inputs": writer.manifest["inputs"], "rows": plan.rows})
     if world_size == 1:
         with writer:
             state = ResumeState.load_or_reset(writer.dir, key)
@@ -275,13 +154,21 @@ class EncodePlan:
     encode_mine: Callable[..., None]
 
 
-def _plan_records(source: Path, splits: Sequence[str] | None, images_roots: Sequence[str | os.PathLike],
-                  image_map: str | os.PathLike | None, batch_size: int, shard_size: int, workers: int) -> EncodePlan:
+def _plan_records(
+    source: Path,
+    splits: Sequence[str] | None,
+    images_roots: Sequence[str | os.PathLike],
+    image_map: str | os.PathLike | None,
+    batch_size: int,
+    shard_size: int,
+    workers: int,
+) -> EncodePlan:
     """An images artifact, an image folder or a Parquet of paths: shards of ``shard_size`` rows."""
     records = filter_splits(read_image_source(source), splits, source)
     check_unique_ids(records, source)
-    records = resolve_image_paths(records, [Path(r) for r in images_roots],
-                                  Path(image_map) if image_map is not None else None, source)
+    records = resolve_image_paths(
+        records, [Path(r) for r in images_roots], Path(image_map) if image_map is not None else None, source
+    )
 
     def encode_mine(state, bundle, runtime, directory, rank, world_size):
         _encode_my_shards(records, state, bundle, runtime, directory, batch_size, workers, rank, world_size)
@@ -289,12 +176,21 @@ def _plan_records(source: Path, splits: Sequence[str] | None, images_roots: Sequ
     return EncodePlan(len(shard_ranges(len(records), shard_size)), len(records), encode_mine)
 
 
-def _plan_shard_files(source: Path, splits: Sequence[str] | None, images_roots: Sequence[str | os.PathLike],
-                      image_map: str | os.PathLike | None, batch_size: int, workers: int) -> EncodePlan:
+def _plan_shard_files(
+    source: Path,
+    splits: Sequence[str] | None,
+    images_roots: Sequence[str | os.PathLike],
+    image_map: str | os.PathLike | None,
+    batch_size: int,
+    workers: int,
+) -> EncodePlan:
     """img2dataset's webdataset shards: one shard per tar, the keys checked unique before any work."""
     if splits or images_roots or image_map is not None:
-        raise ConfigError("--split, --images-root and --image-map do not apply to webdataset shards (the images "
-                          "are inside the tars, with no split)", source)
+        raise ConfigError(
+            "--split, --images-root and --image-map do not apply to webdataset shards (the images "
+            "are inside the tars, with no split)",
+            source,
+        )
     shards = list_shards(source)
     rows = check_unique_keys(shards, source)
 
@@ -304,8 +200,17 @@ def _plan_shard_files(source: Path, splits: Sequence[str] | None, images_roots: 
     return EncodePlan(len(shards), rows, encode_mine)
 
 
-def _encode_my_shards(records: ImageRecords, state: ResumeState, bundle, runtime: Runtime, directory: Path,
-                      batch_size: int, workers: int, rank: int, world_size: int) -> None:
+def _encode_my_shards(
+    records: ImageRecords,
+    state: ResumeState,
+    bundle,
+    runtime: Runtime,
+    directory: Path,
+    batch_size: int,
+    workers: int,
+    rank: int,
+    world_size: int,
+) -> None:
     shards = shard_ranges(len(records), state.key["config"]["shard_size"])
     pending = {i: rows for i, rows in enumerate(shards) if str(i) not in state.done and i % world_size == rank}
     if len(state.done):
@@ -313,8 +218,17 @@ def _encode_my_shards(records: ImageRecords, state: ResumeState, bundle, runtime
     _encode_pending(records, pending, bundle, runtime, directory, state, batch_size, workers)
 
 
-def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, plan: EncodePlan, bundle, runtime: Runtime,
-                        config: EncodeConfig, source: Path, rank: int, world_size: int) -> Path:
+def _encode_distributed(
+    writer: artifacts.ArtifactWriter,
+    key: dict,
+    plan: EncodePlan,
+    bundle,
+    runtime: Runtime,
+    config: EncodeConfig,
+    source: Path,
+    rank: int,
+    world_size: int,
+) -> Path:
     """Every rank encodes its shards into the shared partial directory; rank 0 writes the manifest once all
     are done. Barriers order the steps: rank 0 prepares the directory (dropping a stale run) before the others
     read it, and every rank waits until the artifact is in place before it returns its path."""
@@ -334,8 +248,9 @@ def _encode_distributed(writer: artifacts.ArtifactWriter, key: dict, plan: Encod
         shard_count = plan.shard_count
         missing = [i for i in range(shard_count) if str(i) not in merged.done]
         if missing:
-            raise MltkError(f"{len(missing)} shard(s) were not encoded by their rank (first: {missing[0]}); rerun "
-                            "to resume", source)
+            raise MltkError(
+                f"{len(missing)} shard(s) were not encoded by their rank (first: {missing[0]}); rerun to resume", source
+            )
         _finish(writer, merged, shard_count, bundle, config, source)
         writer.commit()
     dist.barrier()
@@ -358,14 +273,27 @@ def _check_options(batch_size: int, shard_size: int, dtype: str, workers: int | 
         raise ConfigError(f"--workers must be 0 or more, got {workers}")
 
 
-def _encode_pending(records: ImageRecords, pending: dict[int, range], bundle, runtime: Runtime, directory: Path,
-                    state: ResumeState, batch_size: int, workers: int) -> None:
+def _encode_pending(
+    records: ImageRecords,
+    pending: dict[int, range],
+    bundle,
+    runtime: Runtime,
+    directory: Path,
+    state: ResumeState,
+    batch_size: int,
+    workers: int,
+) -> None:
     """Encode the pending shards, writing each one (and recording it in the resume state) as it completes."""
     if not pending:
         return
     batches, owners = batch_plan(pending, batch_size)
-    loader = DataLoader(DecodedImages(records, bundle.preprocess), batch_sampler=batches, num_workers=workers,
-                        collate_fn=collate_decoded, pin_memory=runtime.device.type == "cuda")
+    loader = DataLoader(
+        DecodedImages(records, bundle.preprocess),
+        batch_sampler=batches,
+        num_workers=workers,
+        collate_fn=collate_decoded,
+        pin_memory=runtime.device.type == "cuda",
+    )
     batches_left = {shard: owners.count(shard) for shard in pending}
     collected: dict[int, tuple[list[int], list[np.ndarray], list[tuple[int, str]]]] = {}
     total = sum(len(rows) for rows in pending.values())
@@ -397,13 +325,20 @@ def _write_shard(records: ImageRecords, shard: int, collected, directory: Path, 
         stacked = np.concatenate(vectors)  # [n, D] float32, L2-normalised
         dim = int(stacked.shape[1])
         dtype = state.key["config"]["dtype"]
-        entry = artifacts.write_embedding_shard(directory, shard, [records.ids[i] for i in indices], stacked, dtype,
-                                                split=[records.splits[i] for i in indices])
+        entry = artifacts.write_embedding_shard(
+            directory,
+            shard,
+            [records.ids[i] for i in indices],
+            stacked,
+            dtype,
+            split=[records.splits[i] for i in indices],
+        )
     state.mark_done(directory, shard, entry, skipped, dim)
 
 
-def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: int, bundle, config: EncodeConfig,
-            source: Path) -> None:
+def _finish(
+    writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: int, bundle, config: EncodeConfig, source: Path
+) -> None:
     done = [state.done[str(i)] for i in range(shard_count)]
     entries = [record["entry"] for record in done if record["entry"]]
     skipped = [item for record in done for item in record["skipped"]]
@@ -416,16 +351,32 @@ def _finish(writer: artifacts.ArtifactWriter, state: ResumeState, shard_count: i
     for state_file in writer.dir.glob("encode-state*.json"):
         state_file.unlink()
     artifacts.finish_embeddings(
-        writer, entries, dim=dims.pop(), dtype=config.dtype, normalized=True,
-        model=bundle.spec, preprocess=describe_preprocess(bundle), precision=config.precision,
-        skipped=skipped, skipped_count=len(skipped), source=str(source.resolve()),
-        **({"bad_shards": unreadable_shards, "bad_shard_count": len(unreadable_shards)} if config.shard_size is None
-           else {}),
+        writer,
+        entries,
+        dim=dims.pop(),
+        dtype=config.dtype,
+        normalized=True,
+        model=bundle.spec,
+        preprocess=describe_preprocess(bundle),
+        precision=config.precision,
+        skipped=skipped,
+        skipped_count=len(skipped),
+        source=str(source.resolve()),
+        **(
+            {"bad_shards": unreadable_shards, "bad_shard_count": len(unreadable_shards)}
+            if config.shard_size is None
+            else {}
+        ),
     )
     count = sum(entry["count"] for entry in entries)
-    log(f"encode-images: {count} images encoded into {len(entries)} shard(s), {len(skipped)} skipped"
-        + (f", {len(unreadable_shards)} bad shard(s): {', '.join(b['shard'] for b in unreadable_shards)}"
-           if unreadable_shards else ""))
+    log(
+        f"encode-images: {count} images encoded into {len(entries)} shard(s), {len(skipped)} skipped"
+        + (
+            f", {len(unreadable_shards)} bad shard(s): {', '.join(b['shard'] for b in unreadable_shards)}"
+            if unreadable_shards
+            else ""
+        )
+    )
 
 
 def describe_preprocess(bundle) -> dict:

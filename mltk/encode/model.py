@@ -68,8 +68,13 @@ class Encoder:
         """Whether ``encode_images`` works: a CLIP (or a model built on one), not a text tower alone."""
         return getattr(self.text, "clip", None) is not None
 
-    def encode(self, texts: str | Sequence[str], lang: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-               normalize: bool = True) -> np.ndarray:
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        lang: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        normalize: bool = True,
+    ) -> np.ndarray:
         """Sentences of one language -> float32 ``[N, D]`` (one string -> ``[D]``), detached, in input order.
 
         ``lang`` defaults to the model's native language (English); a language the model has no path for is
@@ -85,21 +90,25 @@ class Encoder:
         return vectors[0] if single else vectors
 
     @torch.no_grad()
-    def encode_images(self, images: Sequence, batch_size: int = DEFAULT_BATCH_SIZE,
-                      normalize: bool = True) -> np.ndarray:
+    def encode_images(
+        self, images: Sequence, batch_size: int = DEFAULT_BATCH_SIZE, normalize: bool = True
+    ) -> np.ndarray:
         """Images (PIL images or image files) -> float32 ``[N, D]``, detached, through the frozen image tower with
         the model's own preprocessing (what ``mltk encode-images`` stores, in float32)."""
         clip = getattr(self.text, "clip", None)
         if clip is None:
-            raise ConfigError("is a text tower alone: it has no image tower to encode images with (load a CLIP, or "
-                              "a model trained on one)", self.name)
+            raise ConfigError(
+                "is a text tower alone: it has no image tower to encode images with (load a CLIP, or "
+                "a model trained on one)",
+                self.name,
+            )
         _check_batch_size(batch_size)
         pixels = [clip.preprocess(_open_image(image)) for image in images]  # each [3, H, W]
         if not pixels:
             return np.zeros((0, 0), dtype=np.float32)
         out = []
         for start in range(0, len(pixels), batch_size):
-            batch = torch.stack(pixels[start:start + batch_size]).to(self.runtime.device)  # [B, 3, H, W]
+            batch = torch.stack(pixels[start : start + batch_size]).to(self.runtime.device)  # [B, 3, H, W]
             with self.runtime.autocast():
                 features = clip.model.encode_image(batch).float()  # [B, D]
             out.append((F.normalize(features, dim=-1) if normalize else features).cpu())
@@ -129,8 +138,9 @@ def _open_image(image):
     return image.convert("RGB")
 
 
-def load_model(path_or_name: str | os.PathLike, pretrained: str | None = None, device: str = "auto",
-               precision: str = "fp32") -> Encoder:
+def load_model(
+    path_or_name: str | os.PathLike, pretrained: str | None = None, device: str = "auto", precision: str = "fp32"
+) -> Encoder:
     """The model behind ``path_or_name`` as an ``Encoder`` (``encode`` for text, ``encode_images`` for images):
     an MLA, CLL-CLIP or CCR_k checkpoint, a whole-CLIP checkpoint, an open_clip name (with ``pretrained``: a tag or
     a weights file), or a transformers / sentence-transformers folder. ``device`` ``auto`` takes CUDA when there

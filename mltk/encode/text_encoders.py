@@ -84,8 +84,9 @@ TEXT_ENCODER_LOADERS: dict[str, Callable[[Path, torch.device], TextEncoder]] = {
 }
 
 
-def load_text_encoder(model: str | Path, pretrained: str | None = None,
-                      device: str | torch.device = "cpu") -> TextEncoder:
+def load_text_encoder(
+    model: str | Path, pretrained: str | None = None, device: str | torch.device = "cpu"
+) -> TextEncoder:
     """The text encoder behind ``model`` as the stages use it: an MLA or CLL-CLIP checkpoint (every language
     through its own path), a whole-CLIP checkpoint, an open_clip name with ``pretrained``, or a transformers /
     sentence-transformers folder; ``encode_tokens`` gives unnormalised torch features. ``mltk.load_model`` wraps
@@ -94,8 +95,9 @@ def load_text_encoder(model: str | Path, pretrained: str | None = None,
     if artifacts.is_artifact(path):
         fmt = artifacts.read_checkpoint_config(path).get("format")
         if fmt not in TEXT_ENCODER_LOADERS:
-            raise ConfigError(f"checkpoint format {fmt!r} has no text encoder (known: "
-                              f"{', '.join(TEXT_ENCODER_LOADERS)})", path)
+            raise ConfigError(
+                f"checkpoint format {fmt!r} has no text encoder (known: {', '.join(TEXT_ENCODER_LOADERS)})", path
+            )
         encoder = TEXT_ENCODER_LOADERS[fmt](path, torch.device(device))
     else:
         encoder = TowerTextEncoder(load_text_base(str(model), pretrained, device=device))
@@ -122,12 +124,16 @@ def check_model_languages(encoder: TextEncoder, languages: Sequence[str], model:
     known = [getattr(encoder, "native_lang", "en"), *encoder.languages]
     unknown = [lang for lang in languages if lang not in known]
     if unknown:
-        raise ConfigError(f"the model has no path for language(s) {', '.join(unknown)} (it reads "
-                          f"{', '.join(known)}); pick languages with --lang", model)
+        raise ConfigError(
+            f"the model has no path for language(s) {', '.join(unknown)} (it reads "
+            f"{', '.join(known)}); pick languages with --lang",
+            model,
+        )
 
 
-def readable_languages(encoder: TextEncoder, requested: Sequence[str], available: Sequence[str],
-                       model: str) -> list[str]:
+def readable_languages(
+    encoder: TextEncoder, requested: Sequence[str], available: Sequence[str], model: str
+) -> list[str]:
     """The one rule of every command that reads text through a model: the ``requested`` languages (each must
     have a path through the model), or by default the ``available`` ones the model reads, saying on stderr which
     it skipped; a model that reads none of them is refused in one line."""
@@ -140,11 +146,14 @@ def readable_languages(encoder: TextEncoder, requested: Sequence[str], available
     kept = [lang for lang in available if lang in known]
     skipped = [lang for lang in available if lang not in known]
     if not kept:
-        raise ConfigError(f"the model reads none of the languages here ({', '.join(available)}; it reads "
-                          f"{', '.join(known)})", model)
+        raise ConfigError(
+            f"the model reads none of the languages here ({', '.join(available)}; it reads {', '.join(known)})", model
+        )
     if skipped:
         from mltk.core.runtime import log
 
-        log(f"languages: {', '.join(kept)} (skipped {', '.join(skipped)}: {model} has no path for them; pick "
-            f"languages with --lang)")
+        log(
+            f"languages: {', '.join(kept)} (skipped {', '.join(skipped)}: {model} has no path for them; pick "
+            f"languages with --lang)"
+        )
     return kept

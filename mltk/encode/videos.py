@@ -49,7 +49,7 @@ class VideoEncodeConfig:
     model: str
     pretrained: str | None = None
     frames: int = DEFAULT_FRAMES
-    batch_size: int = 8            # videos per forward pass (frames x batch_size images)
+    batch_size: int = 8  # videos per forward pass (frames x batch_size images)
     dtype: str = "float16"
     splits: tuple[str, ...] = ()
     keep_frames: bool = False
@@ -99,8 +99,12 @@ def mean_pool(frame_vectors: torch.Tensor) -> torch.Tensor:
 def video_records(source: Path, splits: tuple[str, ...]) -> ImageRecords:
     """A video folder, a Parquet of ids and paths, or a videos artifact (``synth-videos``, ``import-data msrvtt``)."""
     if source.is_dir() and not artifacts.is_artifact(source):
-        paths = sorted(p for p in source.rglob("*") if p.suffix.lower() in VIDEO_EXTENSIONS
-                       and not any(part.startswith(".") for part in p.relative_to(source).parts))
+        paths = sorted(
+            p
+            for p in source.rglob("*")
+            if p.suffix.lower() in VIDEO_EXTENSIONS
+            and not any(part.startswith(".") for part in p.relative_to(source).parts)
+        )
         if not paths:
             raise ConfigError(f"no video files ({', '.join(VIDEO_EXTENSIONS)}) in the folder", source)
         ids = [p.relative_to(source).with_suffix("").as_posix() for p in paths]
@@ -115,9 +119,12 @@ def refuse_shared_ids(ids: list[str], paths: list[Path], source: Path) -> None:
     first_path: dict[str, Path] = {}
     for video_id, path in zip(ids, paths):
         if video_id in first_path:
-            raise ConfigError(f"{first_path[video_id].relative_to(source)} and {path.relative_to(source)} would both "
-                              f"be video {video_id!r} (the id is the path without its extension); rename or move "
-                              f"one", source)
+            raise ConfigError(
+                f"{first_path[video_id].relative_to(source)} and {path.relative_to(source)} would both "
+                f"be video {video_id!r} (the id is the path without its extension); rename or move "
+                f"one",
+                source,
+            )
         first_path[video_id] = path
 
 
@@ -129,13 +136,20 @@ def encode_videos(config: VideoEncodeConfig) -> Path:
     if config.frames < 1 or config.batch_size < 1:
         raise ConfigError(f"--frames and --batch-size must be at least 1, got {config.frames}, {config.batch_size}")
     if config.frames > MAX_FRAMES:
-        raise ConfigError(f"--frames {config.frames} is over the limit of {MAX_FRAMES} frames per video (MLA "
-                          f"samples {DEFAULT_FRAMES})")
+        raise ConfigError(
+            f"--frames {config.frames} is over the limit of {MAX_FRAMES} frames per video (MLA "
+            f"samples {DEFAULT_FRAMES})"
+        )
     source, out_dir = Path(config.source), config.out
     records = video_records(source, config.splits)
     inputs = [source] + [Path(p) for p in (config.model, config.pretrained) if p and Path(p).exists()]
-    writer = artifacts.ArtifactWriter(out_dir, "embeddings", stage="encode-videos",
-                                      config=artifacts.settings_without(config, "source", "out"), inputs=inputs)
+    writer = artifacts.ArtifactWriter(
+        out_dir,
+        "embeddings",
+        stage="encode-videos",
+        config=artifacts.settings_without(config, "source", "out"),
+        inputs=inputs,
+    )
     if writer.existing is not None:
         return writer.reuse()
     runtime = resolve_runtime(config.device, config.precision)
@@ -145,17 +159,29 @@ def encode_videos(config: VideoEncodeConfig) -> Path:
     bundle = load_clip(config.model, config.pretrained, device=runtime.device)
     frames, ids, splits, skipped = _encode_all(records, bundle, runtime, config)
     if not ids:
-        raise MltkError(f"none of the {len(records)} videos could be decoded (first error: {skipped[0]['error']})",
-                        source)
+        raise MltkError(
+            f"none of the {len(records)} videos could be decoded (first error: {skipped[0]['error']})", source
+        )
     with writer:
         pooled = mean_pool(torch.from_numpy(np.stack(frames))).numpy()  # [V, D]
         entry = artifacts.write_embedding_shard(writer.dir, 0, ids, pooled, config.dtype, split=splits)
         if config.keep_frames:
             _write_frames(writer.dir, ids, np.stack(frames))
-        artifacts.finish_embeddings(writer, [entry], dim=int(pooled.shape[1]), dtype=config.dtype, normalized=True,
-                                    model=bundle.spec, preprocess=describe_preprocess(bundle), media="video",
-                                    frames=config.frames, pooling="mean of normalised frame vectors",
-                                    skipped=skipped, skipped_count=len(skipped), source=str(source.resolve()))
+        artifacts.finish_embeddings(
+            writer,
+            [entry],
+            dim=int(pooled.shape[1]),
+            dtype=config.dtype,
+            normalized=True,
+            model=bundle.spec,
+            preprocess=describe_preprocess(bundle),
+            media="video",
+            frames=config.frames,
+            pooling="mean of normalised frame vectors",
+            skipped=skipped,
+            skipped_count=len(skipped),
+            source=str(source.resolve()),
+        )
     log(f"encode-videos: {len(ids)} videos x {config.frames} frames encoded, {len(skipped)} skipped")
     return writer.path
 
@@ -196,6 +222,10 @@ def _write_frames(directory: Path, ids: list[str], frames: np.ndarray) -> None:
     """``frames.npy`` [V * N, D] float32 and ``frames.parquet`` (video id, frame number) in the same order."""
     count = frames.shape[1]
     artifacts.save_array(directory / FRAMES_FILE, frames.reshape(-1, frames.shape[2]).astype(np.float32))
-    rows = pa.table({"id": [video for video in ids for _ in range(count)],
-                     "frame": pa.array([n for _ in ids for n in range(count)], pa.int32())})
+    rows = pa.table(
+        {
+            "id": [video for video in ids for _ in range(count)],
+            "frame": pa.array([n for _ in ids for n in range(count)], pa.int32()),
+        }
+    )
     artifacts.write_table(directory / FRAME_ROWS_FILE, rows)

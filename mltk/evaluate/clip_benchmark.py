@@ -29,8 +29,10 @@ def clip_benchmark_files(result: dict, config: Any, image_manifest: dict) -> dic
     files = {}
     for lang, record in report.clip_benchmark_records(result, **names).items():
         if not SAFE_NAME.fullmatch(lang):
-            raise ConfigError(f"language {lang!r} cannot name a file of --format clip-benchmark (letters, digits, "
-                              "'_', '-', '.')", config.captions or config.texts)
+            raise ConfigError(
+                f"language {lang!r} cannot name a file of --format clip-benchmark (letters, digits, '_', '-', '.')",
+                config.captions or config.texts,
+            )
         files[f"{FOLDER}/{lang}.json"] = report.dumps(record)
     return files
 

@@ -84,17 +84,28 @@ def c2c_summary(metrics: Mapping[str, Any], pairs: Sequence[str] | None = None) 
     return consistency_summary({"per_language": {pair: {"AR": entry["AR"]} for pair, entry in c2c.items()}}, pairs)
 
 
-def comparison_table(rows: Sequence[tuple[str, Mapping[str, Any]]],
-                     title: str = "Consistency across languages") -> report.ReportTable:
+def comparison_table(
+    rows: Sequence[tuple[str, Mapping[str, Any]]], title: str = "Consistency across languages"
+) -> report.ReportTable:
     """One row per run: name | mean AR | MRV i2t | MRV t2i | AR spread | worst | best (summaries as above)."""
-    body = tuple((name, s["mean_AR"], s["MRV_i2t"], s["MRV_t2i"], s["recall_spread"],
-                  f"{s['worst']} {s['AR'][s['worst']]:.1f}", f"{s['best']} {s['AR'][s['best']]:.1f}")
-                 for name, s in rows)
+    body = tuple(
+        (
+            name,
+            s["mean_AR"],
+            s["MRV_i2t"],
+            s["MRV_t2i"],
+            s["recall_spread"],
+            f"{s['worst']} {s['AR'][s['worst']]:.1f}",
+            f"{s['best']} {s['AR'][s['best']]:.1f}",
+        )
+        for name, s in rows
+    )
     return report.ReportTable(f"{title} (AR in %, lower MRV and spread are better)", ("run", *SUMMARY_COLUMNS), body)
 
 
-def per_language_ar_table(rows: Sequence[tuple[str, Mapping[str, Any]]],
-                          title: str = "AR per language") -> report.ReportTable:
+def per_language_ar_table(
+    rows: Sequence[tuple[str, Mapping[str, Any]]], title: str = "AR per language"
+) -> report.ReportTable:
     """AR of each language (columns) for each run (rows)."""
     langs = list(rows[0][1]["languages"])
     body = tuple((name, *(s["AR"][lang] for lang in langs)) for name, s in rows)
@@ -115,10 +126,13 @@ def compare_runs(config: CompareConfig) -> Path:
     if existing is not None:
         return existing
     loaded = [artifacts.load_metrics(run) for run in config.runs]
-    result: dict[str, Any] = {"settings": {
-        "recall_spread": "max minus min AR over the languages (AR in percent)",
-        "mean_AR": "mean over the languages of AR (mean of R@1/5/10, both directions)",
-        "MRV": "as in each run's metrics artifact (evaluate --metric mrv)"}}
+    result: dict[str, Any] = {
+        "settings": {
+            "recall_spread": "max minus min AR over the languages (AR in percent)",
+            "mean_AR": "mean over the languages of AR (mean of R@1/5/10, both directions)",
+            "MRV": "as in each run's metrics artifact (evaluate --metric mrv)",
+        }
+    }
     tables = []
     if all(m.get("per_language") for m in loaded) or not all(m.get("c2c") for m in loaded):
         languages = list(config.languages) or _shared_languages(loaded, config.runs)
@@ -129,12 +143,17 @@ def compare_runs(config: CompareConfig) -> Path:
         result["comparison"] = _section(languages, summaries, config.runs)
     pairs = _shared_pairs(loaded, config.languages) if all(m.get("c2c") for m in loaded) else []
     if "comparison" not in result and not pairs:
-        raise ConfigError("the metrics artifacts share no caption-to-caption language pair"
-                          + (f" within {', '.join(config.languages)}" if config.languages else ""), config.runs[0])
+        raise ConfigError(
+            "the metrics artifacts share no caption-to-caption language pair"
+            + (f" within {', '.join(config.languages)}" if config.languages else ""),
+            config.runs[0],
+        )
     if pairs:
         summaries = _summaries(names, config.runs, loaded, lambda metrics: c2c_summary(metrics, pairs))
-        tables += [comparison_table(summaries, "Caption-to-caption retrieval across language pairs"),
-                   per_language_ar_table(summaries, "Caption-to-caption AR per language pair")]
+        tables += [
+            comparison_table(summaries, "Caption-to-caption retrieval across language pairs"),
+            per_language_ar_table(summaries, "Caption-to-caption AR per language pair"),
+        ]
         result["c2c_comparison"] = _section(pairs, summaries, config.runs)
         result["settings"]["c2c"] = "the same figures over caption-to-caption language pairs (evaluate --metric c2c)"
     extra = {}
@@ -142,14 +161,16 @@ def compare_runs(config: CompareConfig) -> Path:
         extra["metrics.md"] = report.to_markdown(tables).encode("utf-8")
     elif config.report_format == "csv":
         extra["metrics.csv"] = report.to_csv(tables).encode("utf-8")
-    path = artifacts.write_metrics(config.out, result, stage="compare", config=config, inputs=list(config.runs),
-                                   extra_files=extra)
+    path = artifacts.write_metrics(
+        config.out, result, stage="compare", config=config, inputs=list(config.runs), extra_files=extra
+    )
     report.print_tables(tables, config.report_format)
     return path
 
 
-def _summaries(names: Sequence[str], runs: Sequence[Path], loaded: Sequence[Mapping[str, Any]],
-               summary: Any) -> list[tuple[str, dict[str, Any]]]:
+def _summaries(
+    names: Sequence[str], runs: Sequence[Path], loaded: Sequence[Mapping[str, Any]], summary: Any
+) -> list[tuple[str, dict[str, Any]]]:
     """``summary(metrics)`` of each run with its name; an error names the run it is about."""
     summaries = []
     for name, run, metrics in zip(names, runs, loaded):
@@ -161,14 +182,19 @@ def _summaries(names: Sequence[str], runs: Sequence[Path], loaded: Sequence[Mapp
 
 
 def _section(keys: Sequence[str], summaries: Sequence[tuple[str, dict]], runs: Sequence[Path]) -> dict[str, Any]:
-    return {"languages": list(keys),
-            "runs": [{"name": n, "path": str(Path(r).resolve()), **s} for (n, s), r in zip(summaries, runs)]}
+    return {
+        "languages": list(keys),
+        "runs": [{"name": n, "path": str(Path(r).resolve()), **s} for (n, s), r in zip(summaries, runs)],
+    }
 
 
 def _shared_pairs(loaded: Sequence[Mapping[str, Any]], languages: Sequence[str]) -> list[str]:
     """The c2c pairs every run evaluated (with ``languages``: only pairs of two of them)."""
-    return [pair for pair in loaded[0]["c2c"] if all(pair in m["c2c"] for m in loaded)
-            and (not languages or set(pair.split("-")) <= set(languages))]
+    return [
+        pair
+        for pair in loaded[0]["c2c"]
+        if all(pair in m["c2c"] for m in loaded) and (not languages or set(pair.split("-")) <= set(languages))
+    ]
 
 
 def _shared_languages(loaded: Sequence[Mapping[str, Any]], runs: Sequence[Path]) -> list[str]:

@@ -19,11 +19,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mltk.core.errors import ConfigError
-from mltk.metrics.retrieval import as_table, evaluate_retrieval
+from mltk.metrics.retrieval import evaluate_retrieval
+from mltk.metrics.retrieval_rows import as_table
 
 
-def fold_image_ids(image_table: pa.Table, text_table: pa.Table, folds: int, split: str | None = None,
-                   languages: Sequence[str] | None = None) -> list[np.ndarray]:
+def fold_image_ids(
+    image_table: pa.Table,
+    text_table: pa.Table,
+    folds: int,
+    split: str | None = None,
+    languages: Sequence[str] | None = None,
+) -> list[np.ndarray]:
     """The image ids of each fold: gallery rows (in order) described by an evaluated caption, cut into ``folds``."""
     texts = text_table
     if split is not None and "split" in texts.column_names:
@@ -57,9 +63,14 @@ def _sum(values: list[Any]) -> Any:
     return int(sum(values)) if isinstance(first, int) and not isinstance(first, bool) else first
 
 
-def evaluate_folds(image_table: pa.Table | Mapping, image_vectors: np.ndarray | Any,
-                   text_table: pa.Table | Mapping, text_vectors: np.ndarray | Any, folds: int = 5,
-                   **kwargs: Any) -> dict:
+def evaluate_folds(
+    image_table: pa.Table | Mapping,
+    image_vectors: np.ndarray | Any,
+    text_table: pa.Table | Mapping,
+    text_vectors: np.ndarray | Any,
+    folds: int = 5,
+    **kwargs: Any,
+) -> dict:
     """``evaluate_retrieval`` on each of ``folds`` consecutive parts of the gallery, averaged (see module doc)."""
     image_table, text_table = as_table(image_table), as_table(text_table)
     parts = fold_image_ids(image_table, text_table, folds, kwargs.get("split"), kwargs.get("languages"))
@@ -70,12 +81,26 @@ def evaluate_folds(image_table: pa.Table | Mapping, image_vectors: np.ndarray | 
         members = set(part.tolist())
         image_rows = np.flatnonzero([i in members for i in image_ids])
         text_rows = np.flatnonzero([i in members for i in text_images])
-        results.append(evaluate_retrieval(image_table.take(image_rows), image_vectors[image_rows],
-                                          text_table.take(text_rows), text_vectors[text_rows], **kwargs))
+        results.append(
+            evaluate_retrieval(
+                image_table.take(image_rows),
+                image_vectors[image_rows],
+                text_table.take(text_rows),
+                text_vectors[text_rows],
+                **kwargs,
+            )
+        )
     averaged = {k: _mean([r[k] for r in results]) for k in results[0] if k not in ("settings", "ties")}
     averaged["ties"] = _sum([r["ties"] for r in results])  # a count over the whole gallery, not a mean
     settings = dict(results[0]["settings"])
-    settings["folds"] = {"count": folds, "images": [len(p) for p in parts], "first_image": [str(p[0]) for p in parts],
-                         "averaged": "mean over folds of every number (COCO 1K: 5 folds of 1,000 images)"}
-    return {**averaged, "settings": settings,
-            "folds": [{k: v for k, v in r.items() if k not in ("settings", "ties")} for r in results]}
+    settings["folds"] = {
+        "count": folds,
+        "images": [len(p) for p in parts],
+        "first_image": [str(p[0]) for p in parts],
+        "averaged": "mean over folds of every number (COCO 1K: 5 folds of 1,000 images)",
+    }
+    return {
+        **averaged,
+        "settings": settings,
+        "folds": [{k: v for k, v in r.items() if k not in ("settings", "ties")} for r in results],
+    }

@@ -36,13 +36,17 @@ import pyarrow as pa
 from mltk.artifacts.schema import NATIVE_LANG
 from mltk.core.errors import ConfigError, SchemaError
 
-FUSION_FORM = ("(1 - eta) * s(model, native caption) + eta * s(model's English path, its English translation); "
-               "cosine scores, not renormalised")
+FUSION_FORM = (
+    "(1 - eta) * s(model, native caption) + eta * s(model's English path, its English translation); "
+    "cosine scores, not renormalised"
+)
 # A model ranked by order violation (AME's --similarity order) scores the fused query (1 - eta) m + eta t of the two
 # unit vectors by that similarity: not the eta-weighted sum of two scores, since order violation is not linear.
-ORDER_FUSION_FORM = ("the query (1 - eta) * m + eta * t of the unit vectors of the native caption (m) and its "
-                     "English translation (t), not renormalised, ranked by order-violation similarity (not a fusion "
-                     "of cosine scores)")
+ORDER_FUSION_FORM = (
+    "the query (1 - eta) * m + eta * t of the unit vectors of the native caption (m) and its "
+    "English translation (t), not renormalised, ranked by order-violation similarity (not a fusion "
+    "of cosine scores)"
+)
 AUTHORS_ETAS = tuple(i / 10 for i in range(11))  # CLL-CLIP's Figure 5: eta = 0, 0.1, ..., 1
 DEFAULT_GRID = "default"
 CURVE_KEYS = ("R@1", "R@5", "R@10")
@@ -56,8 +60,10 @@ def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
     for value in values:
         parts = [part.strip() for part in str(value).split(",") if part.strip()]
         if not parts:
-            raise ConfigError(f"--fusion {str(value)!r} holds no weight; give numbers in [0, 1], default, or a range "
-                              f"such as 0,0.1,...,1")
+            raise ConfigError(
+                f"--fusion {str(value)!r} holds no weight; give numbers in [0, 1], default, or a range "
+                f"such as 0,0.1,...,1"
+            )
         if parts == [DEFAULT_GRID]:
             etas.extend(AUTHORS_ETAS)
             continue
@@ -68,8 +74,10 @@ def parse_etas(values: Sequence[str]) -> tuple[float, ...]:
             raise ConfigError(f"--fusion weights must lie in [0, 1], got {eta:g}")
     etas = sorted(set(etas))
     if len(etas) > MAX_ETAS:
-        raise ConfigError(f"--fusion gives {len(etas):,} weights, over the most mltk evaluates ({MAX_ETAS}: steps of "
-                          f"0.01); give a coarser grid")
+        raise ConfigError(
+            f"--fusion gives {len(etas):,} weights, over the most mltk evaluates ({MAX_ETAS}: steps of "
+            f"0.01); give a coarser grid"
+        )
     return tuple(etas)
 
 
@@ -77,8 +85,9 @@ def _eta(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ConfigError(f"--fusion expects numbers in [0, 1], default, or a range such as 0,0.1,...,1; got "
-                          f"{text!r}") from None
+        raise ConfigError(
+            f"--fusion expects numbers in [0, 1], default, or a range such as 0,0.1,...,1; got {text!r}"
+        ) from None
 
 
 def _expand_range(numbers: list[float | None], text: str) -> list[float]:
@@ -90,37 +99,51 @@ def _expand_range(numbers: list[float | None], text: str) -> list[float]:
     step = second - first
     count = (last - first) / step if step > 0 else -1.0
     if count < 1 or abs(count - round(count)) > 1e-6:
-        raise ConfigError(f"--fusion {text}: the range must climb from {first:g} to {last:g} in whole steps of "
-                          f"{step:g}")
+        raise ConfigError(
+            f"--fusion {text}: the range must climb from {first:g} to {last:g} in whole steps of {step:g}"
+        )
     if count + 1 > MAX_ETAS:  # refused before it is expanded: a typo (0,0.000001,...,1) is a million points
-        raise ConfigError(f"--fusion {text}: a grid of {int(round(count)) + 1:,} weights, over the most mltk "
-                          f"evaluates ({MAX_ETAS}: steps of 0.01); give a coarser step")
-    return numbers[:at - 2] + [round(first + i * step, 10) for i in range(int(round(count)) + 1)]
+        raise ConfigError(
+            f"--fusion {text}: a grid of {int(round(count)) + 1:,} weights, over the most mltk "
+            f"evaluates ({MAX_ETAS}: steps of 0.01); give a coarser step"
+        )
+    return numbers[: at - 2] + [round(first + i * step, 10) for i in range(int(round(count)) + 1)]
 
 
-def translation_rows(text_table: pa.Table, translation_table: pa.Table,
-                     source: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+def translation_rows(
+    text_table: pa.Table, translation_table: pa.Table, source: str | Path | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(rows of ``text_table``, rows of ``translation_table``) of every non-English caption with a translation
     (the English row of the translations with the same caption_id). Two different English rows for one caption_id
     are refused, naming ``source`` (the translations) and the caption: picking one would change the result
     silently with the row order."""
     english = np.asarray(translation_table.column("lang").to_pylist()) == NATIVE_LANG
-    sentences = translation_table.column("caption").to_pylist() if "caption" in translation_table.column_names \
+    sentences = (
+        translation_table.column("caption").to_pylist()
+        if "caption" in translation_table.column_names
         else [None] * translation_table.num_rows
+    )
     row_of: dict = {}
     for i, cid in enumerate(translation_table.column("caption_id").to_pylist()):
         if not english[i]:
             continue
         first = row_of.setdefault(cid, i)
         if sentences[first] != sentences[i]:
-            raise SchemaError(f"caption_id {str(cid)[:60]!r} has two different English translations "
-                              f"({str(sentences[first])[:40]!r} and {str(sentences[i])[:40]!r}); keep one", source)
+            raise SchemaError(
+                f"caption_id {str(cid)[:60]!r} has two different English translations "
+                f"({str(sentences[first])[:40]!r} and {str(sentences[i])[:40]!r}); keep one",
+                source,
+            )
     langs = text_table.column("lang").to_pylist()
-    pairs = [(i, row_of[cid]) for i, (cid, lang) in enumerate(zip(text_table.column("caption_id").to_pylist(), langs))
-             if lang != NATIVE_LANG and cid in row_of]
+    pairs = [
+        (i, row_of[cid])
+        for i, (cid, lang) in enumerate(zip(text_table.column("caption_id").to_pylist(), langs))
+        if lang != NATIVE_LANG and cid in row_of
+    ]
     if not pairs:
-        raise ConfigError("no evaluated caption has a translation (an English row of --translations with its "
-                          "caption_id)")
+        raise ConfigError(
+            "no evaluated caption has a translation (an English row of --translations with its caption_id)"
+        )
     return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
 
@@ -136,8 +159,15 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def fusion_curve(etas: Sequence[float], text_table: pa.Table, vectors: np.ndarray, translation_vectors: np.ndarray,
-                 rows: np.ndarray, evaluate: Callable[[np.ndarray], dict], similarity: str = "cosine") -> dict:
+def fusion_curve(
+    etas: Sequence[float],
+    text_table: pa.Table,
+    vectors: np.ndarray,
+    translation_vectors: np.ndarray,
+    rows: np.ndarray,
+    evaluate: Callable[[np.ndarray], dict],
+    similarity: str = "cosine",
+) -> dict:
     """Evaluate the fused vectors at each eta (``evaluate(vectors) -> metrics dict``, ranking by ``similarity``)
     and collect the curve."""
     langs = sorted(set(np.asarray(text_table.column("lang").to_pylist())[rows].tolist()))
@@ -147,11 +177,19 @@ def fusion_curve(etas: Sequence[float], text_table: pa.Table, vectors: np.ndarra
         per_eta[f"{eta:g}"] = {key: result[key] for key in ("per_language", "c2c") if key in result}
     foreign = np.asarray(text_table.column("lang").to_pylist()) != NATIVE_LANG
     form = ORDER_FUSION_FORM if similarity == "order" else FUSION_FORM
-    return {"form": form, "etas": list(etas), "languages": langs, "per_eta": per_eta,
-            "curves": _curves(per_eta, langs), "translated": int(len(rows)),
-            "untranslated": int(foreign.sum()) - int(len(rows)),
-            "pure_systems": {"0": "the model alone on the native caption",
-                             "1": "translate-test alone (the model's English path on the translation)"}}
+    return {
+        "form": form,
+        "etas": list(etas),
+        "languages": langs,
+        "per_eta": per_eta,
+        "curves": _curves(per_eta, langs),
+        "translated": int(len(rows)),
+        "untranslated": int(foreign.sum()) - int(len(rows)),
+        "pure_systems": {
+            "0": "the model alone on the native caption",
+            "1": "translate-test alone (the model's English path on the translation)",
+        },
+    }
 
 
 def _curves(per_eta: dict, langs: list[str]) -> dict:

@@ -27,7 +27,7 @@ from mltk.core.runtime import log
 from mltk.models.preflight import check_image_embeddings
 
 CHUNK_ROWS = 65536
-UNIT_TOLERANCE = 1e-2      # float16 storage alone moves a unit norm by ~1e-3
+UNIT_TOLERANCE = 1e-2  # float16 storage alone moves a unit norm by ~1e-3
 CONSTANT_TOLERANCE = 1e-6
 FORCE_HINT = "; --force scores it anyway and records a warning"
 
@@ -62,8 +62,8 @@ def _scan(vectors: np.ndarray) -> _Scan:
     scan = _Scan(rows=len(vectors))
     first = np.asarray(vectors[:1], dtype=np.float32)
     for start in range(0, len(vectors), CHUNK_ROWS):
-        block = np.asarray(vectors[start:start + CHUNK_ROWS], dtype=np.float32)  # [c, d]
-        squares = np.einsum("ij,ij->i", block, block)                            # [c], NaN/inf where not finite
+        block = np.asarray(vectors[start : start + CHUNK_ROWS], dtype=np.float32)  # [c, d]
+        squares = np.einsum("ij,ij->i", block, block)  # [c], NaN/inf where not finite
         finite = np.isfinite(squares)
         if not finite.all():
             finite = np.isfinite(block).all(axis=1)
@@ -77,8 +77,7 @@ def _scan(vectors: np.ndarray) -> _Scan:
             scan.non_unit += int((np.abs(other - 1) > UNIT_TOLERANCE).sum())
             scan.norm_range = (min(scan.norm_range[0], float(other.min())), max(scan.norm_range[1], float(other.max())))
         if scan.constant:  # a few rows first: on real embeddings the second row already differs
-            scan.constant = all(bool(np.all(np.abs(rows - first) <= CONSTANT_TOLERANCE))
-                                for rows in (block[:8], block))
+            scan.constant = all(bool(np.all(np.abs(rows - first) <= CONSTANT_TOLERANCE)) for rows in (block[:8], block))
     return scan
 
 
@@ -88,16 +87,22 @@ def check_vectors(vectors: np.ndarray, source: str | Path, guard: Guard, *, unit
     scan = _scan(vectors)
     if scan.non_finite:
         rows = np.concatenate(scan.non_finite)
-        guard.problem(f"{len(rows)} of {scan.rows} vector(s) hold NaN or infinite values (first row {rows[0]}; a "
-                      "float16 overflow?); with --force they are scored as zero vectors", source)
+        guard.problem(
+            f"{len(rows)} of {scan.rows} vector(s) hold NaN or infinite values (first row {rows[0]}; a "
+            "float16 overflow?); with --force they are scored as zero vectors",
+            source,
+        )
         vectors = np.array(vectors, dtype=np.float32)
         vectors[rows] = 0
     if scan.zero:
         guard.problem(f"{scan.zero} of {scan.rows} vector(s) are all zero (every score 0: no ranking)", source)
     if unit_expected and scan.non_unit:
         low, high = scan.norm_range
-        guard.problem(f"{scan.non_unit} of {scan.rows} vector(s) are not unit length (norms {low:.4g} to {high:.4g}) "
-                      "although the manifest says normalized: true", source)
+        guard.problem(
+            f"{scan.non_unit} of {scan.rows} vector(s) are not unit length (norms {low:.4g} to {high:.4g}) "
+            "although the manifest says normalized: true",
+            source,
+        )
     if scan.constant and scan.rows > 1 and scan.zero < scan.rows and not scan.non_finite:
         guard.problem(f"all {scan.rows} vectors are the same (a collapsed encoder?): every score ties", source)
     return vectors
@@ -112,8 +117,9 @@ def text_embeddings_model(texts: Path) -> tuple[str | None, str | None]:
     return str(config["model"]), config.get("pretrained")
 
 
-def check_same_model(images: Path | None, model: str | None, pretrained: str | None, guard: Guard,
-                     texts: Path | None = None) -> None:
+def check_same_model(
+    images: Path | None, model: str | None, pretrained: str | None, guard: Guard, texts: Path | None = None
+) -> None:
     """Image embeddings must come from the CLIP the text side is built on: ``model`` (the encoder of
     ``--captions``) or the model recorded in the ``texts`` artifact. A recorded model path that no longer exists
     cannot be compared and is passed over."""

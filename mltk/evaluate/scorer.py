@@ -26,7 +26,7 @@ def trained_similarity(checkpoint: str | Path | None) -> str | None:
     """``train_ccrk.similarity`` of a checkpoint artifact's config; None when it records none."""
     if checkpoint is None or artifacts.checkpoint_format(checkpoint) is None:
         return None
-    recorded = (artifacts.read_checkpoint_config(checkpoint, resolve=False).get("train_ccrk") or {})
+    recorded = artifacts.read_checkpoint_config(checkpoint, resolve=False).get("train_ccrk") or {}
     return recorded.get("similarity")
 
 
@@ -80,5 +80,8 @@ def refuse_unless_cosine(command: str, sources: list[str | Path | None]) -> None
             similarity = trained_similarity(checkpoint)
             if similarity not in (None, DEFAULT_SIMILARITY):
                 shown = "" if Path(source).resolve() == checkpoint.resolve() else f" (from {source})"
-                raise ConfigError(f"trained with {similarity} similarity{shown}, and {command} ranks only by cosine; "
-                                  f"rank it with mltk evaluate (--similarity {similarity})", checkpoint)
+                raise ConfigError(
+                    f"trained with {similarity} similarity{shown}, and {command} ranks only by cosine; "
+                    f"rank it with mltk evaluate (--similarity {similarity})",
+                    checkpoint,
+                )

@@ -65,13 +65,13 @@ class ClassTask:
 class ClassifyConfig:
     """Everything ``mltk classify`` needs."""
 
-    images: Path                        # image embeddings artifact (mltk encode-images)
-    classes: Path                       # a synthetic world / its images artifact, or a task JSON file
-    model: str                          # the text side: any model ``mltk evaluate --model`` reads
+    images: Path  # image embeddings artifact (mltk encode-images)
+    classes: Path  # a synthetic world / its images artifact, or a task JSON file
+    model: str  # the text side: any model ``mltk evaluate --model`` reads
     out: Path
     pretrained: str | None = None
-    languages: tuple[str, ...] = ()     # default: every language of the task the model reads
-    split: str = "test"                 # the split of a synthetic world's images
+    languages: tuple[str, ...] = ()  # default: every language of the task the model reads
+    split: str = "test"  # the split of a synthetic world's images
     ks: tuple[int, ...] = DEFAULT_KS
     device: str = "auto"
     precision: str = "auto"
@@ -92,8 +92,9 @@ def class_vectors(prompt_vectors: list[np.ndarray]) -> np.ndarray:
     return np.stack(rows).astype(np.float32)
 
 
-def true_class_ranks(image_vectors: np.ndarray, labels: np.ndarray, classes: np.ndarray,
-                     similarity: str = "cosine") -> np.ndarray:
+def true_class_ranks(
+    image_vectors: np.ndarray, labels: np.ndarray, classes: np.ndarray, similarity: str = "cosine"
+) -> np.ndarray:
     """0-based rank of each image's true class ([N] int): how many other classes score at least as high, by the
     similarity the model trained with (cosine, or order violation with the image specific and the class general,
     as evaluate ranks captions).
@@ -102,8 +103,9 @@ def true_class_ranks(image_vectors: np.ndarray, labels: np.ndarray, classes: np.
     from mltk.losses.ranking import ranking_scores
 
     images = torch.from_numpy(np.ascontiguousarray(image_vectors, dtype=np.float32))
-    scores = ranking_scores(images, torch.from_numpy(np.ascontiguousarray(classes, dtype=np.float32)),
-                            similarity)  # [N, C]
+    scores = ranking_scores(
+        images, torch.from_numpy(np.ascontiguousarray(classes, dtype=np.float32)), similarity
+    )  # [N, C]
     truth = scores[torch.arange(len(labels)), torch.from_numpy(labels)]  # [N]
     at_least = (scores >= truth[:, None]).sum(dim=1) - 1  # ties count against the image (pessimistic)
     return at_least.numpy()
@@ -122,8 +124,9 @@ def world_task(images_path: Path, languages: tuple[str, ...], split: str = "test
     shape; prompts are the world's sentence frames around "a COLOUR SHAPE" in each language."""
     table = artifacts.load_images(images_path)
     if "scene" not in table.column_names:
-        raise SchemaError("has no scene column: not the images of a synthetic world (give a task JSON file)",
-                          images_path)
+        raise SchemaError(
+            "has no scene column: not the images of a synthetic world (give a task JSON file)", images_path
+        )
     rows = table.filter(pc.equal(table.column("split"), split))
     labels = {}
     for image_id, scene in zip(rows.column("image_id").to_pylist(), rows.column("scene").to_pylist()):
@@ -159,8 +162,9 @@ def file_task(path: Path) -> ClassTask:
     expect(spec, dict, "(top level)", path, what=TASK_FILE)
     for key in ("classes", "templates", "labels"):
         if key not in spec:
-            raise SchemaError(f"not a zero-shot task file: it lacks '{key}' (expected 'classes', 'templates' and "
-                              f"'labels')", path)
+            raise SchemaError(
+                f"not a zero-shot task file: it lacks '{key}' (expected 'classes', 'templates' and 'labels')", path
+            )
         if not expect(spec[key], dict, key, path, what=TASK_FILE):
             raise SchemaError(f"{TASK_FILE} key {key!r} is empty; it must name at least one entry", path)
     names, templates, labels = spec["classes"], spec["templates"], spec["labels"]
@@ -190,8 +194,11 @@ def _text(value, key: str, path: Path) -> str:
     """A non-empty, bounded string at ``key``."""
     expect(value, str, key, path, what=TASK_FILE)
     if not value.strip() or len(value) > MAX_TEXT:
-        raise SchemaError(f"{TASK_FILE} key {key!r} must be a non-empty string of at most {MAX_TEXT} characters, "
-                          f"not {json.dumps(value)[:60]}", path)
+        raise SchemaError(
+            f"{TASK_FILE} key {key!r} must be a non-empty string of at most {MAX_TEXT} characters, "
+            f"not {json.dumps(value)[:60]}",
+            path,
+        )
     return value
 
 
@@ -205,14 +212,19 @@ def _templates(forms, key: str, path: Path) -> list[str]:
     for number, form in enumerate(forms):
         _text(form, f"{key}[{number}]", path)
         try:
-            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(form)
-                      if name is not None]
+            fields = [
+                (name, spec, conversion)
+                for _, name, spec, conversion in string.Formatter().parse(form)
+                if name is not None
+            ]
         except ValueError as error:
             fields = [("?", str(error), None)]
         if fields != [("", "", None)]:
-            raise SchemaError(f"{TASK_FILE} key '{key}[{number}]' must be a template holding exactly one '{{}}' "
-                              f"and no other braces (write '{{{{' for a literal brace), not {json.dumps(form)[:60]}",
-                              path)
+            raise SchemaError(
+                f"{TASK_FILE} key '{key}[{number}]' must be a template holding exactly one '{{}}' "
+                f"and no other braces (write '{{{{' for a literal brace), not {json.dumps(form)[:60]}",
+                path,
+            )
     return forms
 
 
@@ -228,8 +240,7 @@ def load_task(source: Path, languages: tuple[str, ...], split: str) -> ClassTask
         raise ConfigError("is neither a synthetic world, an images artifact nor a task JSON file", source)
     made_with = (artifacts.read_manifest(source).get("created_by") or {}).get("config") or {}
     default = made_with.get("langs") if isinstance(made_with, dict) else None  # the world's caption languages
-    codes = tuple(code for code in (languages or default or world_lang.LANGUAGE_CODES)
-                  if code in world_lang.LANGUAGES)
+    codes = tuple(code for code in (languages or default or world_lang.LANGUAGE_CODES) if code in world_lang.LANGUAGES)
     return world_task(source, codes, split)
 
 
@@ -259,15 +270,27 @@ def classify(config: ClassifyConfig) -> Path:
     results = {}
     for code in languages:
         classes = _encode_classes(encoder, task, code, runtime, config.batch_size)
-        results[code] = {**top_k_accuracy(true_class_ranks(image_vectors[rows], labels, classes, similarity),
-                                         config.ks),
-                         "images": int(len(rows)), "classes": len(task.class_ids)}
-        log(f"classify {code}: " + "  ".join(f"{k} {v:.1f}" for k, v in results[code].items() if k.startswith("top"))
-            + f"  ({len(rows)} images, {len(task.class_ids)} classes)")
-    metrics = {"zero_shot": results, "settings": {"model": config.model, "task": task.source, "split": config.split,
-                                                  "similarity": similarity,
-                                                  "ensemble": "mean of normalised prompt vectors",
-                                                  "ties": "counted against the image (pessimistic rank)"}}
+        results[code] = {
+            **top_k_accuracy(true_class_ranks(image_vectors[rows], labels, classes, similarity), config.ks),
+            "images": int(len(rows)),
+            "classes": len(task.class_ids),
+        }
+        log(
+            f"classify {code}: "
+            + "  ".join(f"{k} {v:.1f}" for k, v in results[code].items() if k.startswith("top"))
+            + f"  ({len(rows)} images, {len(task.class_ids)} classes)"
+        )
+    metrics = {
+        "zero_shot": results,
+        "settings": {
+            "model": config.model,
+            "task": task.source,
+            "split": config.split,
+            "similarity": similarity,
+            "ensemble": "mean of normalised prompt vectors",
+            "ties": "counted against the image (pessimistic rank)",
+        },
+    }
     return artifacts.write_metrics(config.out, metrics, stage="classify", config=config, inputs=inputs)
 
 
@@ -289,4 +312,4 @@ def _encode_classes(encoder, task: ClassTask, code: str, runtime, batch_size: in
     flat = [prompt for prompts in per_class for prompt in prompts]
     vectors = encode_texts(encoder, flat, code, runtime, batch_size, description=f"class prompts {code}")
     bounds = np.cumsum([0] + [len(p) for p in per_class])
-    return class_vectors([vectors[bounds[i]:bounds[i + 1]] for i in range(len(per_class))])
+    return class_vectors([vectors[bounds[i] : bounds[i + 1]] for i in range(len(per_class))])

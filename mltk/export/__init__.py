@@ -29,8 +29,12 @@ from mltk.core.runtime import log
 from mltk.core.version import __version__
 from mltk.export.folder import EXPORT_INFO, MADE_BY, check_out, is_export, staged_folder, tidy
 
-FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA = "open_clip", "transformers", \
-    "sentence-transformers", "mla"
+FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA = (
+    "open_clip",
+    "transformers",
+    "sentence-transformers",
+    "mla",
+)
 FORMATS = (FORMAT_OPEN_CLIP, FORMAT_TRANSFORMERS, FORMAT_SENTENCE_TRANSFORMERS, FORMAT_MLA)
 
 
@@ -52,16 +56,23 @@ def export_checkpoint(config: ExportConfig) -> Path:
     path = Path(config.checkpoint)
     tidy(Path(config.out))
     if not policy.OVERWRITE.get() and same_export(Path(config.out), config.format, path):
-        log(f"{Path(config.out).resolve()} is up to date (the same checkpoint exported as {config.format}); reusing "
-            f"it (remove it to export again)")
+        log(
+            f"{Path(config.out).resolve()} is up to date (the same checkpoint exported as {config.format}); reusing "
+            f"it (remove it to export again)"
+        )
         return Path(config.out).resolve()
     check_out(Path(config.out), [(path, "input checkpoint")])  # before its dependencies are hashed
     artifacts.read_manifest(path, "checkpoint")
     recorded = artifacts.read_checkpoint_config(path, resolve=False)
     checkpoint_config = artifacts.read_checkpoint_config(path)
     protected = [(path, "input checkpoint"), *local_dependencies(recorded), *local_dependencies(checkpoint_config)]
-    info = {"made_by": MADE_BY, "mltk_version": __version__, "format": config.format, "from": str(path.resolve()),
-            "fingerprint": artifacts.fingerprint(path)}
+    info = {
+        "made_by": MADE_BY,
+        "mltk_version": __version__,
+        "format": config.format,
+        "from": str(path.resolve()),
+        "fingerprint": artifacts.fingerprint(path),
+    }
     if config.format == FORMAT_OPEN_CLIP:
         from mltk.export.open_clip_dir import check_open_clip_source, export_open_clip
 
@@ -96,6 +107,9 @@ def same_export(out: Path, fmt: str, checkpoint: Path) -> bool:
         record = json.loads((out / EXPORT_INFO).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return False
-    return (record.get("made_by") == MADE_BY and record.get("format") == fmt
-            and record.get("from") == str(checkpoint.resolve()) and record.get("fingerprint") ==
-            artifacts.fingerprint(checkpoint))
+    return (
+        record.get("made_by") == MADE_BY
+        and record.get("format") == fmt
+        and record.get("from") == str(checkpoint.resolve())
+        and record.get("fingerprint") == artifacts.fingerprint(checkpoint)
+    )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mltk.artifacts import locks
 from mltk.artifacts.loose import enclosing_artifact
-from mltk.artifacts.ownership import EXPORT_INFO, MADE_BY, is_export  # noqa: F401 (the export's marker)
+from mltk.artifacts.ownership import EXPORT_INFO, MADE_BY, is_export  # the export's marker
 from mltk.artifacts.writer import check_writable, disk_full
 from mltk.core import policy
 from mltk.core.errors import ArtifactError, ConfigError
@@ -70,8 +70,9 @@ def check_out(out: Path, protected: Iterable[tuple[Path, str]] = ()) -> None:
         raise ConfigError("exists and is not a folder; refusing to replace it", out)
     if out.is_dir() and any(out.iterdir()):
         if not is_export(out):
-            raise ConfigError(f"exists and is not an mltk export (no {EXPORT_INFO} made by {MADE_BY}); refusing "
-                              f"to replace it", out)
+            raise ConfigError(
+                f"exists and is not an mltk export (no {EXPORT_INFO} made by {MADE_BY}); refusing to replace it", out
+            )
         if not policy.OVERWRITE.get():
             raise ConfigError("exists; pass --overwrite to replace it with the export", out)
     locks.refuse_if_held(out)

@@ -61,8 +61,12 @@ def transformer_folder(base: Path) -> Path:
     return base
 
 
-def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str, torch.Tensor] | None = None,
-                       pad_token_id: int | None = None) -> nn.Module:
+def encoder_with_words(
+    base: Path,
+    words: torch.Tensor,
+    encoder_state: dict[str, torch.Tensor] | None = None,
+    pad_token_id: int | None = None,
+) -> nn.Module:
     """The base folder's transformers model (pooler included) with ``encoder_state`` loaded over it and
     ``words`` [V, W] as its word embeddings (``config.vocab_size`` = V)."""
     from transformers import AutoModel
@@ -78,8 +82,10 @@ def encoder_with_words(base: Path, words: torch.Tensor, encoder_state: dict[str,
         missing, unexpected = model.load_state_dict(state, strict=False)
         left = [k for k in missing if k != word_key and not k.startswith("pooler.")]
         if unexpected or left:
-            raise ConfigError(f"the trained encoder does not fit the base model (missing {left[:3]}, unexpected "
-                              f"{unexpected[:3]})", base)
+            raise ConfigError(
+                f"the trained encoder does not fit the base model (missing {left[:3]}, unexpected {unexpected[:3]})",
+                base,
+            )
     width = model.get_input_embeddings().weight.shape[1]
     if words.shape[1] != width:
         raise ConfigError(f"word embeddings are {words.shape[1]} wide, the base model {width}", base)
@@ -100,9 +106,17 @@ def write_transformers(model: HFTextModel, out_dir: Path, info: dict) -> None:
         model.transformer.save_pretrained(out_dir, safe_serialization=True)
     model.write_tokenizer(out_dir)
     limit_tokenizer(out_dir, model.max_seq_length)
-    artifacts.write_json(out_dir / EXPORT_INFO, {**info, **model.info, "pooling": model.pooling,
-                                                 "normalize": model.normalize, "dense_layers": len(model.dense),
-                                                 "context_length": model.max_seq_length})
+    artifacts.write_json(
+        out_dir / EXPORT_INFO,
+        {
+            **info,
+            **model.info,
+            "pooling": model.pooling,
+            "normalize": model.normalize,
+            "dense_layers": len(model.dense),
+            "context_length": model.max_seq_length,
+        },
+    )
 
 
 def limit_tokenizer(out_dir: Path, context_length: int) -> None:
@@ -118,13 +132,23 @@ def write_sentence_transformers(model: HFTextModel, out_dir: Path, info: dict) -
     """The transformers files plus ``modules.json`` (Transformer, Pooling, Dense..., Normalize),
     ``sentence_bert_config.json`` and each module's folder, as sentence-transformers saves a model."""
     write_transformers(model, out_dir, info)
-    artifacts.write_json(out_dir / "sentence_bert_config.json",
-                         {"max_seq_length": model.max_seq_length, "do_lower_case": model.lower_case})
+    artifacts.write_json(
+        out_dir / "sentence_bert_config.json",
+        {"max_seq_length": model.max_seq_length, "do_lower_case": model.lower_case},
+    )
     width = model.transformer.config.hidden_size
     modules = [("Transformer", "")]
-    pooling = {key: False for key in ("pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
-                                      "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
-                                      "pooling_mode_lasttoken")}
+    pooling = {
+        key: False
+        for key in (
+            "pooling_mode_cls_token",
+            "pooling_mode_mean_tokens",
+            "pooling_mode_max_tokens",
+            "pooling_mode_mean_sqrt_len_tokens",
+            "pooling_mode_weightedmean_tokens",
+            "pooling_mode_lasttoken",
+        )
+    }
     pooling[ST_POOLING_KEYS[model.pooling]] = True
     modules.append(("Pooling", _module_dir(out_dir, len(modules), "Pooling")))
     artifacts.write_json(out_dir / modules[-1][1] / "config.json", {"word_embedding_dimension": width, **pooling})
@@ -133,8 +157,10 @@ def write_sentence_transformers(model: HFTextModel, out_dir: Path, info: dict) -
         _write_dense(layer, out_dir / modules[-1][1])
     if model.normalize:
         modules.append(("Normalize", _module_dir(out_dir, len(modules), "Normalize")))
-    artifacts.write_json(out_dir / "modules.json", [{"idx": i, "name": str(i), "path": path, "type": ST_MODULE + kind}
-                                                    for i, (kind, path) in enumerate(modules)])
+    artifacts.write_json(
+        out_dir / "modules.json",
+        [{"idx": i, "name": str(i), "path": path, "type": ST_MODULE + kind} for i, (kind, path) in enumerate(modules)],
+    )
 
 
 def _module_dir(out_dir: Path, index: int, kind: str) -> str:
@@ -147,9 +173,15 @@ def _write_dense(layer: nn.Module, folder: Path) -> None:
     """sentence-transformers' ``Dense``: ``config.json`` and ``model.safetensors`` (``linear.weight``/``bias``)."""
     linear, activation = layer[0], layer[1]
     kind = type(activation)
-    artifacts.write_json(folder / "config.json", {
-        "in_features": linear.in_features, "out_features": linear.out_features, "bias": linear.bias is not None,
-        "activation_function": f"{kind.__module__}.{kind.__name__}"})
+    artifacts.write_json(
+        folder / "config.json",
+        {
+            "in_features": linear.in_features,
+            "out_features": linear.out_features,
+            "bias": linear.bias is not None,
+            "activation_function": f"{kind.__module__}.{kind.__name__}",
+        },
+    )
     artifacts.save_tensors(folder / "model.safetensors", {f"linear.{k}": v for k, v in linear.state_dict().items()})
 
 
@@ -158,7 +190,8 @@ def dense_layers(projection: nn.Module, path: Path) -> list[nn.Module]:
     if isinstance(projection, nn.Identity):
         return []
     layers = list(projection) if isinstance(projection, nn.Sequential) else [projection]
-    if not all(isinstance(layer, nn.Sequential) and len(layer) == 2 and isinstance(layer[0], nn.Linear)
-               for layer in layers):
+    if not all(
+        isinstance(layer, nn.Sequential) and len(layer) == 2 and isinstance(layer[0], nn.Linear) for layer in layers
+    ):
         raise ConfigError(f"the tower's projection {type(projection).__name__} is no stack of Dense layers", path)
     return layers

@@ -78,9 +78,13 @@ class AuthorsState:
     dropped: list[str]
 
 
-def import_mla_checkpoint(checkpoint: str | Path, out_dir: str | Path, model: str = DEFAULT_ARCHITECTURE,
-                          tokenizer: str = DEFAULT_TOKENIZER,
-                          languages: list[str] | None = None) -> ImportedMLA:
+def import_mla_checkpoint(
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    model: str = DEFAULT_ARCHITECTURE,
+    tokenizer: str = DEFAULT_TOKENIZER,
+    languages: list[str] | None = None,
+) -> ImportedMLA:
     """Convert an authors' MLA checkpoint into ``out_dir/base`` (whole CLIP) and ``out_dir/mla`` (acquirers and
     embedding). ``languages`` keeps only those languages' acquirers; it is required when the checkpoint has a
     single acquirer stack shared by all languages (the authors' code without ``--m_acquirer``), which is then
@@ -94,11 +98,21 @@ def import_mla_checkpoint(checkpoint: str | Path, out_dir: str | Path, model: st
     _log_dropped(state.dropped)
 
     out_dir = Path(out_dir)
-    run_config = {"checkpoint": str(checkpoint.resolve()), "model": model, "tokenizer": tokenizer,
-                  "languages": list(kept)}
-    base = artifacts.write_checkpoint(out_dir / "base", _unshared(state.clip), clip_checkpoint_config(model),
-                                      stage=STAGE, run_config=run_config, inputs=[checkpoint],
-                                      imported_from=str(checkpoint.resolve()))
+    run_config = {
+        "checkpoint": str(checkpoint.resolve()),
+        "model": model,
+        "tokenizer": tokenizer,
+        "languages": list(kept),
+    }
+    base = artifacts.write_checkpoint(
+        out_dir / "base",
+        _unshared(state.clip),
+        clip_checkpoint_config(model),
+        stage=STAGE,
+        run_config=run_config,
+        inputs=[checkpoint],
+        imported_from=str(checkpoint.resolve()),
+    )
     config = {
         "format": schema.FORMAT_MLA,
         "base": {"model": str(base), "pretrained": None},
@@ -107,11 +121,20 @@ def import_mla_checkpoint(checkpoint: str | Path, out_dir: str | Path, model: st
         "non_native": {"kind": kind, "source": source, "vocab_size": vocab_size, "embed_dim": embed_dim},
         "acquirer_hidden": hidden,
     }
-    mla = artifacts.write_checkpoint(out_dir / "mla", _unshared({**embedding, **acquirers}), config, stage=STAGE,
-                                     run_config=run_config, inputs=[checkpoint, base],
-                                     imported_from=str(checkpoint.resolve()), tokenizer_checked=checked)
-    log(f"import-mla: {len(kept)} language(s) ({', '.join(kept)}), acquirer hidden {hidden}, "
-        f"embedding {vocab_size} x {embed_dim}, base {model} -> {mla}")
+    mla = artifacts.write_checkpoint(
+        out_dir / "mla",
+        _unshared({**embedding, **acquirers}),
+        config,
+        stage=STAGE,
+        run_config=run_config,
+        inputs=[checkpoint, base],
+        imported_from=str(checkpoint.resolve()),
+        tokenizer_checked=checked,
+    )
+    log(
+        f"import-mla: {len(kept)} language(s) ({', '.join(kept)}), acquirer hidden {hidden}, "
+        f"embedding {vocab_size} x {embed_dim}, base {model} -> {mla}"
+    )
     return ImportedMLA(mla, base, tuple(kept), tuple(state.dropped), checked)
 
 
@@ -129,8 +152,10 @@ def _unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def _log_dropped(dropped: list[str]) -> None:
     norms = [k for k in dropped if ".acquirer." in k]
     if norms:
-        log(f"import-mla: dropped {len(norms)} acquirer LayerNorm tensor(s) (acquirer.{{lang}}.ln.*): the authors' "
-            f"forward h + mlp(h) never calls them")
+        log(
+            f"import-mla: dropped {len(norms)} acquirer LayerNorm tensor(s) (acquirer.{{lang}}.ln.*): the authors' "
+            f"forward h + mlp(h) never calls them"
+        )
     for key in (k for k in dropped if ".acquirer." not in k):
         log(f"import-mla: dropped {key} (OpenAI metadata, not a weight)")
 
@@ -150,8 +175,9 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # pickle, zip and torch errors all mean "cannot read this"
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ArtifactError(f"cannot read as a PyTorch state dict with weights_only=True ({first_line[:200]})",
-                                path)
+            raise ArtifactError(
+                f"cannot read as a PyTorch state dict with weights_only=True ({first_line[:200]})", path
+            )
     for _ in range(2):  # {"model": {"state_dict": ...}} exists in the wild too
         if isinstance(state, dict):
             inner = [state[k] for k in WRAPPER_KEYS if isinstance(state.get(k), dict)]
@@ -161,10 +187,11 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         raise ArtifactError(f"unknown layout: expected a state dict of tensors, found {type(state).__name__}", path)
     not_tensors = [str(k) for k, v in state.items() if not isinstance(v, torch.Tensor)]
     if not_tensors:
-        raise ArtifactError(f"unknown layout: {len(not_tensors)} entries are not tensors "
-                            f"({', '.join(not_tensors[:3])})", path)
+        raise ArtifactError(
+            f"unknown layout: {len(not_tensors)} entries are not tensors ({', '.join(not_tensors[:3])})", path
+        )
     if all(str(k).startswith("module.") for k in state):
-        state = {k[len("module."):]: v for k, v in state.items()}
+        state = {k[len("module.") :]: v for k, v in state.items()}
     return state
 
 
@@ -194,11 +221,15 @@ def split_authors_state(state: dict[str, torch.Tensor], path: Path) -> AuthorsSt
         else:
             clip[key] = tensor
     if unknown:
-        raise ArtifactError(f"unknown layout: {len(unknown)} unexpected acquirer/embedding key(s) "
-                            f"({', '.join(unknown[:3])})", path)
+        raise ArtifactError(
+            f"unknown layout: {len(unknown)} unexpected acquirer/embedding key(s) ({', '.join(unknown[:3])})", path
+        )
     if not acquirers:
-        raise ArtifactError("missing keys: no transformer.resblocks.{i}.acquirer.{lang}.mlp.* tensors (a plain CLIP, "
-                            "not an MLA checkpoint?)", path)
+        raise ArtifactError(
+            "missing keys: no transformer.resblocks.{i}.acquirer.{lang}.mlp.* tensors (a plain CLIP, "
+            "not an MLA checkpoint?)",
+            path,
+        )
     missing = [k for k in EMBEDDING_KEYS if k not in embedding]
     if missing:
         raise ArtifactError(f"missing keys: {', '.join(missing)}", path)
@@ -223,17 +254,25 @@ def check_clip_architecture(clip: dict[str, torch.Tensor], model: str, path: Pat
     """The CLIP keys must be exactly ``model``'s state dict; returns the text (width, number of blocks)."""
     expected = architecture_shapes(model)
     if not clip:
-        raise ArtifactError("missing keys: the checkpoint holds no CLIP weights, only acquirers and embeddings",
-                            path)
-    wrong = [f"{k} {tuple(clip[k].shape)} (expected {tuple(s)})" for k, s in expected.items()
-             if k in clip and clip[k].shape != s]
+        raise ArtifactError("missing keys: the checkpoint holds no CLIP weights, only acquirers and embeddings", path)
+    wrong = [
+        f"{k} {tuple(clip[k].shape)} (expected {tuple(s)})"
+        for k, s in expected.items()
+        if k in clip and clip[k].shape != s
+    ]
     missing = [k for k in expected if k not in clip]
     unexpected = [k for k in clip if k not in expected]
     if wrong or (missing and unexpected):
-        detail = ("; ".join(wrong[:2]) if wrong
-                  else f"missing {', '.join(missing[:2])}, unexpected {', '.join(unexpected[:2])}")
-        raise ConfigError(f"wrong architecture: the CLIP weights do not fit --model {model} ({detail}); pass the "
-                          f"open_clip architecture the authors used", path)
+        detail = (
+            "; ".join(wrong[:2])
+            if wrong
+            else f"missing {', '.join(missing[:2])}, unexpected {', '.join(unexpected[:2])}"
+        )
+        raise ConfigError(
+            f"wrong architecture: the CLIP weights do not fit --model {model} ({detail}); pass the "
+            f"open_clip architecture the authors used",
+            path,
+        )
     if missing:
         raise ArtifactError(f"missing keys: {len(missing)} CLIP tensor(s) of {model} ({', '.join(missing[:3])})", path)
     if unexpected:
@@ -243,39 +282,56 @@ def check_clip_architecture(clip: dict[str, torch.Tensor], model: str, path: Pat
     return int(width), num_blocks
 
 
-def convert_acquirers(acquirers: dict[str | None, dict[int, dict[str, torch.Tensor]]], width: int, num_blocks: int,
-                      languages: list[str] | None, path: Path) -> tuple[dict[str, torch.Tensor], int, list[str]]:
+def convert_acquirers(
+    acquirers: dict[str | None, dict[int, dict[str, torch.Tensor]]],
+    width: int,
+    num_blocks: int,
+    languages: list[str] | None,
+    path: Path,
+) -> tuple[dict[str, torch.Tensor], int, list[str]]:
     """Authors' acquirers -> ``acquirers.{lang}.{i}.{c_fc,c_proj}.{weight,bias}``; returns (tensors, hidden, langs)."""
     shared = None in acquirers
     if shared and len(acquirers) > 1:
         raise ArtifactError("unknown layout: both per-language and shared acquirer keys", path)
     if shared and not languages:
-        raise ConfigError("the checkpoint has one acquirer stack shared by all languages (trained without "
-                          "--m_acquirer): name the languages it serves with --lang", path)
+        raise ConfigError(
+            "the checkpoint has one acquirer stack shared by all languages (trained without "
+            "--m_acquirer): name the languages it serves with --lang",
+            path,
+        )
     available = list(acquirers) if not shared else list(languages)
     chosen = list(languages) if languages else available
     absent = [lang for lang in chosen if lang not in available]
     if absent:
         raise ConfigError(f"no acquirers for {', '.join(absent)} in the checkpoint (has {', '.join(available)})", path)
     if schema.NATIVE_LANG in chosen:
-        raise ConfigError(f"acquirers for the native language {schema.NATIVE_LANG!r}: mltk's English path bypasses "
-                          f"acquirers (leave it out with --lang)", path)
+        raise ConfigError(
+            f"acquirers for the native language {schema.NATIVE_LANG!r}: mltk's English path bypasses "
+            f"acquirers (leave it out with --lang)",
+            path,
+        )
     hidden = None
     tensors = {}
     for lang in chosen:
         blocks = acquirers[None if shared else lang]
         extra = sorted(b for b in blocks if b >= num_blocks)
         if extra:
-            raise ConfigError(f"wrong architecture: acquirer for block {extra[0]} of {lang!r}, the text tower has "
-                              f"{num_blocks} blocks", path)
+            raise ConfigError(
+                f"wrong architecture: acquirer for block {extra[0]} of {lang!r}, the text tower has "
+                f"{num_blocks} blocks",
+                path,
+            )
         for block in range(num_blocks):
             parts = blocks.get(block, {})
             absent = [name for name in ACQUIRER_TENSORS if name not in parts]
             if absent:
                 label = lang if not shared else "shared"
-                raise ArtifactError(f"missing keys: transformer.resblocks.{block}.acquirer."
-                                    f"{'' if shared else label + '.'}mlp.{absent[0]} (and {len(absent) - 1} more "
-                                    f"in that block)", path)
+                raise ArtifactError(
+                    f"missing keys: transformer.resblocks.{block}.acquirer."
+                    f"{'' if shared else label + '.'}mlp.{absent[0]} (and {len(absent) - 1} more "
+                    f"in that block)",
+                    path,
+                )
             hidden = hidden or int(parts["c_fc.weight"].shape[0])
             _check_acquirer_shapes(parts, width, hidden, f"block {block} of {lang!r}", path)
             tensors.update({f"acquirers.{lang}.{block}.{name}": parts[name] for name in ACQUIRER_TENSORS})
@@ -283,28 +339,42 @@ def convert_acquirers(acquirers: dict[str | None, dict[int, dict[str, torch.Tens
 
 
 def _check_acquirer_shapes(parts: dict[str, torch.Tensor], width: int, hidden: int, where: str, path: Path) -> None:
-    expected = {"c_fc.weight": (hidden, width), "c_fc.bias": (hidden,),  # W_down, as nn.Linear stores it
-                "c_proj.weight": (width, hidden), "c_proj.bias": (width,)}  # W_up
+    expected = {
+        "c_fc.weight": (hidden, width),
+        "c_fc.bias": (hidden,),  # W_down, as nn.Linear stores it
+        "c_proj.weight": (width, hidden),
+        "c_proj.bias": (width,),
+    }  # W_up
     for name, shape in expected.items():
         if tuple(parts[name].shape) != shape:
-            raise ConfigError(f"wrong architecture: acquirer {name} of {where} has shape {tuple(parts[name].shape)}, "
-                              f"expected {shape} for text width {width}, hidden {hidden}", path)
+            raise ConfigError(
+                f"wrong architecture: acquirer {name} of {where} has shape {tuple(parts[name].shape)}, "
+                f"expected {shape} for text width {width}, hidden {hidden}",
+                path,
+            )
 
 
-def convert_embedding(authors: dict[str, torch.Tensor], width: int,
-                      path: Path) -> tuple[dict[str, torch.Tensor], int, int]:
+def convert_embedding(
+    authors: dict[str, torch.Tensor], width: int, path: Path
+) -> tuple[dict[str, torch.Tensor], int, int]:
     """The non-native table [V, E] and its projection [W, E] + [W] -> mltk keys; returns (tensors, V, E)."""
     table = authors["multilingual_embedding.weight"]
     if table.dim() != 2:
-        raise ArtifactError(f"multilingual_embedding.weight has shape {tuple(table.shape)}, expected [vocab, dim]",
-                            path)
+        raise ArtifactError(
+            f"multilingual_embedding.weight has shape {tuple(table.shape)}, expected [vocab, dim]", path
+        )
     vocab_size, embed_dim = (int(n) for n in table.shape)
-    expected = {"multilingual_embedding_linear.weight": (width, embed_dim),
-                "multilingual_embedding_linear.bias": (width,)}
+    expected = {
+        "multilingual_embedding_linear.weight": (width, embed_dim),
+        "multilingual_embedding_linear.bias": (width,),
+    }
     for key, shape in expected.items():
         if tuple(authors[key].shape) != shape:
-            raise ConfigError(f"wrong architecture: {key} has shape {tuple(authors[key].shape)}, expected {shape} "
-                              f"(text width {width}, embedding dim {embed_dim})", path)
+            raise ConfigError(
+                f"wrong architecture: {key} has shape {tuple(authors[key].shape)}, expected {shape} "
+                f"(text width {width}, embedding dim {embed_dim})",
+                path,
+            )
     return {EMBEDDING_KEYS[k]: v for k, v in authors.items()}, vocab_size, embed_dim
 
 
@@ -323,15 +393,22 @@ def check_tokenizer(source: str, vocab_size: int, path: Path) -> tuple[str, str,
     elif source.startswith(("/", "./", "../", "~")) or "\\" in source:
         raise ConfigError("tokenizer folder not found", source)
     else:
-        log(f"import-mla: loading tokenizer {source!r} to check its vocabulary (offline? HF_HUB_OFFLINE=1 skips "
-            f"the hub's retries)")
+        log(
+            f"import-mla: loading tokenizer {source!r} to check its vocabulary (offline? HF_HUB_OFFLINE=1 skips "
+            f"the hub's retries)"
+        )
         try:
             tokenizer = load_non_native_tokenizer(source)
         except ConfigError as exc:
-            log(f"warning: could not load tokenizer {source!r} to check its vocabulary against the "
-                f"{vocab_size} embedding rows ({exc}); recorded the name, check skipped")
+            log(
+                f"warning: could not load tokenizer {source!r} to check its vocabulary against the "
+                f"{vocab_size} embedding rows ({exc}); recorded the name, check skipped"
+            )
             return "hf", source, False
     if tokenizer.vocab_size != vocab_size:
-        raise ConfigError(f"multilingual_embedding.weight has {vocab_size} rows but tokenizer {tokenizer.source} has "
-                          f"{tokenizer.vocab_size} tokens: wrong --tokenizer?", path)
+        raise ConfigError(
+            f"multilingual_embedding.weight has {vocab_size} rows but tokenizer {tokenizer.source} has "
+            f"{tokenizer.vocab_size} tokens: wrong --tokenizer?",
+            path,
+        )
     return tokenizer.kind, tokenizer.source, True

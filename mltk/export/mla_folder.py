@@ -30,13 +30,19 @@ def export_mla(checkpoint: Path, out_dir: Path, info: dict) -> None:
 
     config = artifacts.read_checkpoint_config(checkpoint)
     if config.get("format") != "mla" or config.get("train", "acquirers") != "acquirers":
-        raise ConfigError("--format mla takes an MLA acquirer checkpoint (train-nlt, train-le, import-mla); a "
-                          "--train full student exports with --format transformers", checkpoint)
+        raise ConfigError(
+            "--format mla takes an MLA acquirer checkpoint (train-nlt, train-le, import-mla); a "
+            "--train full student exports with --format transformers",
+            checkpoint,
+        )
     encoder = load_encoder(checkpoint).eval()
     kind = encoder.non_native.kind
     if kind == "vocab":
-        raise ConfigError("the acquirers read an mltk BPE vocabulary (build-vocab), which no tokenizer outside mltk "
-                          "reads; train with a transformers tokenizer (--tokenizer NAME) to export them", checkpoint)
+        raise ConfigError(
+            "the acquirers read an mltk BPE vocabulary (build-vocab), which no tokenizer outside mltk "
+            "reads; train with a transformers tokenizer (--tokenizer NAME) to export them",
+            checkpoint,
+        )
     (out_dir / "base").mkdir()
     base_config = _write_base(encoder, out_dir / "base", checkpoint)
     tokenizer = "base"
@@ -44,13 +50,25 @@ def export_mla(checkpoint: Path, out_dir: Path, info: dict) -> None:
         tokenizer = "tokenizer"
         encoder.non_native.transformers_tokenizer.save_pretrained(out_dir / tokenizer)
     artifacts.save_tensors(out_dir / "acquirers.safetensors", encoder.state_tensors())
-    artifacts.write_json(out_dir / "mla_config.json", {
-        **base_config, "tokenizer": tokenizer, "native_lang": encoder.native_lang, "languages": encoder.languages,
-        "acquirer": encoder.acquirer})
+    artifacts.write_json(
+        out_dir / "mla_config.json",
+        {
+            **base_config,
+            "tokenizer": tokenizer,
+            "native_lang": encoder.native_lang,
+            "languages": encoder.languages,
+            "acquirer": encoder.acquirer,
+        },
+    )
     shutil.copyfile(LOADER, out_dir / LOADER.name)
-    artifacts.write_json(out_dir / EXPORT_INFO, {
-        **info, "keeps": "the frozen base, the non-native embedding and tokenizer, every language's acquirers",
-        "load": "sys.path.insert(0, FOLDER); from mla_loader import load; load(FOLDER).encode(texts, lang)"})
+    artifacts.write_json(
+        out_dir / EXPORT_INFO,
+        {
+            **info,
+            "keeps": "the frozen base, the non-native embedding and tokenizer, every language's acquirers",
+            "load": "sys.path.insert(0, FOLDER); from mla_loader import load; load(FOLDER).encode(texts, lang)",
+        },
+    )
 
 
 def _write_base(encoder, base_dir: Path, checkpoint: Path) -> dict:
@@ -61,9 +79,12 @@ def _write_base(encoder, base_dir: Path, checkpoint: Path) -> dict:
         from mltk.models.clip import has_hf_text_tower
 
         if has_hf_text_tower(encoder.clip.model):
-            raise ConfigError("the base CLIP has a Hugging Face text tower, which open_clip's local-dir: loader "
-                              "builds from the hub by name; mltk exports MLA on CLIPs with open_clip's own text "
-                              "tower or on text-only transformers towers", checkpoint)
+            raise ConfigError(
+                "the base CLIP has a Hugging Face text tower, which open_clip's local-dir: loader "
+                "builds from the hub by name; mltk exports MLA on CLIPs with open_clip's own text "
+                "tower or on text-only transformers towers",
+                checkpoint,
+            )
         spec = encoder.clip.spec
         write_open_clip_folder(encoder.clip.model, spec.get("architecture", spec.get("model")), base_dir, checkpoint)
         return {"base": "open_clip", "normalize": False}  # CLIP's users normalise, as open_clip's encode_text
@@ -80,6 +101,11 @@ def _write_base(encoder, base_dir: Path, checkpoint: Path) -> dict:
     for index, layer in enumerate(dense_layers(tower.projection, checkpoint)):
         artifacts.save_tensors(base_dir / f"dense_{index}.safetensors", layer[0].state_dict())
         dense.append({"file": f"dense_{index}.safetensors", "activation": type(layer[1]).__name__})
-    return {"base": "transformers", "pooling": tower.pooling, "context_length": tower.context_length,
-            "lower_case": bool(getattr(tower.tokenizer, "lower_case", False)), "dense": dense,
-            "normalize": tower.normalizes_output}
+    return {
+        "base": "transformers",
+        "pooling": tower.pooling,
+        "context_length": tower.context_length,
+        "lower_case": bool(getattr(tower.tokenizer, "lower_case", False)),
+        "dense": dense,
+        "normalize": tower.normalizes_output,
+    }

@@ -90,8 +90,9 @@ class TransformersBase:
 
     def native(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         texts = [t.lower() for t in texts] if self.lower_case else texts
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.context_length,
-                               return_tensors="pt")
+        batch = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.context_length, return_tensors="pt"
+        )
         return batch["input_ids"], batch["attention_mask"].sum(dim=1)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, after_block) -> torch.Tensor:
@@ -140,8 +141,11 @@ class MlaTextEncoder:
             from transformers import AutoTokenizer
 
             self.non_native = AutoTokenizer.from_pretrained(folder / source, trust_remote_code=False)
-            self.end_id = self.non_native.sep_token_id if self.non_native.sep_token_id is not None \
+            self.end_id = (
+                self.non_native.sep_token_id
+                if self.non_native.sep_token_id is not None
                 else self.non_native.eos_token_id
+            )
         self.native_lang, self.languages = self.config["native_lang"], self.config["languages"]
 
     def tokenize(self, texts: list[str], lang: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,8 +154,13 @@ class MlaTextEncoder:
         if self.non_native is None or lang == self.native_lang:
             tokens, lengths = self.base.native(list(texts))
         else:
-            tokens = self.non_native(list(texts), padding="longest", truncation=True,
-                                     max_length=self.base.context_length, return_tensors="pt")["input_ids"]
+            tokens = self.non_native(
+                list(texts),
+                padding="longest",
+                truncation=True,
+                max_length=self.base.context_length,
+                return_tensors="pt",
+            )["input_ids"]
             lengths = first_end(tokens, self.end_id)
         return tokens[:, : int(lengths.max())], lengths
 
@@ -165,6 +174,7 @@ class MlaTextEncoder:
             down = h @ t[f"{key}.c_fc.weight"].T + t[f"{key}.c_fc.bias"]
             down = torch.relu(down) if kind == "mlp" else down
             return h + down @ t[f"{key}.c_proj.weight"].T + t[f"{key}.c_proj.bias"]
+
         return after_block
 
     @torch.no_grad()

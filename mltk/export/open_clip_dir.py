@@ -31,8 +31,11 @@ def open_clip_model_config(architecture: str, path: Path) -> dict:
     if not model_cfg:
         raise ConfigError(f"open_clip does not know the architecture {architecture!r} this checkpoint names", path)
     if model_cfg.get("text_cfg", {}).get("hf_model_name"):
-        raise ConfigError(f"{architecture!r} has a Hugging Face text tower, which open_clip's local-dir: loader "
-                          f"builds from the hub by name; mltk exports CLIPs with open_clip's own text tower", path)
+        raise ConfigError(
+            f"{architecture!r} has a Hugging Face text tower, which open_clip's local-dir: loader "
+            f"builds from the hub by name; mltk exports CLIPs with open_clip's own text tower",
+            path,
+        )
     return copy.deepcopy(model_cfg)
 
 
@@ -44,9 +47,15 @@ def export_open_clip(checkpoint: Path, out_dir: Path, info: dict) -> None:
     architecture = artifacts.read_checkpoint_config(checkpoint).get("model", "")
     model_cfg = open_clip_model_config(architecture, checkpoint)  # refused before loading any weights
     write_open_clip_folder(load_clip(str(checkpoint)).model, architecture, out_dir, checkpoint, model_cfg)
-    artifacts.write_json(out_dir / EXPORT_INFO, {
-        **info, "architecture": architecture, "keeps": "the whole CLIP (both towers, logit scale) and its eval "
-        "transform", "load": "open_clip.create_model_and_transforms('local-dir:FOLDER')"})
+    artifacts.write_json(
+        out_dir / EXPORT_INFO,
+        {
+            **info,
+            "architecture": architecture,
+            "keeps": "the whole CLIP (both towers, logit scale) and its eval transform",
+            "load": "open_clip.create_model_and_transforms('local-dir:FOLDER')",
+        },
+    )
 
 
 def write_open_clip_folder(clip, architecture: str, out_dir: Path, source: Path, model_cfg: dict | None = None) -> None:
@@ -55,8 +64,9 @@ def write_open_clip_folder(clip, architecture: str, out_dir: Path, source: Path,
     import open_clip
 
     model_cfg = model_cfg or open_clip_model_config(architecture, source)
-    preprocess = {k: list(v) if isinstance(v, tuple) else v
-                  for k, v in open_clip.get_model_preprocess_cfg(clip).items()}
+    preprocess = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in open_clip.get_model_preprocess_cfg(clip).items()
+    }
     artifacts.write_json(out_dir / OPEN_CLIP_CONFIG, {"model_cfg": model_cfg, "preprocess_cfg": preprocess})
     artifacts.save_tensors(out_dir / OPEN_CLIP_WEIGHTS, {k: v.detach() for k, v in clip.state_dict().items()})
 
@@ -67,12 +77,19 @@ def check_open_clip_source(checkpoint: Path, config: dict) -> None:
     if fmt == schema.FORMAT_OPEN_CLIP:
         return
     if fmt == schema.FORMAT_CLL:
-        raise ConfigError("a CLL-CLIP model grows the tokenizer's vocabulary, which open_clip's tokenizer cannot "
-                          "read (it loads only CLIP's own merges and pools at the largest token id); a table on a "
-                          "text-only Hugging Face tower exports with --format transformers", checkpoint)
+        raise ConfigError(
+            "a CLL-CLIP model grows the tokenizer's vocabulary, which open_clip's tokenizer cannot "
+            "read (it loads only CLIP's own merges and pools at the largest token id); a table on a "
+            "text-only Hugging Face tower exports with --format transformers",
+            checkpoint,
+        )
     if fmt == schema.FORMAT_MLA:
-        raise ConfigError("an MLA checkpoint adds acquirers or a student to a frozen base, which open_clip cannot "
-                          "run; export acquirers with --format mla, a --train full student on a Hugging Face tower "
-                          "with --format transformers", checkpoint)
-    raise ConfigError(f"--format open_clip takes a whole CLIP (mltk pretrain); this is a {fmt!r} checkpoint",
-                      checkpoint)
+        raise ConfigError(
+            "an MLA checkpoint adds acquirers or a student to a frozen base, which open_clip cannot "
+            "run; export acquirers with --format mla, a --train full student on a Hugging Face tower "
+            "with --format transformers",
+            checkpoint,
+        )
+    raise ConfigError(
+        f"--format open_clip takes a whole CLIP (mltk pretrain); this is a {fmt!r} checkpoint", checkpoint
+    )

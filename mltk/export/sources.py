@@ -12,10 +12,12 @@ from mltk.artifacts import schema
 from mltk.core.errors import ConfigError
 from mltk.export.hf import HFTextModel, dense_layers, encoder_with_words
 
-ACQUIRERS_REFUSAL = ("MLA acquirers run after every layer of the frozen tower and cannot be folded into its weights, "
-                     "so no transformers or sentence-transformers model can hold them without remote code (why: "
-                     "docs/export.md); export them with --format mla (a self-contained folder with a standalone "
-                     "loader), or train with --train full for a model sentence-transformers loads")
+ACQUIRERS_REFUSAL = (
+    "MLA acquirers run after every layer of the frozen tower and cannot be folded into its weights, "
+    "so no transformers or sentence-transformers model can hold them without remote code (why: "
+    "docs/export.md); export them with --format mla (a self-contained folder with a standalone "
+    "loader), or train with --train full for a model sentence-transformers loads"
+)
 
 
 def hf_text_model(checkpoint: Path, config: dict) -> HFTextModel:
@@ -33,9 +35,12 @@ def hf_text_model(checkpoint: Path, config: dict) -> HFTextModel:
 
 def _text_only_base(encoder, checkpoint: Path, what: str) -> Path:
     if encoder.clip is not None:
-        raise ConfigError(f"{what} on a CLIP's text tower: open_clip's text projection and pooler have no "
-                          f"transformers or sentence-transformers equivalent; mltk exports {what} on a text-only "
-                          f"transformers / sentence-transformers tower (all-MiniLM-L6-v2)", checkpoint)
+        raise ConfigError(
+            f"{what} on a CLIP's text tower: open_clip's text projection and pooler have no "
+            f"transformers or sentence-transformers equivalent; mltk exports {what} on a text-only "
+            f"transformers / sentence-transformers tower (all-MiniLM-L6-v2)",
+            checkpoint,
+        )
     return Path(encoder.base.spec["model"])
 
 
@@ -51,16 +56,29 @@ def _from_student(checkpoint: Path) -> HFTextModel:
     elif non_native.kind == "hf":
         tokenizer, lower_case = non_native.transformers_tokenizer, False
     else:
-        raise ConfigError("the student reads an mltk BPE vocabulary, which has no transformers tokenizer; export a "
-                          "student trained with the tower's own or a transformers tokenizer", checkpoint)
+        raise ConfigError(
+            "the student reads an mltk BPE vocabulary, which has no transformers tokenizer; export a "
+            "student trained with the tower's own or a transformers tokenizer",
+            checkpoint,
+        )
     with torch.no_grad():
         words = encoder.embedding(torch.arange(non_native.vocab_size)[None])[0]  # [V, W] = table @ proj.T + b
         state = {k: v.detach() for k, v in student.transformer.state_dict().items()}
     model = encoder_with_words(base, words, state, tokenizer.pad_token_id)
-    return HFTextModel(model, tokenizer.save_pretrained, student.pooling, student.context_length, lower_case,
-                       dense_layers(student.projection, checkpoint), student.normalizes_output,
-                       {"kind": "train-nlt --train full student", "languages": encoder.languages,
-                        "english": "mltk encodes English with the frozen base model, not this student"})
+    return HFTextModel(
+        model,
+        tokenizer.save_pretrained,
+        student.pooling,
+        student.context_length,
+        lower_case,
+        dense_layers(student.projection, checkpoint),
+        student.normalizes_output,
+        {
+            "kind": "train-nlt --train full student",
+            "languages": encoder.languages,
+            "english": "mltk encodes English with the frozen base model, not this student",
+        },
+    )
 
 
 def _from_grown_table(checkpoint: Path) -> HFTextModel:
@@ -70,15 +88,21 @@ def _from_grown_table(checkpoint: Path) -> HFTextModel:
 
     encoder = load_continual_encoder(checkpoint).eval()
     if encoder.clip is not None:
-        raise ConfigError("a CLL-CLIP model on a CLIP grows CLIP's BPE vocabulary, which open_clip's tokenizer "
-                          "cannot read (it loads only CLIP's own merges and pools at the largest token id) and no "
-                          "transformers tokenizer reproduces; mltk exports CLL-CLIP tables on a text-only Hugging "
-                          "Face tower", checkpoint)
+        raise ConfigError(
+            "a CLL-CLIP model on a CLIP grows CLIP's BPE vocabulary, which open_clip's tokenizer "
+            "cannot read (it loads only CLIP's own merges and pools at the largest token id) and no "
+            "transformers tokenizer reproduces; mltk exports CLL-CLIP tables on a text-only Hugging "
+            "Face tower",
+            checkpoint,
+        )
     method = encoder.method
     if type(method).encode is not ContinualMethod.encode:
-        raise ConfigError(f"method {method.name} changes the tower's forward (adapters, LoRA or prompts), which a "
-                          f"plain transformers model cannot hold; only the table of cll-clip, oewc, er and der "
-                          f"exports", checkpoint)
+        raise ConfigError(
+            f"method {method.name} changes the tower's forward (adapters, LoRA or prompts), which a "
+            f"plain transformers model cannot hold; only the table of cll-clip, oewc, er and der "
+            f"exports",
+            checkpoint,
+        )
     base = Path(encoder.base.spec["model"])
     grown, tower = encoder.tokenizer, encoder.tower
 
@@ -88,9 +112,19 @@ def _from_grown_table(checkpoint: Path) -> HFTextModel:
         (out_dir / "vocab.txt").write_text("".join(token + "\n" for token in grown.tokens), encoding="utf-8")
 
     model = encoder_with_words(base, encoder.table.detach(), pad_token_id=grown.pad_token_id)
-    return HFTextModel(model, write_tokenizer, tower.pooling, tower.context_length - method.reserved_positions,
-                       grown.lower_case, dense_layers(tower.projection, checkpoint), tower.normalizes_output,
-                       {"kind": "CLL-CLIP grown table", "languages": encoder.trained_languages,
-                        "vocab_size": encoder.vocab_size,
-                        "english": "the tasks' languages read the trained table; a text-only run in mltk encodes "
-                                   "English with the frozen base model (the teacher)"})
+    return HFTextModel(
+        model,
+        write_tokenizer,
+        tower.pooling,
+        tower.context_length - method.reserved_positions,
+        grown.lower_case,
+        dense_layers(tower.projection, checkpoint),
+        tower.normalizes_output,
+        {
+            "kind": "CLL-CLIP grown table",
+            "languages": encoder.trained_languages,
+            "vocab_size": encoder.vocab_size,
+            "english": "the tasks' languages read the trained table; a text-only run in mltk encodes "
+            "English with the frozen base model (the teacher)",
+        },
+    )

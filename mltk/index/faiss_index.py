@@ -11,7 +11,8 @@ index's vector i. Scores are inner products; vectors (and queries) are L2-normal
 
 ``query(index_path, vectors, k)`` is the one search entry point: image queries pass image vectors
 (``query_vectors_from_embeddings``, ``query_vectors_from_npy``); text queries pass texts encoded by a checkpoint
-in their language (``query_vectors_from_texts``, through ``mltk.encode.texts``).
+in their language (``query_vectors_from_texts``, through ``mltk.encode.texts``). ``write_contact_sheet`` lays out
+what queries retrieved; ``mltk.index.sheet_drawing`` draws its tiles.
 """
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ from mltk import artifacts
 from mltk.artifacts import loose, schema
 from mltk.core.errors import ArtifactError, ConfigError
 from mltk.core.runtime import log, resolve_runtime
+from mltk.index.sheet_drawing import (  # noqa: F401 (API)
+    CARD_BACKGROUND,
+    INK,
+    LABEL_LINES,
+    MISSING_TILE,
+    MUTED,
+    SHEET_BACKGROUND,
+    SHEET_MARGIN,
+    TILE_GAP,
+    SheetFonts,
+    text_card,
+    thumbnail,
+    tile_labels,
+)
 
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 
@@ -57,23 +72,30 @@ def build_index(config: IndexConfig) -> Path:
     """Index the vectors of an embeddings artifact; returns the index artifact path."""
     if config.kind not in INDEX_KINDS:
         raise ConfigError(f"--kind must be one of {', '.join(INDEX_KINDS)}, got {config.kind!r}")
-    existing = artifacts.reusable(config.out, "index", stage="index build", config=config,
-                                  inputs=[config.embeddings])
+    existing = artifacts.reusable(config.out, "index", stage="index build", config=config, inputs=[config.embeddings])
     if existing is not None:
         return existing
     table, vectors = artifacts.load_embeddings(config.embeddings)
     if len(vectors) == 0:
-        raise ArtifactError("holds no vectors; an index of nothing would answer every query with nothing",
-                            config.embeddings)
+        raise ArtifactError(
+            "holds no vectors; an index of nothing would answer every query with nothing", config.embeddings
+        )
     vectors = normalized_float32(vectors)
     index, settings = _new_index(config, vectors)
     log(f"indexing {len(vectors)} vectors of dim {vectors.shape[1]} ({config.kind})")
     index.add(vectors)
-    with artifacts.ArtifactWriter(config.out, "index", stage="index build", config=config,
-                                  inputs=[config.embeddings]) as writer:
+    with artifacts.ArtifactWriter(
+        config.out, "index", stage="index build", config=config, inputs=[config.embeddings]
+    ) as writer:
         artifacts.write_index_files(writer.dir, index, table)
-        writer.manifest.update(index_kind=config.kind, count=int(index.ntotal), dim=int(vectors.shape[1]),
-                               metric="inner_product", normalized=True, **settings)
+        writer.manifest.update(
+            index_kind=config.kind,
+            count=int(index.ntotal),
+            dim=int(vectors.shape[1]),
+            metric="inner_product",
+            normalized=True,
+            **settings,
+        )
     return writer.path
 
 
@@ -114,12 +136,13 @@ class OpenIndex:
 
     path: Path
     index: faiss.Index
-    ids: np.ndarray          # [count] str
-    table: pa.Table          # ids.parquet (id plus the embedding table's other columns)
+    ids: np.ndarray  # [count] str
+    table: pa.Table  # ids.parquet (id plus the embedding table's other columns)
     manifest: dict
 
-    def search(self, vectors: np.ndarray, k: int = 10, exclude: Sequence[str] | None = None
-               ) -> list[tuple[list[str], list[float]]]:
+    def search(
+        self, vectors: np.ndarray, k: int = 10, exclude: Sequence[str] | None = None
+    ) -> list[tuple[list[str], list[float]]]:
         """Top-``k`` ``(ids, scores)`` per query vector [Q, d], best first (fewer when the index holds fewer).
 
         ``exclude`` (one id per query) leaves that id out of its query's results: a query taken from the indexed
@@ -130,8 +153,9 @@ class OpenIndex:
             raise ArtifactError("the index holds no vectors; there is nothing to search", self.path)
         queries = np.asarray(vectors)
         if queries.ndim != 2 or queries.shape[1] != self.index.d:
-            raise ArtifactError(f"query vectors have shape {tuple(queries.shape)}, the index has dim {self.index.d}",
-                                self.path)
+            raise ArtifactError(
+                f"query vectors have shape {tuple(queries.shape)}, the index has dim {self.index.d}", self.path
+            )
         if exclude is not None and len(exclude) != len(queries):
             raise ValueError(f"{len(exclude)} ids to exclude for {len(queries)} queries")
         wanted = min(k + (exclude is not None), self.index.ntotal)
@@ -176,9 +200,16 @@ def query_vectors_from_embeddings(path: Path, ids: Sequence[str] = ()) -> tuple[
     return list(ids), np.asarray(vectors[[position[i] for i in ids]])
 
 
-def query_vectors_from_texts(texts: Sequence[str], lang: str, model: str, *, pretrained: str | None = None,
-                             device: str = "auto", precision: str = "auto", batch_size: int = 256
-                             ) -> tuple[list[str], np.ndarray]:
+def query_vectors_from_texts(
+    texts: Sequence[str],
+    lang: str,
+    model: str,
+    *,
+    pretrained: str | None = None,
+    device: str = "auto",
+    precision: str = "auto",
+    batch_size: int = 256,
+) -> tuple[list[str], np.ndarray]:
     """Text queries of one language encoded through ``model`` (a checkpoint artifact of any format that
     ``mltk.encode.texts`` reads, or an open_clip name with ``pretrained``), by that language's own path. The query
     ids are the texts; vectors [Q, d] are L2-normalised float32."""
@@ -222,20 +253,24 @@ def query_vectors_from_npy(path: Path) -> tuple[list[str], np.ndarray]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-TILE_GAP, LABEL_LINES, SHEET_MARGIN = 8, 2, 12
-SHEET_BACKGROUND, CARD_BACKGROUND, MISSING_TILE, INK, MUTED = "white", (255, 248, 225), (200, 200, 200), (25, 25, 25), \
-    (105, 105, 105)
-
-
 def check_contact_sheet(out_png: Path, sources: Sequence[Path | None], overwrite: bool = False) -> None:
     """Refuse a --contact-sheet path before any query work: inside an input or an artifact, behind a symlink, or
     an existing file without ``overwrite`` (``mltk.artifacts.loose``)."""
     loose.check_target(out_png, [s for s in sources if s is not None], what="--contact-sheet", overwrite=overwrite)
 
 
-def write_contact_sheet(out_png: Path, query_ids: Sequence[str], results: Sequence[tuple[list[str], list[float]]],
-                        images_path: Path, *, index: OpenIndex | None = None, thumb: int = 128,
-                        max_rows: int = 20, inputs: Sequence[Path] = (), overwrite: bool | None = None) -> Path:
+def write_contact_sheet(
+    out_png: Path,
+    query_ids: Sequence[str],
+    results: Sequence[tuple[list[str], list[float]]],
+    images_path: Path,
+    *,
+    index: OpenIndex | None = None,
+    thumb: int = 128,
+    max_rows: int = 20,
+    inputs: Sequence[Path] = (),
+    overwrite: bool | None = None,
+) -> Path:
     """A PNG grid: one row per query (at most ``max_rows``). The first tile is the query: its image when the
     images artifact has one with that id, else a card with the whole query text (wrapped; a text query's id is
     its text). Then the retrieved images, scaled to fill their tiles, each labelled with rank, score and image id
@@ -263,19 +298,19 @@ def write_contact_sheet(out_png: Path, query_ids: Sequence[str], results: Sequen
     for row, (query_id, ids, scores) in enumerate(shown):
         top = SHEET_MARGIN + row * (thumb + label + TILE_GAP)
         if query_id in images:
-            sheet.paste(_thumbnail(images, query_id, thumb, thumb), (SHEET_MARGIN, top))
-            _labels(draw, fonts, (SHEET_MARGIN, top + thumb + 2), first, ["query image", query_id])
+            sheet.paste(thumbnail(images, query_id, thumb, thumb), (SHEET_MARGIN, top))
+            tile_labels(draw, fonts, (SHEET_MARGIN, top + thumb + 2), first, ["query image", query_id])
         else:
-            _text_card(draw, fonts, (SHEET_MARGIN, top, SHEET_MARGIN + first, top + thumb), query_id)
-            _labels(draw, fonts, (SHEET_MARGIN, top + thumb + 2), first, ["text query"])
+            text_card(draw, fonts, (SHEET_MARGIN, top, SHEET_MARGIN + first, top + thumb), query_id)
+            tile_labels(draw, fonts, (SHEET_MARGIN, top + thumb + 2), first, ["text query"])
         for rank, (identifier, score) in enumerate(zip(ids, scores)):
             left = SHEET_MARGIN + first + TILE_GAP + rank * (thumb + TILE_GAP)
             image_id = to_image_id(identifier)
-            sheet.paste(_thumbnail(images, image_id, thumb, thumb), (left, top))
+            sheet.paste(thumbnail(images, image_id, thumb, thumb), (left, top))
             if image_id not in images:
                 draw.text((left + thumb / 2, top + thumb / 2), "no image", font=fonts.font(), fill=MUTED, anchor="mm")
             name = image_id if image_id == identifier else f"{image_id} ({identifier})"
-            _labels(draw, fonts, (left, top + thumb + 2), thumb, [f"#{rank + 1}  {score:.3f}", name])
+            tile_labels(draw, fonts, (left, top + thumb + 2), thumb, [f"#{rank + 1}  {score:.3f}", name])
     buffer = io.BytesIO()
     sheet.save(buffer, format="PNG")
     return loose.write_file(out_png, buffer.getvalue(), sources, what="--contact-sheet", overwrite=overwrite)
@@ -286,111 +321,17 @@ def _check_labels(query_ids, results, to_image_id, source: Path) -> None:
     the artifact it came from) rather than failing deep inside the text layout."""
     from mltk.core.names import control_characters
 
-    for identifier in [*query_ids, *(i for ids, _ in results for i in ids), *(to_image_id(i) for ids, _ in results
-                                                                             for i in ids)]:
+    for identifier in [
+        *query_ids,
+        *(i for ids, _ in results for i in ids),
+        *(to_image_id(i) for ids, _ in results for i in ids),
+    ]:
         bad = control_characters(str(identifier))
         if bad:
-            raise ArtifactError(f"id {str(identifier)[:60]!r} holds the control character {bad[0]}; the contact "
-                                f"sheet cannot label it", source)
-
-
-_ARABIC = ((0x0600, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08FF), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF))
-_KANA = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F))
-_CJK = ((0x2E80, 0x9FFF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF))
-
-
-def _in(ranges, text: str) -> bool:
-    return any(low <= ord(ch) <= high for ch in text for low, high in ranges)
-
-
-class SheetFonts:
-    """The contact sheet's fonts at one size: Noto Sans (Latin, Greek, Cyrillic), Noto Sans CJK SC for Han and
-    its JP face for text with kana, and Noto Sans Arabic, set right to left through raqm where Pillow has it
-    (raqm also joins the letters). Without the font packages Pillow's own font is used (Latin only)."""
-
-    def __init__(self, size: int):
-        from PIL import ImageFont, features
-
-        self.size = size
-        self.bidi = features.check("raqm")
-        self.layout = ImageFont.Layout.RAQM if self.bidi else ImageFont.Layout.BASIC
-        try:
-            import fontpkg_noto_sans
-            import fontpkg_noto_sans_arabic
-            import noto_cjk_sans_otc
-
-            cjk = str(noto_cjk_sans_otc.FONT_PATH)  # a collection: face 0 is JP, face 2 SC
-            arabic = str(next((fontpkg_noto_sans_arabic.ROOT / "files").glob("NotoSansArabic*.ttf")))
-            sans = str(next((fontpkg_noto_sans.ROOT / "files").glob("NotoSans[[]*.ttf")))
-            self.faces = {"sans": (sans, 0), "sc": (cjk, 2), "jp": (cjk, 0), "arabic": (arabic, 0)}
-        except (ImportError, StopIteration):
-            self.faces = {}
-        self._cache: dict = {}
-        self.line_height = round(size * 1.35)
-
-    def font(self, text: str = "", size: int | None = None):
-        """The face that covers ``text`` (Arabic, kana, Han, or else Noto Sans), at ``size``."""
-        from PIL import ImageFont
-
-        face = "arabic" if _in(_ARABIC, text) else "jp" if _in(_KANA, text) else "sc" if _in(_CJK, text) else "sans"
-        key = (face, size or self.size)
-        if key not in self._cache:
-            if face in self.faces:
-                path, index = self.faces[face]
-                self._cache[key] = ImageFont.truetype(path, key[1], index=index, layout_engine=self.layout)
-            else:
-                self._cache[key] = ImageFont.load_default(size=key[1])
-        return self._cache[key]
-
-    def direction(self, text: str) -> str | None:
-        """``rtl`` for Arabic where raqm can lay it out (it also joins the letters), else the default."""
-        return "rtl" if self.bidi and _in(_ARABIC, text) else None
-
-
-def _wrap(text: str, font, width: float, direction: str | None) -> list[str]:
-    """Greedy line breaking at spaces, and between any two CJK characters, to fit ``width`` pixels."""
-    import re
-
-    units = re.findall(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef][\s\u3000-\u303f\uff01-\uff0f]*|[^\s\u2e80-\u9fff"
-                       r"\uf900-\ufaff\uff00-\uffef]+\s*|\s+", text)
-    lines, line = [], ""
-    for unit in units:
-        if line and font.getlength((line + unit).rstrip(), direction=direction) > width:
-            lines.append(line.rstrip())
-            line = unit.lstrip()
-        else:
-            line += unit
-    if line.strip():
-        lines.append(line.rstrip())
-    return lines
-
-
-def _text_card(draw, fonts: SheetFonts, box: tuple[int, int, int, int], text: str) -> None:
-    """The whole of ``text`` wrapped into ``box``, at the largest size (down to 8 px) at which it fits."""
-    left, top, right, bottom = box
-    draw.rectangle(box, fill=CARD_BACKGROUND, outline=(225, 205, 150))
-    pad, direction = 8, fonts.direction(text)
-    for size in range(round(fonts.size * 1.5), 7, -1):
-        font = fonts.font(text, size)
-        lines = _wrap(text, font, right - left - 2 * pad, direction)
-        line_height = round(size * 1.35)
-        if len(lines) * line_height <= bottom - top - 2 * pad:
-            break
-    y = top + (bottom - top - len(lines) * line_height) / 2
-    for line in lines:
-        x, anchor = (right - pad, "ra") if direction == "rtl" else (left + pad, "la")
-        draw.text((x, y), line, font=font, fill=INK, anchor=anchor, direction=direction)
-        y += line_height
-
-
-def _labels(draw, fonts: SheetFonts, origin: tuple[int, int], width: int, lines: list[str]) -> None:
-    """Label lines under a tile, each shortened with an ellipsis only when it is wider than the tile."""
-    x, y = origin
-    for n, line in enumerate(lines[:LABEL_LINES]):
-        font = fonts.font(line)
-        while len(line) > 1 and font.getlength(line) > width:
-            line = line[:-2] + "…"
-        draw.text((x, y + n * fonts.line_height), line, font=font, fill=INK if n == 0 else MUTED)
+            raise ArtifactError(
+                f"id {str(identifier)[:60]!r} holds the control character {bad[0]}; the contact sheet cannot label it",
+                source,
+            )
 
 
 def _image_lookup(images_path: Path) -> dict:
@@ -404,24 +345,3 @@ def _image_id_mapper(index: OpenIndex | None):
         return lambda identifier: identifier
     mapping = dict(zip(index.ids.tolist(), index.table.column("image_id").cast(pa.string()).to_pylist()))
     return lambda identifier: mapping.get(identifier, identifier)
-
-
-def _thumbnail(images: dict, image_id: str, width: int, height: int):
-    """The image scaled (up or down, aspect kept) to fill a ``width`` x ``height`` tile, centred on a light
-    background; a grey tile when it is missing or unreadable."""
-    from PIL import Image, UnidentifiedImageError
-
-    tile = Image.new("RGB", (width, height), MISSING_TILE)
-    source = images.get(image_id)
-    if source is None:
-        return tile  # the label under it names the id
-    try:
-        picture = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source).convert("RGB")
-    except (OSError, UnidentifiedImageError):
-        return tile
-    scale = min(width / picture.width, height / picture.height)
-    size = (max(1, round(picture.width * scale)), max(1, round(picture.height * scale)))
-    picture = picture.resize(size, Image.Resampling.LANCZOS if scale < 1 else Image.Resampling.BICUBIC)
-    tile.paste((240, 240, 240), (0, 0, width, height))
-    tile.paste(picture, ((width - size[0]) // 2, (height - size[1]) // 2))
-    return tile

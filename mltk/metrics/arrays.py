@@ -119,8 +119,9 @@ class TorchOps:
         return self.torch.zeros(shape, dtype=getattr(self.torch, dtype), device=self.device)
 
     def full(self, shape, value: float, dtype: str = "float32"):
-        return self.torch.full(shape if isinstance(shape, tuple) else (shape,), value,
-                               dtype=getattr(self.torch, dtype), device=self.device)
+        return self.torch.full(
+            shape if isinstance(shape, tuple) else (shape,), value, dtype=getattr(self.torch, dtype), device=self.device
+        )
 
     def empty(self, shape, dtype: str = "float32"):
         return self.torch.empty(shape, dtype=getattr(self.torch, dtype), device=self.device)

@@ -41,9 +41,9 @@ def grouped_ranks(
     rows = max(1, int(chunk_mb * 2**20) // (max(gallery_t.shape[0], 1) * 7))  # float32 score + three bool masks
     for start in range(0, query_t.shape[0], rows):
         stop = min(start + rows, query_t.shape[0])
-        scores = ops.mm(query_t[start:stop], gallery_t.T)                          # [c, G]
-        positive = query_codes[start:stop, None] == gallery_codes[None, :]         # [c, G]
-        best = ops.row_max_where(scores, positive)                                 # [c, 1]
+        scores = ops.mm(query_t[start:stop], gallery_t.T)  # [c, G]
+        positive = query_codes[start:stop, None] == gallery_codes[None, :]  # [c, G]
+        best = ops.row_max_where(scores, positive)  # [c, 1]
         counted = ops.count_rows((scores >= best) & ~positive)
         above = ops.count_rows(scores > best)
         has_positive = ops.count_rows(positive) > 0

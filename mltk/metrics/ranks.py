@@ -1,4 +1,5 @@
-"""Retrieval metrics: ranks by counting, Recall@K, median/mean rank, MRV and the continual-learning metrics.
+"""Retrieval metrics: ranks by counting, Recall@K, median/mean rank and MRV (the continual-learning
+metrics are ``mltk.metrics.continual``).
 
 Conventions (stated again in every metrics artifact, see ``SETTINGS``):
 
@@ -19,8 +20,8 @@ Conventions (stated again in every metrics artifact, see ``SETTINGS``):
 
 Public functions: ``bidirectional_ranks`` (``rank_both_directions`` also gives the ties) and
 ``ranks_from_scores`` (rank helpers), ``recall_at_k``,
-``rank_summary``, ``average_recall``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV),
-``continual_metrics``, and ``grouped_ranks`` (several positives per query, as in caption-to-caption retrieval by
+``rank_summary``, ``average_recall``, ``mean_rank_variance`` and ``align_instance_ranks`` (MRV);
+``grouped_ranks`` (several positives per query, as in caption-to-caption retrieval by
 image); ``as_float32_tensor`` prepares vectors for them once.
 """
 
@@ -35,15 +36,20 @@ import numpy as np
 
 from mltk.core.runtime import track
 from mltk.metrics.arrays import NumpyOps, TorchOps, array_ops, is_torch_tensor
+from mltk.metrics.continual import AVERAGE_RECALL_FORMULA, FORGETTING_FORMULA, continual_metrics  # noqa: F401 (API)
 
 DEFAULT_KS = (1, 5, 10)
 Scorer = Callable[[Any, Any], Any]  # (left [c, d], right [m, d]) torch tensors -> scores [c, m]
 MRV_VARIANTS = ("paper", "code")
 
-TIE_RULE = ("pessimistic: gallery items (other than the query's own ground truths) whose score ties with the ground "
-            "truth's count against it (ranked above it); ties.* counts the ground truths that tie")
-RANK_BASE = ("median_rank and mean_rank are 1-based (a ground truth at the top has rank 1); MRV uses 0-based "
-             "ranks (variance and standard deviation do not depend on the base)")
+TIE_RULE = (
+    "pessimistic: gallery items (other than the query's own ground truths) whose score ties with the ground "
+    "truth's count against it (ranked above it); ties.* counts the ground truths that tie"
+)
+RANK_BASE = (
+    "median_rank and mean_rank are 1-based (a ground truth at the top has rank 1); MRV uses 0-based "
+    "ranks (variance and standard deviation do not depend on the base)"
+)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -56,23 +62,31 @@ class RankResult:
     """0-based ranks of the ground truths in both directions (pessimistic tie rule) and, for each, whether its
     score ties with another candidate's (such a candidate is counted above it)."""
 
-    left: np.ndarray          # [N] int64, -1 for a left item that owns no right item
-    right: np.ndarray         # [M] int64
-    left_tied: np.ndarray     # [N] bool
-    right_tied: np.ndarray    # [M] bool
+    left: np.ndarray  # [N] int64, -1 for a left item that owns no right item
+    right: np.ndarray  # [M] int64
+    left_tied: np.ndarray  # [N] bool
+    right_tied: np.ndarray  # [M] bool
 
 
-def bidirectional_ranks(left, right, right_to_left: Sequence[int] | np.ndarray,
-                        **options: Any) -> tuple[np.ndarray, np.ndarray]:
+def bidirectional_ranks(
+    left, right, right_to_left: Sequence[int] | np.ndarray, **options: Any
+) -> tuple[np.ndarray, np.ndarray]:
     """``(left_ranks [N], right_ranks [M])`` of ``rank_both_directions`` (same options: ``chunk_mb``, ``device``,
     ``progress``), without the ties."""
     result = rank_both_directions(left, right, right_to_left, **options)
     return result.left, result.right
 
 
-def rank_both_directions(left, right, right_to_left: Sequence[int] | np.ndarray, *, chunk_mb: float = 256,
-                         device: Any = "cpu", progress: str | None = None,
-                         scorer: Scorer | None = None) -> RankResult:
+def rank_both_directions(
+    left,
+    right,
+    right_to_left: Sequence[int] | np.ndarray,
+    *,
+    chunk_mb: float = 256,
+    device: Any = "cpu",
+    progress: str | None = None,
+    scorer: Scorer | None = None,
+) -> RankResult:
     """0-based ranks of the ground truths in both retrieval directions, from one chunked pass.
 
     ``left`` [N, d] are e.g. images, ``right`` [M, d] e.g. captions (numpy arrays or torch tensors);
@@ -98,31 +112,43 @@ def rank_both_directions(left, right, right_to_left: Sequence[int] | np.ndarray,
     own row, so the result never depends on that.
     """
     ops = array_ops(device, left, right, torch_scorer=scorer is not None)
-    left_t, right_t = ops.float32(left), ops.float32(right)             # [N, d], [M, d]
-    owner = ops.int64(right_to_left)                                    # [M]
+    left_t, right_t = ops.float32(left), ops.float32(right)  # [N, d], [M, d]
+    owner = ops.int64(right_to_left)  # [M]
     n_left, n_right = left_t.shape[0], right_t.shape[0]
     _check_rank_inputs(left_t, right_t, owner)
     if n_left == 0 or n_right == 0:
         empty = np.full(n_left, -1, dtype=np.int64)
         return RankResult(empty, np.zeros(n_right, np.int64), np.zeros(n_left, bool), np.zeros(n_right, bool))
-    by_owner = ops.stable_argsort(owner)                                # right items grouped by owner
+    by_owner = ops.stable_argsort(owner)  # right items grouped by owner
     owner_start = ops.searchsorted(owner[by_owner], ops.arange(n_left + 1))  # [N + 1]
     thresholds = _owner_scores(ops, left_t, right_t, owner, by_owner, owner_start, scorer=scorer)  # [M]
     left_ranks, left_above, right_above, right_at_or_above, mismatched = _counting_pass(
-        ops, left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds, chunk_mb, progress, scorer)
-    right_ranks = right_at_or_above - 1                                 # the owner's own score is not counted
+        ops, left_t, right_t, owner, by_owner, owner_start.tolist(), thresholds, chunk_mb, progress, scorer
+    )
+    right_ranks = right_at_or_above - 1  # the owner's own score is not counted
     has_own = ops.numpy(owner_start[1:] > owner_start[:-1])
     left_ranks[~has_own] = -1
     if bool(mismatched.any()):
         redo = ops.flatnonzero(mismatched)
         redo_np = ops.numpy(redo)
-        right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(ops, right_t[redo], left_t, owner[redo],
-                                                                         chunk_mb, scorer)
+        right_ranks[redo_np], right_above[redo_np] = _single_owner_ranks(
+            ops, right_t[redo], left_t, owner[redo], chunk_mb, scorer
+        )
     return RankResult(left_ranks, right_ranks, has_own & (left_ranks > left_above), right_ranks > right_above)
 
 
-def _counting_pass(ops: NumpyOps | TorchOps, left_t, right_t, owner, by_owner, bounds: list[int], thresholds,
-                   chunk_mb: float, progress: str | None, scorer: Scorer | None = None):
+def _counting_pass(
+    ops: NumpyOps | TorchOps,
+    left_t,
+    right_t,
+    owner,
+    by_owner,
+    bounds: list[int],
+    thresholds,
+    chunk_mb: float,
+    progress: str | None,
+    scorer: Scorer | None = None,
+):
     """The main pass of ``rank_both_directions``: S = left @ right.T a chunk of rows at a time. Returns the left
     ranks and strict counts [N], the right strict and at-or-above counts [M], and the right items whose threshold
     differs from the big product's [M] bool. ``bounds[i]:bounds[i + 1]`` are left item i's right items in
@@ -143,17 +169,17 @@ def _counting_pass(ops: NumpyOps | TorchOps, left_t, right_t, owner, by_owner, b
             scores = ops.mm(left_t[start:stop], right_t_transposed, out=scores_buffer[: stop - start])  # [c, M]
         else:
             scores = scorer(left_t[start:stop], right_t)  # [c, M]
-        own = by_owner[bounds[start]:bounds[stop]]                      # right items owned by this chunk
+        own = by_owner[bounds[start] : bounds[stop]]  # right items owned by this chunk
         own_rows = owner[own] - start
         own_scores = scores[own_rows, own]
         mismatched[own] = own_scores != thresholds[own]
         best, own_at_best = _best_own_scores(ops, scores, own_rows, own_scores)  # [c], [c]
         for first in range(0, stop - start, block):  # the four counts of a block while it is in the cache
             last = min(first + block, stop - start)
-            part = scores[first:last]                                   # [b, M]
+            part = scores[first:last]  # [b, M]
             above, at_or_above = _count_above(ops, part, best[first:last, None], dim=1, mask=mask_buffer)
-            left_ranks[start + first:start + last] = at_or_above - own_at_best[first:last]
-            left_above[start + first:start + last] = above
+            left_ranks[start + first : start + last] = at_or_above - own_at_best[first:last]
+            left_above[start + first : start + last] = above
             above, at_or_above = _count_above(ops, part, thresholds[None, :], dim=0, mask=mask_buffer)
             right_above += above
             right_at_or_above += at_or_above
@@ -163,7 +189,7 @@ def _counting_pass(ops: NumpyOps | TorchOps, left_t, right_t, owner, by_owner, b
 def _best_own_scores(ops: NumpyOps | TorchOps, scores, own_rows, own_scores) -> tuple[Any, np.ndarray]:
     """For each row of a score chunk [c, M]: its best own item's score, and how many of its own items reach it
     (they do not count against it: the pessimistic rank is the count at or above, less these)."""
-    best = ops.full(scores.shape[0], -math.inf)                        # best own score per row [c]
+    best = ops.full(scores.shape[0], -math.inf)  # best own score per row [c]
     ops.scatter_max(best, own_rows, own_scores)
     return best, ops.bincount(own_rows, own_scores == best[own_rows], scores.shape[0])
 
@@ -214,8 +240,9 @@ def _rows_per_chunk(n_columns: int, chunk_mb: float) -> int:
     return max(8, int(chunk_mb * 2**20) // bytes_per_row)
 
 
-def _owner_scores(ops: NumpyOps | TorchOps, left, right, owner, by_owner, owner_start, block: int = 128,
-                  scorer: Scorer | None = None):
+def _owner_scores(
+    ops: NumpyOps | TorchOps, left, right, owner, by_owner, owner_start, block: int = 128, scorer: Scorer | None = None
+):
     """S[owner(j), j] for every right item j, from products of ``block`` left rows with the right items they own
     (about block / N of the full product's work; blocks of >= 8 rows use the same BLAS kernel as the big product).
 
@@ -224,44 +251,47 @@ def _owner_scores(ops: NumpyOps | TorchOps, left, right, owner, by_owner, owner_
     (5,000 images x 25,000 captions on 2 loaded cores: 0.94 s with 2 threads, 0.05 s with 1; same values bit for
     bit).
     """
-    thresholds = ops.empty(right.shape[0])                              # [M]
+    thresholds = ops.empty(right.shape[0])  # [M]
     bounds = owner_start.tolist()
     with ops.one_thread():
         for start in range(0, left.shape[0], block):
             stop = min(start + block, left.shape[0])
-            own = by_owner[bounds[start]:bounds[stop]]
+            own = by_owner[bounds[start] : bounds[stop]]
             if len(own):
-                small = (ops.mm(left[start:stop], right[own].T) if scorer is None
-                         else scorer(left[start:stop], right[own]))             # [block, own]
+                small = (
+                    ops.mm(left[start:stop], right[own].T) if scorer is None else scorer(left[start:stop], right[own])
+                )  # [block, own]
                 thresholds[own] = small[owner[own] - start, ops.arange(len(own))]
     return thresholds
 
 
-def _single_owner_ranks(ops: NumpyOps | TorchOps, queries, gallery, targets, chunk_mb: float,
-                        scorer: Scorer | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _single_owner_ranks(
+    ops: NumpyOps | TorchOps, queries, gallery, targets, chunk_mb: float, scorer: Scorer | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Rank of ``gallery[targets[q]]`` for each query row (pessimistic ties) and the count of items strictly
     above it, each row scored by one product (self-consistent)."""
     ranks, above = np.empty(len(queries), dtype=np.int64), np.empty(len(queries), dtype=np.int64)
     rows = _rows_per_chunk(gallery.shape[0], chunk_mb)
     for start in range(0, len(queries), rows):
         stop = min(start + rows, len(queries))
-        scores = (ops.mm(queries[start:stop], gallery.T) if scorer is None
-                  else scorer(gallery, queries[start:stop]).T)          # [c, N]
+        scores = (
+            ops.mm(queries[start:stop], gallery.T) if scorer is None else scorer(gallery, queries[start:stop]).T
+        )  # [c, N]
         own = scores[ops.arange(stop - start), targets[start:stop]]
         above[start:stop], at_or_above = _count_above(ops, scores, own[:, None], dim=1)
-        ranks[start:stop] = at_or_above - 1                             # the target itself
+        ranks[start:stop] = at_or_above - 1  # the target itself
     return ranks, above
 
 
-def _count_above(ops: NumpyOps | TorchOps, scores, thresholds, dim: int,
-                 mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _count_above(
+    ops: NumpyOps | TorchOps, scores, thresholds, dim: int, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Counts of ``scores > thresholds`` and of ``scores >= thresholds`` along ``dim``. On the CPU the comparisons
     go through numpy, whose count_nonzero is several times faster than a torch bool sum, into ``mask`` when given
     (a buffer of at least the chunk's rows, reused so each chunk does not fault in fresh pages); on CUDA the torch
     reductions are fast."""
     if not ops.is_cpu:
-        return ((scores > thresholds).sum(dim=dim).cpu().numpy(),
-                (scores >= thresholds).sum(dim=dim).cpu().numpy())
+        return ((scores > thresholds).sum(dim=dim).cpu().numpy(), (scores >= thresholds).sum(dim=dim).cpu().numpy())
     values, limits = ops.numpy(scores), ops.numpy(thresholds)
     out = mask[: values.shape[0]] if mask is not None and mask.shape[1:] == values.shape[1:] else None
     above = _count_true(np.greater(values, limits, out=out), dim)
@@ -367,53 +397,6 @@ def align_instance_ranks(
     all_ids = set().union(*(lookup.keys() for lookup in lookups)) if lookups else set()
     common = sorted(set.intersection(*(set(lookup) for lookup in lookups))) if lookups else []
     matrix = np.array([[lookup[i] for lookup in lookups] for i in common], dtype=np.float64).reshape(
-        len(common), len(languages))
+        len(common), len(languages)
+    )
     return matrix, common, len(all_ids) - len(common)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Continual learning: average recall and forgetting over a sequence of tasks
-# ----------------------------------------------------------------------------------------------------------------
-
-
-AVERAGE_RECALL_FORMULA = "AR_j = mean_{i<=j} a[j][i]"
-FORGETTING_FORMULA = "F_j = mean_{i<j} max_{i<=k<j} (a[k][i] - a[j][i]); F_0 undefined (null)"
-
-
-def continual_metrics(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> dict:
-    """Average recall and forgetting after each task of a continual run (CLL-CLIP, Yang et al. 2024).
-
-    ``matrix[j][i]`` = a_{j,i}, the recall on task i after training task j (None/NaN where not evaluated; only
-    i <= j is used: a_{k,i} with k < i is a zero-shot value on a language not yet learnt and is ignored).
-
-    - AR_j = mean_{i <= j} a_{j,i}
-    - F_j  = mean_{i < j} max_{i <= k < j} (a_{k,i} - a_{j,i}); the paper defines a_{k,i} for k >= i only, so the
-      max runs over the evaluated k in [i, j-1] (NaN entries are skipped) and is not clipped at 0, so improved
-      tasks lower F. F_0 is undefined: None.
-
-    Returns ``{"matrix": [[...]], "AR": [AR_0, ...], "F": [None, F_1, ...]}`` (None for undefined values, so the
-    result is valid JSON).
-    """
-    a = np.array([[math.nan if v is None else v for v in row] for row in matrix], dtype=np.float64) \
-        if not isinstance(matrix, np.ndarray) else matrix.astype(np.float64)
-    if a.ndim != 2 or a.shape[0] > a.shape[1]:
-        raise ValueError(f"continual matrix must be [tasks_trained, tasks] with tasks_trained <= tasks, got {a.shape}")
-    average, forgetting = [], []
-    for j in range(a.shape[0]):
-        seen = a[j, : j + 1]
-        average.append(_nan_to_none(np.nanmean(seen)) if not np.isnan(seen).all() else None)
-        if j == 0:
-            forgetting.append(None)
-            continue
-        drops = []
-        for i in range(j):
-            earlier = a[i:j, i] - a[j, i]  # k in [i, j-1]: after task i was learnt
-            if not np.isnan(earlier).all():
-                drops.append(np.nanmax(earlier))
-        forgetting.append(_nan_to_none(float(np.mean(drops)) if drops else math.nan))
-    return {"matrix": [[_nan_to_none(v) for v in row] for row in a.tolist()], "AR": average, "F": forgetting}
-
-
-def _nan_to_none(value: float) -> float | None:
-    value = float(value)
-    return None if math.isnan(value) else value

@@ -21,26 +21,35 @@ the result (see ``mrv_instance_mode`` and ``mltk.metrics.caption_to_caption``):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from mltk import artifacts
-from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.metrics import ranks as M
-from mltk.metrics.arrays import array_ops, is_torch_tensor
+from mltk.metrics.arrays import array_ops
 from mltk.metrics.caption_to_caption import c2c_pairs_of, caption_to_caption
 from mltk.metrics.retrieval_options import check_options
+from mltk.metrics.retrieval_rows import (  # noqa: F401 (API)
+    TEXT_COLUMNS,
+    ImageRows,
+    as_table,
+    column_strings,
+    first_caption_rows,
+    image_rows,
+    in_splits,
+    select_split,
+    split_column,
+    take_texts,
+    text_rows,
+)
 from mltk.metrics.text_rows import TextRows
 
-TEXT_COLUMNS = ("id", "image_id", "lang", "caption_id")
 SIMILARITY_DEFINITIONS = {
     "cosine": "dot product of the float32 vectors (cosine: vectors are L2-normalised)",
     "order": "image-text: AME's order violation -||max(0, caption - image)||^2 (Vendrov et al. 2016), the "
-             "similarity the model was trained with; caption-to-caption: cosine",
+    "similarity the model was trained with; caption-to-caption: cosine",
 }
 
 
@@ -63,26 +72,30 @@ def evaluate_retrieval(
     c2c_pairs: Sequence[tuple[str, str]] | None = None,
     c2c_relevance: str = "image",
     protocol: str = "all-captions",
-    split: str | None = None, device: Any = "cpu", chunk_mb: float = 256,
-    image_source: str = "<images>", text_source: str = "<texts>", similarity: str = "cosine",
+    split: str | None = None,
+    device: Any = "cpu",
+    chunk_mb: float = 256,
+    image_source: str = "<images>",
+    text_source: str = "<texts>",
+    similarity: str = "cosine",
 ) -> dict:
     """Evaluate retrieval per language; returns the ``metrics.json`` content.
 
     ``per_language[lang]`` holds ``i2t`` and ``t2i`` (R@K in percent, 1-based median and mean rank) and ``AR``
     (always computed when images are given); ``metrics`` adds ``mrv`` (needs >= 2 languages) and ``c2c`` (every
     pair of languages unless ``c2c_pairs`` names them). Without images (``image_table=None``) only ``c2c`` can be
-    computed, from the text vectors alone. ``split`` keeps only rows of that split (see ``_select_split``).
+    computed, from the text vectors alone. ``split`` keeps only rows of that split (see ``select_split``).
     ``similarity``: image-text pairs ranked by ``cosine`` or AME's ``order`` violation; c2c always by cosine.
     """
     with_images = image_table is not None
     metrics = check_options(metrics, with_images, mrv_variant, mrv_instance, c2c_relevance, protocol)
     ks = tuple(int(k) for k in ks)
-    texts = _text_rows(as_table(text_table), text_vectors, text_source)
-    images = _image_rows(as_table(image_table), image_vectors, image_source) if with_images else None
+    texts = text_rows(as_table(text_table), text_vectors, text_source)
+    images = image_rows(as_table(image_table), image_vectors, image_source) if with_images else None
     _check_same_width(images, texts, image_source, text_source)
-    images, texts = _select_split(images, texts, split)
+    images, texts = select_split(images, texts, split)
     if protocol == "first-caption":
-        texts = _take_texts(texts, _first_caption_rows(texts))
+        texts = take_texts(texts, first_caption_rows(texts))
     langs = _languages(texts, languages)
     if "mrv" in metrics and len(langs) < 2:
         raise ConfigError(f"--metric mrv needs captions in at least 2 languages, found {len(langs)}")
@@ -92,19 +105,29 @@ def evaluate_retrieval(
     counts: dict[str, dict] = {}
     ties: dict[str, Any] = {"rule": M.TIE_RULE, "per_language": {}, "c2c": {}}
     if images is not None:
-        per_language, i2t_by_lang, t2i_by_lang = _rank_languages(images, texts, langs, ks, device, chunk_mb, counts,
-                                                                 ties["per_language"],
-                                                                 _scorer(similarity))
+        per_language, i2t_by_lang, t2i_by_lang = _rank_languages(
+            images, texts, langs, ks, device, chunk_mb, counts, ties["per_language"], _scorer(similarity)
+        )
         result["per_language"] = per_language
-        result["summary"] = {"languages": langs,
-                             "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
+        result["summary"] = {"languages": langs, "mean_AR": float(np.mean([v["AR"] for v in per_language.values()]))}
         if "mrv" in metrics:
             result["mrv"] = _mrv(texts, i2t_by_lang, t2i_by_lang, langs, mrv_variant, mrv_instance)
     if "c2c" in metrics:
         result["c2c"], ties["c2c"] = caption_to_caption(texts, pairs, ks, device, chunk_mb, c2c_relevance)
     result["ties"] = _with_total(ties)
-    result["settings"] = _settings(metrics, mrv_variant, ks, split, len(images.ids) if images else None, counts,
-                                   device, protocol, c2c_relevance, len(texts.lang), similarity)
+    result["settings"] = _settings(
+        metrics,
+        mrv_variant,
+        ks,
+        split,
+        len(images.ids) if images else None,
+        counts,
+        device,
+        protocol,
+        c2c_relevance,
+        len(texts.lang),
+        similarity,
+    )
     return result
 
 
@@ -120,23 +143,42 @@ def _scorer(similarity: str):
 
 def _check_same_width(images, texts, image_source: str, text_source: str) -> None:
     if images is not None and images.vectors.shape[1] != texts.vectors.shape[1]:
-        raise ArtifactError(f"text vectors have dim {texts.vectors.shape[1]} but image vectors have dim "
-                            f"{images.vectors.shape[1]} ({image_source})", text_source)
+        raise ArtifactError(
+            f"text vectors have dim {texts.vectors.shape[1]} but image vectors have dim "
+            f"{images.vectors.shape[1]} ({image_source})",
+            text_source,
+        )
 
 
-def _rank_languages(images: _ImageRows, texts: TextRows, langs: list[str], ks: tuple[int, ...],
-                    device: Any, chunk_mb: float, counts: dict, ties: dict,
-                    scorer=None) -> tuple[dict, dict, dict]:
+def _rank_languages(
+    images: ImageRows,
+    texts: TextRows,
+    langs: list[str],
+    ks: tuple[int, ...],
+    device: Any,
+    chunk_mb: float,
+    counts: dict,
+    ties: dict,
+    scorer=None,
+) -> tuple[dict, dict, dict]:
     """Each language's captions ranked against the whole gallery: ``(per_language summaries, i2t ranks by
     language, t2i ranks by language)``; fills ``counts`` (queries) and ``ties`` (tied ground truths)."""
     owner = _caption_owners(images, texts)
     image_tensor = array_ops(device, images.vectors, torch_scorer=scorer is not None).float32(
-        images.vectors)  # [N, d], shared by every language
+        images.vectors
+    )  # [N, d], shared by every language
     per_language, i2t_by_lang, t2i_by_lang = {}, {}, {}
     for lang in langs:
         rows = np.flatnonzero(texts.lang == lang)
-        ranked = M.rank_both_directions(image_tensor, texts.vectors[rows], owner[rows], chunk_mb=chunk_mb,
-                                        device=device, progress=f"ranking {lang}", scorer=scorer)
+        ranked = M.rank_both_directions(
+            image_tensor,
+            texts.vectors[rows],
+            owner[rows],
+            chunk_mb=chunk_mb,
+            device=device,
+            progress=f"ranking {lang}",
+            scorer=scorer,
+        )
         queried = ranked.left >= 0
         ties[lang] = {"i2t": int(ranked.left_tied[queried].sum()), "t2i": int(ranked.right_tied.sum())}
         per_language[lang] = _direction_summary(ranked.left[queried], ranked.right, ks)
@@ -146,123 +188,17 @@ def _rank_languages(images: _ImageRows, texts: TextRows, langs: list[str], ks: t
     return per_language, i2t_by_lang, t2i_by_lang
 
 
-def _first_caption_rows(texts: TextRows) -> np.ndarray:
-    """The first caption (in table order) of each image and language: CLIP_benchmark's protocol on XM3600-style
-    sets, where an image has several captions per language."""
-    keep = np.zeros(len(texts.lang), dtype=bool)
-    seen: set[tuple[str, str]] = set()
-    for row, key in enumerate(zip(texts.image_ids.tolist(), texts.lang.tolist())):
-        if key not in seen:
-            seen.add(key)
-            keep[row] = True
-    return keep
-
-
-@dataclass(frozen=True)
-class _ImageRows:
-    ids: np.ndarray          # [N] str
-    vectors: np.ndarray      # [N, d]
-    split: np.ndarray | None
-
-
-def as_table(table: pa.Table | Mapping[str, Sequence]) -> pa.Table:
-    return table if isinstance(table, pa.Table) else pa.table(dict(table))
-
-
-def column_strings(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table.column(name).cast(pa.string()).to_pylist(), dtype=object)
-
-
-def _check_rows(table: pa.Table, vectors: np.ndarray | Any, columns: Sequence[str], source: str) -> None:
-    artifacts.require_columns(table, columns, source)
-    for name in columns:
-        if table.column(name).null_count:
-            raise SchemaError(f"column {name} has {table.column(name).null_count} null value(s)", source)
-    if len(vectors) != table.num_rows or np.ndim(vectors) != 2:
-        raise ArtifactError(f"{table.num_rows} rows but vectors of shape {tuple(np.shape(vectors))}", source)
-
-
-def _image_rows(table: pa.Table, vectors, source: str) -> _ImageRows:
-    _check_rows(table, vectors, ["id"], source)
-    ids = column_strings(table, "id")
-    if len(set(ids)) != len(ids):
-        raise SchemaError("image ids (column id) are not unique", source)
-    return _ImageRows(ids, _to_numpy(vectors), split_column(table))
-
-
-def _text_rows(table: pa.Table, vectors, source: str) -> TextRows:
-    _check_rows(table, vectors, TEXT_COLUMNS, source)
-    refuse_caption_ids_on_several_images(table.select(["caption_id", "image_id"]).cast(
-        pa.schema([("caption_id", pa.string()), ("image_id", pa.string())])), source)
-    return TextRows(column_strings(table, "image_id"), column_strings(table, "lang"),
-                     column_strings(table, "caption_id"), _to_numpy(vectors), split_column(table), source)
-
-
-def split_column(table: pa.Table) -> np.ndarray | None:
-    """The ``split`` column, or None when there is none or it is all empty (images encoded from a folder)."""
-    if "split" not in table.column_names:
-        return None
-    split = column_strings(table, "split")
-    return split if any(split) else None
-
-
-def _to_numpy(vectors: np.ndarray | Any) -> np.ndarray:
-    return vectors.detach().cpu().numpy() if is_torch_tensor(vectors) else vectors
-
-
-def in_splits(column: np.ndarray, split: str) -> np.ndarray:
-    """Rows of ``column`` in ``split``, one split name or a comma list (``test,val``)."""
-    return np.isin(column, [name.strip() for name in split.split(",") if name.strip()])
-
-
-def _select_split(images: _ImageRows | None, texts: TextRows,
-                  split: str | None) -> tuple[_ImageRows | None, TextRows]:
-    """Keep rows of ``split`` (a name or a comma list). A table without a ``split`` column (or with only empty
-    values) follows the other one: images are kept when a kept caption refers to them, captions when their image is
-    kept. Neither table having the column is an error."""
-    if split is None:
-        return images, texts
-    if images is None:
-        if texts.split is None:
-            raise ConfigError(f"--split {split}: the text embeddings have no split column")
-        texts = _take_texts(texts, in_splits(texts.split, split))
-        if len(texts.lang) == 0:
-            raise ConfigError(f"--split {split} leaves 0 captions")
-        return None, texts
-    if images.split is None and texts.split is None:
-        raise ConfigError(f"--split {split}: neither the image nor the text embeddings have a split column")
-    if images.split is not None:
-        images = _take_images(images, in_splits(images.split, split))
-    if texts.split is not None:
-        texts = _take_texts(texts, in_splits(texts.split, split))
-    if images.split is None:
-        images = _take_images(images, np.isin(images.ids, np.unique(texts.image_ids)))
-    if texts.split is None:
-        texts = _take_texts(texts, np.isin(texts.image_ids, images.ids))
-    if len(images.ids) == 0 or len(texts.lang) == 0:
-        raise ConfigError(f"--split {split} leaves {len(images.ids)} image(s) and {len(texts.lang)} caption(s)")
-    return images, texts
-
-
-def _take_images(images: _ImageRows, keep: np.ndarray) -> _ImageRows:
-    split = images.split[keep] if images.split is not None else None
-    return _ImageRows(images.ids[keep], images.vectors[np.flatnonzero(keep)], split)
-
-
-def _take_texts(texts: TextRows, keep: np.ndarray) -> TextRows:
-    split = texts.split[keep] if texts.split is not None else None
-    return TextRows(texts.image_ids[keep], texts.lang[keep], texts.caption_ids[keep],
-                     texts.vectors[np.flatnonzero(keep)], split, texts.source)
-
-
-def _caption_owners(images: _ImageRows, texts: TextRows) -> np.ndarray:
+def _caption_owners(images: ImageRows, texts: TextRows) -> np.ndarray:
     """Row of each caption's image in the image table (matched by id)."""
     position = {image_id: row for row, image_id in enumerate(images.ids)}
     owner = np.fromiter((position.get(i, -1) for i in texts.image_ids), dtype=np.int64, count=len(texts.image_ids))
     missing = np.flatnonzero(owner < 0)
     if len(missing):
-        raise SchemaError(f"{len(missing)} caption(s) refer to image ids that are not in the image embeddings "
-                          f"(first: {texts.image_ids[missing[0]]!r})", texts.source)
+        raise SchemaError(
+            f"{len(missing)} caption(s) refer to image ids that are not in the image embeddings "
+            f"(first: {texts.image_ids[missing[0]]!r})",
+            texts.source,
+        )
     return owner
 
 
@@ -290,15 +226,18 @@ def mrv_instance_mode(texts: TextRows, langs: Sequence[str], requested: str = "a
     keys = list(zip(texts.image_ids[in_langs].tolist(), texts.lang[in_langs].tolist()))
     one_per_language = len(set(keys)) == len(keys)
     if requested == "image" and not one_per_language:
-        raise ConfigError("--mrv-instance image needs one caption per image and language, but some images have "
-                          "several; use --protocol first-caption or --mrv-instance caption_id")
+        raise ConfigError(
+            "--mrv-instance image needs one caption per image and language, but some images have "
+            "several; use --protocol first-caption or --mrv-instance caption_id"
+        )
     if requested != "auto":
         return requested
     return "image" if one_per_language else "caption_id"
 
 
-def _mrv(texts: TextRows, i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str], variant: str,
-         requested_instance: str) -> dict:
+def _mrv(
+    texts: TextRows, i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str], variant: str, requested_instance: str
+) -> dict:
     """MRV in both directions over the instances present in all K languages (i2t: images, ranks of their best
     caption per language; t2i: see ``mrv_instance_mode``). A direction left with 0 instances is an error that
     says why, never a silent dash."""
@@ -308,21 +247,35 @@ def _mrv(texts: TextRows, i2t_by_lang: dict, t2i_by_lang: dict, langs: list[str]
         rows, ranks = t2i_by_lang[lang]
         ids = (texts.image_ids if mode == "image" else texts.caption_ids)[rows]
         if len(set(ids.tolist())) != len(ids):
-            raise SchemaError(f"caption_id is not unique within language {lang}; MRV matches translations by it",
-                              texts.source)
+            raise SchemaError(
+                f"caption_id is not unique within language {lang}; MRV matches translations by it", texts.source
+            )
         t2i_ids[lang] = (ids, ranks)
-    result: dict[str, Any] = {"variant": variant, "languages": langs, "K": len(langs),
-                              "instance": {"i2t": "image", "t2i": mode}, "instances": {}, "excluded_instances": {}}
+    result: dict[str, Any] = {
+        "variant": variant,
+        "languages": langs,
+        "K": len(langs),
+        "instance": {"i2t": "image", "t2i": mode},
+        "instances": {},
+        "excluded_instances": {},
+    }
     for direction, by_lang in (("i2t", i2t_by_lang), ("t2i", t2i_ids)):
         matrix, _, excluded = M.align_instance_ranks({lang: by_lang[lang] for lang in langs})
         if len(matrix) == 0:
             unit = "image" if direction == "i2t" or mode == "image" else "caption_id"
-            raise ConfigError(f"MRV {direction} has 0 instances: no {unit} has captions in all of "
-                              f"{', '.join(langs)}" + ("" if unit == "image" else
-                                                       " (the languages share no caption_id; captions written "
-                                                       "independently per language need one caption per image "
-                                                       "and language: try --protocol first-caption)")
-                              + "; pick languages with --lang", texts.source)
+            raise ConfigError(
+                f"MRV {direction} has 0 instances: no {unit} has captions in all of "
+                f"{', '.join(langs)}"
+                + (
+                    ""
+                    if unit == "image"
+                    else " (the languages share no caption_id; captions written "
+                    "independently per language need one caption per image "
+                    "and language: try --protocol first-caption)"
+                )
+                + "; pick languages with --lang",
+                texts.source,
+            )
         result[direction] = M.mean_rank_variance(matrix, variant)
         result["instances"][direction] = len(matrix)
         result["excluded_instances"][direction] = excluded
@@ -335,9 +288,19 @@ def _with_total(ties: dict) -> dict:
     return {**ties, "total": int(sum(counts))}
 
 
-def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split: str | None,
-              n_images: int | None, counts: dict, device: Any, protocol: str, c2c_relevance: str,
-              n_captions: int, similarity: str = "cosine") -> dict:
+def _settings(
+    metrics: tuple[str, ...],
+    variant: str,
+    ks: tuple[int, ...],
+    split: str | None,
+    n_images: int | None,
+    counts: dict,
+    device: Any,
+    protocol: str,
+    c2c_relevance: str,
+    n_captions: int,
+    similarity: str = "cosine",
+) -> dict:
     return {
         "metrics": list(metrics),
         "ks": list(ks),
@@ -348,25 +311,32 @@ def _settings(metrics: tuple[str, ...], variant: str, ks: tuple[int, ...], split
         "protocol_definition": {
             "all-captions": "every caption of an image and language is a query (and a ground truth for i2t)",
             "first-caption": "only the first caption (table order) of each image and language is kept, as "
-                             "CLIP_benchmark does on XM3600-style sets",
+            "CLIP_benchmark does on XM3600-style sets",
         }[protocol],
         "i2t": "an image's rank is that of its best-ranked caption in the language (hit if any caption is in the "
-               "top K); gallery: that language's captions",
+        "top K); gallery: that language's captions",
         "t2i": "one query per caption; gallery: all images",
         "AR": "mean of R@K over ks in both directions",
         "mrv_variant": variant if "mrv" in metrics else None,
         "mrv_definition": {
             "paper": "mean over instances of the population variance of its ranks across the K languages (eq. 7)",
             "code": "mean over instances of the population standard deviation of its 0-based ranks",
-        }[variant] if "mrv" in metrics else None,
+        }[variant]
+        if "mrv" in metrics
+        else None,
         "mrv_instances": "i2t: the image; t2i: the image when every image has at most one caption per language, "
-                         "else the caption_id shared by translations (mrv.instance says which); only instances "
-                         "present in all K languages are used" if "mrv" in metrics else None,
-        "c2c": {"image": "a hit is any caption of the query's image (AME); queries and gallery: captions whose "
-                         "image has captions in both languages",
-                "caption_id": "a hit is the query's translation (same caption_id); queries and gallery: captions "
-                              "whose caption_id exists in both languages"}[c2c_relevance] if "c2c" in metrics
-               else None,
+        "else the caption_id shared by translations (mrv.instance says which); only instances "
+        "present in all K languages are used"
+        if "mrv" in metrics
+        else None,
+        "c2c": {
+            "image": "a hit is any caption of the query's image (AME); queries and gallery: captions whose "
+            "image has captions in both languages",
+            "caption_id": "a hit is the query's translation (same caption_id); queries and gallery: captions "
+            "whose caption_id exists in both languages",
+        }[c2c_relevance]
+        if "c2c" in metrics
+        else None,
         "similarity": similarity,
         "similarity_definition": SIMILARITY_DEFINITIONS[similarity],
         "split": split,

@@ -14,9 +14,9 @@ MRV_INSTANCES = ("auto", "image", "caption_id")
 C2C_RELEVANCE = ("image", "caption_id")
 
 
-
-def check_options(metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str,
-                  c2c_relevance: str, protocol: str) -> tuple[str, ...]:
+def check_options(
+    metrics: Sequence[str], with_images: bool, mrv_variant: str, mrv_instance: str, c2c_relevance: str, protocol: str
+) -> tuple[str, ...]:
     """Every option of a retrieval evaluation checked at once (the stage calls it before encoding anything);
     returns the metrics to compute."""
     metrics = _check_metric_names(metrics, with_images)
@@ -40,7 +40,9 @@ def _check_metric_names(metrics: Sequence[str], with_images: bool = True) -> tup
     if not with_images:
         needing = [m for m in dict.fromkeys(metrics) if m != "c2c"]
         if needing:
-            raise ConfigError(f"--metric {', '.join(needing)} needs image embeddings (--images); only c2c runs from "
-                              "text embeddings alone")
+            raise ConfigError(
+                f"--metric {', '.join(needing)} needs image embeddings (--images); only c2c runs from "
+                "text embeddings alone"
+            )
         return tuple(dict.fromkeys(metrics))
     return tuple(dict.fromkeys(("recall", *metrics)))

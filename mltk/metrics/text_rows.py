@@ -10,9 +10,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TextRows:
-    image_ids: np.ndarray    # [M] str
-    lang: np.ndarray         # [M] str
+    image_ids: np.ndarray  # [M] str
+    lang: np.ndarray  # [M] str
     caption_ids: np.ndarray  # [M] str
-    vectors: np.ndarray      # [M, d]
+    vectors: np.ndarray  # [M, d]
     split: np.ndarray | None
     source: str = field(default="<texts>")

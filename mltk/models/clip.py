@@ -57,8 +57,9 @@ class ClipBundle:
         return getattr(self.tokenizer, "eot_token_id", 49407)
 
 
-def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device: str | torch.device = "cpu",
-              freeze: bool = True) -> ClipBundle:
+def load_clip(
+    model: str = DEFAULT_MODEL, pretrained: str | None = None, device: str | torch.device = "cpu", freeze: bool = True
+) -> ClipBundle:
     """Build a CLIP (see the module docstring for what ``model`` and ``pretrained`` may be)."""
     if pretrained is None and artifacts.is_artifact(model):
         return _load_artifact(Path(model), device, freeze)
@@ -66,26 +67,43 @@ def load_clip(model: str = DEFAULT_MODEL, pretrained: str | None = None, device:
     check_open_clip_name(model, pretrained)
     if pretrained and _is_torchscript(pretrained):
         if not policy.TRUST_TORCHSCRIPT.get():  # torch.jit.load (and open_clip's fallback) can run its code
-            raise ConfigError("is a TorchScript archive, and loading one can run code it carries; pass "
-                              "--trust-torchscript if you trust this file", pretrained)
+            raise ConfigError(
+                "is a TorchScript archive, and loading one can run code it carries; pass "
+                "--trust-torchscript if you trust this file",
+                pretrained,
+            )
         clip = open_clip.load_openai_model(pretrained, precision="fp32", device=device)
     else:
         if pretrained and os.path.sep in pretrained and not os.path.isfile(pretrained):
             raise ConfigError("weights file not found", pretrained)
         try:
             with quiet_open_clip(), model_download(model):  # random init is intended when no weights are named
-                clip = open_clip.create_model(model, pretrained=pretrained or None, device=device,
-                                              pretrained_text=False, pretrained_image=False, weights_only=True)
+                clip = open_clip.create_model(
+                    model,
+                    pretrained=pretrained or None,
+                    device=device,
+                    pretrained_text=False,
+                    pretrained_image=False,
+                    weights_only=True,
+                )
         except ConfigError:  # a download failure, already one line (mltk.core.download)
             raise
         except Exception as exc:  # torch's unpickler raises anything on a damaged file
-            source = pretrained if pretrained and os.path.isfile(pretrained) else \
-                model[len("local-dir:"):] if model.startswith("local-dir:") else None
+            source = (
+                pretrained
+                if pretrained and os.path.isfile(pretrained)
+                else model[len("local-dir:") :]
+                if model.startswith("local-dir:")
+                else None
+            )
             if source is None:
                 raise
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ConfigError(f"cannot load weights from this {'file' if pretrained else 'folder'} "
-                              f"({type(exc).__name__}: {first[:100]})", source) from None
+            raise ConfigError(
+                f"cannot load weights from this {'file' if pretrained else 'folder'} "
+                f"({type(exc).__name__}: {first[:100]})",
+                source,
+            ) from None
     return _bundle(clip, model, {"model": model, "pretrained": pretrained}, freeze)
 
 
@@ -106,8 +124,9 @@ def check_open_clip_name(model: str, pretrained: str | None = None) -> None:
         if not identifier.strip():
             raise ConfigError(f"model {model!r} names no repository after '{schema}:'")
         if pretrained:
-            raise ConfigError(f"--pretrained {pretrained!r} does not apply to {model!r}: a {schema}: model carries "
-                              f"its own weights")
+            raise ConfigError(
+                f"--pretrained {pretrained!r} does not apply to {model!r}: a {schema}: model carries its own weights"
+            )
         if schema == "local-dir" and not (Path(identifier) / "open_clip_config.json").is_file():
             raise ConfigError("local-dir: model folder has no open_clip_config.json", identifier)
         return
@@ -115,14 +134,21 @@ def check_open_clip_name(model: str, pretrained: str | None = None) -> None:
         if pretrained and os.path.sep not in pretrained and not os.path.exists(pretrained):
             tags = open_clip.list_pretrained_tags_by_model(model)
             if pretrained not in tags:
-                raise ConfigError(f"unknown pretrained tag {pretrained!r} for {model} (known: "
-                                  f"{', '.join(tags) or 'none'}; or pass a weights file)")
+                raise ConfigError(
+                    f"unknown pretrained tag {pretrained!r} for {model} (known: "
+                    f"{', '.join(tags) or 'none'}; or pass a weights file)"
+                )
         return
     if is_hf_model_folder(model):
-        raise ConfigError("a text-only Hugging Face model folder (no image tower): this needs a CLIP; use it where "
-                          "a text tower is asked for", model)
-    raise ConfigError(f"unknown model {model!r}: not an open_clip architecture, an hf-hub:/local-dir: name nor an mltk "
-                      f"checkpoint artifact (see `open_clip.list_models()`)")
+        raise ConfigError(
+            "a text-only Hugging Face model folder (no image tower): this needs a CLIP; use it where "
+            "a text tower is asked for",
+            model,
+        )
+    raise ConfigError(
+        f"unknown model {model!r}: not an open_clip architecture, an hf-hub:/local-dir: name nor an mltk "
+        f"checkpoint artifact (see `open_clip.list_models()`)"
+    )
 
 
 def is_hf_model_folder(model: str | os.PathLike | None) -> bool:
@@ -153,12 +179,18 @@ def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
     manifest = artifacts.read_manifest(path, "checkpoint")
     config = artifacts.read_checkpoint_config(path)
     if config.get("format") != "open_clip":
-        raise ConfigError(f"checkpoint holds {config.get('format')!r} weights, not a whole CLIP "
-                          f"(stage {manifest['created_by'].get('stage')})", path)
+        raise ConfigError(
+            f"checkpoint holds {config.get('format')!r} weights, not a whole CLIP "
+            f"(stage {manifest['created_by'].get('stage')})",
+            path,
+        )
     where = path / schema.CHECKPOINT_CONFIG
     if config["model"].startswith(HUB_PREFIXES) or config["model"] not in open_clip.list_models():
-        raise ArtifactError(f"names the architecture {config['model'][:80]!r}, which is no open_clip architecture "
-                            f"(a whole CLIP checkpoint names the one it was trained as)", where)
+        raise ArtifactError(
+            f"names the architecture {config['model'][:80]!r}, which is no open_clip architecture "
+            f"(a whole CLIP checkpoint names the one it was trained as)",
+            where,
+        )
     check_content(path, "base model")  # same-size replacement of its weights is caught here, hashed once
     with quiet_open_clip():
         clip = open_clip.create_model(config["model"], pretrained=None, device=device)
@@ -167,10 +199,15 @@ def _load_artifact(path: Path, device, freeze: bool) -> ClipBundle:
         clip.load_state_dict(state, strict=True)
     except RuntimeError as error:  # the tensors are of another architecture than the config names
         first = str(error).splitlines()[1:2] or [type(error).__name__]
-        raise ArtifactError(f"the weights do not fit the architecture {config['model']!r} it names "
-                            f"({first[0].strip()[:160]})", where) from None
-    return _bundle(clip, config["model"], {"model": str(path.resolve()), "pretrained": None,
-                                           "architecture": config["model"]}, freeze)
+        raise ArtifactError(
+            f"the weights do not fit the architecture {config['model']!r} it names ({first[0].strip()[:160]})", where
+        ) from None
+    return _bundle(
+        clip,
+        config["model"],
+        {"model": str(path.resolve()), "pretrained": None, "architecture": config["model"]},
+        freeze,
+    )
 
 
 @contextlib.contextmanager
@@ -190,9 +227,12 @@ def _bundle(clip: torch.nn.Module, name: str, spec: dict, freeze: bool) -> ClipB
     if freeze:
         clip.requires_grad_(False)
     arch = spec.get("architecture", name)
-    preprocess = open_clip.image_transform(clip.visual.image_size, is_train=False,
-                                           mean=getattr(clip.visual, "image_mean", None),
-                                           std=getattr(clip.visual, "image_std", None))
+    preprocess = open_clip.image_transform(
+        clip.visual.image_size,
+        is_train=False,
+        mean=getattr(clip.visual, "image_mean", None),
+        std=getattr(clip.visual, "image_std", None),
+    )
     with model_download(arch):  # an HF text tower's tokenizer is fetched from the hub
         tokenizer = open_clip.get_tokenizer(arch)
     return ClipBundle(clip, preprocess, tokenizer, spec)

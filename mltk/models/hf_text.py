@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -36,6 +35,7 @@ import torch.nn as nn
 
 from mltk.core.download import model_download
 from mltk.core.errors import ConfigError
+from mltk.models.st_modules import load_dense, read_json, read_pooling
 from mltk.models.text import LENGTH_BUCKETS, AfterBlock
 
 POOLINGS = ("mean", "cls", "end")  # over the real tokens; at position 0; at the last real token
@@ -50,13 +50,21 @@ class HFTextTower(nn.Module):
     model's users L2-normalise its features (sentence-transformers' ``Normalize``); ``encode`` itself never does.
     """
 
-    def __init__(self, transformer: nn.Module, tokenizer: Callable[[list[str]], tuple[torch.Tensor, torch.Tensor]],
-                 pooling: str = "mean", projection: nn.Module | None = None, cls_head: nn.Module | None = None,
-                 context_length: int | None = None, normalizes_output: bool = False):
+    def __init__(
+        self,
+        transformer: nn.Module,
+        tokenizer: Callable[[list[str]], tuple[torch.Tensor, torch.Tensor]],
+        pooling: str = "mean",
+        projection: nn.Module | None = None,
+        cls_head: nn.Module | None = None,
+        context_length: int | None = None,
+        normalizes_output: bool = False,
+    ):
         super().__init__()
         if pooling not in POOLINGS:
-            raise ConfigError(f"unsupported pooling {pooling!r} for a Hugging Face text tower (one of "
-                              f"{', '.join(POOLINGS)})")
+            raise ConfigError(
+                f"unsupported pooling {pooling!r} for a Hugging Face text tower (one of {', '.join(POOLINGS)})"
+            )
         _check_architecture(transformer)
         self.transformer = transformer
         self.tokenizer = tokenizer
@@ -76,8 +84,9 @@ class HFTextTower(nn.Module):
         self.width = config.hidden_size
         self.num_blocks = len(self.blocks)
         with torch.no_grad():
-            probe = torch.zeros(1, self.width, device=self.token_embedding.weight.device,
-                                dtype=self.token_embedding.weight.dtype)
+            probe = torch.zeros(
+                1, self.width, device=self.token_embedding.weight.device, dtype=self.token_embedding.weight.dtype
+            )
             self.output_dim = int(self.projection(probe).shape[-1])
 
     @property
@@ -98,8 +107,13 @@ class HFTextTower(nn.Module):
         """Token ids [B, L] -> word embeddings [B, L, W] (no positions, no token types, no LayerNorm)."""
         return self.token_embedding(tokens)
 
-    def forward_embeddings(self, x: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None = None,
-                           buckets: int = LENGTH_BUCKETS) -> torch.Tensor:
+    def forward_embeddings(
+        self,
+        x: torch.Tensor,
+        lengths: torch.Tensor,
+        after_block: AfterBlock | None = None,
+        buckets: int = LENGTH_BUCKETS,
+    ) -> torch.Tensor:
         """Word embeddings [B, L, W] -> features [B, D]; ``after_block(i, h [b, L', W])`` after layer i's output.
 
         A batch of at least ``2 * buckets`` rows runs as ``buckets`` groups of similar length, each cut to its own
@@ -109,12 +123,12 @@ class HFTextTower(nn.Module):
         if buckets <= 1 or len(x) < 2 * buckets:
             return self._forward_trimmed(x, lengths, after_block)
         order = torch.argsort(lengths, stable=True)  # [B], shortest first
-        features = torch.cat([self._forward_trimmed(x[group], lengths[group], after_block)
-                              for group in order.tensor_split(buckets)])
+        features = torch.cat(
+            [self._forward_trimmed(x[group], lengths[group], after_block) for group in order.tensor_split(buckets)]
+        )
         return features[torch.argsort(order)]  # back to batch order
 
-    def _forward_trimmed(self, x: torch.Tensor, lengths: torch.Tensor,
-                         after_block: AfterBlock | None) -> torch.Tensor:
+    def _forward_trimmed(self, x: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None) -> torch.Tensor:
         """``forward_embeddings`` of one group, cut to its longest row: [b, L, W] -> [b, D]."""
         length = int(lengths.max())
         x = x[:, :length]
@@ -136,8 +150,12 @@ class HFTextTower(nn.Module):
         docstring). The model's config names the fp32 form only for the duration, so nothing saved from it (an
         export's config.json) ever names it; without autocast, or on CUDA, nothing changes."""
         config = self.transformer.config
-        if (device.type != "cpu" or not torch.is_autocast_enabled("cpu")
-                or getattr(config, "_attn_implementation", None) != "sdpa" or not _register_fp32_sdpa()):
+        if (
+            device.type != "cpu"
+            or not torch.is_autocast_enabled("cpu")
+            or getattr(config, "_attn_implementation", None) != "sdpa"
+            or not _register_fp32_sdpa()
+        ):
             yield
             return
         config._attn_implementation = FP32_SDPA
@@ -146,8 +164,9 @@ class HFTextTower(nn.Module):
         finally:
             config._attn_implementation = "sdpa"
 
-    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None,
-               after_block: AfterBlock | None = None) -> torch.Tensor:
+    def encode(
+        self, tokens: torch.Tensor, lengths: torch.Tensor | None = None, after_block: AfterBlock | None = None
+    ) -> torch.Tensor:
         """Token ids [B, L] -> features [B, D], unnormalised, the batch trimmed to its longest row. ``lengths``
         None: counted from the padding."""
         if lengths is None:
@@ -164,8 +183,11 @@ class HFTextTower(nn.Module):
         """Word embeddings + token-type + position embeddings, then the embedding LayerNorm and dropout."""
         embeddings = self.transformer.embeddings
         if self._roberta_positions:  # as create_position_ids_from_input_ids: cumsum of real tokens + padding_idx
-            position_ids = torch.where(real, positions[None, :] + self._padding_idx + 1,
-                                       torch.full_like(real, self._padding_idx, dtype=torch.long))
+            position_ids = torch.where(
+                real,
+                positions[None, :] + self._padding_idx + 1,
+                torch.full_like(real, self._padding_idx, dtype=torch.long),
+            )
         else:
             position_ids = positions[None, :].expand(x.shape[0], -1)
         h = x
@@ -201,8 +223,9 @@ def _fp32_sdpa(module, query, key, value, attention_mask, **kwargs):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     with torch.autocast("cpu", enabled=False):
-        out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask,
-                                              **kwargs)
+        out, weights = sdpa_attention_forward(
+            module, query.float(), key.float(), value.float(), attention_mask, **kwargs
+        )
     return out.to(query.dtype), weights
 
 
@@ -228,8 +251,10 @@ def _check_architecture(transformer: nn.Module) -> None:
     model_type = getattr(getattr(transformer, "config", None), "model_type", type(transformer).__name__)
     needed = ("word_embeddings", "position_embeddings", "LayerNorm", "dropout")
     if embeddings is None or layers is None or not all(hasattr(embeddings, n) for n in needed):
-        raise ConfigError(f"unsupported Hugging Face text tower {model_type!r}: mltk runs BERT-, RoBERTa- and "
-                          f"XLM-R-style encoders (embeddings + encoder.layer)")
+        raise ConfigError(
+            f"unsupported Hugging Face text tower {model_type!r}: mltk runs BERT-, RoBERTa- and "
+            f"XLM-R-style encoders (embeddings + encoder.layer)"
+        )
     kind = getattr(transformer.config, "position_embedding_type", "absolute") or "absolute"
     if kind != "absolute":
         raise ConfigError(f"unsupported position embeddings {kind!r} in {model_type!r} (only absolute)")
@@ -250,8 +275,9 @@ class PaddedTokenizer:
     def __call__(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         if self.lower_case:  # sentence-transformers' do_lower_case
             texts = [text.lower() for text in texts]
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.context_length,
-                               return_tensors="pt")
+        batch = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.context_length, return_tensors="pt"
+        )
         return batch["input_ids"], batch["attention_mask"].sum(dim=1)
 
 
@@ -289,12 +315,19 @@ def tower_from_open_clip(clip: nn.Module, tokenizer) -> HFTextTower:
     else:
         raise ConfigError(f"unsupported open_clip text pooler {type(pooler).__name__} (mean or CLS)")
     pad_id = encoder.config.pad_token_id
-    return HFTextTower(encoder.transformer, OpenClipHFTokenizer(tokenizer, pad_id), pooling, encoder.proj, cls_head,
-                       context_length=getattr(tokenizer, "context_length", None))
+    return HFTextTower(
+        encoder.transformer,
+        OpenClipHFTokenizer(tokenizer, pad_id),
+        pooling,
+        encoder.proj,
+        cls_head,
+        context_length=getattr(tokenizer, "context_length", None),
+    )
 
 
-def load_hf_text_tower(name_or_path: str, device: str | torch.device = "cpu", pretrained: str | None = None,
-                       freeze: bool = True) -> HFTextTower:
+def load_hf_text_tower(
+    name_or_path: str, device: str | torch.device = "cpu", pretrained: str | None = None, freeze: bool = True
+) -> HFTextTower:
     """A Hugging Face text tower from a local transformers / sentence-transformers folder, or from an open_clip
     name whose text tower is a transformers encoder (``xlm-roberta-base-ViT-B-32``, ``hf-hub:org/repo``)."""
     from mltk.models.clip import has_hf_text_tower, is_hf_model_folder, load_clip
@@ -323,7 +356,7 @@ def _load_folder(path: Path) -> HFTextTower:
     from mltk.models.hub import from_pretrained
 
     refuse_custom_code(path)
-    modules = _read_json(path / "modules.json") if (path / "modules.json").is_file() else []
+    modules = read_json(path / "modules.json") if (path / "modules.json").is_file() else []
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ConfigError("modules.json is not a list of modules", path / "modules.json")
     model_dir, pooling, dense, normalize = path, "mean", [], False
@@ -338,15 +371,18 @@ def _load_folder(path: Path) -> HFTextTower:
         elif kind == "Pooling":
             pooling = read_pooling(folder / "config.json")
         elif kind == "Dense":
-            dense.append(_load_dense(folder))
+            dense.append(load_dense(folder))
         elif kind == "Normalize":
             normalize = True
         else:
             raise ConfigError(f"unsupported sentence-transformers module {module.get('type')!r}", path / "modules.json")
     if not (model_dir / "config.json").is_file():
         raise ConfigError("no transformers config.json in the model folder", model_dir)
-    st_config = (_read_json(model_dir / "sentence_bert_config.json")
-                 if (model_dir / "sentence_bert_config.json").is_file() else {})
+    st_config = (
+        read_json(model_dir / "sentence_bert_config.json")
+        if (model_dir / "sentence_bert_config.json").is_file()
+        else {}
+    )
     with model_download(str(path)), quiet_transformers():  # a folder naming its base model may reach for the hub
         try:
             transformer = from_pretrained(AutoModel, model_dir, add_pooling_layer=False)  # BERT's pooler is unused
@@ -355,44 +391,16 @@ def _load_folder(path: Path) -> HFTextTower:
         hf_tokenizer = from_pretrained(AutoTokenizer, model_dir)
     tokenizer = PaddedTokenizer(hf_tokenizer, lower_case=bool(st_config.get("do_lower_case")))
     context = st_config.get("max_seq_length") or _tokenizer_limit(hf_tokenizer)
-    tower = HFTextTower(transformer, tokenizer, pooling, nn.Sequential(*dense) if dense else None,
-                        context_length=context, normalizes_output=normalize)
+    tower = HFTextTower(
+        transformer,
+        tokenizer,
+        pooling,
+        nn.Sequential(*dense) if dense else None,
+        context_length=context,
+        normalizes_output=normalize,
+    )
     tokenizer.context_length = tower.context_length  # the position table may be the tighter limit
     return tower
-
-
-def read_pooling(config_path: Path) -> str:
-    """sentence-transformers' ``1_Pooling/config.json`` -> "mean", "cls" or "end" (exactly one mode on)."""
-    config = _read_json(config_path)
-    modes = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "end"}
-    chosen = [name for key, name in modes.items() if config.get(key)]
-    others = [key for key, on in config.items() if key.startswith("pooling_mode_") and on and key not in modes]
-    if others or len(chosen) != 1:
-        raise ConfigError(f"unsupported pooling {', '.join(others + chosen) or 'none'} (mltk pools with exactly one "
-                          f"of mean, CLS, last token)", config_path)
-    return chosen[0]
-
-
-_ACTIVATIONS = {"Identity": nn.Identity, "Tanh": nn.Tanh, "ReLU": nn.ReLU, "GELU": nn.GELU, "Sigmoid": nn.Sigmoid}
-
-
-def _load_dense(folder: Path) -> nn.Module:
-    """sentence-transformers' ``Dense``: Linear(in, out, bias) then an activation (weights ``linear.*``)."""
-    config = _read_json(folder / "config.json")
-    activation = str(config.get("activation_function", "torch.nn.modules.linear.Identity")).rsplit(".", 1)[-1]
-    if activation not in _ACTIVATIONS:
-        raise ConfigError(f"unsupported Dense activation {activation!r}", folder / "config.json")
-    linear = nn.Linear(config["in_features"], config["out_features"], bias=config.get("bias", True))
-    if (folder / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
-        state = load_file(folder / "model.safetensors")
-    elif (folder / "pytorch_model.bin").is_file():
-        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    else:
-        raise ConfigError("Dense layer has no model.safetensors", folder)
-    linear.load_state_dict({k.removeprefix("linear."): v for k, v in state.items()})
-    return nn.Sequential(linear, _ACTIVATIONS[activation]())
 
 
 @contextlib.contextmanager
@@ -414,10 +422,3 @@ def quiet_transformers():
 def _tokenizer_limit(tokenizer) -> int | None:
     limit = getattr(tokenizer, "model_max_length", None)
     return limit if isinstance(limit, int) and limit < 100_000 else None  # "no limit" is a huge sentinel
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"unreadable JSON ({str(exc)[:200] or type(exc).__name__})", path) from None

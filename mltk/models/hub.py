@@ -39,7 +39,7 @@ def repo_id_of(name: str | os.PathLike | None) -> str | None:
     if name is None:
         return None
     text = os.fspath(name)
-    candidate = text[len(HUB_SCHEMA):] if text.startswith(HUB_SCHEMA) else text
+    candidate = text[len(HUB_SCHEMA) :] if text.startswith(HUB_SCHEMA) else text
     if not _REPO_ID.match(candidate) or (candidate == text and (looks_local(text) or os.path.exists(text))):
         return None
     return candidate
@@ -58,10 +58,12 @@ def cached_snapshot(repo_id: str) -> Path | None:
 
 
 def _offline_message(name: str, repo_id: str) -> str:
-    return (f"could not load model {name!r}: it is not a local folder, and HF_HUB_OFFLINE is set while {repo_id} is "
-            f"not in the local Hugging Face cache ({hub_cache_dir()}); download it once online "
-            f"(`huggingface-cli download {repo_id}`), or make a local folder on a machine that has it "
-            f"(`SentenceTransformer('{repo_id}').save('FOLDER')`, or save_pretrained) and pass that folder")
+    return (
+        f"could not load model {name!r}: it is not a local folder, and HF_HUB_OFFLINE is set while {repo_id} is "
+        f"not in the local Hugging Face cache ({hub_cache_dir()}); download it once online "
+        f"(`huggingface-cli download {repo_id}`), or make a local folder on a machine that has it "
+        f"(`SentenceTransformer('{repo_id}').save('FOLDER')`, or save_pretrained) and pass that folder"
+    )
 
 
 def _download(name: str, repo_id: str, patterns: list[str] | None = None) -> Path:

@@ -49,9 +49,18 @@ STUDENT_MODES = ("full", "mkd")
 class LanguageAcquisitionEncoder(nn.Module):
     native_trains = False  # English is the frozen tower's own path: its features are constants
 
-    def __init__(self, base, non_native: NonNativeTokenizer, languages: list[str],
-                 embed_dim: int | None = None, hidden: int = ACQUIRER_HIDDEN, native_lang: str = NATIVE_LANG,
-                 embedding_init: torch.Tensor | None = None, train: str = "acquirers", acquirer: str = "mlp"):
+    def __init__(
+        self,
+        base,
+        non_native: NonNativeTokenizer,
+        languages: list[str],
+        embed_dim: int | None = None,
+        hidden: int = ACQUIRER_HIDDEN,
+        native_lang: str = NATIVE_LANG,
+        embedding_init: torch.Tensor | None = None,
+        train: str = "acquirers",
+        acquirer: str = "mlp",
+    ):
         super().__init__()
         if not isinstance(base, TextBase):  # a ClipBundle
             base = base_from_clip(base)
@@ -70,8 +79,9 @@ class LanguageAcquisitionEncoder(nn.Module):
         self.train_mode = train
         from_tower = non_native.kind == TOWER_SOURCE
         embed_dim = embed_dim or (embedding_init.shape[1] if embedding_init is not None else self.tower.width)
-        self.embedding = NonNativeEmbedding(non_native.vocab_size, embed_dim, self.tower.width, embedding_init,
-                                            identity_proj=from_tower)
+        self.embedding = NonNativeEmbedding(
+            non_native.vocab_size, embed_dim, self.tower.width, embedding_init, identity_proj=from_tower
+        )
         self.acquirers = nn.ModuleDict()
         self.student = None
         self._full_languages: list[str] = []
@@ -135,8 +145,9 @@ class LanguageAcquisitionEncoder(nn.Module):
     def _check_lang(self, lang: str) -> None:
         if lang not in self.languages and not (self.english_student and lang == self.native_lang):
             what = "no acquirers" if self.student is None else "no path through the student"
-            raise ConfigError(f"language {lang!r} has {what} in this encoder (has: "
-                              f"{', '.join([self.native_lang] + self.languages)})")
+            raise ConfigError(
+                f"language {lang!r} has {what} in this encoder (has: {', '.join([self.native_lang] + self.languages)})"
+            )
 
     # --- what a checkpoint holds ------------------------------------------------------------------------------
 
@@ -166,8 +177,9 @@ class LanguageAcquisitionEncoder(nn.Module):
         missing = [k for k in own if k not in tensors]
         unexpected = [k for k in tensors if k not in own]
         if strict and (missing or unexpected):
-            raise ConfigError(f"checkpoint tensors do not match the encoder (missing {missing[:3]}, unexpected "
-                              f"{unexpected[:3]})")
+            raise ConfigError(
+                f"checkpoint tensors do not match the encoder (missing {missing[:3]}, unexpected {unexpected[:3]})"
+            )
         with torch.no_grad():
             for key, value in tensors.items():
                 if key in own:
@@ -175,43 +187,70 @@ class LanguageAcquisitionEncoder(nn.Module):
 
     def checkpoint_config(self) -> dict:
         model = self.spec.get("model", "")
-        if not self.spec.get("pretrained") and not artifacts.is_artifact(model) and not is_hf_model_folder(model) \
-                and not str(model).startswith(("hf-hub:", "local-dir:")):
-            raise ConfigError("the base CLIP has random weights, so a checkpoint could not name it; train or save "
-                              "it first (mltk pretrain) and build the encoder on that checkpoint")
+        if (
+            not self.spec.get("pretrained")
+            and not artifacts.is_artifact(model)
+            and not is_hf_model_folder(model)
+            and not str(model).startswith(("hf-hub:", "local-dir:"))
+        ):
+            raise ConfigError(
+                "the base CLIP has random weights, so a checkpoint could not name it; train or save "
+                "it first (mltk pretrain) and build the encoder on that checkpoint"
+            )
         return {
             "format": CHECKPOINT_FORMAT,
             "base": {k: v for k, v in self.spec.items() if k in ("model", "pretrained")},
             "native_lang": self.native_lang,
             "languages": self.languages,
-            "non_native": {"kind": self.non_native.kind, "source": self.non_native.source,
-                           "vocab_size": self.non_native.vocab_size,
-                           "embed_dim": self.embedding.table.embedding_dim},
+            "non_native": {
+                "kind": self.non_native.kind,
+                "source": self.non_native.source,
+                "vocab_size": self.non_native.vocab_size,
+                "embed_dim": self.embedding.table.embedding_dim,
+            },
             "acquirer_hidden": self.hidden,
             "acquirer": self.acquirer,
             "train": self.train_mode,
         }
 
 
-def build_encoder(base_model: str, base_pretrained: str | None, non_native_source: str | None, languages: list[str],
-                  init_embeddings: bool = False, device: str | torch.device = "cpu",
-                  hidden: int = ACQUIRER_HIDDEN, embed_dim: int | None = None,
-                  train: str = "acquirers", acquirer: str = "mlp") -> LanguageAcquisitionEncoder:
+def build_encoder(
+    base_model: str,
+    base_pretrained: str | None,
+    non_native_source: str | None,
+    languages: list[str],
+    init_embeddings: bool = False,
+    device: str | torch.device = "cpu",
+    hidden: int = ACQUIRER_HIDDEN,
+    embed_dim: int | None = None,
+    train: str = "acquirers",
+    acquirer: str = "mlp",
+) -> LanguageAcquisitionEncoder:
     """A fresh encoder over a frozen text tower. ``init_embeddings`` copies the word embeddings of the
     transformers model behind the tokenizer (M-BERT in the paper); the ``tower`` tokenizer always starts from a
     copy of the tower's own table, and is the default (``non_native_source`` None) on a Hugging Face tower."""
     base = load_text_base(base_model, base_pretrained, device=device)
     if non_native_source is None:
         if not base.hugging_face:
-            raise ConfigError("--tokenizer is needed for open_clip's own text tower (a vocabulary artifact from "
-                              "`mltk build-vocab`, a transformers name like bert-base-multilingual-cased, or "
-                              "'tower' for CLIP's own BPE)")
+            raise ConfigError(
+                "--tokenizer is needed for open_clip's own text tower (a vocabulary artifact from "
+                "`mltk build-vocab`, a transformers name like bert-base-multilingual-cased, or "
+                "'tower' for CLIP's own BPE)"
+            )
         non_native_source = TOWER_SOURCE
     tokenizer = load_non_native_tokenizer(non_native_source, base.tower)
     wants_init = tokenizer.kind == TOWER_SOURCE or (init_embeddings and tokenizer.kind == "hf")
     init = tokenizer.word_embeddings() if wants_init else None
-    return LanguageAcquisitionEncoder(base, tokenizer, languages, embed_dim=embed_dim, hidden=hidden,
-                                      embedding_init=init, train=train, acquirer=acquirer).to(device)
+    return LanguageAcquisitionEncoder(
+        base,
+        tokenizer,
+        languages,
+        embed_dim=embed_dim,
+        hidden=hidden,
+        embedding_init=init,
+        train=train,
+        acquirer=acquirer,
+    ).to(device)
 
 
 def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> LanguageAcquisitionEncoder:
@@ -222,20 +261,36 @@ def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> Langua
     base = load_text_base(config["base"]["model"], config["base"].get("pretrained"), device=device)
     tokenizer = load_non_native_tokenizer(config["non_native"]["source"], base.tower)
     if tokenizer.vocab_size != config["non_native"]["vocab_size"]:
-        raise ConfigError(f"tokenizer {config['non_native']['source']} has {tokenizer.vocab_size} tokens, the "
-                          f"checkpoint was trained with {config['non_native']['vocab_size']}", path)
-    encoder = LanguageAcquisitionEncoder(base, tokenizer, config["languages"],
-                                         embed_dim=config["non_native"]["embed_dim"],
-                                         hidden=config["acquirer_hidden"], native_lang=config["native_lang"],
-                                         train=config.get("train", "acquirers"),
-                                         acquirer=config.get("acquirer", "mlp"))
+        raise ConfigError(
+            f"tokenizer {config['non_native']['source']} has {tokenizer.vocab_size} tokens, the "
+            f"checkpoint was trained with {config['non_native']['vocab_size']}",
+            path,
+        )
+    encoder = LanguageAcquisitionEncoder(
+        base,
+        tokenizer,
+        config["languages"],
+        embed_dim=config["non_native"]["embed_dim"],
+        hidden=config["acquirer_hidden"],
+        native_lang=config["native_lang"],
+        train=config.get("train", "acquirers"),
+        acquirer=config.get("acquirer", "mlp"),
+    )
     encoder.load_state_tensors(tensors)
     return encoder.to(device)
 
 
-def save_encoder(encoder: LanguageAcquisitionEncoder, out_dir: str | Path,
-                 tensors: dict[str, torch.Tensor] | None = None, **writer_kwargs) -> Path:
+def save_encoder(
+    encoder: LanguageAcquisitionEncoder,
+    out_dir: str | Path,
+    tensors: dict[str, torch.Tensor] | None = None,
+    **writer_kwargs,
+) -> Path:
     """Write an MLA checkpoint artifact: trained tensors only (safetensors) plus the checkpoint config naming the
     base."""
-    return artifacts.write_checkpoint(out_dir, tensors if tensors is not None else encoder.state_tensors(),
-                                      encoder.checkpoint_config(), **writer_kwargs)
+    return artifacts.write_checkpoint(
+        out_dir,
+        tensors if tensors is not None else encoder.state_tensors(),
+        encoder.checkpoint_config(),
+        **writer_kwargs,
+    )

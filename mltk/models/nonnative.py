@@ -64,8 +64,9 @@ class HFTokenizer:
         return self._tok
 
     def __call__(self, texts: list[str], context_length: int = 77) -> torch.Tensor:
-        encoded = self._tok(list(texts), padding="longest", truncation=True, max_length=context_length,
-                            return_tensors="pt")
+        encoded = self._tok(
+            list(texts), padding="longest", truncation=True, max_length=context_length, return_tensors="pt"
+        )
         return encoded["input_ids"].long()
 
     def word_embeddings(self) -> torch.Tensor:
@@ -77,9 +78,11 @@ class HFTokenizer:
         try:
             model = from_pretrained(AutoModel, self.source)
         except (OSError, ValueError) as error:  # no weights beside the tokenizer, or not downloadable here
-            raise ConfigError(f"cannot load the word embeddings of {self.source} to initialise the non-native table "
-                              f"(the paper's M-BERT initialisation, on by default; {type(error).__name__}); pass "
-                              f"--no-init-embeddings to start from random rows") from None
+            raise ConfigError(
+                f"cannot load the word embeddings of {self.source} to initialise the non-native table "
+                f"(the paper's M-BERT initialisation, on by default; {type(error).__name__}); pass "
+                f"--no-init-embeddings to start from random rows"
+            ) from None
         return model.get_input_embeddings().weight.detach().clone()
 
 
@@ -143,8 +146,9 @@ class NonNativeEmbedding(nn.Module):
     ``identity_proj``: the projection starts as the identity (needs ``embed_dim == width``), so a table copied from
     the tower itself reproduces the tower's own word embeddings exactly before training."""
 
-    def __init__(self, vocab_size: int, embed_dim: int, width: int, init: torch.Tensor | None = None,
-                 identity_proj: bool = False):
+    def __init__(
+        self, vocab_size: int, embed_dim: int, width: int, init: torch.Tensor | None = None, identity_proj: bool = False
+    ):
         super().__init__()
         self.table = nn.Embedding(vocab_size, embed_dim)
         self.proj = nn.Linear(embed_dim, width)

@@ -21,8 +21,11 @@ def base_of(model: str | None, pretrained: str | None, init: Path | None) -> tup
     """The frozen base CLIP a stage works with: the one an ``init`` checkpoint (or a checkpoint ``model``) names,
     else ``model`` with ``pretrained``. A whole-CLIP checkpoint (``mltk pretrain``) is its own base."""
     for candidate in (init, model):
-        if candidate is not None and artifacts.is_artifact(candidate) and \
-                artifacts.read_manifest(candidate).get("kind") == "checkpoint":
+        if (
+            candidate is not None
+            and artifacts.is_artifact(candidate)
+            and artifacts.read_manifest(candidate).get("kind") == "checkpoint"
+        ):
             base = artifacts.read_checkpoint_config(candidate).get("base")
             if isinstance(base, dict) and base.get("model"):
                 return str(base["model"]), base.get("pretrained")
@@ -35,8 +38,10 @@ def require_model(model: str | None, init: Path | None, stage: str, init_takes: 
     model (a random-weight architecture would be refused anyway), so leaving both out fails in one line."""
     if model is None and init is None:
         start = f" or --init CHECKPOINT ({init_takes})" if init_takes else ""
-        raise ConfigError(f"{stage} needs --model BASE (a checkpoint from `mltk pretrain`, an open_clip name with "
-                          f"--pretrained, or a transformers / sentence-transformers folder){start}")
+        raise ConfigError(
+            f"{stage} needs --model BASE (a checkpoint from `mltk pretrain`, an open_clip name with "
+            f"--pretrained, or a transformers / sentence-transformers folder){start}"
+        )
 
 
 def require_weights(model: str | None, pretrained: str | None, init: Path | None, stage: str) -> None:
@@ -44,15 +49,24 @@ def require_weights(model: str | None, pretrained: str | None, init: Path | None
     transformers / sentence-transformers folder holds its weights."""
     from mltk.models.clip import is_hf_model_folder
 
-    if model is None or init is not None or pretrained or artifacts.is_artifact(model) \
-            or str(model).startswith(WEIGHTED_SCHEMES) or is_hf_model_folder(model):
+    if (
+        model is None
+        or init is not None
+        or pretrained
+        or artifacts.is_artifact(model)
+        or str(model).startswith(WEIGHTED_SCHEMES)
+        or is_hf_model_folder(model)
+    ):
         return
-    raise ConfigError(f"--model {model} without --pretrained is a random-weight architecture; {stage} needs a base "
-                      "CLIP with weights: pass --pretrained TAG_OR_FILE, or a checkpoint from `mltk pretrain`")
+    raise ConfigError(
+        f"--model {model} without --pretrained is a random-weight architecture; {stage} needs a base "
+        "CLIP with weights: pass --pretrained TAG_OR_FILE, or a checkpoint from `mltk pretrain`"
+    )
 
 
-def check_image_embeddings(images: Path | None, model: str | None, pretrained: str | None,
-                           init: Path | None = None) -> None:
+def check_image_embeddings(
+    images: Path | None, model: str | None, pretrained: str | None, init: Path | None = None
+) -> None:
     """Refuse image embeddings that ``encode-images`` made with another CLIP than the stage's base. Embeddings
     from elsewhere (no ``encode-images`` record) are taken as they are."""
     if images is None or (model is None and init is None):
@@ -68,8 +82,11 @@ def check_image_embeddings(images: Path | None, model: str | None, pretrained: s
         return
     made_by = recorded["model"] + (f" ({recorded['pretrained']})" if recorded.get("pretrained") else "")
     here = str(base_model) + (f" ({base_pretrained})" if base_pretrained else "")
-    raise ConfigError(f"image embeddings were made by {made_by}, not by this stage's base CLIP {here}; encode the "
-                      "images with the same model", images)
+    raise ConfigError(
+        f"image embeddings were made by {made_by}, not by this stage's base CLIP {here}; encode the "
+        "images with the same model",
+        images,
+    )
 
 
 def _same(recorded: str | None, current: str | None, inputs: list[dict]) -> bool:

@@ -47,11 +47,13 @@ class TextTower(Protocol):
 
     def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor: ...  # [B, L] -> [B, L, W]
 
-    def forward_embeddings(self, x: torch.Tensor, lengths: torch.Tensor,
-                           after_block: AfterBlock | None = None) -> torch.Tensor: ...  # [B, L, W] -> [B, D]
+    def forward_embeddings(
+        self, x: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None = None
+    ) -> torch.Tensor: ...  # [B, L, W] -> [B, D]
 
-    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor,
-               after_block: AfterBlock | None = None) -> torch.Tensor: ...  # [B, L] -> [B, D]
+    def encode(
+        self, tokens: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None = None
+    ) -> torch.Tensor: ...  # [B, L] -> [B, D]
 
 
 def end_positions(tokens: torch.Tensor, end_token_id: int) -> torch.Tensor:
@@ -107,8 +109,13 @@ class OpenClipTextTower(nn.Module):
         """Token ids [B, L] -> word embeddings [B, L, W] (no positions)."""
         return self.token_embedding(tokens)
 
-    def forward_embeddings(self, x: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None = None,
-                           buckets: int = LENGTH_BUCKETS) -> torch.Tensor:
+    def forward_embeddings(
+        self,
+        x: torch.Tensor,
+        lengths: torch.Tensor,
+        after_block: AfterBlock | None = None,
+        buckets: int = LENGTH_BUCKETS,
+    ) -> torch.Tensor:
         """Word embeddings [B, L, W] -> text features [B, D], pooled at position ``lengths - 1`` ([B]).
 
         Positions are added here. ``after_block(i, h)`` runs after block i (after both of its residual adds) and
@@ -121,12 +128,17 @@ class OpenClipTextTower(nn.Module):
         groups = order.tensor_split(buckets)
         longest = torch.stack([pool_index[group[-1]] for group in groups])  # sorted: a group's last is its longest
         group_lengths = (longest + 1).tolist()  # one host sync for all groups
-        features = torch.cat([self._forward_trimmed(x[group], pool_index[group], after_block, length)
-                              for group, length in zip(groups, group_lengths)])
+        features = torch.cat(
+            [
+                self._forward_trimmed(x[group], pool_index[group], after_block, length)
+                for group, length in zip(groups, group_lengths)
+            ]
+        )
         return features[torch.argsort(order)]  # back to batch order
 
-    def _forward_trimmed(self, x: torch.Tensor, pool_index: torch.Tensor, after_block: AfterBlock | None,
-                         length: int | None = None) -> torch.Tensor:
+    def _forward_trimmed(
+        self, x: torch.Tensor, pool_index: torch.Tensor, after_block: AfterBlock | None, length: int | None = None
+    ) -> torch.Tensor:
         """``forward_embeddings`` on one group, cut to its longest sequence (``length``, computed when not
         given): [B, L, W] -> [B, D]."""
         if length is None:
@@ -148,8 +160,9 @@ class OpenClipTextTower(nn.Module):
         proj = self.text_projection
         return proj(x) if isinstance(proj, nn.Linear) else x @ proj  # [B, D]
 
-    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None,
-               after_block: AfterBlock | None = None) -> torch.Tensor:
+    def encode(
+        self, tokens: torch.Tensor, lengths: torch.Tensor | None = None, after_block: AfterBlock | None = None
+    ) -> torch.Tensor:
         """Token ids [B, L] -> text features [B, D], each length group trimmed to its longest sequence.
         ``lengths`` None: found from the first end token of each row."""
         if lengths is None:

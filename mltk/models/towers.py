@@ -48,8 +48,10 @@ class TextBase:
     def require_image_tower(self, stage: str) -> ClipBundle:
         """The CLIP, or a one-line refusal for stages that align text with images."""
         if self.clip is None:
-            raise ConfigError(f"{stage} aligns text with images, but {self.spec.get('model')!r} is a text-only tower "
-                              f"(no image tower); use a CLIP")
+            raise ConfigError(
+                f"{stage} aligns text with images, but {self.spec.get('model')!r} is a text-only tower "
+                f"(no image tower); use a CLIP"
+            )
         return self.clip
 
 
@@ -78,8 +80,7 @@ def _hf_folder(model: str, pretrained: str | None, device: torch.device) -> Text
     from mltk.models.hf_text import load_hf_text_tower
 
     if pretrained:
-        raise ConfigError(f"--pretrained {pretrained!r} does not apply to a model folder (it holds its weights)",
-                          model)
+        raise ConfigError(f"--pretrained {pretrained!r} does not apply to a model folder (it holds its weights)", model)
     from mltk.models.hub import repo_id_of
 
     name = model if repo_id_of(model) else str(Path(model).resolve())  # a hub id is kept as the user gave it
@@ -128,8 +129,10 @@ def load_text_base(model: str, pretrained: str | None = None, device: str | torc
         if base is not None:
             base.tower.requires_grad_(False)
             return base
-    raise ConfigError(f"no text tower reads model {model!r}: not a transformers / sentence-transformers folder, an "
-                      f"open_clip architecture, an hf-hub:/local-dir: name nor an mltk CLIP checkpoint")
+    raise ConfigError(
+        f"no text tower reads model {model!r}: not a transformers / sentence-transformers folder, an "
+        f"open_clip architecture, an hf-hub:/local-dir: name nor an mltk CLIP checkpoint"
+    )
 
 
 def load_text_tower(model: str, pretrained: str | None = None, device: str | torch.device = "cpu") -> TextTower:

@@ -27,8 +27,14 @@ FORMATS = ("png", "svg")
 DPI = 150
 AR_COLOUR, F_COLOUR = "#1f77b4", "#d62728"
 DIRECTION_TITLES = {"i2t": "image → text", "t2i": "text → image"}
-_STYLE = {"font.family": "DejaVu Sans", "font.size": 10, "axes.titlesize": 11, "svg.hashsalt": "mltk",
-          "axes.spines.top": False, "axes.spines.right": False}
+_STYLE = {
+    "font.family": "DejaVu Sans",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "svg.hashsalt": "mltk",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 
 
 def _figure(width: float, height: float):
@@ -76,8 +82,13 @@ def _styled(build):
 
 
 @_styled
-def continual_heatmap(matrix: Sequence[Sequence[float | None]], tasks: Sequence[str], metric: str = "",
-                      title: str = "", scale: tuple[float, float] | None = (0.0, 100.0)):
+def continual_heatmap(
+    matrix: Sequence[Sequence[float | None]],
+    tasks: Sequence[str],
+    metric: str = "",
+    title: str = "",
+    scale: tuple[float, float] | None = (0.0, 100.0),
+):
     """a[j][i] as a heatmap (``fmt="png"`` or ``"svg"`` bytes; ``fmt=None`` returns the Figure). ``scale`` fixes
     the colour range (default 0-100, recall in percent); None stretches it to the values."""
     import numpy as np
@@ -98,8 +109,15 @@ def continual_heatmap(matrix: Sequence[Sequence[float | None]], tasks: Sequence[
         for i in range(columns):
             if np.isfinite(values[j, i]):
                 fraction = (values[j, i] - low) / ((high - low) or 1.0)
-                axes.text(i, j, f"{values[j, i]:.1f}", ha="center", va="center", fontsize=9,
-                          color="black" if fraction > 0.6 else "white")
+                axes.text(
+                    i,
+                    j,
+                    f"{values[j, i]:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color="black" if fraction > 0.6 else "white",
+                )
             else:
                 axes.add_patch(_hatched_cell(i, j))
     axes.set_xticks(range(columns), tasks)
@@ -121,21 +139,30 @@ def _hatched_cell(i: int, j: int):
 
 
 @_styled
-def continual_curves(average: Sequence[float | None], forgetting: Sequence[float | None], tasks: Sequence[str],
-                     title: str = "", metric: str = "", scale: tuple[float, float] | None = (0.0, 100.0)):
+def continual_curves(
+    average: Sequence[float | None],
+    forgetting: Sequence[float | None],
+    tasks: Sequence[str],
+    title: str = "",
+    metric: str = "",
+    scale: tuple[float, float] | None = (0.0, 100.0),
+):
     """AR_j (top, on ``scale``, default 0-100) and F_j (below, on its own axis: forgetting is a few points, which
     a 0-100 axis would flatten) after each task j, each point labelled with its value."""
     steps = list(range(len(tasks)))
     figure = _figure(max(5.0, 0.7 * len(tasks) + 3.0), 4.6)
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
-    for axes, series, colour, marker, label in ((top, average, AR_COLOUR, "o", "AR"),
-                                                (bottom, forgetting, F_COLOUR, "s", "F")):
+    for axes, series, colour, marker, label in (
+        (top, average, AR_COLOUR, "o", "AR"),
+        (bottom, forgetting, F_COLOUR, "s", "F"),
+    ):
         points = [(j, float(v)) for j, v in zip(steps, series) if not _missing(v)]
         if points:
             axes.plot(*zip(*points), marker=marker, color=colour, label=label)
         for j, v in points:
-            axes.annotate(f"{v:.2f}", (j, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8,
-                          color=colour)
+            axes.annotate(
+                f"{v:.2f}", (j, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8, color=colour
+            )
         axes.grid(axis="y", color="#e5e5e5")
     if scale is not None:
         top.set_ylim(*scale)
@@ -182,8 +209,13 @@ def recall_bars(metrics: Mapping, title: str = ""):
     for axes, direction in zip(panels, ("i2t", "t2i")):
         for n, k in enumerate(ks):
             values = [per_language[lang][direction].get(f"R@{k}", np.nan) for lang in langs]
-            bars = axes.bar(positions + (n - (len(ks) - 1) / 2) * width, values, width, label=f"R@{k}",
-                            color=colours[n % len(colours)])
+            bars = axes.bar(
+                positions + (n - (len(ks) - 1) / 2) * width,
+                values,
+                width,
+                label=f"R@{k}",
+                color=colours[n % len(colours)],
+            )
             if n == 0:
                 axes.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
         axes.set_xticks(positions, [f"{lang}\n{per_language[lang]['AR']:.1f}" for lang in langs])
@@ -195,8 +227,9 @@ def recall_bars(metrics: Mapping, title: str = ""):
     panels[0].set_ylabel("recall (%)")
     panels[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     mean = (metrics.get("summary") or {}).get("mean_AR")
-    figure.suptitle(title or (f"retrieval per language (mean AR {mean:.2f})" if mean is not None else
-                              "retrieval per language"))
+    figure.suptitle(
+        title or (f"retrieval per language (mean AR {mean:.2f})" if mean is not None else "retrieval per language")
+    )
     return figure
 
 
@@ -238,15 +271,24 @@ def fusion_curve(fusion: Mapping, title: str = "", key: str = "R@1", scale: tupl
     figure = _figure(6.0, 4.0)
     axes = figure.subplots()
     series = [(name, values) for name, values in (fusion.get("curves") or {}).items() if name.endswith(key)]
-    top = [max((float(v) for _, values in series for v in values[i:i + 1] if not _missing(v)), default=None)
-           for i in range(len(etas))]  # the highest value at each eta is labelled above its point, others below
+    top = [
+        max((float(v) for _, values in series for v in values[i : i + 1] if not _missing(v)), default=None)
+        for i in range(len(etas))
+    ]  # the highest value at each eta is labelled above its point, others below
     for name, values in series:
         points = [(i, e, float(v)) for i, (e, v) in enumerate(zip(etas, values)) if not _missing(v)]
         if points:
             line = axes.plot([e for _, e, _ in points], [v for _, _, v in points], marker="o", label=name)[0]
             for i, e, v in points:
-                axes.annotate(f"{v:.1f}", (e, v), textcoords="offset points", xytext=(0, 6 if v >= top[i] else -12),
-                              ha="center", fontsize=7, color=line.get_color())
+                axes.annotate(
+                    f"{v:.1f}",
+                    (e, v),
+                    textcoords="offset points",
+                    xytext=(0, 6 if v >= top[i] else -12),
+                    ha="center",
+                    fontsize=7,
+                    color=line.get_color(),
+                )
     if scale is not None:
         axes.set_ylim(*scale)
     axes.set_xlim(-0.05, 1.05)
@@ -254,8 +296,7 @@ def fusion_curve(fusion: Mapping, title: str = "", key: str = "R@1", scale: tupl
     axes.set_ylabel(key + " (%)")
     axes.grid(color="#e5e5e5")
     axes.legend(fontsize=8, loc="best")
-    axes.set_title(title or "score fusion: (1 - eta) s(model, foreign) + eta s(English tower, translation)",
-                   fontsize=9)
+    axes.set_title(title or "score fusion: (1 - eta) s(model, foreign) + eta s(English tower, translation)", fontsize=9)
     return figure
 
 
@@ -274,8 +315,9 @@ def check_plot_dir(out_dir: Path, inputs: Sequence[Path] = ()) -> None:
                 loose.check_target(folder / f"{name}.{fmt}", inputs, what="--plot")
 
 
-def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = "",
-                           inputs: Sequence[Path] = ()) -> list[Path]:
+def write_evaluation_plots(
+    metrics: Mapping | Path, out_dir: Path, title: str = "", inputs: Sequence[Path] = ()
+) -> list[Path]:
     """Write every figure ``metrics`` supports (a metrics dict, or a metrics artifact) into ``out_dir`` as PNG and
     SVG: ``recall`` and ``ranks`` for retrieval metrics, ``continual_matrix`` and ``continual_curve`` for
     continual ones. Returns the files written. ``out_dir`` is refused inside ``inputs`` or any artifact, and an
@@ -294,10 +336,12 @@ def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = 
         figures["ranks"] = rank_spread(metrics, title=title, fmt=None)
     if metrics.get("continual"):
         continual = metrics["continual"]
-        figures["continual_matrix"] = continual_heatmap(continual["matrix"], continual["tasks"],
-                                                        continual.get("metric", ""), title, fmt=None)
-        figures["continual_curve"] = continual_curves(continual["AR"], continual["F"], continual["tasks"], title,
-                                                      continual.get("metric", ""), fmt=None)
+        figures["continual_matrix"] = continual_heatmap(
+            continual["matrix"], continual["tasks"], continual.get("metric", ""), title, fmt=None
+        )
+        figures["continual_curve"] = continual_curves(
+            continual["AR"], continual["F"], continual["tasks"], title, continual.get("metric", ""), fmt=None
+        )
     if metrics.get("fusion"):
         figures["fusion_curve"] = fusion_curve(metrics["fusion"], title=title, fmt=None)
     files = {f"{name}.{fmt}": render(figure, fmt) for name, figure in figures.items() for fmt in FORMATS}
@@ -305,6 +349,8 @@ def write_evaluation_plots(metrics: Mapping | Path, out_dir: Path, title: str = 
     if written:
         from mltk.core.runtime import log
 
-        log(f"pictures of the metrics written to {out_dir}: {', '.join(sorted({p.stem for p in written}))} "
-            f"({', '.join(FORMATS)})")
+        log(
+            f"pictures of the metrics written to {out_dir}: {', '.join(sorted({p.stem for p in written}))} "
+            f"({', '.join(FORMATS)})"
+        )
     return written

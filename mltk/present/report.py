@@ -61,12 +61,21 @@ def metrics_tables(metrics: Mapping[str, Any]) -> list[ReportTable]:
 def bli_table(bli: Mapping[str, Any]) -> ReportTable:
     """Pair | P@1 (AME: cosine, all words, misses counted) | reverse | P@1 CSLS (MUSE) | source words | OOV |
     candidates | k."""
-    row = (f"{bli.get('src_lang')}->{bli.get('tgt_lang')}", bli.get("P@1"), bli.get("P@1_reverse"),
-           bli.get("P@1_csls"), bli.get("source_words"), bli.get("out_of_vocabulary"), bli.get("candidates"),
-           bli.get("k"))
-    return ReportTable("Bilingual lexicon induction (AME: cosine P@1 over all words, OOV as misses; CSLS: MUSE's)",
-                       ("pair", "P@1", "P@1 reverse", "P@1 CSLS (MUSE)", "source words", "OOV", "candidates", "k"),
-                       (row,))
+    row = (
+        f"{bli.get('src_lang')}->{bli.get('tgt_lang')}",
+        bli.get("P@1"),
+        bli.get("P@1_reverse"),
+        bli.get("P@1_csls"),
+        bli.get("source_words"),
+        bli.get("out_of_vocabulary"),
+        bli.get("candidates"),
+        bli.get("k"),
+    )
+    return ReportTable(
+        "Bilingual lexicon induction (AME: cosine P@1 over all words, OOV as misses; CSLS: MUSE's)",
+        ("pair", "P@1", "P@1 reverse", "P@1 CSLS (MUSE)", "source words", "OOV", "candidates", "k"),
+        (row,),
+    )
 
 
 def fusion_table(fusion: Mapping[str, Any]) -> ReportTable:
@@ -101,9 +110,16 @@ def per_language_table(per_language: Mapping[str, Mapping], ks: Sequence[int] = 
 
 def mrv_table(mrv: Mapping[str, Any]) -> ReportTable:
     """Direction | MRV | instance (what one instance is: image or caption_id) | instances | excluded."""
-    rows = tuple((direction, mrv.get(direction), mrv.get("instance", {}).get(direction, "-"),
-                  mrv.get("instances", {}).get(direction), mrv.get("excluded_instances", {}).get(direction))
-                 for direction in ("i2t", "t2i"))
+    rows = tuple(
+        (
+            direction,
+            mrv.get(direction),
+            mrv.get("instance", {}).get(direction, "-"),
+            mrv.get("instances", {}).get(direction),
+            mrv.get("excluded_instances", {}).get(direction),
+        )
+        for direction in ("i2t", "t2i")
+    )
     title = f"MRV ({mrv.get('variant')}, K={mrv.get('K', len(mrv.get('languages', [])))})"
     return ReportTable(title, ("direction", "MRV", "instance", "instances", "excluded"), rows)
 
@@ -114,10 +130,10 @@ def c2c_table(c2c: Mapping[str, Mapping], ks: Sequence[int] = (1, 5, 10)) -> Rep
         for direction, summary in entry.items():
             if isinstance(summary, Mapping) and "R@1" in summary:
                 queries = entry.get("queries", {}).get(direction, entry.get("sentences"))
-                rows.append((direction, *_direction_values(summary, ks), entry.get("relevance", "caption_id"),
-                             queries))
-    return ReportTable("Caption-to-caption retrieval", ("direction", *_direction_columns(ks), "hit", "queries"),
-                       tuple(rows))
+                rows.append((direction, *_direction_values(summary, ks), entry.get("relevance", "caption_id"), queries))
+    return ReportTable(
+        "Caption-to-caption retrieval", ("direction", *_direction_columns(ks), "hit", "queries"), tuple(rows)
+    )
 
 
 def continual_table(continual: Mapping[str, Any]) -> ReportTable:
@@ -156,13 +172,20 @@ def to_long_csv(rows: Sequence[tuple[str, str, str, Any]]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["language", "direction", "metric", "value"])
     for lang, direction, metric, value in rows:
-        writer.writerow([lang, direction, metric,
-                         "" if value is None or (isinstance(value, float) and math.isnan(value)) else value])
+        writer.writerow(
+            [
+                lang,
+                direction,
+                metric,
+                "" if value is None or (isinstance(value, float) and math.isnan(value)) else value,
+            ]
+        )
     return buffer.getvalue()
 
 
-def clip_benchmark_records(metrics: Mapping[str, Any], *, dataset: str, model: str | None,
-                           pretrained: str | None) -> dict[str, dict]:
+def clip_benchmark_records(
+    metrics: Mapping[str, Any], *, dataset: str, model: str | None, pretrained: str | None
+) -> dict[str, dict]:
     """One CLIP_benchmark result object per language: ``image_retrieval_recall@k`` is text-to-image and
     ``text_retrieval_recall@k`` image-to-text, as fractions in [0, 1] like that harness writes them."""
     ks = metrics.get("settings", {}).get("ks", (1, 5, 10))
@@ -172,8 +195,14 @@ def clip_benchmark_records(metrics: Mapping[str, Any], *, dataset: str, model: s
         for k in ks:
             values[f"image_retrieval_recall@{k}"] = entry["t2i"][f"R@{k}"] / 100
             values[f"text_retrieval_recall@{k}"] = entry["i2t"][f"R@{k}"] / 100
-        records[lang] = {"dataset": dataset, "model": model, "pretrained": pretrained, "task": "zeroshot_retrieval",
-                         "metrics": values, "language": lang}
+        records[lang] = {
+            "dataset": dataset,
+            "model": model,
+            "pretrained": pretrained,
+            "task": "zeroshot_retrieval",
+            "metrics": values,
+            "language": lang,
+        }
     return records
 
 
@@ -206,8 +235,7 @@ def to_rich(table: ReportTable) -> Table:
     """A rich table; a header "I→T R@1" is shown on two lines ("I→T" over "R@1") to keep columns narrow."""
     rich_table = Table(title=table.title, title_justify="left")
     for index, header in enumerate(table.headers):
-        rich_table.add_column(header.replace(" ", "\n", 1), justify="left" if index == 0 else "right",
-                              no_wrap=True)
+        rich_table.add_column(header.replace(" ", "\n", 1), justify="left" if index == 0 else "right", no_wrap=True)
     for row in table.rows:
         rich_table.add_row(*(format_value(v) for v in row))
     return rich_table
@@ -215,8 +243,10 @@ def to_rich(table: ReportTable) -> Table:
 
 def _rich_width(table: ReportTable) -> int:
     """Characters a rich rendering of ``table`` needs without squeezing (cell padding and borders included)."""
-    widths = [max([len(part) for part in header.split(" ", 1)] + [len(format_value(row[i])) for row in table.rows])
-              for i, header in enumerate(table.headers)]
+    widths = [
+        max([len(part) for part in header.split(" ", 1)] + [len(format_value(row[i])) for row in table.rows])
+        for i, header in enumerate(table.headers)
+    ]
     return sum(widths) + 3 * len(widths) + 1
 
 
@@ -224,8 +254,12 @@ def to_markdown(tables: Sequence[ReportTable]) -> str:
     """GitHub-flavoured Markdown, one ``###`` section per table, numbers with two decimals."""
     blocks = []
     for table in tables:
-        lines = [f"### {table.title}", "", "| " + " | ".join(table.headers) + " |",
-                 "|" + "|".join([":---"] + ["---:"] * (len(table.headers) - 1)) + "|"]
+        lines = [
+            f"### {table.title}",
+            "",
+            "| " + " | ".join(table.headers) + " |",
+            "|" + "|".join([":---"] + ["---:"] * (len(table.headers) - 1)) + "|",
+        ]
         lines += ["| " + " | ".join(format_value(v) for v in row) + " |" for row in table.rows]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
@@ -241,8 +275,14 @@ def to_csv(tables: Sequence[ReportTable]) -> str:
             buffer.write("\n")
         writer.writerow([f"{table.title}: {table.headers[0]}", *table.headers[1:]])
         for row in table.rows:
-            writer.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else
-                             (round(v, 6) if isinstance(v, float) else v) for v in row])
+            writer.writerow(
+                [
+                    ""
+                    if v is None or (isinstance(v, float) and math.isnan(v))
+                    else (round(v, 6) if isinstance(v, float) else v)
+                    for v in row
+                ]
+            )
     return buffer.getvalue()
 
 
@@ -252,8 +292,11 @@ def print_tables(tables: Sequence[ReportTable], report_format: str = "table") ->
         for table in tables:
             # Off a terminal (a log file, a pipe) rich assumes 80 columns; never squeeze numbers to fit that.
             needed = _rich_width(table)
-            target = console if console.is_terminal or needed <= console.width else \
-                Console(stderr=True, highlight=False, width=needed)
+            target = (
+                console
+                if console.is_terminal or needed <= console.width
+                else Console(stderr=True, highlight=False, width=needed)
+            )
             target.print(to_rich(table))
     elif report_format == "markdown":
         console.print(to_markdown(tables), markup=False, highlight=False, soft_wrap=True)
@@ -277,8 +320,10 @@ def print_metrics_artifact(path: Path) -> bool:
     try:
         tables = metrics_tables(artifacts.load_metrics(path))
     except (KeyError, TypeError, ValueError, AttributeError) as error:  # a metrics.json written by another hand
-        log(f"warning: {path}/metrics.json holds no table in the form evaluate writes ({type(error).__name__}: "
-            f"{str(error)[:80]}); its numbers are not shown")
+        log(
+            f"warning: {path}/metrics.json holds no table in the form evaluate writes ({type(error).__name__}: "
+            f"{str(error)[:80]}); its numbers are not shown"
+        )
         return False
     print_tables(tables)
     return bool(tables)

@@ -31,8 +31,15 @@ def recipe_summaries() -> list[dict]:
     for name in recipe_names():
         recipe = load_recipe(name)
         extends = json.loads(recipe_path(name).read_text(encoding="utf-8")).get("extends")
-        rows.append({"name": name, "stage": recipe.stage, "extends": extends, "default": name in defaults,
-                     "description": recipe.description})
+        rows.append(
+            {
+                "name": name,
+                "stage": recipe.stage,
+                "extends": extends,
+                "default": name in defaults,
+                "description": recipe.description,
+            }
+        )
     return rows
 
 

@@ -43,8 +43,15 @@ def type_words(hint: Any) -> str:
     return words + (" or null" if optional else "")
 
 
-def check_value(value: Any, hint: Any, key: str, path: str | Path | None, *, what: str = "recipe",
-                metadata: typing.Mapping | None = None) -> Any:
+def check_value(
+    value: Any,
+    hint: Any,
+    key: str,
+    path: str | Path | None,
+    *,
+    what: str = "recipe",
+    metadata: typing.Mapping | None = None,
+) -> Any:
     """``value`` (JSON) as a value of a field typed ``hint`` (a JSON list becomes a tuple), or ConfigError naming
     ``path``, ``key`` and the type; ``metadata``'s ``min`` and ``choices`` bound it."""
     metadata = metadata or {}
@@ -59,8 +66,9 @@ def check_value(value: Any, hint: Any, key: str, path: str | Path | None, *, wha
         try:
             expect(value, inner, key, path, what=what)
         except ConfigError:
-            raise ConfigError(f"{what} key {key!r} must be {type_words(hint)}, not {json.dumps(value)[:60]}",
-                              path) from None
+            raise ConfigError(
+                f"{what} key {key!r} must be {type_words(hint)}, not {json.dumps(value)[:60]}", path
+            ) from None
         value = float(value) if inner is float else value
     else:
         raise ConfigError(f"{what} key {key!r} cannot be set here (it is not a plain value)", path)
@@ -74,8 +82,10 @@ def _check_tuple(value: Any, inner: Any, key: str, path: str | Path, what: str, 
     if not isinstance(value, list) or (fixed and len(value) != len(args)):
         raise ConfigError(f"{what} key {key!r} must be {type_words(hint)}, not {json.dumps(value)[:60]}", path)
     kinds = args if fixed else args * len(value)
-    return tuple(check_value(item, kind, f"{key}[{index}]", path, what=what)
-                 for index, (item, kind) in enumerate(zip(value, kinds)))
+    return tuple(
+        check_value(item, kind, f"{key}[{index}]", path, what=what)
+        for index, (item, kind) in enumerate(zip(value, kinds))
+    )
 
 
 def _check_bounds(value: Any, key: str, path: str | Path, what: str, metadata: typing.Mapping) -> None:

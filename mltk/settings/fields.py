@@ -12,10 +12,13 @@ from typing import Any
 
 BATCH_SIZE = {"help": "Examples per step.", "min": 2}
 VAL_IMAGES = {"help": "At most this many validation images.", "min": 1}
-ALIGNMENT = {"help": "AME's RCSLS term over a lexicon and its map: weight, k, form, every, lr, orthogonal (set with "
-                       "--align-*; a lexicon turns it on)."}
-MSE_FORM = {"help": "The MSE to the English teacher: mean over elements (the authors' code) or sum (over D, the "
-                    "written form)."}
+ALIGNMENT = {
+    "help": "AME's RCSLS term over a lexicon and its map: weight, k, form, every, lr, orthogonal (set with "
+    "--align-*; a lexicon turns it on)."
+}
+MSE_FORM = {
+    "help": "The MSE to the English teacher: mean over elements (the authors' code) or sum (over D, the written form)."
+}
 
 
 def only(metadata: dict[str, Any], *stages: str) -> dict[str, Any]:

@@ -29,30 +29,58 @@ LOG_EVERY = 10  # steps between log lines and steps.csv rows when --log-every is
 
 @dataclass(frozen=True)
 class LoopConfig:
-    steps: int = field(metadata={"help": "Optimizer steps (train-continual: per task, from its own steps or epochs).",
-                                 "min": 1, "max": MAX_STEPS})
+    steps: int = field(
+        metadata={
+            "help": "Optimizer steps (train-continual: per task, from its own steps or epochs).",
+            "min": 1,
+            "max": MAX_STEPS,
+        }
+    )
     lr: float = field(metadata={"help": "Peak learning rate, after a linear warm-up."})
-    warmup_fraction: float = field(metadata={"help": "Fraction of the steps of linear warm-up.",
-                                             "option": "--warmup", "min": 0.0, "max": 1.0})
-    schedule: str = field(metadata={"help": "After the warm-up: constant; cosine to 0 over the steps after it; "
-                                            "linear to 0 (CCR_k's create_scheduler); warmup_cosine, "
-                                            "0.5 (1 + cos(pi x)) with x the fraction of all the steps (MLA's "
-                                            "BertAdam); step, lr / 10 from half the steps on (AME).",
-                                    "choices": SCHEDULES, "cli": False})
-    weight_decay: float = field(metadata={"help": "Decoupled (AdamW) weight decay on weight matrices (tensors "
-                                                  "with ndim >= 2).", "min": 0.0})
+    warmup_fraction: float = field(
+        metadata={"help": "Fraction of the steps of linear warm-up.", "option": "--warmup", "min": 0.0, "max": 1.0}
+    )
+    schedule: str = field(
+        metadata={
+            "help": "After the warm-up: constant; cosine to 0 over the steps after it; "
+            "linear to 0 (CCR_k's create_scheduler); warmup_cosine, "
+            "0.5 (1 + cos(pi x)) with x the fraction of all the steps (MLA's "
+            "BertAdam); step, lr / 10 from half the steps on (AME).",
+            "choices": SCHEDULES,
+            "cli": False,
+        }
+    )
+    weight_decay: float = field(
+        metadata={"help": "Decoupled (AdamW) weight decay on weight matrices (tensors with ndim >= 2).", "min": 0.0}
+    )
     betas: tuple[float, float] = field(metadata={"help": "AdamW's betas.", "cli": False})
     eps: float = field(metadata={"help": "AdamW's eps.", "cli": False, "min": 0.0})
-    grad_clip: float | None = field(metadata={"help": "Gradient norm clip, per tensor or global as clip_mode says "
-                                                      "(0: off).", "min": 0.0})
-    clip_mode: str = field(metadata={"help": "per_tensor (the MLA authors' code: each tensor's norm) or global.",
-                                     "choices": CLIP_MODES, "cli": False})
-    eval_every: int = field(default=0, metadata={"help": "Validate every N steps (0: at the end only); the best "
-                                                         "validation state is kept.", "min": 0})
-    save_every: int = field(default=50, metadata={"help": "Steps between resumable state saves (0: only at the end "
-                                                          "or an interrupt).", "min": 0, "cli": False})
-    seed: int = field(default=0, metadata={"help": "Random seed; the same seed gives the same result on the CPU.",
-                                           "min": 0, "max": MAX_SEED})
+    grad_clip: float | None = field(
+        metadata={"help": "Gradient norm clip, per tensor or global as clip_mode says (0: off).", "min": 0.0}
+    )
+    clip_mode: str = field(
+        metadata={
+            "help": "per_tensor (the MLA authors' code: each tensor's norm) or global.",
+            "choices": CLIP_MODES,
+            "cli": False,
+        }
+    )
+    eval_every: int = field(
+        default=0,
+        metadata={"help": "Validate every N steps (0: at the end only); the best validation state is kept.", "min": 0},
+    )
+    save_every: int = field(
+        default=50,
+        metadata={
+            "help": "Steps between resumable state saves (0: only at the end or an interrupt).",
+            "min": 0,
+            "cli": False,
+        },
+    )
+    seed: int = field(
+        default=0,
+        metadata={"help": "Random seed; the same seed gives the same result on the CPU.", "min": 0, "max": MAX_SEED},
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
@@ -70,8 +98,9 @@ class LoopConfig:
         if self.grad_clip is not None and not self.grad_clip > 0:
             problems.append(f"grad_clip must be positive or None, got {self.grad_clip}")
         if self.weight_decay < 0 or self.eps < 0 or len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            problems.append(f"invalid AdamW settings: weight_decay={self.weight_decay}, betas={self.betas}, "
-                            f"eps={self.eps}")
+            problems.append(
+                f"invalid AdamW settings: weight_decay={self.weight_decay}, betas={self.betas}, eps={self.eps}"
+            )
         if self.eval_every < 0 or self.save_every < 0:
             problems.append(f"eval_every and save_every must be >= 0, got {self.eval_every}, {self.save_every}")
         if problems:

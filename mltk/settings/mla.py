@@ -44,34 +44,60 @@ class MlaConfig:
     #                               tower's own on a Hugging Face tower)
     train: str = "acquirers"  # "acquirers" (MLA), "full" (a student copy of the whole tower: the KD baseline) or
     #                           "mkd" (the student reads English too, replacing the English text encoder)
-    embedding_lr: float | None = field(default=FROM_RECIPE, metadata=only({
-        "help": "Peak learning rate of the shared non-native embedding (none: --lr)."}, "train-nlt"))
+    embedding_lr: float | None = field(
+        default=FROM_RECIPE,
+        metadata=only({"help": "Peak learning rate of the shared non-native embedding (none: --lr)."}, "train-nlt"),
+    )
     init_embeddings: bool = True  # copy the transformers model's word embeddings (M-BERT in the paper)
     languages: tuple[str, ...] = ()  # default: every non-English language of the captions (or of --init)
     batch_size: int = field(default=FROM_RECIPE, metadata=BATCH_SIZE)
-    train_embedding: bool | None = field(default=None, metadata={
-        "option": "--train-embedding/--freeze-embedding", "help": "Train the shared non-native embedding (default: "
-        "yes, unless languages are added to an --init checkpoint, which keeps the other languages bit-identical)."})
-    temperature: float | None = field(default=FROM_RECIPE, metadata=read_by({
-        "help": "Fixed InfoNCE temperature of LE (the paper's is OpenAI ViT-B/32's own), or 'clip': the frozen base "
-        "CLIP's own learned one.", "parse": temperature_or_clip}, "train-le", "train-nlt-le"))
+    train_embedding: bool | None = field(
+        default=None,
+        metadata={
+            "option": "--train-embedding/--freeze-embedding",
+            "help": "Train the shared non-native embedding (default: "
+            "yes, unless languages are added to an --init checkpoint, which keeps the other languages bit-identical).",
+        },
+    )
+    temperature: float | None = field(
+        default=FROM_RECIPE,
+        metadata=read_by(
+            {
+                "help": "Fixed InfoNCE temperature of LE (the paper's is OpenAI ViT-B/32's own), or 'clip': the "
+                "frozen base CLIP's own learned one.",
+                "parse": temperature_or_clip,
+            },
+            "train-le",
+            "train-nlt-le",
+        ),
+    )
     split: str = "train"
     val_split: str = "val"
     val_images: int | None = field(default=FROM_RECIPE, metadata={**VAL_IMAGES, "cli": False})
     device: str = "auto"
     precision: str = "auto"
-    cpu_bf16: bool = field(default=FROM_RECIPE, metadata={
-        "help": "With --precision auto on a CPU with bf16 instructions (AMX or AVX512-BF16): bf16 autocast.",
-        "cli": False})
+    cpu_bf16: bool = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "With --precision auto on a CPU with bf16 instructions (AMX or AVX512-BF16): bf16 autocast.",
+            "cli": False,
+        },
+    )
     cache_dir: Path | None = None
-    acquirer: str = field(default=FROM_RECIPE, metadata={
-        "help": "Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or none (the "
-        "non-native embedding alone): MLA's ablations. An --init checkpoint keeps its own."})
+    acquirer: str = field(
+        default=FROM_RECIPE,
+        metadata={
+            "help": "Acquirers of a fresh encoder: mlp (the paper's), linear (the bottleneck without ReLU) or none "
+            "(the non-native embedding alone): MLA's ablations. An --init checkpoint keeps its own."
+        },
+    )
     mse_form: str = field(default=FROM_RECIPE, metadata=read_by(MSE_FORM, "train-nlt", "train-nlt-le"))
-    nlt_weight: float = field(default=FROM_RECIPE, metadata=read_by({"help": "Weight of the NLT (MSE) term."},
-                                                                    "train-nlt-le"))
-    le_weight: float = field(default=FROM_RECIPE, metadata=read_by({"help": "Weight of the LE (InfoNCE) term."},
-                                                                   "train-nlt-le"))
+    nlt_weight: float = field(
+        default=FROM_RECIPE, metadata=read_by({"help": "Weight of the NLT (MSE) term."}, "train-nlt-le")
+    )
+    le_weight: float = field(
+        default=FROM_RECIPE, metadata=read_by({"help": "Weight of the LE (InfoNCE) term."}, "train-nlt-le")
+    )
     # AME's RCSLS term over a lexicon (``mltk.ame.rcsls``); its options are its own fields'
     alignment: AlignmentConfig = field(default=AlignmentConfig(), metadata=only(ALIGNMENT, "train-nlt"))
     loop: LoopConfig | dict | None = None  # steps, lr, warm-up, decay, clipping, seed (None / dict: the recipe's)

@@ -40,7 +40,7 @@ class LanguageBatches:
         position = int(self._position[step])
         epoch, offset = divmod(position, per_epoch)
         order = self._permutation(lang_index, epoch)
-        return lang, order[offset * self.batch_size:(offset + 1) * self.batch_size]
+        return lang, order[offset * self.batch_size : (offset + 1) * self.batch_size]
 
     @lru_cache(maxsize=64)
     def _permutation(self, lang_index: int, epoch: int) -> np.ndarray:
@@ -57,8 +57,9 @@ def group_by_image(image_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return rows, counts, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
-def draw_captions(seed: int, step: int, salt: int, images: np.ndarray, offsets: np.ndarray,
-                  counts: np.ndarray) -> np.ndarray:
+def draw_captions(
+    seed: int, step: int, salt: int, images: np.ndarray, offsets: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
     """One caption per image of the batch of ``step``: index ``offsets[i] + floor(u * counts[i])`` with ``u``
     uniform from ``(seed, step, salt)``. Drawn for the global batch before sharding, so every rank agrees."""
     draw = np.random.default_rng([seed, step, salt]).random(len(images))

@@ -45,14 +45,16 @@ def group_captions(captions: pa.Table, split: str, languages: list[str], image_r
     Images without any caption in the languages are left out; an image lacking one language simply has
     ``NO_CAPTION`` in that slot of every option.
     """
-    keep = pc.and_(pc.equal(captions.column("split"), split),
-                   pc.is_in(captions.column("lang"), pa.array(languages, pa.string())))
+    keep = pc.and_(
+        pc.equal(captions.column("split"), split), pc.is_in(captions.column("lang"), pa.array(languages, pa.string()))
+    )
     rows = captions.filter(keep)
     slot = {lang: k for k, lang in enumerate(languages)}
     texts: dict[str, list[str]] = {lang: [] for lang in languages}
     by_image: dict[str, dict[str, np.ndarray]] = {}
-    for image_id, lang, caption_id, caption in zip(*(rows.column(c).to_pylist() for c in
-                                                     ("image_id", "lang", "caption_id", "caption"))):
+    for image_id, lang, caption_id, caption in zip(
+        *(rows.column(c).to_pylist() for c in ("image_id", "lang", "caption_id", "caption"))
+    ):
         if image_id not in image_row:
             continue
         entry = by_image.setdefault(image_id, {}).setdefault(caption_id, np.full(len(languages), NO_CAPTION))
@@ -61,8 +63,7 @@ def group_captions(captions: pa.Table, split: str, languages: list[str], image_r
             texts[lang].append(caption)
     image_ids = sorted(by_image, key=image_row.__getitem__)
     options = tuple(np.stack([by_image[i][c] for c in sorted(by_image[i])]).astype(np.int64) for i in image_ids)
-    return ImageCaptions(tuple(languages), np.array([image_row[i] for i in image_ids], dtype=np.int64), options,
-                         texts)
+    return ImageCaptions(tuple(languages), np.array([image_row[i] for i in image_ids], dtype=np.int64), options, texts)
 
 
 def pick_captions(options: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -87,10 +88,10 @@ def nearest_images(vectors: torch.Tensor, count: int, chunk: int = 1024) -> np.n
     count = min(count, len(vectors) - 1)
     out = np.empty((len(vectors), count), dtype=np.int64)
     for start in range(0, len(vectors), chunk):
-        scores = vectors[start:start + chunk] @ vectors.T  # [c, N]
+        scores = vectors[start : start + chunk] @ vectors.T  # [c, N]
         own = torch.arange(start, start + len(scores))
         scores[torch.arange(len(scores)), own] = -math.inf
-        out[start:start + len(scores)] = scores.topk(count, dim=1).indices.numpy()
+        out[start : start + len(scores)] = scores.topk(count, dim=1).indices.numpy()
     return out
 
 
@@ -104,8 +105,15 @@ class MultilingualBatches:
     language per image (uniform), the 1-to-1 baseline's sampling, done before encoding so nothing is wasted.
     """
 
-    def __init__(self, data: ImageCaptions, batch_size: int, steps: int, seed: int,
-                 neighbours: np.ndarray | None = None, one_language: bool = False):
+    def __init__(
+        self,
+        data: ImageCaptions,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        neighbours: np.ndarray | None = None,
+        one_language: bool = False,
+    ):
         self.data, self.seed, self.one_language = data, seed, one_language
         self.size = min(batch_size, len(data.image_rows))
         self.neighbours = neighbours
@@ -123,12 +131,13 @@ class MultilingualBatches:
         return images, captions
 
     def _with_hard_negatives(self, anchors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        chosen = dict.fromkeys(int(i) for anchor in anchors
-                               for i in (anchor, *self.neighbours[anchor]))  # ordered, no duplicates
-        images = list(chosen)[:self.size]
+        chosen = dict.fromkeys(
+            int(i) for anchor in anchors for i in (anchor, *self.neighbours[anchor])
+        )  # ordered, no duplicates
+        images = list(chosen)[: self.size]
         if len(images) < self.size:
             rest = np.setdiff1d(np.arange(len(self.data.image_rows)), images)
-            images += rng.permutation(rest)[:self.size - len(images)].tolist()
+            images += rng.permutation(rest)[: self.size - len(images)].tolist()
         return np.array(images, dtype=np.int64)
 
 

@@ -13,9 +13,9 @@ rest, the same way for all of them. One step, in order::
 then, when due: a log line, a validation (best state kept; ties keep the earlier one), ``on_step``, a save.
 ``training_step`` is that one step alone, without the bookkeeping (what benchmarks time).
 
-Optimizer: ``torch.optim.AdamW`` with the config's betas/eps and decoupled weight decay on tensors with
-``ndim >= 2`` only (weight matrices and embedding tables), none on biases, norms' gains and scalars such as a
-logit scale: open_clip's rule (``exclude = p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in name``). A task may
+Optimizer (``mltk.train.optimizer``): ``torch.optim.AdamW`` with the config's betas/eps and decoupled weight decay
+on tensors with ``ndim >= 2`` only (weight matrices and embedding tables), none on biases, norms' gains and scalars
+such as a logit scale: open_clip's rule (``exclude = p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in name``). A task may
 supply its own through ``make_optimizer(params, config)`` (CLL-CLIP's TEIR AdamW); then every bit of mutable
 state must live in ``optimizer.state[param]`` and the param groups must depend only on ``(params, config)``,
 because resume rebuilds the optimizer with ``make_optimizer`` and loads only that state.
@@ -68,6 +68,16 @@ from mltk.train.loop_state import (
     state_files,
     task_buffers,
 )
+from mltk.train.optimizer import (  # noqa: F401 (API)
+    AFTER_WARMUP,
+    adamw,
+    clip_gradients,
+    decay_groups,
+    default_optimizer,
+    lr_factor,
+    set_lr,
+    warmup_steps,
+)
 from mltk.train.signals import DeferredSignals
 
 StepCallback = Callable[[int, float], None]  # on_step(step, loss) after each update
@@ -95,120 +105,33 @@ class TrainTask(Protocol):
 
 @dataclass
 class FitResult:
-    best_state: dict[str, torch.Tensor]   # trained tensors and kept buffers at the best validation (cpu clones)
+    best_state: dict[str, torch.Tensor]  # trained tensors and kept buffers at the best validation (cpu clones)
     last_state: dict[str, torch.Tensor]
     best_step: int
     best_score: float
-    history: list[dict]                   # one dict per validation / log line: event, step, loss, lr, score...
+    history: list[dict]  # one dict per validation / log line: event, step, loss, lr, score...
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Learning rate, optimizer, clipping
+# The optimizer (its schedule, AdamW and clipping are mltk.train.optimizer's)
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def warmup_steps(config: LoopConfig) -> int:
-    return round(config.warmup_fraction * config.steps)
-
-
-def lr_factor(step: int, config: LoopConfig) -> float:
-    """Multiplier of each param group's base lr for the update of 0-based ``step`` (a LambdaLR lambda).
-
-    Warm-up ``W = round(warmup_fraction * steps)``: ``(step + 1) / W`` for ``step < W``, so the first update
-    already moves and update ``W - 1`` reaches the full lr. Then, with ``S = steps``:
-
-    - ``constant``: 1.
-    - ``cosine``: ``0.5 * (1 + cos(pi * (step - W) / (S - W)))``, which would reach 0 at ``step = S``.
-    - ``linear``: ``(S - step) / (S - W)``, which would reach 0 at ``step = S`` (CCR_k's ``create_scheduler``,
-      transformers' ``get_linear_schedule_with_warmup``).
-    - ``warmup_cosine``: ``0.5 * (1 + cos(pi * x))`` with ``x = (step + 1) / S`` the fraction of *all* the steps
-      done after this update, warm-up included (MLA's ``BertAdam``, which counts its steps from 1 and schedules
-      ``lr * warmup_cosine(step / t_total)``): it starts a little below 1 after the warm-up and the last update
-      runs at 0.
-    - ``step``: 1, then 0.1 from update ``S // 2`` on (AME: ``lr * 0.1 ** (epoch // lr_update)``, lr_update 15
-      of 30 epochs).
-    """
-    warmup = warmup_steps(config)
-    if step < warmup:
-        return (step + 1) / warmup
-    return AFTER_WARMUP[config.schedule](step, warmup, config.steps)
-
-
-def _cosine(step: int, warmup: int, steps: int) -> float:
-    return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
-
-
-def _linear(step: int, warmup: int, steps: int) -> float:
-    return max(0.0, (steps - step) / max(1, steps - warmup))
-
-
-def _warmup_cosine(step: int, warmup: int, steps: int) -> float:
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step + 1) / steps)))
-
-
-def _step_decay(step: int, warmup: int, steps: int) -> float:
-    return 0.1 if step >= steps // 2 else 1.0
-
-
-AFTER_WARMUP: dict[str, Callable[[int, int, int], float]] = {
-    "constant": lambda step, warmup, steps: 1.0, "cosine": _cosine, "linear": _linear,
-    "warmup_cosine": _warmup_cosine, "step": _step_decay}
-
-
-def default_optimizer(params: dict[str, torch.nn.Parameter], config: LoopConfig) -> torch.optim.AdamW:
-    """AdamW with decoupled weight decay on tensors with ndim >= 2 only (open_clip's rule)."""
-    return adamw([g for g in decay_groups(params, config.weight_decay) if g["params"]], config)
-
-
-def decay_groups(params: dict[str, torch.nn.Parameter], weight_decay: float) -> list[dict]:
-    """Two param groups: the tensors with ndim >= 2 at ``weight_decay``, the others at none (possibly empty)."""
-    matrices = [p for p in params.values() if p.ndim >= 2]
-    others = [p for p in params.values() if p.ndim < 2]
-    return [{"params": matrices, "weight_decay": weight_decay}, {"params": others, "weight_decay": 0.0}]
-
-
-def adamw(groups: list[dict], config: LoopConfig) -> torch.optim.AdamW:
-    """The loop's AdamW over param ``groups``: fused where every tensor is a float on the CPU or CUDA. The fused
-    step is one kernel per tensor instead of a dozen elementwise passes (on 2 CPU cores: 12 ms against 73 ms for
-    MiniLM's 11.7M-value word table plus acquirers); it rounds differently in the last bit, nothing more."""
-    tensors = [p for group in groups for p in group["params"]]
-    fused = bool(tensors) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in tensors)
-    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, fused=fused or None)
-
-
-def clip_gradients(parameters: list[torch.Tensor], max_norm: float, mode: str) -> None:
-    """Scale gradients so that their L2 norm is at most ``max_norm``: each tensor's own norm ("per_tensor", the MLA
-    authors' code) or the norm of all of them together ("global", ``torch.nn.utils.clip_grad_norm_``). Same
-    coefficient as torch: ``min(1, max_norm / (norm + 1e-6))``."""
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return
-    if mode == "global":
-        torch.nn.utils.clip_grad_norm_([p for p in parameters if p.grad is not None], max_norm)
-        return
-    norms = torch.stack(torch._foreach_norm(grads))  # [n_tensors]
-    scales = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    torch._foreach_mul_(grads, list(scales.unbind()))
-
-
-def build_optimizer(task: TrainTask, params: dict[str, torch.nn.Parameter],
-                    config: LoopConfig) -> torch.optim.Optimizer:
+def build_optimizer(
+    task: TrainTask, params: dict[str, torch.nn.Parameter], config: LoopConfig
+) -> torch.optim.Optimizer:
     """The task's ``make_optimizer`` or ``default_optimizer``, each group remembering its base lr."""
     make = getattr(task, "make_optimizer", None)
     optimizer = make(params, config) if make is not None else default_optimizer(params, config)
     known = {id(p) for p in params.values()}
     for group in optimizer.param_groups:
         if any(id(p) not in known for p in group["params"]):
-            raise ValueError("make_optimizer returned an optimizer over a tensor that parameters_to_train does not "
-                             "name; its state could not be saved")
+            raise ValueError(
+                "make_optimizer returned an optimizer over a tensor that parameters_to_train does not "
+                "name; its state could not be saved"
+            )
         group.setdefault("initial_lr", group["lr"])  # the base lr the schedule multiplies, as LambdaLR keeps it
     return optimizer
-
-
-def _set_lr(optimizer: torch.optim.Optimizer, factor: float) -> float:
-    for group in optimizer.param_groups:
-        group["lr"] = group["initial_lr"] * factor
-    return optimizer.param_groups[0]["lr"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -216,8 +139,9 @@ def _set_lr(optimizer: torch.optim.Optimizer, factor: float) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def loss_and_backward(task: TrainTask, step: int, runtime: Runtime, scaler: torch.amp.GradScaler | None
-                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def loss_and_backward(
+    task: TrainTask, step: int, runtime: Runtime, scaler: torch.amp.GradScaler | None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The loss of ``step`` (under autocast) and its terms, back-propagated (scaled under fp16); the loss is
     returned detached."""
     with runtime.autocast():
@@ -228,8 +152,14 @@ def loss_and_backward(task: TrainTask, step: int, runtime: Runtime, scaler: torc
     return loss.detach(), terms
 
 
-def apply_update(trained: list[torch.Tensor], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
-                 config: LoopConfig, step: int, measure_norm: bool = False) -> tuple[float, float | None]:
+def apply_update(
+    trained: list[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    config: LoopConfig,
+    step: int,
+    measure_norm: bool = False,
+) -> tuple[float, float | None]:
     """The update of ``step`` from the gradients: averaged over ranks (torchrun), unscaled, clipped as the config
     says, at the step's learning rate; gradients zeroed. Returns the lr and, with ``measure_norm``, the gradient
     norm before clipping (read-only)."""
@@ -239,7 +169,7 @@ def apply_update(trained: list[torch.Tensor], optimizer: torch.optim.Optimizer, 
     grad_norm = step_log.gradient_norm(trained) if measure_norm else None
     if config.grad_clip is not None:
         clip_gradients(trained, config.grad_clip, config.clip_mode)
-    lr = _set_lr(optimizer, lr_factor(step, config))
+    lr = set_lr(optimizer, lr_factor(step, config))
     if scaler is not None:
         scaler.step(optimizer)
         scaler.update()
@@ -249,9 +179,15 @@ def apply_update(trained: list[torch.Tensor], optimizer: torch.optim.Optimizer, 
     return lr, grad_norm
 
 
-def training_step(task: TrainTask, step: int, config: LoopConfig, runtime: Runtime,
-                  params: dict[str, torch.nn.Parameter], optimizer: torch.optim.Optimizer,
-                  scaler: torch.amp.GradScaler | None = None) -> torch.Tensor:
+def training_step(
+    task: TrainTask,
+    step: int,
+    config: LoopConfig,
+    runtime: Runtime,
+    params: dict[str, torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None = None,
+) -> torch.Tensor:
     """One update exactly as ``fit`` makes it, without its bookkeeping (state, logs, validation): for benchmarks
     that time the library's own step. ``optimizer`` from ``build_optimizer``. Returns the detached loss."""
     loss, _ = loss_and_backward(task, step, runtime, scaler)
@@ -317,9 +253,15 @@ def _log_line(text: str) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
-        on_step: StepCallback | None = None, description: str = "train",
-        steps_csv: Path | None = None) -> FitResult:
+def fit(
+    task: TrainTask,
+    config: LoopConfig,
+    runtime: Runtime,
+    state_dir: Path,
+    on_step: StepCallback | None = None,
+    description: str = "train",
+    steps_csv: Path | None = None,
+) -> FitResult:
     """Train ``task`` for ``config.steps`` updates, resuming from ``state_dir`` when it holds a saved state.
 
     ``on_step(step, loss)`` is called after each update with the 0-based step passed to ``task.loss`` and that
@@ -344,16 +286,31 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
     if is_main and state_dir.is_dir():
         remove_unreferenced(state_dir, set(state_files(state)) if resumed else set())
     if not distributed.same_on_all_ranks(state.step):
-        raise ArtifactError("the processes found different saved states; the state directory must be on a file "
-                            "system every process reads", state_dir)
-    with DeferredSignals() as signals, _Reporter(description, config.steps, is_main) as reporter, \
-            contextlib.closing(step_log.StepLogger(
-                steps_csv, description, state.step, enabled=is_main,
+        raise ArtifactError(
+            "the processes found different saved states; the state directory must be on a file "
+            "system every process reads",
+            state_dir,
+        )
+    with (
+        DeferredSignals() as signals,
+        _Reporter(description, config.steps, is_main) as reporter,
+        contextlib.closing(
+            step_log.StepLogger(
+                steps_csv,
+                description,
+                state.step,
+                enabled=is_main,
                 samples_per_step=getattr(getattr(task, "batches", None), "batch_size", None),
-                tensorboard=options.tensorboard)) as reporter.steps_log:
-        reporter.begin(state.step, f"{sum(p.numel() for p in params.values()):,} trained values in {len(params)} "
-                                   f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
-                                   f"{runtime.precision}" + (f" ({runtime.reason})" if runtime.reason else ""))
+                tensorboard=options.tensorboard,
+            )
+        ) as reporter.steps_log,
+    ):
+        reporter.begin(
+            state.step,
+            f"{sum(p.numel() for p in params.values()):,} trained values in {len(params)} "
+            f"tensors, {type(optimizer).__name__}, lr {config.lr:g}, {runtime.device} "
+            f"{runtime.precision}" + (f" ({runtime.reason})" if runtime.reason else ""),
+        )
         try:
             _run(task, config, runtime, state_dir, params, optimizer, scaler, state, signals, reporter, on_step)
         except (KeyboardInterrupt, SystemExit):
@@ -363,13 +320,28 @@ def fit(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path,
             raise
     if is_main and state.saved_step != state.step:
         save_state(state_dir, state, params, optimizer, scaler, config)
-    return FitResult(best_state=state.best_state, last_state={**cpu_copy(params), **cpu_copy(buffers)},
-                     best_step=state.best_step, best_score=state.best_score, history=state.history)
+    return FitResult(
+        best_state=state.best_state,
+        last_state={**cpu_copy(params), **cpu_copy(buffers)},
+        best_step=state.best_step,
+        best_score=state.best_score,
+        history=state.history,
+    )
 
 
-def _run(task: TrainTask, config: LoopConfig, runtime: Runtime, state_dir: Path, params: dict,
-         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, state: LoopState,
-         signals: DeferredSignals, reporter: _Reporter, on_step: StepCallback | None) -> None:
+def _run(
+    task: TrainTask,
+    config: LoopConfig,
+    runtime: Runtime,
+    state_dir: Path,
+    params: dict,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    state: LoopState,
+    signals: DeferredSignals,
+    reporter: _Reporter,
+    on_step: StepCallback | None,
+) -> None:
     buffers = task_buffers(task)  # a save holds their copy at the last step boundary, never one forward ahead
     trained = list(params.values())
     is_main = distributed.is_main_process()
@@ -411,15 +383,18 @@ def _log_window(state: LoopState, lr: float, reporter: _Reporter) -> None:
     """One log line and history entry: the mean loss of the steps since the previous one."""
     mean_loss = float(torch.stack(state.window).sum()) / len(state.window)
     if not math.isfinite(mean_loss):
-        raise TrainingDiverged(f"the training loss became {mean_loss} by step {state.step}; lower the learning "
-                               f"rate, or train in fp32 or bf16")
+        raise TrainingDiverged(
+            f"the training loss became {mean_loss} by step {state.step}; lower the learning "
+            f"rate, or train in fp32 or bf16"
+        )
     state.history.append({"event": "train", "step": state.step, "loss": mean_loss, "lr": lr})
     state.window = []
     reporter.train_line(state.step, mean_loss, lr)
 
 
-def _validate(task: TrainTask, state: LoopState, params: dict, runtime: Runtime, signals: DeferredSignals,
-              reporter: _Reporter) -> None:
+def _validate(
+    task: TrainTask, state: LoopState, params: dict, runtime: Runtime, signals: DeferredSignals, reporter: _Reporter
+) -> None:
     """Validate at ``state.step``; keep a copy of the trained tensors when the score beats the best so far
     (strictly: a tie keeps the earlier step)."""
     with torch.no_grad(), rng_preserved(runtime):
@@ -438,5 +413,7 @@ def _validate(task: TrainTask, state: LoopState, params: dict, runtime: Runtime,
         if improved:
             state.best_score, state.best_step, state.best_state = score, state.step, best_copy
     details = " ".join(f"{k} {v:.4f}" for k, v in entry.items() if k not in ("event", "step", "score"))
-    reporter.note(f"{reporter.description} step {state.step}/{reporter.steps} validation score {score:.4f} "
-                  f"(best {state.best_score:.4f} at step {state.best_step}) {details}".rstrip())
+    reporter.note(
+        f"{reporter.description} step {state.step}/{reporter.steps} validation score {score:.4f} "
+        f"(best {state.best_score:.4f} at step {state.best_step}) {details}".rstrip()
+    )

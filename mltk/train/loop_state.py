@@ -29,8 +29,17 @@ LOOP_JSON = "loop.json"
 # (where it runs, how often it reports, validates and saves, the size of the validation gallery, what is kept);
 # every other setting, of the stage and of its LoopConfig (``steps``, ``lr``, ``seed``, the loss, the batch size,
 # ...), changes the trajectory and must be the same. A new setting is therefore checked unless it is listed here.
-MAY_CHANGE_ON_RESUME = ("out", "device", "precision", "cache_dir", "keep_task_checkpoints", "val_images",
-                        "eval_every", "save_every", "log_every")
+MAY_CHANGE_ON_RESUME = (
+    "out",
+    "device",
+    "precision",
+    "cache_dir",
+    "keep_task_checkpoints",
+    "val_images",
+    "eval_every",
+    "save_every",
+    "log_every",
+)
 
 
 def settings_record(config: Any) -> dict:
@@ -95,17 +104,17 @@ class LoopSettings(Protocol):
 
 @dataclass
 class LoopState:
-    rng: dict[str, Any]                       # random states at the current step boundary
-    step: int = 0                             # completed updates
+    rng: dict[str, Any]  # random states at the current step boundary
+    step: int = 0  # completed updates
     best_score: float | None = None
     best_step: int = 0
     best_state: dict[str, torch.Tensor] = field(default_factory=dict)  # trained tensors and kept buffers
-    buffers: dict[str, torch.Tensor] = field(default_factory=dict)     # kept buffers at the current step boundary
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)  # kept buffers at the current step boundary
     history: list[dict] = field(default_factory=list)
     window: list[torch.Tensor] = field(default_factory=list)  # losses since the last log line (on the device)
     last_validated: int = 0
     saved_step: int = -1
-    consistent: bool = True                   # False while an update is half-applied
+    consistent: bool = True  # False while an update is half-applied
 
 
 def cpu_copy(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -139,19 +148,21 @@ def _optimizer_tensors(optimizer: torch.optim.Optimizer, names: dict[int, str]) 
     return tensors, scalars
 
 
-def _load_optimizer_state(optimizer: torch.optim.Optimizer, tensors: dict, scalars: dict,
-                          names: dict[int, str]) -> None:
+def _load_optimizer_state(
+    optimizer: torch.optim.Optimizer, tensors: dict, scalars: dict, names: dict[int, str]
+) -> None:
     """Inverse of ``_optimizer_tensors``, through ``load_state_dict`` (which puts each slot on its parameter's
     device and dtype, and Adam's ``step`` where torch wants it)."""
     slots_by_name: dict[str, dict] = {name: dict(values) for name, values in scalars.items()}
     for key, value in tensors.items():
         if key.startswith("optimizer/"):
-            name, slot = key[len("optimizer/"):].rsplit("/", 1)
+            name, slot = key[len("optimizer/") :].rsplit("/", 1)
             slots_by_name.setdefault(name, {})[slot] = value
     ordered = [p for group in optimizer.param_groups for p in group["params"]]  # state_dict's numbering
     state_dict = optimizer.state_dict()
-    state_dict["state"] = {i: slots_by_name[names[id(p)]] for i, p in enumerate(ordered)
-                           if names[id(p)] in slots_by_name}
+    state_dict["state"] = {
+        i: slots_by_name[names[id(p)]] for i, p in enumerate(ordered) if names[id(p)] in slots_by_name
+    }
     optimizer.load_state_dict(state_dict)
 
 
@@ -161,8 +172,10 @@ def _rng_for_files(rng: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
     tensors = {"rng/torch": rng["torch"], "rng/numpy": torch.from_numpy(np.asarray(keys, dtype=np.int64))}
     if rng["cuda"] is not None:
         tensors["rng/cuda"] = rng["cuda"]
-    as_json = {"numpy": [int(pos), int(has_gauss), float(cached_gaussian)],
-               "python": [version, list(internal), gauss_next]}
+    as_json = {
+        "numpy": [int(pos), int(has_gauss), float(cached_gaussian)],
+        "python": [version, list(internal), gauss_next],
+    }
     return tensors, as_json
 
 
@@ -177,27 +190,49 @@ def _rng_from_files(tensors: dict[str, torch.Tensor], as_json: dict) -> dict[str
     }
 
 
-def save_state(state_dir: Path, state: LoopState, params: dict, optimizer: torch.optim.Optimizer,
-                scaler: torch.amp.GradScaler | None, config: LoopSettings) -> None:
+def save_state(
+    state_dir: Path,
+    state: LoopState,
+    params: dict,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    config: LoopSettings,
+) -> None:
     """Write the state of ``state.step``: tensor files first, ``loop.json`` (the commit record) last."""
     state_dir.mkdir(parents=True, exist_ok=True)
     names = {id(p): name for name, p in params.items()}
     optimizer_tensors, optimizer_scalars = _optimizer_tensors(optimizer, names)
     rng_tensors, rng_json = _rng_for_files(state.rng)
     state_file, best_file = state_files(state)
-    save_tensors(state_dir / state_file, {**{f"trained/{n}": p for n, p in params.items()},
-                                          **{f"buffer/{n}": b for n, b in state.buffers.items()},
-                                          **optimizer_tensors, **rng_tensors})
+    save_tensors(
+        state_dir / state_file,
+        {
+            **{f"trained/{n}": p for n, p in params.items()},
+            **{f"buffer/{n}": b for n, b in state.buffers.items()},
+            **optimizer_tensors,
+            **rng_tensors,
+        },
+    )
     if best_file is not None and not (state_dir / best_file).exists():  # else unchanged since the last save
         save_tensors(state_dir / best_file, state.best_state)
-    write_json(state_dir / LOOP_JSON, {
-        "step": state.step, "steps": config.steps, "state_file": state_file, "best_file": best_file,
-        "best_score": state.best_score, "best_step": state.best_step, "last_validated": state.last_validated,
-        "window": [float(loss) for loss in state.window],
-        "optimizer_scalars": optimizer_scalars, "rng": rng_json,
-        "grad_scaler": scaler.state_dict() if scaler is not None else None,
-        "config": dataclasses.asdict(config), "history": state.history,
-    })
+    write_json(
+        state_dir / LOOP_JSON,
+        {
+            "step": state.step,
+            "steps": config.steps,
+            "state_file": state_file,
+            "best_file": best_file,
+            "best_score": state.best_score,
+            "best_step": state.best_step,
+            "last_validated": state.last_validated,
+            "window": [float(loss) for loss in state.window],
+            "optimizer_scalars": optimizer_scalars,
+            "rng": rng_json,
+            "grad_scaler": scaler.state_dict() if scaler is not None else None,
+            "config": dataclasses.asdict(config),
+            "history": state.history,
+        },
+    )
     remove_unreferenced(state_dir, {state_file, best_file})
     state.saved_step = state.step
 
@@ -209,15 +244,24 @@ def state_files(state: LoopState) -> tuple[str, str | None]:
 
 def remove_unreferenced(state_dir: Path, keep: set) -> None:
     """Delete state files that ``loop.json`` does not name (older saves, leftovers of a crash)."""
-    for path in [*state_dir.glob("state-*.safetensors"), *state_dir.glob("best-*.safetensors"),
-                 *state_dir.glob("*.tmp")]:
+    for path in [
+        *state_dir.glob("state-*.safetensors"),
+        *state_dir.glob("best-*.safetensors"),
+        *state_dir.glob("*.tmp"),
+    ]:
         if path.name not in keep:
             path.unlink(missing_ok=True)
 
 
-def load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
-               scaler: torch.amp.GradScaler | None, config: LoopSettings, runtime: Runtime,
-               buffers: dict | None = None) -> LoopState | None:
+def load_state(
+    state_dir: Path,
+    params: dict,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    config: LoopSettings,
+    runtime: Runtime,
+    buffers: dict | None = None,
+) -> LoopState | None:
     """Restore tensors, kept buffers, optimizer, GradScaler and RNG from ``state_dir``; None when there is no saved
     state."""
     buffers = buffers or {}
@@ -229,8 +273,7 @@ def load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
         tensors = load_tensors(state_dir / saved["state_file"])
         best_state = load_tensors(state_dir / saved["best_file"]) if saved["best_file"] else {}
     except (OSError, ValueError, KeyError, ArtifactError) as exc:
-        raise ArtifactError(f"cannot read the saved training state ({exc}); delete {state_dir} to start over",
-                            record)
+        raise ArtifactError(f"cannot read the saved training state ({exc}); delete {state_dir} to start over", record)
     _check_same_run(saved["config"], config, params, tensors, record)
     _check_buffers(buffers, tensors, record)
     with torch.no_grad():
@@ -241,11 +284,17 @@ def load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
     _load_optimizer_state(optimizer, tensors, saved["optimizer_scalars"], {id(p): n for n, p in params.items()})
     if scaler is not None and saved["grad_scaler"]:
         scaler.load_state_dict(saved["grad_scaler"])
-    state = LoopState(rng=_rng_from_files(tensors, saved["rng"]), step=saved["step"],
-                       best_score=saved["best_score"], best_step=saved["best_step"], best_state=best_state,
-                       history=saved["history"], last_validated=saved["last_validated"],
-                       window=[torch.tensor(v, dtype=torch.float64, device=runtime.device) for v in saved["window"]],
-                       saved_step=saved["step"])
+    state = LoopState(
+        rng=_rng_from_files(tensors, saved["rng"]),
+        step=saved["step"],
+        best_score=saved["best_score"],
+        best_step=saved["best_step"],
+        best_state=best_state,
+        history=saved["history"],
+        last_validated=saved["last_validated"],
+        window=[torch.tensor(v, dtype=torch.float64, device=runtime.device) for v in saved["window"]],
+        saved_step=saved["step"],
+    )
     restore_rng(state.rng)
     return state
 
@@ -253,19 +302,29 @@ def load_state(state_dir: Path, params: dict, optimizer: torch.optim.Optimizer,
 def _check_same_run(saved_config: dict, config: LoopSettings, params: dict, tensors: dict, record: Path) -> None:
     changed = changed_settings(saved_config, settings_record(config))
     if changed:
-        raise ConfigError(f"the saved training state was made with other settings: {', '.join(changed)}; rerun "
-                          f"with the same settings, or pass --overwrite to start over", record)
-    saved_names = {k[len("trained/"):] for k in tensors if k.startswith("trained/")}
-    if saved_names != set(params) or any(tuple(tensors[f"trained/{n}"].shape) != tuple(p.shape)
-                                         for n, p in params.items()):
-        raise ArtifactError(f"the saved training state trains other tensors than this run (saved "
-                            f"{len(saved_names)}, now {len(params)}, or shapes differ); delete {record.parent} "
-                            f"to start over", record)
+        raise ConfigError(
+            f"the saved training state was made with other settings: {', '.join(changed)}; rerun "
+            f"with the same settings, or pass --overwrite to start over",
+            record,
+        )
+    saved_names = {k[len("trained/") :] for k in tensors if k.startswith("trained/")}
+    if saved_names != set(params) or any(
+        tuple(tensors[f"trained/{n}"].shape) != tuple(p.shape) for n, p in params.items()
+    ):
+        raise ArtifactError(
+            f"the saved training state trains other tensors than this run (saved "
+            f"{len(saved_names)}, now {len(params)}, or shapes differ); delete {record.parent} "
+            f"to start over",
+            record,
+        )
 
 
 def _check_buffers(buffers: dict, tensors: dict, record: Path) -> None:
-    saved = {k[len("buffer/"):] for k in tensors if k.startswith("buffer/")}
+    saved = {k[len("buffer/") :] for k in tensors if k.startswith("buffer/")}
     if saved != set(buffers) or any(tuple(tensors[f"buffer/{n}"].shape) != tuple(b.shape) for n, b in buffers.items()):
-        raise ArtifactError(f"the saved training state holds other buffers than this run needs (saved {len(saved)}, "
-                            f"now {len(buffers)}: an older mltk saved no running statistics, or shapes differ); "
-                            f"delete {record.parent} to start over", record)
+        raise ArtifactError(
+            f"the saved training state holds other buffers than this run needs (saved {len(saved)}, "
+            f"now {len(buffers)}: an older mltk saved no running statistics, or shapes differ); "
+            f"delete {record.parent} to start over",
+            record,
+        )

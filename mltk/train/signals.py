@@ -34,8 +34,9 @@ class DeferredSignals:
             yield
             return
         pending: list[int] = []
-        handlers = {sig: signal.signal(sig, lambda s, _frame: pending.append(s))
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        handlers = {
+            sig: signal.signal(sig, lambda s, _frame: pending.append(s)) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
         try:
             yield
         finally:

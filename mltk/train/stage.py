@@ -62,7 +62,7 @@ def replace_settings(config: Any, **changes: Any) -> Any:
         raise TypeError(f"{type(config).__name__} has no setting {', '.join(unknown)}")
     if loop:
         base = own.get("loop", config.loop)  # a LoopConfig, or (not yet resolved) None / a dict over the recipe's
-        own["loop"] = (dataclasses.replace(base, **loop) if isinstance(base, LoopConfig) else {**(base or {}), **loop})
+        own["loop"] = dataclasses.replace(base, **loop) if isinstance(base, LoopConfig) else {**(base or {}), **loop}
     return dataclasses.replace(config, **own)
 
 
@@ -75,7 +75,7 @@ def replace_settings(config: Any, **changes: Any) -> Any:
 class StageInputs:
     runtime: Runtime
     captions: pa.Table
-    image_table: pa.Table | None = None     # rows of the image embeddings (``id``)
+    image_table: pa.Table | None = None  # rows of the image embeddings (``id``)
     image_vectors: np.ndarray | None = None  # [N, D] float32, as ``encode-images`` wrote them
 
     def image_row(self) -> dict[str, int]:
@@ -90,8 +90,13 @@ class StageInputs:
 HELD_OUT_FRACTION = 0.05  # of the train images, as validation when the captions have no validation split
 
 
-def hold_out_validation(table: pa.Table, source: Path | str, split: str = "train", val_split: str = "val",
-                        fraction: float = HELD_OUT_FRACTION) -> pa.Table:
+def hold_out_validation(
+    table: pa.Table,
+    source: Path | str,
+    split: str = "train",
+    val_split: str = "val",
+    fraction: float = HELD_OUT_FRACTION,
+) -> pa.Table:
     """The captions, with a validation split carved out of ``split`` when they have no ``val_split`` rows.
 
     Whole images move (every caption and language of an image, so no translation of a validation sentence stays
@@ -105,25 +110,35 @@ def hold_out_validation(table: pa.Table, source: Path | str, split: str = "train
     if len(train_images) < 2:
         return table
     by_hash = sorted(train_images, key=lambda image: hashlib.sha256(str(image).encode()).hexdigest())
-    held = set(by_hash[:max(1, round(fraction * len(train_images)))])
+    held = set(by_hash[: max(1, round(fraction * len(train_images)))])
     moved = pc.and_(pc.equal(splits, split), pc.is_in(table.column("image_id"), pa.array(sorted(held))))
-    log(f"{source}: no {val_split!r} split; holding out {len(held)} of {len(train_images)} {split} images "
-        f"({fraction:.0%}, chosen by image id) as validation")
+    log(
+        f"{source}: no {val_split!r} split; holding out {len(held)} of {len(train_images)} {split} images "
+        f"({fraction:.0%}, chosen by image id) as validation"
+    )
     new_splits = pc.if_else(moved, pa.scalar(val_split, splits.type), splits)
     return table.set_column(table.schema.get_field_index("split"), "split", new_splits)
 
 
-def load_inputs(device: str, precision: str, seed: int, captions: Path,
-                image_embeddings: Path | None = None, split: str = "train", val_split: str = "val",
-                cpu_bf16: bool = False) -> StageInputs:
+def load_inputs(
+    device: str,
+    precision: str,
+    seed: int,
+    captions: Path,
+    image_embeddings: Path | None = None,
+    split: str = "train",
+    val_split: str = "val",
+    cpu_bf16: bool = False,
+) -> StageInputs:
     """Resolve the runtime (joining torchrun when launched by it; ``cpu_bf16``: see ``resolve_runtime``), seed
     every generator, read the captions (with a validation slice held out of ``split`` when there is no
     ``val_split``) and the image embeddings."""
     runtime = resolve_runtime(device, precision, cpu_bf16)
     init_from_env(runtime)
     seed_everything(seed)
-    inputs = StageInputs(runtime, hold_out_validation(artifacts.load_captions(captions, drop_empty=True), captions,
-                                                      split, val_split))
+    inputs = StageInputs(
+        runtime, hold_out_validation(artifacts.load_captions(captions, drop_empty=True), captions, split, val_split)
+    )
     if image_embeddings is not None:
         table, vectors = artifacts.load_embeddings(image_embeddings)
         inputs.image_table, inputs.image_vectors = table, np.asarray(vectors, dtype=np.float32)
@@ -144,8 +159,9 @@ class RetrievalSplit:
     image_vectors: np.ndarray
 
 
-def retrieval_split(captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray, split: str,
-                    languages: list[str] | None = None) -> RetrievalSplit | None:
+def retrieval_split(
+    captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray, split: str, languages: list[str] | None = None
+) -> RetrievalSplit | None:
     """The ``split`` captions (of ``languages``, default all) and the images any of them describes, in the image
     embeddings' order; None when no such image is in the embeddings."""
     keep_rows = pc.equal(captions.column("split"), split)
@@ -159,12 +175,26 @@ def retrieval_split(captions: pa.Table, image_table: pa.Table, image_vectors: np
     return RetrievalSplit(rows, image_table.filter(pa.array(keep)), image_vectors[keep])
 
 
-def retrieval_validator(encoder, split: RetrievalSplit, languages: list[str], runtime: Runtime,
-                        max_images: int | None, similarity: str = "cosine") -> RetrievalValidator:
+def retrieval_validator(
+    encoder,
+    split: RetrievalSplit,
+    languages: list[str],
+    runtime: Runtime,
+    max_images: int | None,
+    similarity: str = "cosine",
+) -> RetrievalValidator:
     """Mean AR over ``languages`` on ``split`` (at most ``max_images`` images), ranked by ``similarity``: the score
     that picks the best step."""
-    return RetrievalValidator(encoder, split.captions, split.image_table, split.image_vectors, languages, runtime,
-                              max_images=max_images, similarity=similarity)
+    return RetrievalValidator(
+        encoder,
+        split.captions,
+        split.image_table,
+        split.image_vectors,
+        languages,
+        runtime,
+        max_images=max_images,
+        similarity=similarity,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -181,13 +211,22 @@ def refuse_text_only_tower(stage: str, model: str, init: Path | None) -> None:
     if init is not None and artifacts.checkpoint_format(init) in ("mla", "cll"):
         base = artifacts.read_checkpoint_config(init)["base"]["model"]
     if is_hf_model_folder(base):
-        raise ConfigError(f"{stage} aligns text with images, but {base!r} is a text-only tower (no image tower); "
-                          f"use a CLIP")
+        raise ConfigError(
+            f"{stage} aligns text with images, but {base!r} is a text-only tower (no image tower); use a CLIP"
+        )
 
 
-def prepare_encoder(init: Path | None, model: str, pretrained: str | None, tokenizer: str | None,
-                    init_embeddings: bool, languages: Callable[[list[str]], list[str]], runtime: Runtime,
-                    acquirer: str = "mlp", train: str = "acquirers"):
+def prepare_encoder(
+    init: Path | None,
+    model: str,
+    pretrained: str | None,
+    tokenizer: str | None,
+    init_embeddings: bool,
+    languages: Callable[[list[str]], list[str]],
+    runtime: Runtime,
+    acquirer: str = "mlp",
+    train: str = "acquirers",
+):
     """MLA's language acquisition encoder from the ``init`` checkpoint, or built fresh on the frozen text tower
     ``model`` (a CLIP of either tower family, or a text-only transformers folder) with the non-native ``tokenizer``
     (None: the tower's own, on a Hugging Face tower). ``languages(known)`` names the languages it must have, given
@@ -202,9 +241,16 @@ def prepare_encoder(init: Path | None, model: str, pretrained: str | None, token
         wanted = languages(list(encoder.languages))
     else:
         wanted = languages([])
-        encoder = build_encoder(model, pretrained, tokenizer, [lang for lang in wanted if lang != schema.NATIVE_LANG],
-                                init_embeddings=init_embeddings, device=runtime.device, acquirer=acquirer,
-                                train=train)
+        encoder = build_encoder(
+            model,
+            pretrained,
+            tokenizer,
+            [lang for lang in wanted if lang != schema.NATIVE_LANG],
+            init_embeddings=init_embeddings,
+            device=runtime.device,
+            acquirer=acquirer,
+            train=train,
+        )
     added = [lang for lang in wanted if lang != schema.NATIVE_LANG and lang not in encoder.languages]
     for lang in added:
         encoder.add_language(lang)
@@ -244,9 +290,11 @@ def open_run(writer: artifacts.ArtifactWriter, config: Any) -> Iterator[artifact
         if record.is_file():
             changed = changed_settings(artifacts.read_json(record), current)
             if changed:
-                raise ConfigError(f"the interrupted run in {writer.dir} was started with other settings: "
-                                  f"{'; '.join(changed)}; rerun with the same settings, or pass --overwrite to "
-                                  f"start over")
+                raise ConfigError(
+                    f"the interrupted run in {writer.dir} was started with other settings: "
+                    f"{'; '.join(changed)}; rerun with the same settings, or pass --overwrite to "
+                    f"start over"
+                )
         else:
             artifacts.write_json(record, current)
         yield writer
@@ -280,12 +328,23 @@ def timed_stretches(directory: Path) -> Iterator[list[float]]:
 def check_image_width(text_dim: int, image_vectors: np.ndarray | None, path: Path | None) -> None:
     """Image embeddings must have the text tower's output width; checked before the output directory exists."""
     if image_vectors is not None and image_vectors.shape[1] != text_dim:
-        raise ConfigError(f"image embeddings have dim {image_vectors.shape[1]} but the model's text features have "
-                          f"dim {text_dim}: encode the images with the model's base CLIP", path)
+        raise ConfigError(
+            f"image embeddings have dim {image_vectors.shape[1]} but the model's text features have "
+            f"dim {text_dim}: encode the images with the model's base CLIP",
+            path,
+        )
 
 
-def fit_best(task: TrainTask, loop: LoopConfig, runtime: Runtime, state_dir: Path, *, description: str,
-             on_step: Callable[[int, float], None] | None = None, steps_csv: Path | None = None) -> FitResult:
+def fit_best(
+    task: TrainTask,
+    loop: LoopConfig,
+    runtime: Runtime,
+    state_dir: Path,
+    *,
+    description: str,
+    on_step: Callable[[int, float], None] | None = None,
+    steps_csv: Path | None = None,
+) -> FitResult:
     """``fit`` (resuming from ``state_dir``), then put the best state back into the trained tensors."""
     result = fit(task, loop, runtime, state_dir, on_step=on_step, description=description, steps_csv=steps_csv)
     tensors = {**task.parameters_to_train(), **task_buffers(task)}
@@ -295,11 +354,21 @@ def fit_best(task: TrainTask, loop: LoopConfig, runtime: Runtime, state_dir: Pat
     return result
 
 
-def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *, stage: str,
-              checkpoint_config: Callable[[], dict], run_config: Any, inputs: Iterable[Path],
-              on_step: Callable[[int, float], None] | None = None,
-              checkpoint_tensors: Callable[[dict], dict] | None = None,
-              extra_files: Callable[[Path], None] | None = None, **manifest_fields: Any) -> Path:
+def run_stage(
+    task: TrainTask,
+    loop: LoopConfig,
+    runtime: Runtime,
+    out: Path,
+    *,
+    stage: str,
+    checkpoint_config: Callable[[], dict],
+    run_config: Any,
+    inputs: Iterable[Path],
+    on_step: Callable[[int, float], None] | None = None,
+    checkpoint_tensors: Callable[[dict], dict] | None = None,
+    extra_files: Callable[[Path], None] | None = None,
+    **manifest_fields: Any,
+) -> Path:
     """Fit ``task`` and write its best tensors as a checkpoint artifact at ``out``; returns the path.
 
     The loop's resumable state lives in ``state/`` inside the partial artifact, so rerunning the same command after
@@ -314,8 +383,15 @@ def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *,
         return writer.reuse()
     with open_run(writer, run_config):
         with timed_stretches(writer.dir) as stretches:
-            result = fit(task, loop, runtime, writer.dir / "state", on_step=on_step, description=stage,
-                         steps_csv=writer.dir / STEPS_CSV)
+            result = fit(
+                task,
+                loop,
+                runtime,
+                writer.dir / "state",
+                on_step=on_step,
+                description=stage,
+                steps_csv=writer.dir / STEPS_CSV,
+            )
         manifest_fields.setdefault("train_seconds", round(sum(stretches), 1))  # every stretch of the run
         manifest_fields.setdefault("train_stretches_seconds", stretches)
         # what --device auto / --precision auto became on this machine, and why
@@ -326,8 +402,9 @@ def run_stage(task: TrainTask, loop: LoopConfig, runtime: Runtime, out: Path, *,
         if extra_files is not None:
             extra_files(writer.dir)
         artifacts.write_json(writer.dir / "history.json", result.history)
-        writer.manifest.update(best_step=result.best_step, best_score=result.best_score, steps=loop.steps,
-                               **manifest_fields)
+        writer.manifest.update(
+            best_step=result.best_step, best_score=result.best_score, steps=loop.steps, **manifest_fields
+        )
     log(f"{stage}: best validation score {result.best_score:.4f} at step {result.best_step}; wrote {writer.path}")
     return writer.path
 

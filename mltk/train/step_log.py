@@ -91,10 +91,13 @@ def step_logging(log_every: int | None = None, tensorboard: Path | None = None) 
         raise ConfigError(f"--log-every must be at least 1, got {log_every}")
     if tensorboard is not None and not tensorboard_available():
         # not 'mltk[tensorboard]': the name mltk on the public package index is another project
-        raise ConfigError("--tensorboard needs the tensorboard package (pip install 'tensorboard>=2.12', or "
-                          "pip install -e '.[tensorboard]' in the mltk checkout)")
-    options = StepLogOptions(LOG_EVERY if log_every is None else log_every,
-                             Path(tensorboard) if tensorboard is not None else None)
+        raise ConfigError(
+            "--tensorboard needs the tensorboard package (pip install 'tensorboard>=2.12', or "
+            "pip install -e '.[tensorboard]' in the mltk checkout)"
+        )
+    options = StepLogOptions(
+        LOG_EVERY if log_every is None else log_every, Path(tensorboard) if tensorboard is not None else None
+    )
     token = _OPTIONS.set(options)
     try:
         yield options
@@ -123,8 +126,15 @@ class StepLogger:
     """Rows of ``steps.csv`` (and TensorBoard scalars) every ``log_every`` steps; inert when ``enabled`` is False
     (processes other than rank 0); no CSV when ``csv_path`` is None."""
 
-    def __init__(self, csv_path: Path | None, description: str, start_step: int, samples_per_step: int | None,
-                 enabled: bool = True, tensorboard: Path | None = None):
+    def __init__(
+        self,
+        csv_path: Path | None,
+        description: str,
+        start_step: int,
+        samples_per_step: int | None,
+        enabled: bool = True,
+        tensorboard: Path | None = None,
+    ):
         self.path = Path(csv_path) if csv_path is not None else None
         self.samples_per_step, self.enabled = samples_per_step, enabled
         self._terms: dict[str, list[torch.Tensor]] = {}
@@ -139,8 +149,9 @@ class StepLogger:
         if tensorboard is not None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tensorboard = SummaryWriter(str(Path(tensorboard) / run_name(description)), purge_step=start_step
-                                              or None)
+            self._tensorboard = SummaryWriter(
+                str(Path(tensorboard) / run_name(description)), purge_step=start_step or None
+            )
 
     def add_terms(self, terms: Mapping[str, torch.Tensor]) -> None:
         """Keep one step's named loss terms (detached, on their device: no synchronisation per step)."""
@@ -157,8 +168,15 @@ class StepLogger:
         self._mark = (step, now)
         terms = {name: float(torch.stack(values).double().mean()) for name, values in self._terms.items()}
         self._terms = {}
-        row = {"step": step, "loss": loss, **terms, "lr": lr, "grad_norm": grad_norm, "steps_per_s": steps_per_s,
-               "samples_per_s": steps_per_s * self.samples_per_step if self.samples_per_step else None}
+        row = {
+            "step": step,
+            "loss": loss,
+            **terms,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "steps_per_s": steps_per_s,
+            "samples_per_s": steps_per_s * self.samples_per_step if self.samples_per_step else None,
+        }
         self._append(row)
         if self._tensorboard is not None:
             for name, value in row.items():

@@ -38,8 +38,9 @@ class TeacherRows:
     """The frozen model's unnormalised English embeddings of sentences, computed the first time a sentence is
     asked for (``rows(texts) -> [N, D]``), and from the disk cache after that."""
 
-    def __init__(self, encoder, model_spec: dict, runtime: Runtime, cache_dir: Path | None = None,
-                 batch_size: int = 256):
+    def __init__(
+        self, encoder, model_spec: dict, runtime: Runtime, cache_dir: Path | None = None, batch_size: int = 256
+    ):
         identity = [model_spec, _local_weights_fingerprints(model_spec), runtime.precision]
         key = hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode()).hexdigest()[:20]
         self.dir = (cache_dir or cache_root()) / f"teacher-rows-{key}"
@@ -104,8 +105,9 @@ class TeacherRows:
             self.where.setdefault(digest, (chunk, row))
 
     def _encode(self, texts: list[str], keys: list[bytes]) -> None:
-        vectors = encode_texts(self.encoder, texts, "en", self.runtime, self.batch_size, normalize=False,
-                               description="teacher")  # [n, D]
+        vectors = encode_texts(
+            self.encoder, texts, "en", self.runtime, self.batch_size, normalize=False, description="teacher"
+        )  # [n, D]
         self.encoded += len(texts)
         name = self._store(keys, vectors)
         self._add_chunk(name or f"memory-{len(self.chunks)}", keys, vectors)
@@ -131,8 +133,15 @@ class TeacherRows:
         return f"{name}.parquet"
 
 
-def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts: list[str], runtime: Runtime,
-                       cache_dir: Path | None = None, batch_size: int = 256) -> np.ndarray:
+def teacher_embeddings(
+    encoder,
+    model_spec: dict,
+    caption_ids: list[str],
+    texts: list[str],
+    runtime: Runtime,
+    cache_dir: Path | None = None,
+    batch_size: int = 256,
+) -> np.ndarray:
     """Unnormalised English text embeddings [N, D] of ``texts`` (row i belongs to ``caption_ids[i]``; the
     embedding depends on the text only), through the disk cache of ``TeacherRows``.
 
@@ -141,8 +150,10 @@ def teacher_embeddings(encoder, model_spec: dict, caption_ids: list[str], texts:
     teacher = TeacherRows(encoder, model_spec, runtime, cache_dir, batch_size)
     vectors = teacher.rows(list(texts))
     cached = len(set(texts)) - teacher.encoded
-    log(f"teacher embeddings: {len(caption_ids)} captions, {teacher.encoded} encoded, {cached} from the cache "
-        f"{teacher.dir}")
+    log(
+        f"teacher embeddings: {len(caption_ids)} captions, {teacher.encoded} encoded, {cached} from the cache "
+        f"{teacher.dir}"
+    )
     return vectors
 
 
@@ -153,5 +164,3 @@ def _local_weights_fingerprints(model_spec: dict) -> list[str]:
     run again), and a cache keyed by the path alone would then serve the old model's embeddings."""
     paths = [model_spec.get(key) for key in ("model", "pretrained")]
     return [artifacts.fingerprint(path) for path in paths if isinstance(path, str) and Path(path).exists()]
-
-

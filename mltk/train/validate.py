@@ -18,8 +18,17 @@ class RetrievalValidator:
     computed once (``encode-images``); only the text side is re-encoded at each call.
     """
 
-    def __init__(self, encoder, captions: pa.Table, image_table: pa.Table, image_vectors: np.ndarray,
-                 languages: list[str], runtime: Runtime, max_images: int | None = None, similarity: str = "cosine"):
+    def __init__(
+        self,
+        encoder,
+        captions: pa.Table,
+        image_table: pa.Table,
+        image_vectors: np.ndarray,
+        languages: list[str],
+        runtime: Runtime,
+        max_images: int | None = None,
+        similarity: str = "cosine",
+    ):
         image_ids = image_table.column("id").to_pylist()
         if max_images is not None:
             image_ids = image_ids[:max_images]

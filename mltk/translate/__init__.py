@@ -11,5 +11,12 @@ from mltk.translate.guards import GuardConfig
 from mltk.translate.join import JoinConfig, join_translations
 from mltk.translate.pipeline import DEFAULT_MODEL, TranslateConfig, translate_captions, translate_data
 
-__all__ = ["DEFAULT_MODEL", "GuardConfig", "JoinConfig", "TranslateConfig", "join_translations",
-           "translate_captions", "translate_data"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "GuardConfig",
+    "JoinConfig",
+    "TranslateConfig",
+    "join_translations",
+    "translate_captions",
+    "translate_data",
+]

@@ -45,7 +45,7 @@ class TranslationCache:
     def lookup(self, model: str, source_lang: str, target_lang: str, texts: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         for start in range(0, len(texts), _LOOKUP_CHUNK):
-            chunk = list(texts[start:start + _LOOKUP_CHUNK])
+            chunk = list(texts[start : start + _LOOKUP_CHUNK])
             placeholders = ",".join("?" * len(chunk))
             rows = self._db.execute(
                 "SELECT source, translation FROM translations WHERE model = ? AND source_lang = ? AND "

@@ -98,8 +98,9 @@ class QualityReport:
 
     def check_rows(self, lang: str, sources: Iterable[str | None], translations: Iterable[str]) -> list[bool]:
         """Check one language's rows; returns a keep-mask (all True unless ``drop_bad``)."""
-        counts = self.by_language.setdefault(lang, {"rows": 0, **dict.fromkeys(GUARD_NAMES, 0), "flagged": 0,
-                                                    "dropped": 0})
+        counts = self.by_language.setdefault(
+            lang, {"rows": 0, **dict.fromkeys(GUARD_NAMES, 0), "flagged": 0, "dropped": 0}
+        )
         verdicts: dict[tuple[str | None, str], tuple[str, ...]] = {}
         keep = []
         for source, translation in zip(sources, translations):
@@ -117,6 +118,8 @@ class QualityReport:
         return keep
 
     def to_manifest(self) -> dict:
-        total = {name: sum(c[name] for c in self.by_language.values())
-                 for name in ("rows", *GUARD_NAMES, "flagged", "dropped")}
+        total = {
+            name: sum(c[name] for c in self.by_language.values())
+            for name in ("rows", *GUARD_NAMES, "flagged", "dropped")
+        }
         return {"guards": self.config, "drop_bad": self.drop_bad, "total": total, "by_language": self.by_language}

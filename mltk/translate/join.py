@@ -26,8 +26,7 @@ from mltk.translate import rows as R
 from mltk.translate.guards import GuardConfig, QualityReport
 from mltk.translate.languages import check_language_code
 
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
-           ".parquet": "parquet"}
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 KEY_COLUMNS = ("caption_id", "image_id")  # the first one present is the key
 
 
@@ -58,13 +57,18 @@ def join_translations(input_path: str | Path, out_dir: str | Path, config: JoinC
         parts.extend(file_parts)
         stats[str(Path(path).resolve())] = file_stats
     settings = artifacts.settings_without(config, "captions", "out")  # where it reads and writes: not settings
-    existing = artifacts.reusable(out_dir, "captions", stage="translate-data", config=settings,
-                                  inputs=[input_path, *config.translations])
+    existing = artifacts.reusable(
+        out_dir, "captions", stage="translate-data", config=settings, inputs=[input_path, *config.translations]
+    )
     if existing is not None:  # checked once every file is known to be readable (joining itself is cheap)
         return existing
     result = R.assemble(table, parts)
     out = artifacts.write_captions(
-        out_dir, result, stage="translate-data", config=settings, inputs=[input_path, *config.translations],
+        out_dir,
+        result,
+        stage="translate-data",
+        config=settings,
+        inputs=[input_path, *config.translations],
         translation={"backend": "join", "source_lang": config.source_lang, "by_file": stats},
         quality=report.to_manifest(),
     )
@@ -156,8 +160,10 @@ class _Joiner:
             part = R.make_rows(self.table, rows, lang, texts, ids, origin=f"join:{path.name}")
             parts.append(R.guarded(report, part, references))
             stats[lang] = counts
-            log(f"joined {counts['joined']} {lang} rows from {path.name} "
-                f"({counts['unmatched']} unmatched, {counts['kept_existing']} already present)")
+            log(
+                f"joined {counts['joined']} {lang} rows from {path.name} "
+                f"({counts['unmatched']} unmatched, {counts['kept_existing']} already present)"
+            )
         return parts, stats
 
     def _match_caption(self, entries, lang, path):

@@ -69,8 +69,9 @@ def translate_data(config: TranslateConfig | JoinConfig) -> Path:
     ``config.out``; returns its path. A ``TranslateConfig`` runs a seq2seq model (``translate_captions``), a
     ``JoinConfig`` joins translations from files (``--backend join``, ``join_translations``)."""
     if config.captions is None or config.out is None:
-        raise ConfigError(f"{type(config).__name__} needs captions (the artifact to translate) and out (the "
-                          "artifact to write)")
+        raise ConfigError(
+            f"{type(config).__name__} needs captions (the artifact to translate) and out (the artifact to write)"
+        )
     if isinstance(config, JoinConfig):
         return join_translations(config.captions, config.out, config)
     return translate_captions(config.captions, config.out, config)
@@ -79,8 +80,9 @@ def translate_data(config: TranslateConfig | JoinConfig) -> Path:
 ShardCallback = Callable[[str, int], None]  # (target, shard index), called after each shard is saved
 
 
-def translate_captions(input_path: str | Path, out_dir: str | Path, config: TranslateConfig, *,
-                       on_shard: ShardCallback | None = None) -> Path:
+def translate_captions(
+    input_path: str | Path, out_dir: str | Path, config: TranslateConfig, *, on_shard: ShardCallback | None = None
+) -> Path:
     """Translate the ``source_lang`` captions of a captions artifact into ``config.targets``; returns the path of
     the new captions artifact (input rows plus translated rows sharing ``caption_id``)."""
     config = validate_config(config)
@@ -96,8 +98,9 @@ def translate_captions(input_path: str | Path, out_dir: str | Path, config: Tran
     cache = _open_cache(config)
     models = _ModelSlot(config, family, runtime)
     try:
-        with artifacts.ArtifactWriter(out_dir, "captions", stage="translate-data", config=settings,
-                                      inputs=[input_path], resume=True) as writer:
+        with artifacts.ArtifactWriter(
+            out_dir, "captions", stage="translate-data", config=settings, inputs=[input_path], resume=True
+        ) as writer:
             plan = {"input": writer.manifest["inputs"][0]["fingerprint"], "config": _plan_fields(config, family)}
             store = ShardStore(writer.dir / "shards", plan)
             report = QualityReport(config.guards, config.drop_bad)
@@ -108,8 +111,13 @@ def translate_captions(input_path: str | Path, out_dir: str | Path, config: Tran
             writer.manifest.update(
                 rows=result.num_rows,
                 languages=sorted(set(result.column("lang").to_pylist())),
-                translation={"backend": "seq2seq", "family": family, "source_lang": config.source_lang,
-                             "cache": str(cache.path) if cache.path else None, "by_language": stats},
+                translation={
+                    "backend": "seq2seq",
+                    "family": family,
+                    "source_lang": config.source_lang,
+                    "cache": str(cache.path) if cache.path else None,
+                    "by_language": stats,
+                },
                 quality=report.to_manifest(),
             )
     finally:
@@ -131,9 +139,12 @@ def validate_config(config: TranslateConfig) -> TranslateConfig:
         raise ConfigError(f"--target {source} is the source language")
     if config.family not in FAMILIES:
         raise ConfigError(f"--family must be one of {', '.join(FAMILIES)}, got {config.family!r}")
-    for option, value, most in (("--beams", config.beams, MAX_BEAMS), ("--max-length", config.max_length, 4096),
-                                ("--batch-size", config.batch_size, 65536),
-                                ("--shard-size", config.shard_size, 10_000_000)):
+    for option, value, most in (
+        ("--beams", config.beams, MAX_BEAMS),
+        ("--max-length", config.max_length, 4096),
+        ("--batch-size", config.batch_size, 65536),
+        ("--shard-size", config.shard_size, 10_000_000),
+    ):
         if not 1 <= value <= most:  # the most: beyond it a typo costs the machine's memory, not a better result
             raise ConfigError(f"{option} must be between 1 and {most:,}, got {value}")
     if config.guards.max_length_ratio <= 0:
@@ -153,9 +164,15 @@ def _check_models_exist(config: TranslateConfig, family: str) -> None:
 
 def _plan_fields(config: TranslateConfig, family: str) -> dict:
     """What the shards depend on; a change in any of these discards finished shards."""
-    return {"model": config.model, "family": family, "source_lang": config.source_lang, "beams": config.beams,
-            "max_length": config.max_length, "shard_size": config.shard_size,
-            "sort_by_length": config.sort_by_length}
+    return {
+        "model": config.model,
+        "family": family,
+        "source_lang": config.source_lang,
+        "beams": config.beams,
+        "max_length": config.max_length,
+        "shard_size": config.shard_size,
+        "sort_by_length": config.sort_by_length,
+    }
 
 
 def _open_cache(config: TranslateConfig) -> TranslationCache | NoCache:
@@ -176,16 +193,30 @@ def _translate_all(table, sources, config, store, cache, models, report, on_shar
         task = progress.add_task("translate", total=sum(len(p) for p in plans.values()))
         for target in config.targets:
             name = fill_model_name(config.model, config.source_lang, target)
-            translations, counts = _translate_plan(target, name, plans[target], config, store, cache, models,
-                                                   lambda n: progress.advance(task, n), on_shard)
+            translations, counts = _translate_plan(
+                target, name, plans[target], config, store, cache, models, lambda n: progress.advance(task, n), on_shard
+            )
             rows = needed[target]
-            part = R.make_rows(table, rows, target, [translations[texts[i]] for i in rows],
-                               [caption_ids[i] for i in rows], origin=f"mt:{name}")
+            part = R.make_rows(
+                table,
+                rows,
+                target,
+                [translations[texts[i]] for i in rows],
+                [caption_ids[i] for i in rows],
+                origin=f"mt:{name}",
+            )
             parts.append(R.guarded(report, part, [texts[i] for i in rows]))
-            stats[target] = {"model": name, "rows": len(rows), "unique_sources": len(plans[target]),
-                             "kept_existing": len(sources) - len(rows), **counts}
-            log(f"{config.source_lang}->{target}: {len(rows)} rows, {len(plans[target])} unique: "
-                f"{counts['translated']} translated, {counts['from_cache']} cached, {counts['resumed']} resumed")
+            stats[target] = {
+                "model": name,
+                "rows": len(rows),
+                "unique_sources": len(plans[target]),
+                "kept_existing": len(sources) - len(rows),
+                **counts,
+            }
+            log(
+                f"{config.source_lang}->{target}: {len(rows)} rows, {len(plans[target])} unique: "
+                f"{counts['translated']} translated, {counts['from_cache']} cached, {counts['resumed']} resumed"
+            )
     return parts, stats
 
 
@@ -203,7 +234,7 @@ def _translate_plan(target, name, plan, config, store, cache, models, advance, o
     translations: dict[str, str] = {}
     counts = {"translated": 0, "from_cache": 0, "resumed": 0}
     for index, start in enumerate(range(0, len(plan), config.shard_size)):
-        chunk = plan[start:start + config.shard_size]
+        chunk = plan[start : start + config.shard_size]
         finished = store.load(target, index, chunk)
         if finished is not None:
             translations.update(finished)
@@ -217,8 +248,14 @@ def _translate_plan(target, name, plan, config, store, cache, models, advance, o
         new = {}
         if missing:
             translator = models.get(name, target)
-            new = dict(zip(missing, translator.translate(missing, target, config.batch_size,
-                                                         sort_by_length=config.sort_by_length, on_batch=advance)))
+            new = dict(
+                zip(
+                    missing,
+                    translator.translate(
+                        missing, target, config.batch_size, sort_by_length=config.sort_by_length, on_batch=advance
+                    ),
+                )
+            )
         merged = {**cached, **blank, **new}
         store.write(target, index, chunk, [merged[text] for text in chunk])
         cache.store(key, config.source_lang, target, new)
@@ -246,12 +283,20 @@ class _ModelSlot:
         if self.translator is None or self.translator.name != name:
             self.release()
             log(f"loading {name} ({self.family}) on {self.runtime.device}, {self.runtime.precision}")
-            self.translator = Seq2SeqTranslator(name, self.family, self.config.source_lang, self.runtime,
-                                                beams=self.config.beams, max_length=self.config.max_length)
+            self.translator = Seq2SeqTranslator(
+                name,
+                self.family,
+                self.config.source_lang,
+                self.runtime,
+                beams=self.config.beams,
+                max_length=self.config.max_length,
+            )
         translator = self.translator
         if self.shared_name and not translator.multilingual:
-            raise ConfigError(f"model {name} translates into one language only; put {{tgt}} in --model "
-                              "(e.g. Helsinki-NLP/opus-mt-{src}-{tgt}) or use an M2M-100/NLLB model")
+            raise ConfigError(
+                f"model {name} translates into one language only; put {{tgt}} in --model "
+                "(e.g. Helsinki-NLP/opus-mt-{src}-{tgt}) or use an M2M-100/NLLB model"
+            )
         if not translator.supports(target):
             raise ConfigError(f"model {name} cannot translate into {target!r}")
         return translator

@@ -38,8 +38,14 @@ def existing_translations(table: pa.Table) -> set[tuple[str, str]]:
     return set(zip(table.column("caption_id").to_pylist(), table.column("lang").to_pylist()))
 
 
-def make_rows(table: pa.Table, row_indices: Sequence[int], lang: str, captions: Sequence[str],
-              caption_ids: Sequence[str], origin: str) -> pa.Table:
+def make_rows(
+    table: pa.Table,
+    row_indices: Sequence[int],
+    lang: str,
+    captions: Sequence[str],
+    caption_ids: Sequence[str],
+    origin: str,
+) -> pa.Table:
     """Translated rows: ``image_id``, ``split`` and any extra columns copied from the source rows
     ``row_indices``; ``lang``, ``caption``, ``caption_id`` and ``source`` set here."""
     rows = table.take(pa.array(row_indices, pa.int64()))

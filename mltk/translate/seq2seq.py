@@ -47,14 +47,15 @@ def plan_batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool =
     else in the given order."""
     count = len(lengths)
     order = sorted(range(count), key=lambda i: (lengths[i], i)) if sort_by_length else list(range(count))
-    return [order[start:start + batch_size] for start in range(0, count, batch_size)]
+    return [order[start : start + batch_size] for start in range(0, count, batch_size)]
 
 
 class Seq2SeqTranslator:
     """A loaded transformers seq2seq model translating ``source_lang`` captions into target languages."""
 
-    def __init__(self, name: str, family: str, source_lang: str, runtime: Runtime, *, beams: int = 4,
-                 max_length: int = 128):
+    def __init__(
+        self, name: str, family: str, source_lang: str, runtime: Runtime, *, beams: int = 4, max_length: int = 128
+    ):
         self.name = name
         self.family = family
         self.source_lang = source_lang
@@ -115,16 +116,29 @@ class Seq2SeqTranslator:
     def translate_batch(self, texts: Sequence[str], target: str) -> list[str]:
         """Translate one batch (beam search, at most ``max_length`` tokens in and out)."""
         prefix = self._marian_prefix(target) if self.family == "marian" else ""
-        encoded = self.tokenizer([prefix + t for t in texts], return_tensors="pt", padding=True, truncation=True,
-                                 max_length=self.max_length).to(self.runtime.device)
+        encoded = self.tokenizer(
+            [prefix + t for t in texts], return_tensors="pt", padding=True, truncation=True, max_length=self.max_length
+        ).to(self.runtime.device)
         with self.runtime.autocast():
-            generated = self.model.generate(**encoded, num_beams=self.beams, max_new_tokens=self.max_length,
-                                            do_sample=False, **self._forced_bos(target))
+            generated = self.model.generate(
+                **encoded,
+                num_beams=self.beams,
+                max_new_tokens=self.max_length,
+                do_sample=False,
+                **self._forced_bos(target),
+            )
         sequences = [[i for i in row if i not in self._language_token_ids] for row in generated.tolist()]
         return [text.strip() for text in self.tokenizer.batch_decode(sequences, skip_special_tokens=True)]
 
-    def translate(self, texts: Sequence[str], target: str, batch_size: int, *, sort_by_length: bool = True,
-                  on_batch: Callable[[int], None] | None = None) -> list[str]:
+    def translate(
+        self,
+        texts: Sequence[str],
+        target: str,
+        batch_size: int,
+        *,
+        sort_by_length: bool = True,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> list[str]:
         """Translate ``texts`` in batches (of similar token counts with ``sort_by_length``; tokenizing twice costs
         far less than decoding padding); the result is in the order of ``texts``."""
         lengths = self.token_lengths(texts) if sort_by_length else [0] * len(texts)

@@ -54,8 +54,9 @@ class ShardStore:
         return dict(zip(table.column("source").to_pylist(), table.column("translation").to_pylist()))
 
     def write(self, target: str, index: int, sources: Sequence[str], translations: Sequence[str]) -> None:
-        table = pa.table({"source": pa.array(list(sources), pa.string()),
-                          "translation": pa.array(list(translations), pa.string())})
+        table = pa.table(
+            {"source": pa.array(list(sources), pa.string()), "translation": pa.array(list(translations), pa.string())}
+        )
         artifacts.write_table(self._path(target, index), table)
 
     def remove(self) -> None:

@@ -38,8 +38,9 @@ def train_bpe(word_counts: Mapping[str, int], size: int, min_frequency: int) -> 
     return learn_merges(words, freqs, vocab, size, min_frequency)
 
 
-def learn_merges(words: list[list[str]], freqs: list[int], vocab: set[str], size: int,
-                 min_frequency: int = 2) -> list[tuple[str, str]]:
+def learn_merges(
+    words: list[list[str]], freqs: list[int], vocab: set[str], size: int, min_frequency: int = 2
+) -> list[tuple[str, str]]:
     """The merge loop of ``train_bpe`` on words already split into symbols (``words[i]`` occurs ``freqs[i]``
     times; ``vocab`` holds the base symbols and grows in place): merge the most frequent adjacent pair (ties: the
     lexicographically smallest) into the concatenation of its halves until ``vocab`` holds ``size`` tokens or no

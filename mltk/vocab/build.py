@@ -28,8 +28,9 @@ from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 from mltk.vocab.wordpiece import WORDPIECE, read_protected_words, read_wordpiece_tokenizer, write_wordpiece_files
 
 
-def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, config=None,
-                     inputs: Iterable[artifacts.PathLike] = ()) -> Path:
+def write_vocabulary(
+    vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, config=None, inputs: Iterable[artifacts.PathLike] = ()
+) -> Path:
     """Write ``vocabulary`` as a vocab artifact (files listed in the module docstring)."""
     tokenizer = vocabulary.tokenizer
     wordpiece = getattr(tokenizer, "kind", None) == WORDPIECE
@@ -39,8 +40,9 @@ def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, con
             artifacts.save_array(writer.dir / schema.VOCAB_PRIOR_COUNTS_FILE, vocabulary.prior_task_counts)
             artifacts.save_array(writer.dir / schema.VOCAB_TASK_FREQ_FILE, vocabulary.task_token_freq)
         else:
-            artifacts.write_vocab_files(writer.dir, tokenizer.tokens, tokenizer.merges, vocabulary.prior_task_counts,
-                                        vocabulary.task_token_freq)
+            artifacts.write_vocab_files(
+                writer.dir, tokenizer.tokens, tokenizer.merges, vocabulary.prior_task_counts, vocabulary.task_token_freq
+            )
         if vocabulary.prior_vocab_counts is not None and vocabulary.task_vocab_member is not None:
             artifacts.save_array(writer.dir / schema.VOCAB_PRIOR_MEMBER_FILE, vocabulary.prior_vocab_counts)
             artifacts.save_array(writer.dir / schema.VOCAB_TASK_MEMBER_FILE, vocabulary.task_vocab_member)
@@ -50,9 +52,15 @@ def write_vocabulary(vocabulary: Vocabulary, out_dir: artifacts.PathLike, *, con
             tasks=vocabulary.tasks,
             vocab_size=tokenizer.vocab_size,
             sizes=vocabulary.sizes,
-            **(tokenizer.manifest_fields() if wordpiece else {
-                "root": CLIP_ROOT_NAME, "context_length": tokenizer.context_length,
-                "special_tokens": {SOT_TOKEN: tokenizer.sot_token_id, EOT_TOKEN: tokenizer.eot_token_id}}),
+            **(
+                tokenizer.manifest_fields()
+                if wordpiece
+                else {
+                    "root": CLIP_ROOT_NAME,
+                    "context_length": tokenizer.context_length,
+                    "special_tokens": {SOT_TOKEN: tokenizer.sot_token_id, EOT_TOKEN: tokenizer.eot_token_id},
+                }
+            ),
         )
     return writer.path
 
@@ -71,8 +79,9 @@ def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
         raise ArtifactError("manifest.json: malformed sizes, context_length or tasks", path) from None
     if manifest.get("tokenizer") == WORDPIECE:
         tokenizer = read_wordpiece_tokenizer(path, manifest)
-        counts = [artifacts.load_array(path / name) for name in (schema.VOCAB_PRIOR_COUNTS_FILE,
-                                                                 schema.VOCAB_TASK_FREQ_FILE)]
+        counts = [
+            artifacts.load_array(path / name) for name in (schema.VOCAB_PRIOR_COUNTS_FILE, schema.VOCAB_TASK_FREQ_FILE)
+        ]
         if any(a.shape != (tokenizer.vocab_size,) or not np.issubdtype(a.dtype, np.integer) for a in counts):
             raise ArtifactError(f"the task counts do not have one integer per token ({tokenizer.vocab_size})", path)
         prior_counts, task_freq = (a.astype(np.int64) for a in counts)
@@ -85,8 +94,7 @@ def load_vocabulary(path: artifacts.PathLike | None) -> Vocabulary:
     if any(a is not None and a.shape != (tokenizer.vocab_size,) for a in (prior_vocab, member)):
         raise ArtifactError(f"the membership counts do not have one entry per token ({tokenizer.vocab_size})", path)
     protected = read_protected_words(path) if manifest.get("tokenizer") == WORDPIECE else None
-    return Vocabulary(tokenizer, prior_counts, task_freq, tasks, sizes, path.resolve(), prior_vocab, member,
-                      protected)
+    return Vocabulary(tokenizer, prior_counts, task_freq, tasks, sizes, path.resolve(), prior_vocab, member, protected)
 
 
 def load_tokenizer(path: artifacts.PathLike | None):
@@ -95,8 +103,9 @@ def load_tokenizer(path: artifacts.PathLike | None):
     return load_vocabulary(path).tokenizer
 
 
-def select_captions(table: pa.Table, lang: str, split: str | None = "train",
-                    source: artifacts.PathLike = "<captions>") -> list[str]:
+def select_captions(
+    table: pa.Table, lang: str, split: str | None = "train", source: artifacts.PathLike = "<captions>"
+) -> list[str]:
     """The caption strings of one language (and split; None for all splits) of a captions table."""
     mask = pc.equal(table.column("lang"), lang)
     if split is not None:
@@ -105,14 +114,26 @@ def select_captions(table: pa.Table, lang: str, split: str | None = "train",
     if not selected:
         langs = sorted(set(table.column("lang").to_pylist()))
         splits = sorted(set(table.column("split").to_pylist()))
-        raise ConfigError(f"no captions with lang={lang!r}" + (f" and split={split!r}" if split else "") +
-                          f" (languages: {', '.join(langs)}; splits: {', '.join(splits)})", source)
+        raise ConfigError(
+            f"no captions with lang={lang!r}"
+            + (f" and split={split!r}" if split else "")
+            + f" (languages: {', '.join(langs)}; splits: {', '.join(splits)})",
+            source,
+        )
     return selected
 
 
-def build_vocab(captions: artifacts.PathLike | pa.Table, lang: str, out_dir: artifacts.PathLike, *,
-                parent: artifacts.PathLike | None = None, size: int, split: str | None = "train",
-                min_frequency: int, protect_lang: str | None = None) -> Path:
+def build_vocab(
+    captions: artifacts.PathLike | pa.Table,
+    lang: str,
+    out_dir: artifacts.PathLike,
+    *,
+    parent: artifacts.PathLike | None = None,
+    size: int,
+    split: str | None = "train",
+    min_frequency: int,
+    protect_lang: str | None = None,
+) -> Path:
     """``mltk build-vocab``: train V̂ on one language's captions (a captions artifact, Parquet file or table),
     merge it into ``parent`` (CLIP's vocabulary when None) and write the vocab artifact; returns its path.
 
@@ -123,9 +144,14 @@ def build_vocab(captions: artifacts.PathLike | pa.Table, lang: str, out_dir: art
         table, source, inputs = artifacts.validate_captions(captions, drop_empty=True), "<captions table>", []
     else:
         table, source, inputs = artifacts.load_captions(captions, drop_empty=True), captions, [captions]
-    config = {"lang": lang, "size": size, "split": split, "min_frequency": min_frequency,
-              "protect_lang": protect_lang,
-              "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME}
+    config = {
+        "lang": lang,
+        "size": size,
+        "split": split,
+        "min_frequency": min_frequency,
+        "protect_lang": protect_lang,
+        "parent": str(Path(parent).resolve()) if parent is not None else CLIP_ROOT_NAME,
+    }
     inputs += [parent] if parent is not None else []
     existing = artifacts.reusable(out_dir, "vocab", stage="build-vocab", config=config, inputs=inputs)
     if existing is not None and inputs:  # a table handed in directly is not in the settings

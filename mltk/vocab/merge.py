@@ -20,8 +20,9 @@ from mltk.vocab.vocabulary import MergeSizes, Vocabulary
 from mltk.vocab.wordpiece import WORDPIECE, train_wordpiece_vocabulary
 
 
-def merge_vocabularies(parent_tokens: Sequence[str], parent_merges: Sequence[tuple[str, str]],
-                       new_merges: Sequence[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], MergeSizes]:
+def merge_vocabularies(
+    parent_tokens: Sequence[str], parent_merges: Sequence[tuple[str, str]], new_merges: Sequence[tuple[str, str]]
+) -> tuple[list[str], list[tuple[str, str]], MergeSizes]:
     """V_t and its merges from the parent's and the new vocabulary's merges (rules in the module docstring)."""
     parent_ids = {token: index for index, token in enumerate(parent_tokens)}
     new_vocab_order = list(dict.fromkeys(base_symbols() + ["".join(m) for m in new_merges] + list(SPECIAL_TOKENS)))
@@ -31,15 +32,22 @@ def merge_vocabularies(parent_tokens: Sequence[str], parent_merges: Sequence[tup
     tokens = list(parent_tokens) + appended
     merges = [tuple(m) for m in parent_merges] + kept
     sizes = MergeSizes(
-        old=len(parent_tokens), new_vocab=len(new_vocab_order), overlap=len(new_vocab_order) - len(appended),
-        new=len(appended), total=len(tokens), merges_parent=len(parent_merges), merges_learned=len(new_merges),
-        merges_duplicate=len(new_merges) - len(kept), merges_total=len(merges),
+        old=len(parent_tokens),
+        new_vocab=len(new_vocab_order),
+        overlap=len(new_vocab_order) - len(appended),
+        new=len(appended),
+        total=len(tokens),
+        merges_parent=len(parent_merges),
+        merges_learned=len(new_merges),
+        merges_duplicate=len(new_merges) - len(kept),
+        merges_total=len(merges),
     )
     return tokens, merges, sizes
 
 
-def drop_merges_changing(parent: ClipBpeTokenizer, new_merges: Sequence[tuple[str, str]],
-                         protected_pieces: Iterable[str]) -> list[tuple[str, str]]:
+def drop_merges_changing(
+    parent: ClipBpeTokenizer, new_merges: Sequence[tuple[str, str]], protected_pieces: Iterable[str]
+) -> list[tuple[str, str]]:
     """The learned merges that leave the parent's tokenization of every protected word unchanged.
 
     Why this is exact: with the parent's merges ranked first, a word always reaches its parent segmentation S
@@ -67,8 +75,13 @@ def clip_vocabulary() -> Vocabulary:
     tokenizer = clip_tokenizer()
     size = tokenizer.vocab_size
     # After the root "task" every CLIP token has been seen once; there is no current task text.
-    return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64),
-                      prior_vocab_counts=np.zeros(size, np.int64), task_vocab_member=np.ones(size, np.int64))
+    return Vocabulary(
+        tokenizer,
+        np.zeros(size, np.int64),
+        np.ones(size, np.int64),
+        prior_vocab_counts=np.zeros(size, np.int64),
+        task_vocab_member=np.ones(size, np.int64),
+    )
 
 
 def minimum_vocabulary_size() -> int:
@@ -79,8 +92,10 @@ def minimum_vocabulary_size() -> int:
 def vocabulary_size_problem(size: int, option: str) -> str | None:
     """The one-line complaint about a too small vocabulary size given as ``option``, or None when it is fine."""
     if size < minimum_vocabulary_size():
-        return (f"{option} must be at least {minimum_vocabulary_size()} (the byte-level base symbols and the special "
-                f"tokens), got {size}")
+        return (
+            f"{option} must be at least {minimum_vocabulary_size()} (the byte-level base symbols and the special "
+            f"tokens), got {size}"
+        )
     return None
 
 
@@ -96,8 +111,15 @@ def token_frequencies(tokenizer: ClipBpeTokenizer, texts: Sequence[str] | dict[s
     return freq
 
 
-def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None, size: int, min_frequency: int,
-                     protected_texts: Sequence[str] = (), wordpiece_growth: str = "keep") -> Vocabulary:
+def train_vocabulary(
+    texts: Sequence[str],
+    lang: str,
+    parent: Vocabulary | None,
+    size: int,
+    min_frequency: int,
+    protected_texts: Sequence[str] = (),
+    wordpiece_growth: str = "keep",
+) -> Vocabulary:
     """Train V̂_t on ``texts`` (one language's training captions), merge it into ``parent`` (CLIP's vocabulary
     when None), and count the tokens of the texts tokenised with the merged vocabulary. A WordPiece ``parent`` (a
     Hugging Face tower's, ``mltk.vocab.wordpiece``) grows the same way with a WordPiece V̂_t.
@@ -112,8 +134,7 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None,
         raise ConfigError(f"no captions to train a vocabulary for language {lang!r}")
     parent = parent if parent is not None else clip_vocabulary()
     if getattr(parent.tokenizer, "kind", None) == WORDPIECE:
-        return train_wordpiece_vocabulary(texts, lang, parent, size, min_frequency, protected_texts,
-                                          wordpiece_growth)
+        return train_wordpiece_vocabulary(texts, lang, parent, size, min_frequency, protected_texts, wordpiece_growth)
     if problem := vocabulary_size_problem(size, "--size"):
         raise ConfigError(problem)
     counts = word_frequencies(texts)
@@ -126,22 +147,37 @@ def train_vocabulary(texts: Sequence[str], lang: str, parent: Vocabulary | None,
     tokenizer = ClipBpeTokenizer(tokens, merges, parent.tokenizer.context_length)
     freq = token_frequencies(tokenizer, counts)
     prior = np.zeros(len(tokens), np.int64)
-    prior[:sizes.old] = parent.counts_after_task()
+    prior[: sizes.old] = parent.counts_after_task()
     new_vocabulary = set(base_symbols()) | {"".join(m) for m in new_merges} | set(SPECIAL_TOKENS)  # V̂_t
     member = np.fromiter((token in new_vocabulary for token in tokens), np.int64, len(tokens))
     parent_vocab_counts = parent.vocab_counts_after_task()
     prior_vocab = None
     if parent_vocab_counts is not None:
         prior_vocab = np.zeros(len(tokens), np.int64)
-        prior_vocab[:sizes.old] = parent_vocab_counts
-    produced = int(np.count_nonzero(freq[sizes.old:]))
+        prior_vocab[: sizes.old] = parent_vocab_counts
+    produced = int(np.count_nonzero(freq[sizes.old :]))
     task = {
-        "lang": lang, "captions": len(texts), "new_vocab_size": sizes.new_vocab, "new_tokens": sizes.new,
-        "new_tokens_produced": produced, "first_new_id": sizes.old, "merges_added": sizes.merges_total -
-        sizes.merges_parent, "merges_protected": sizes.merges_protected, "min_frequency": min_frequency,
+        "lang": lang,
+        "captions": len(texts),
+        "new_vocab_size": sizes.new_vocab,
+        "new_tokens": sizes.new,
+        "new_tokens_produced": produced,
+        "first_new_id": sizes.old,
+        "merges_added": sizes.merges_total - sizes.merges_parent,
+        "merges_protected": sizes.merges_protected,
+        "min_frequency": min_frequency,
     }
-    log(f"vocab {lang}: {len(texts)} captions, {len(counts)} distinct words; V̂ {sizes.new_vocab} tokens "
+    log(
+        f"vocab {lang}: {len(texts)} captions, {len(counts)} distinct words; V̂ {sizes.new_vocab} tokens "
         f"({sizes.overlap} already known, {sizes.new} new, {produced} of them produced on the task text); "
-        f"vocabulary {sizes.old} -> {sizes.total}")
-    return Vocabulary(tokenizer, prior, freq, list(parent.tasks) + [task], sizes,
-                      prior_vocab_counts=prior_vocab, task_vocab_member=member if prior_vocab is not None else None)
+        f"vocabulary {sizes.old} -> {sizes.total}"
+    )
+    return Vocabulary(
+        tokenizer,
+        prior,
+        freq,
+        list(parent.tasks) + [task],
+        sizes,
+        prior_vocab_counts=prior_vocab,
+        task_vocab_member=member if prior_vocab is not None else None,
+    )

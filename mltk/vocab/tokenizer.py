@@ -42,8 +42,9 @@ CLIP_ROOT_NAME = f"openai-clip:{CLIP_BPE_FILE}"
 @lru_cache()
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2/CLIP's reversible map from the 256 byte values to printable unicode characters."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     codes = printable[:]
     extra = 0
     for byte in range(256):
@@ -63,8 +64,7 @@ def clean_text(text: str) -> str:
 def clip_pattern(special_tokens: Sequence[str] = SPECIAL_TOKENS) -> regex.Pattern:
     """CLIP's pre-tokenisation regex (special tokens first, contractions, letter runs, single digits, others)."""
     special = "|".join(special_tokens)
-    return regex.compile(special + r"""|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+""",
-                         regex.IGNORECASE)
+    return regex.compile(special + r"""|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+""", regex.IGNORECASE)
 
 
 _PATTERN = clip_pattern()
@@ -111,8 +111,9 @@ class ClipBpeTokenizer:
 
     kind = "clip-bpe"
 
-    def __init__(self, tokens: Sequence[str], merges: Sequence[tuple[str, str]],
-                 context_length: int = DEFAULT_CONTEXT_LENGTH):
+    def __init__(
+        self, tokens: Sequence[str], merges: Sequence[tuple[str, str]], context_length: int = DEFAULT_CONTEXT_LENGTH
+    ):
         self.tokens = list(tokens)
         self.encoder = {token: index for index, token in enumerate(self.tokens)}
         if len(self.encoder) != len(self.tokens):
@@ -184,7 +185,7 @@ class ClipBpeTokenizer:
             if len(ids) > context_length:
                 ids = ids[:context_length]
                 ids[-1] = self.eot_token_id
-            result[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+            result[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         return result
 
 
@@ -207,7 +208,7 @@ def clip_bpe_path() -> Path:
 @lru_cache(maxsize=1)
 def _clip_tokens_and_merges() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     lines = gzip.open(clip_bpe_path()).read().decode("utf-8").split("\n")
-    merges = tuple(tuple(line.split()) for line in lines[1:CLIP_MERGE_COUNT + 1])
+    merges = tuple(tuple(line.split()) for line in lines[1 : CLIP_MERGE_COUNT + 1])
     tokens = base_symbols() + ["".join(m) for m in merges] + list(SPECIAL_TOKENS)
     return tuple(tokens), merges
 

@@ -93,6 +93,9 @@ class Vocabulary:
         if kind != "vocabulary":
             raise ConfigError(f"--token-sets must be one of {', '.join(TOKEN_SETS)}, got {kind!r}")
         if self.task_vocab_member is None or self.prior_vocab_counts is None:
-            raise ConfigError("this vocabulary does not record its new vocabulary's membership (built by an older "
-                              "mltk); rebuild it to use --token-sets vocabulary", self.path)
+            raise ConfigError(
+                "this vocabulary does not record its new vocabulary's membership (built by an older "
+                "mltk); rebuild it to use --token-sets vocabulary",
+                self.path,
+            )
         return np.flatnonzero(self.task_vocab_member), self.prior_vocab_counts

@@ -62,8 +62,9 @@ class WordPieceTokenizer:
 
         model = pipeline.get("model") or {}
         if model.get("type") != "WordPiece":
-            raise ConfigError(f"train-continual grows WordPiece vocabularies; this tokenizer's model is "
-                              f"{model.get('type')!r}")
+            raise ConfigError(
+                f"train-continual grows WordPiece vocabularies; this tokenizer's model is {model.get('type')!r}"
+            )
         vocab = model.get("vocab")
         if not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
             raise ArtifactError("the WordPiece vocabulary must map its tokens to the ids 0..V-1")
@@ -131,8 +132,13 @@ class WordPieceTokenizer:
 
     def manifest_fields(self) -> dict:
         specials = {token: self.encoder[token] for token in self.special_tokens if token in self.encoder}
-        return {"tokenizer": WORDPIECE, "special_tokens": specials, "pad_token": self.pad_token,
-                "lower_case": self.lower_case, "context_length": self.context_length}
+        return {
+            "tokenizer": WORDPIECE,
+            "special_tokens": specials,
+            "pad_token": self.pad_token,
+            "lower_case": self.lower_case,
+            "context_length": self.context_length,
+        }
 
 
 def tower_tokenizer(tower, model: str = "the base model") -> WordPieceTokenizer:
@@ -142,22 +148,27 @@ def tower_tokenizer(tower, model: str = "the base model") -> WordPieceTokenizer:
     hf = getattr(padded, "tokenizer", None)
     backend = getattr(hf, "backend_tokenizer", None)
     if backend is None or not hasattr(padded, "lower_case"):
-        raise ConfigError(f"train-continual grows a Hugging Face tower's WordPiece vocabulary through its fast "
-                          f"(tokenizers) tokenizer; {model!r} has none")
+        raise ConfigError(
+            f"train-continual grows a Hugging Face tower's WordPiece vocabulary through its fast "
+            f"(tokenizers) tokenizer; {model!r} has none"
+        )
     pipeline = json.loads(backend.to_str())
     kind = (pipeline.get("model") or {}).get("type")
     if kind != "WordPiece":
-        raise ConfigError(f"train-continual grows WordPiece (BERT) vocabularies; {model!r} has a {kind} tokenizer "
-                          f"it cannot grow")
-    tokenizer = WordPieceTokenizer(pipeline, padded.context_length or tower.context_length, padded.lower_case,
-                                   hf.pad_token)
+        raise ConfigError(
+            f"train-continual grows WordPiece (BERT) vocabularies; {model!r} has a {kind} tokenizer it cannot grow"
+        )
+    tokenizer = WordPieceTokenizer(
+        pipeline, padded.context_length or tower.context_length, padded.lower_case, hf.pad_token
+    )
     if int(tower.lengths(torch.tensor([[tokenizer.pad_token_id]]))[0]) != 0:  # the tower must see it as padding
         raise ConfigError(f"{model!r}: the tokenizer's pad id {tokenizer.pad_token_id} is not the tower's padding id")
     return tokenizer
 
 
-def train_wordpiece(word_counts: dict[str, int], size: int, min_frequency: int, prefix: str = "##",
-                    special_tokens: Sequence[str] = ()) -> list[str]:
+def train_wordpiece(
+    word_counts: dict[str, int], size: int, min_frequency: int, prefix: str = "##", special_tokens: Sequence[str] = ()
+) -> list[str]:
     """V̂: a WordPiece vocabulary of at most ``size`` tokens learned on word counts, in order: the special
     tokens, the alphabet (sorted), then one token per merge (``learn_merges``: most frequent adjacent pair, ties
     lexicographic, stopping below ``min_frequency``). Within a word the first symbol is a word start and the
@@ -178,8 +189,15 @@ def train_wordpiece(word_counts: dict[str, int], size: int, min_frequency: int, 
     return list(dict.fromkeys(order))
 
 
-def train_wordpiece_vocabulary(texts: Sequence[str], lang: str, parent, size: int, min_frequency: int = 2,
-                               protected_texts: Sequence[str] = (), growth: str = "keep"):
+def train_wordpiece_vocabulary(
+    texts: Sequence[str],
+    lang: str,
+    parent,
+    size: int,
+    min_frequency: int = 2,
+    protected_texts: Sequence[str] = (),
+    growth: str = "keep",
+):
     """V_t = V_{t-1} ∪ V̂_t for a WordPiece ``parent`` vocabulary (``mltk.vocab.vocabulary.Vocabulary``), with the
     TEIR counts of ``train_vocabulary``: occurrences of each token in the texts tokenised with V_t, and
     membership of V̂_t. ``growth="keep"`` leaves out the new pieces that would re-segment a word of an earlier
@@ -195,43 +213,78 @@ def train_wordpiece_vocabulary(texts: Sequence[str], lang: str, parent, size: in
     protected = earlier | set(old.words(protected_texts))
     appended, dropped = keep_segmentations(appended, protected, known, old.prefix)
     if growth == "keep" and parent.protected_words is None and parent.tasks:
-        log(f"vocab {lang}: the parent vocabulary records no protected words (built by an older mltk): growth "
-            f"cannot keep its tasks' segmentation")
+        log(
+            f"vocab {lang}: the parent vocabulary records no protected words (built by an older mltk): growth "
+            f"cannot keep its tasks' segmentation"
+        )
     learned = [token for token in learned if token not in frozenset(dropped)]
     tokenizer = old.with_tokens(old.tokens + appended)
-    sizes = MergeSizes(old=old.vocab_size, new_vocab=len(learned), overlap=len(learned) - len(appended),
-                       new=len(appended), total=tokenizer.vocab_size, merges_parent=0, merges_learned=0,
-                       merges_duplicate=0, merges_total=0)
+    sizes = MergeSizes(
+        old=old.vocab_size,
+        new_vocab=len(learned),
+        overlap=len(learned) - len(appended),
+        new=len(appended),
+        total=tokenizer.vocab_size,
+        merges_parent=0,
+        merges_learned=0,
+        merges_duplicate=0,
+        merges_total=0,
+    )
     freq = tokenizer.token_frequencies(texts)
     prior = np.zeros(sizes.total, np.int64)
-    prior[:sizes.old] = parent.counts_after_task()
+    prior[: sizes.old] = parent.counts_after_task()
     learned_set = set(learned)
     member = np.fromiter((token in learned_set for token in tokenizer.tokens), np.int64, sizes.total)
     prior_vocab = np.zeros(sizes.total, np.int64)
-    prior_vocab[:sizes.old] = parent.vocab_counts_after_task()
-    produced = int(np.count_nonzero(freq[sizes.old:]))
-    task = {"lang": lang, "captions": len(texts), "new_vocab_size": sizes.new_vocab, "new_tokens": sizes.new,
-            "new_tokens_produced": produced, "first_new_id": sizes.old, "min_frequency": min_frequency,
-            "tokenizer": WORDPIECE, "growth": growth, "pieces_protected": len(dropped),
-            "protected_words": len(protected)}
-    log(f"vocab {lang}: {len(texts)} captions; WordPiece V̂ {sizes.new_vocab} tokens ({sizes.overlap} already "
+    prior_vocab[: sizes.old] = parent.vocab_counts_after_task()
+    produced = int(np.count_nonzero(freq[sizes.old :]))
+    task = {
+        "lang": lang,
+        "captions": len(texts),
+        "new_vocab_size": sizes.new_vocab,
+        "new_tokens": sizes.new,
+        "new_tokens_produced": produced,
+        "first_new_id": sizes.old,
+        "min_frequency": min_frequency,
+        "tokenizer": WORDPIECE,
+        "growth": growth,
+        "pieces_protected": len(dropped),
+        "protected_words": len(protected),
+    }
+    log(
+        f"vocab {lang}: {len(texts)} captions; WordPiece V̂ {sizes.new_vocab} tokens ({sizes.overlap} already "
         f"known, {sizes.new} new, {produced} of them produced on the task text; {len(dropped)} left out to keep "
-        f"{len(protected)} earlier words' segmentation); vocabulary {sizes.old} -> {sizes.total}")
-    return Vocabulary(tokenizer, prior, freq, list(parent.tasks) + [task], sizes, prior_vocab_counts=prior_vocab,
-                      task_vocab_member=member, protected_words=tuple(sorted(earlier | set(words))))
+        f"{len(protected)} earlier words' segmentation); vocabulary {sizes.old} -> {sizes.total}"
+    )
+    return Vocabulary(
+        tokenizer,
+        prior,
+        freq,
+        list(parent.tasks) + [task],
+        sizes,
+        prior_vocab_counts=prior_vocab,
+        task_vocab_member=member,
+        protected_words=tuple(sorted(earlier | set(words))),
+    )
 
 
 def tower_vocabulary(tower, model: str = "the base model"):
     """The root of a WordPiece chain: the tower's own vocabulary, counted as one task for all its tokens."""
     tokenizer = tower_tokenizer(tower, model)
     size = tokenizer.vocab_size
-    return Vocabulary(tokenizer, np.zeros(size, np.int64), np.ones(size, np.int64),
-                      prior_vocab_counts=np.zeros(size, np.int64), task_vocab_member=np.ones(size, np.int64),
-                      protected_words=())
+    return Vocabulary(
+        tokenizer,
+        np.zeros(size, np.int64),
+        np.ones(size, np.int64),
+        prior_vocab_counts=np.zeros(size, np.int64),
+        task_vocab_member=np.ones(size, np.int64),
+        protected_words=(),
+    )
 
 
-def write_wordpiece_files(directory: Path, tokenizer: WordPieceTokenizer,
-                          protected_words: Sequence[str] | None = None) -> None:
+def write_wordpiece_files(
+    directory: Path, tokenizer: WordPieceTokenizer, protected_words: Sequence[str] | None = None
+) -> None:
     """The tokenizer files of a WordPiece vocab artifact (the count arrays are written beside them)."""
     artifacts.write_json(directory / schema.VOCAB_TOKENS_FILE, tokenizer.encoder)
     artifacts.write_json(directory / TOKENIZER_FILE, tokenizer.pipeline)
@@ -256,8 +309,9 @@ def read_wordpiece_tokenizer(path: Path, manifest: dict) -> WordPieceTokenizer:
     if not isinstance(pipeline, dict) or (pipeline.get("model") or {}).get("vocab") != tokens:
         raise ArtifactError(f"{TOKENIZER_FILE} and {schema.VOCAB_TOKENS_FILE} disagree on the vocabulary", path)
     try:
-        return WordPieceTokenizer(pipeline, int(manifest["context_length"]), bool(manifest.get("lower_case")),
-                                  str(manifest["pad_token"]))
+        return WordPieceTokenizer(
+            pipeline, int(manifest["context_length"]), bool(manifest.get("lower_case")), str(manifest["pad_token"])
+        )
     except (KeyError, TypeError, ValueError):
         raise ArtifactError("manifest.json: a WordPiece vocabulary needs context_length and pad_token", path) from None
     except ConfigError as exc:

@@ -51,11 +51,12 @@ def segmentation(word: str, vocab: Collection[str], prefix: str = "##") -> list[
     walk = greedy_walk(word, vocab, prefix)
     if walk and walk[-1][1] == 0:
         return None
-    return [(prefix if i else "") + word[i:i + length] for i, length in walk]
+    return [(prefix if i else "") + word[i : i + length] for i, length in walk]
 
 
-def changing_pieces(candidates: Iterable[str], protected_words: Iterable[str], vocab: Collection[str],
-                    prefix: str = "##") -> set[str]:
+def changing_pieces(
+    candidates: Iterable[str], protected_words: Iterable[str], vocab: Collection[str], prefix: str = "##"
+) -> set[str]:
     """The candidate pieces that greedy longest match would take at some position of some protected word where the
     parent vocabulary ``vocab`` takes a shorter piece (or none): the pieces that would re-segment it."""
     candidates = set(candidates)
@@ -75,8 +76,9 @@ def changing_pieces(candidates: Iterable[str], protected_words: Iterable[str], v
     return changing
 
 
-def keep_segmentations(new_pieces: Sequence[str], protected_words: Iterable[str], vocab: Collection[str],
-                       prefix: str = "##") -> tuple[list[str], list[str]]:
+def keep_segmentations(
+    new_pieces: Sequence[str], protected_words: Iterable[str], vocab: Collection[str], prefix: str = "##"
+) -> tuple[list[str], list[str]]:
     """``(kept, dropped)``: the new pieces (in order) that leave every protected word's segmentation with ``vocab``
     unchanged, and those that would change one."""
     changing = changing_pieces(new_pieces, protected_words, vocab, prefix)

@@ -23,8 +23,11 @@ IMAGE_SUFFIX = re.compile(r"\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECASE)
 def looks_like_location(value: str) -> bool:
     """A URL, or a path with a folder or an image file extension."""
     value = value.strip()
-    return bool(value) and " " not in value and ("://" in value or "/" in value or "\\" in value
-                                                 or IMAGE_SUFFIX.search(value.split("?")[0]) is not None)
+    return (
+        bool(value)
+        and " " not in value
+        and ("://" in value or "/" in value or "\\" in value or IMAGE_SUFFIX.search(value.split("?")[0]) is not None)
+    )
 
 
 def looks_like_caption(value: str) -> bool:
@@ -59,8 +62,14 @@ def _check_row(caption: str, location: str, line: int, src: Path) -> None:
     if not looks_like_location(location):
         swapped = looks_like_location(caption) and looks_like_caption(location)
         hint = "the columns look swapped (url<TAB>caption)" if swapped else "it does not look like a path or URL"
-        raise SchemaError(f"line {line}: second column {location[:60]!r} should be the image path or URL, but "
-                          f"{hint}; expected caption<TAB>url", src)
+        raise SchemaError(
+            f"line {line}: second column {location[:60]!r} should be the image path or URL, but "
+            f"{hint}; expected caption<TAB>url",
+            src,
+        )
     if caption.strip() and not looks_like_caption(caption):
-        raise SchemaError(f"line {line}: first column {caption[:60]!r} should be a caption but does not read as "
-                          f"text; expected caption<TAB>url", src)
+        raise SchemaError(
+            f"line {line}: first column {caption[:60]!r} should be a caption but does not read as "
+            f"text; expected caption<TAB>url",
+            src,
+        )

@@ -31,8 +31,7 @@ def import_coco_karpathy(src: Path, request: ImportRequest) -> Imported:
         split = KARPATHY_SPLITS.get(image["split"], image["split"])
         if not request.wants(split):
             continue
-        image_id = coco_id(image["cocoid"]) if "cocoid" in image else \
-            canonical_image_id(image["filename"], namespace)
+        image_id = coco_id(image["cocoid"]) if "cocoid" in image else canonical_image_id(image["filename"], namespace)
         relative = "/".join(p for p in (image.get("filepath", ""), image["filename"]) if p)
         imported.add_image(image_id, split, request.images.path(relative))
         sentids = image.get("sentids", [])

@@ -116,8 +116,7 @@ def _all_flickr30k(names: pa.Array, plain: pa.Array, stems: pa.Array) -> bool:
 
 
 def _canonical(names: pa.Array, plain: pa.Array, stems: pa.Array, namespace: str | None) -> pa.Array:
-    return _with_odd_names(_plain_ids(stems, namespace), names, plain,
-                           lambda name: canonical_image_id(name, namespace))
+    return _with_odd_names(_plain_ids(stems, namespace), names, plain, lambda name: canonical_image_id(name, namespace))
 
 
 def _plain_stems(names: pa.Array) -> pa.Array:
@@ -133,8 +132,11 @@ def _plain_ids(stems: pa.Array, namespace: str | None) -> pa.Array:
         ids = pc.if_else(digits, _coco_ids(stems), ids)
     elif namespace == FLICKR30K:
         ids = pc.if_else(digits, pc.binary_join_element_wise(f"{FLICKR30K}:", _without_leading_zeros(stems), ""), ids)
-    ids = pc.if_else(pc.match_substring_regex(stems, _COCO_2017_FILE.pattern),
-                     pc.binary_join_element_wise(f"{COCO}:", stems, ""), ids)
+    ids = pc.if_else(
+        pc.match_substring_regex(stems, _COCO_2017_FILE.pattern),
+        pc.binary_join_element_wise(f"{COCO}:", stems, ""),
+        ids,
+    )
     coco_number = pc.struct_field(pc.extract_regex(stems, r"(?i)^COCO_(?:train|val|test)20\d\d_0*(?P<n>\d+)$"), [0])
     ids = pc.if_else(pc.is_valid(coco_number), _coco_ids(coco_number), ids)
     return ids
@@ -148,8 +150,9 @@ def _without_leading_zeros(digits: pa.Array) -> pa.Array:
 
 def _coco_ids(digits: pa.Array) -> pa.Array:
     """``coco_id`` of digit strings: ``coco:`` and the number zero-padded to 12 digits."""
-    return pc.binary_join_element_wise(f"{COCO}:", pc.utf8_lpad(_without_leading_zeros(pc.fill_null(digits, "0")),
-                                                                12, "0"), "")
+    return pc.binary_join_element_wise(
+        f"{COCO}:", pc.utf8_lpad(_without_leading_zeros(pc.fill_null(digits, "0")), 12, "0"), ""
+    )
 
 
 def _with_odd_names(ids: pa.Array, names: pa.Array, plain: pa.Array, one_by_one) -> pa.Array:

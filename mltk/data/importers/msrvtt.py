@@ -69,8 +69,9 @@ def import_msrvtt(src: Path, request: ImportRequest) -> Imported:
     return imported
 
 
-def _read_videos(videos: list, data_path: Path, request: ImportRequest, imported: Imported
-                 ) -> tuple[dict[str, str], set[str]]:
+def _read_videos(
+    videos: list, data_path: Path, request: ImportRequest, imported: Imported
+) -> tuple[dict[str, str], set[str]]:
     """``videos[]`` -> ``{video_id: split}`` of the wanted splits (each video registered as an image; with a test
     list, the official test videos are left to it) and every video id the file describes."""
     split_of: dict[str, str] = {}
@@ -118,8 +119,9 @@ def _add_translations(imported: Imported, lang: str, path: Path, known: Sentence
         caption = expect(sentence.get("caption"), str, f"{key}.caption", path, what=what)
         video = known.video_of.get(sen_id)
         if video is None:
-            raise SchemaError(f"{key} translates sen_id {sentence['sen_id']!r}, which the English data does not "
-                              f"have", path)
+            raise SchemaError(
+                f"{key} translates sen_id {sentence['sen_id']!r}, which the English data does not have", path
+            )
         if sen_id in seen:
             raise SchemaError(f"{key}.sen_id {sen_id!r} is translated twice in this file", path)
         seen.add(sen_id)
@@ -133,33 +135,45 @@ def read_test_list(path: Path) -> list[dict[str, str]]:
     reader = csv.DictReader(io.StringIO(text))
     missing = [column for column in TEST_LIST_COLUMNS if column not in (reader.fieldnames or [])]
     if missing:
-        raise SchemaError(f"the test list lacks the column(s) {', '.join(missing)} (expected the header "
-                          f"key,vid_key,video_id,sentence of MSRVTT_JSFUSION_test.csv)", path)
+        raise SchemaError(
+            f"the test list lacks the column(s) {', '.join(missing)} (expected the header "
+            f"key,vid_key,video_id,sentence of MSRVTT_JSFUSION_test.csv)",
+            path,
+        )
     rows, seen = [], set()
     for line, row in enumerate(reader, start=2):
         video = _video_id(row.get("video_id"), f"line {line} video_id", path, "test list")
         if video in seen:
-            raise SchemaError(f"line {line}: video {video!r} is listed twice; the 1K-A split has one caption per "
-                              f"video", path)
+            raise SchemaError(
+                f"line {line}: video {video!r} is listed twice; the 1K-A split has one caption per video", path
+            )
         if not (row.get("sentence") or "").strip():
             raise SchemaError(f"line {line}: video {video!r} has no sentence", path)
         seen.add(video)
-        rows.append({"key": (row.get("key") or "").strip() or str(line - 1), "video_id": video,
-                     "sentence": row["sentence"].strip()})
+        rows.append(
+            {
+                "key": (row.get("key") or "").strip() or str(line - 1),
+                "video_id": video,
+                "sentence": row["sentence"].strip(),
+            }
+        )
     if not rows:
         raise SchemaError("the test list names no video", path)
     return rows
 
 
-def _add_test_list(listed: list[dict[str, str]], request: ImportRequest, imported: Imported, known: Sentences,
-                   described: set[str]) -> None:
+def _add_test_list(
+    listed: list[dict[str, str]], request: ImportRequest, imported: Imported, known: Sentences, described: set[str]
+) -> None:
     """The ``test`` split as the list gives it: each listed video with its one sentence, keeping the English
     caption's ``sen_id`` when the sentence is one of the video's captions (then its translations follow)."""
     for row in listed:
         video = row["video_id"]
         if video not in described:
-            raise SchemaError(f"the test list names video {video!r}, which the MSR-VTT annotation file does not "
-                              f"describe", request.test_list)
+            raise SchemaError(
+                f"the test list names video {video!r}, which the MSR-VTT annotation file does not describe",
+                request.test_list,
+            )
         sen_id = known.by_text.get((video, row["sentence"]))
         imported.add_image(video, TEST_SPLIT, request.images.path(f"{video}.mp4"))
         if sen_id is not None:
@@ -167,8 +181,10 @@ def _add_test_list(listed: list[dict[str, str]], request: ImportRequest, importe
             imported.add(video, "en", row["sentence"], f"msrvtt:{sen_id}", TEST_SPLIT)
         else:
             imported.add(video, "en", row["sentence"], f"msrvtt-1k-a:{row['key']}", TEST_SPLIT)
-    log(f"import-data (msrvtt): test split = {len(listed)} videos of the test list {request.test_list} "
-        f"(one caption each: JSFusion's 1K-A)")
+    log(
+        f"import-data (msrvtt): test split = {len(listed)} videos of the test list {request.test_list} "
+        f"(one caption each: JSFusion's 1K-A)"
+    )
 
 
 def _warn_missing_videos(imported: Imported, request: ImportRequest) -> None:
@@ -179,11 +195,15 @@ def _warn_missing_videos(imported: Imported, request: ImportRequest) -> None:
         return
     roots = ", ".join(str(root) for root in request.images.roots)
     if len(missing) == len(paths):
-        log(f"import-data (msrvtt): warning: none of the {len(paths)} videos is under --images-root {roots} "
-            f"(e.g. {missing[0]}); give the folder of VIDEO_ID.mp4 files (MSRVTT/videos/all) before encode-videos")
+        log(
+            f"import-data (msrvtt): warning: none of the {len(paths)} videos is under --images-root {roots} "
+            f"(e.g. {missing[0]}); give the folder of VIDEO_ID.mp4 files (MSRVTT/videos/all) before encode-videos"
+        )
     else:
-        log(f"import-data (msrvtt): warning: {len(missing)} of the {len(paths)} videos are not under "
-            f"--images-root {roots} (e.g. {missing[0]})")
+        log(
+            f"import-data (msrvtt): warning: {len(missing)} of the {len(paths)} videos are not under "
+            f"--images-root {roots} (e.g. {missing[0]})"
+        )
 
 
 def _video_id(value: object, key: str, path: Path, what: str = WHAT) -> str:

@@ -63,8 +63,10 @@ def import_multi30k(src: Path, request: ImportRequest) -> Imported:
     {"task1": _task1, "task2": _task2}[task](root / task, request, imported)
     for other in MULTI30K_TASKS:
         if other != task and (root / other).is_dir():
-            imported.notes.append(f"{root / other} not imported ({_TASK_NAMES[other]}; --task {other} imports it "
-                                  f"into a folder of its own)")
+            imported.notes.append(
+                f"{root / other} not imported ({_TASK_NAMES[other]}; --task {other} imports it "
+                f"into a folder of its own)"
+            )
     return imported
 
 
@@ -95,9 +97,11 @@ def _task1(task: Path, request: ImportRequest, imported: Imported) -> None:
         image_list = text_file(task / "image_splits", f"{stem}.txt")
         if image_list is None:
             first = next(iter(files.values()))
-            raise ArtifactError(f"has no image list (expected {task.name}/image_splits/{stem}.txt); without it "
-                                f"the captions cannot be matched to images (use --split to import other splits)",
-                                first)
+            raise ArtifactError(
+                f"has no image list (expected {task.name}/image_splits/{stem}.txt); without it "
+                f"the captions cannot be matched to images (use --split to import other splits)",
+                first,
+            )
         names = read_lines(image_list)
         for name in names:
             imported.add_image(image_id(name), split, request.images.path(name))
@@ -119,8 +123,11 @@ def _task2(task: Path, request: ImportRequest, imported: Imported) -> None:
             continue
         image_list = text_file(task / "image_splits", f"{stem}_images.txt") or text_file(task, f"{stem}_images.txt")
         if image_list is None:
-            raise ArtifactError(f"has no image list ({stem}_images.txt in task2/image_splits/ or task2/); without "
-                                f"it the descriptions cannot be matched to images", files[0][2])
+            raise ArtifactError(
+                f"has no image list ({stem}_images.txt in task2/image_splits/ or task2/); without "
+                f"it the descriptions cannot be matched to images",
+                files[0][2],
+            )
         names = read_lines(image_list)
         for name in names:
             imported.add_image(image_id(name), split, request.images.path(name))

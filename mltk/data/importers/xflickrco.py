@@ -47,11 +47,16 @@ def import_xflickrco(src: Path, request: ImportRequest) -> Imported:
     if src.is_file():
         files = [(_file_language(src, request.lang), src.stem, src)]
     else:
-        files = [(_file_language(p, request.lang), split, p) for p in sorted(src.glob("*/*.jsonl"))
-                 for split in wanted if _wanted(p.stem, split, is_machine_translated(p))]
+        files = [
+            (_file_language(p, request.lang), split, p)
+            for p in sorted(src.glob("*/*.jsonl"))
+            for split in wanted
+            if _wanted(p.stem, split, is_machine_translated(p))
+        ]
         if not files:
-            raise ArtifactError(f"no LANG/{{{','.join(wanted)}}}.jsonl files (expected the xFlickr&CO annotations "
-                                f"folder)", src)
+            raise ArtifactError(
+                f"no LANG/{{{','.join(wanted)}}}.jsonl files (expected the xFlickr&CO annotations folder)", src
+            )
     imported = Imported()
     for lang, split, path in files:
         machine_translated = is_machine_translated(path)
@@ -79,6 +84,9 @@ def _file_language(path: Path, given: str | None) -> str:
         return normalize_lang(given)
     lang = normalize_lang(path.parent.name)
     if not is_language_code(lang):
-        raise ConfigError(f"cannot tell the language from the folder name {path.parent.name!r} (expected "
-                          f"LANG/SPLIT.jsonl); give it with --lang", path)
+        raise ConfigError(
+            f"cannot tell the language from the folder name {path.parent.name!r} (expected "
+            f"LANG/SPLIT.jsonl); give it with --lang",
+            path,
+        )
     return lang

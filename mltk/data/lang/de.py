@@ -13,8 +13,16 @@ from mltk.data.lang.content import CaptionContent, Item, Mention, Relation, capi
 
 CODE, NAME, SCRIPT = "de", "German", "Latin"
 
-COLOUR = {"red": "rot", "green": "grün", "blue": "blau", "yellow": "gelb", "purple": "violett",
-          "orange": "orangefarben", "white": "weiß", "black": "schwarz"}
+COLOUR = {
+    "red": "rot",
+    "green": "grün",
+    "blue": "blau",
+    "yellow": "gelb",
+    "purple": "violett",
+    "orange": "orangefarben",
+    "white": "weiß",
+    "black": "schwarz",
+}
 SIZE = {"small": "klein", "large": "groß"}
 # gender, nominative/accusative singular, dative singular, plural, dative plural ("Herz" is irregular: dem Herzen)
 SHAPE = {
@@ -28,14 +36,26 @@ SHAPE = {
     "ring": ("m", "Ring", "Ring", "Ringe", "Ringen"),
 }
 ARTICLE = {  # indefinite article by (gender, case)
-    ("m", "nom"): "ein", ("m", "acc"): "einen", ("m", "dat"): "einem",
-    ("f", "nom"): "eine", ("f", "acc"): "eine", ("f", "dat"): "einer",
-    ("n", "nom"): "ein", ("n", "acc"): "ein", ("n", "dat"): "einem",
+    ("m", "nom"): "ein",
+    ("m", "acc"): "einen",
+    ("m", "dat"): "einem",
+    ("f", "nom"): "eine",
+    ("f", "acc"): "eine",
+    ("f", "dat"): "einer",
+    ("n", "nom"): "ein",
+    ("n", "acc"): "ein",
+    ("n", "dat"): "einem",
 }
 MIXED_ENDING = {  # adjective after "ein"/"eine"/... by (gender, case)
-    ("m", "nom"): "er", ("m", "acc"): "en", ("m", "dat"): "en",
-    ("f", "nom"): "e", ("f", "acc"): "e", ("f", "dat"): "en",
-    ("n", "nom"): "es", ("n", "acc"): "es", ("n", "dat"): "en",
+    ("m", "nom"): "er",
+    ("m", "acc"): "en",
+    ("m", "dat"): "en",
+    ("f", "nom"): "e",
+    ("f", "acc"): "e",
+    ("f", "dat"): "en",
+    ("n", "nom"): "es",
+    ("n", "acc"): "es",
+    ("n", "dat"): "en",
 }
 STRONG_PLURAL_ENDING = {"nom": "e", "acc": "e", "dat": "en"}  # adjective after an undeclined numeral
 NUMBER = {2: "zwei", 3: "drei"}

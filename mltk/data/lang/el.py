@@ -14,14 +14,29 @@ CODE, NAME, SCRIPT = "el", "Greek", "Greek"
 
 # -ος/-η/-ο adjectives by stem (the stress never moves in these adjectives), or one indeclinable form.
 ADJECTIVE_ENDINGS = {  # (gender, number, case) -> ending, for a stem stressed before the ending
-    ("m", "sg", "nom"): "ος", ("m", "sg", "acc"): "ο", ("m", "pl", "nom"): "οι", ("m", "pl", "acc"): "ους",
-    ("f", "sg", "nom"): "η", ("f", "sg", "acc"): "η", ("f", "pl", "nom"): "ες", ("f", "pl", "acc"): "ες",
-    ("n", "sg", "nom"): "ο", ("n", "sg", "acc"): "ο", ("n", "pl", "nom"): "α", ("n", "pl", "acc"): "α",
+    ("m", "sg", "nom"): "ος",
+    ("m", "sg", "acc"): "ο",
+    ("m", "pl", "nom"): "οι",
+    ("m", "pl", "acc"): "ους",
+    ("f", "sg", "nom"): "η",
+    ("f", "sg", "acc"): "η",
+    ("f", "pl", "nom"): "ες",
+    ("f", "pl", "acc"): "ες",
+    ("n", "sg", "nom"): "ο",
+    ("n", "sg", "acc"): "ο",
+    ("n", "pl", "nom"): "α",
+    ("n", "pl", "acc"): "α",
 }
 STRESSED_ENDING = {"ος": "ός", "ο": "ό", "οι": "οί", "ους": "ούς", "η": "ή", "ες": "ές", "α": "ά"}
 COLOUR = {  # (stem, ending stressed?) or an indeclinable string
-    "red": ("κόκκιν", False), "green": ("πράσιν", False), "blue": "μπλε", "yellow": ("κίτριν", False),
-    "purple": "μωβ", "orange": "πορτοκαλί", "white": ("άσπρ", False), "black": ("μαύρ", False),
+    "red": ("κόκκιν", False),
+    "green": ("πράσιν", False),
+    "blue": "μπλε",
+    "yellow": ("κίτριν", False),
+    "purple": "μωβ",
+    "orange": "πορτοκαλί",
+    "white": ("άσπρ", False),
+    "black": ("μαύρ", False),
 }
 SIZE = {"small": ("μικρ", True), "large": ("μεγάλ", False)}
 SHAPE = {  # gender, nom sg, acc sg, nom pl, acc pl
@@ -34,8 +49,14 @@ SHAPE = {  # gender, nom sg, acc sg, nom pl, acc pl
     "diamond": ("m", "ρόμβος", "ρόμβο", "ρόμβοι", "ρόμβους"),
     "ring": ("m", "δακτύλιος", "δακτύλιο", "δακτύλιοι", "δακτυλίους"),
 }
-ARTICLE = {("m", "nom"): "ένας", ("m", "acc"): "έναν", ("f", "nom"): "μια", ("f", "acc"): "μια",
-           ("n", "nom"): "ένα", ("n", "acc"): "ένα"}
+ARTICLE = {
+    ("m", "nom"): "ένας",
+    ("m", "acc"): "έναν",
+    ("f", "nom"): "μια",
+    ("f", "acc"): "μια",
+    ("n", "nom"): "ένα",
+    ("n", "acc"): "ένα",
+}
 NUMBER = {(2, "m"): "δύο", (2, "f"): "δύο", (2, "n"): "δύο", (3, "m"): "τρεις", (3, "f"): "τρεις", (3, "n"): "τρία"}
 RELATION = {"left_of": "αριστερά από", "right_of": "δεξιά από", "above": "πάνω από", "below": "κάτω από"}  # + acc
 

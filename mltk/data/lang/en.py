@@ -6,20 +6,33 @@ from mltk.data.lang.content import CaptionContent, Item, Mention, Relation, capi
 
 CODE, NAME, SCRIPT = "en", "English", "Latin"
 
-COLOUR = {"red": "red", "green": "green", "blue": "blue", "yellow": "yellow", "purple": "purple",
-          "orange": "orange", "white": "white", "black": "black"}
+COLOUR = {
+    "red": "red",
+    "green": "green",
+    "blue": "blue",
+    "yellow": "yellow",
+    "purple": "purple",
+    "orange": "orange",
+    "white": "white",
+    "black": "black",
+}
 SIZE = {"small": "small", "large": "large"}
 SHAPE = {  # singular, plural
-    "circle": ("circle", "circles"), "square": ("square", "squares"), "triangle": ("triangle", "triangles"),
-    "star": ("star", "stars"), "cross": ("cross", "crosses"), "heart": ("heart", "hearts"),
-    "diamond": ("diamond", "diamonds"), "ring": ("ring", "rings"),
+    "circle": ("circle", "circles"),
+    "square": ("square", "squares"),
+    "triangle": ("triangle", "triangles"),
+    "star": ("star", "stars"),
+    "cross": ("cross", "crosses"),
+    "heart": ("heart", "hearts"),
+    "diamond": ("diamond", "diamonds"),
+    "ring": ("ring", "rings"),
 }
 NUMBER = {2: "two", 3: "three"}
 RELATION = {"left_of": "to the left of", "right_of": "to the right of", "above": "above", "below": "below"}
 
 
 def indefinite_article(next_word: str) -> str:
-    """"an" before a vowel sound; every word of this vocabulary that starts with a vowel letter sounds so."""
+    """ "an" before a vowel sound; every word of this vocabulary that starts with a vowel letter sounds so."""
     return "an" if next_word[0] in "aeiou" else "a"
 
 

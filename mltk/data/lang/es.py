@@ -22,14 +22,17 @@ COLOUR = {
 }
 SIZE = {"small": ("pequeño", "pequeña"), "large": ("gran", "gran")}  # before a singular noun: "gran"
 SHAPE = {  # gender, singular, plural
-    "circle": ("m", "círculo", "círculos"), "square": ("m", "cuadrado", "cuadrados"),
-    "triangle": ("m", "triángulo", "triángulos"), "star": ("f", "estrella", "estrellas"),
-    "cross": ("f", "cruz", "cruces"), "heart": ("m", "corazón", "corazones"),
-    "diamond": ("m", "rombo", "rombos"), "ring": ("m", "anillo", "anillos"),
+    "circle": ("m", "círculo", "círculos"),
+    "square": ("m", "cuadrado", "cuadrados"),
+    "triangle": ("m", "triángulo", "triángulos"),
+    "star": ("f", "estrella", "estrellas"),
+    "cross": ("f", "cruz", "cruces"),
+    "heart": ("m", "corazón", "corazones"),
+    "diamond": ("m", "rombo", "rombos"),
+    "ring": ("m", "anillo", "anillos"),
 }
 NUMBER = {2: "dos", 3: "tres"}
-RELATION = {"left_of": "a la izquierda de", "right_of": "a la derecha de", "above": "encima de",
-            "below": "debajo de"}
+RELATION = {"left_of": "a la izquierda de", "right_of": "a la derecha de", "above": "encima de", "below": "debajo de"}
 
 
 def noun_phrase(mention: Mention) -> str:

@@ -23,10 +23,14 @@ COLOUR = {
 }
 SIZE = {"small": ("petit", "petite"), "large": ("grand", "grande")}  # singular only (groups name no size)
 SHAPE = {  # gender, singular, plural
-    "circle": ("m", "cercle", "cercles"), "square": ("m", "carré", "carrés"),
-    "triangle": ("m", "triangle", "triangles"), "star": ("f", "étoile", "étoiles"),
-    "cross": ("f", "croix", "croix"), "heart": ("m", "cœur", "cœurs"),
-    "diamond": ("m", "losange", "losanges"), "ring": ("m", "anneau", "anneaux"),
+    "circle": ("m", "cercle", "cercles"),
+    "square": ("m", "carré", "carrés"),
+    "triangle": ("m", "triangle", "triangles"),
+    "star": ("f", "étoile", "étoiles"),
+    "cross": ("f", "croix", "croix"),
+    "heart": ("m", "cœur", "cœurs"),
+    "diamond": ("m", "losange", "losanges"),
+    "ring": ("m", "anneau", "anneaux"),
 }
 NUMBER = {2: "deux", 3: "trois"}
 RELATION = {"left_of": "à gauche", "right_of": "à droite", "above": "au-dessus", "below": "en dessous"}  # + de

@@ -22,10 +22,14 @@ COLOUR = {
 }
 SIZE = {"small": ("piccolo", "piccola"), "large": ("grande", "grande")}
 SHAPE = {  # gender, singular, plural
-    "circle": ("m", "cerchio", "cerchi"), "square": ("m", "quadrato", "quadrati"),
-    "triangle": ("m", "triangolo", "triangoli"), "star": ("f", "stella", "stelle"),
-    "cross": ("f", "croce", "croci"), "heart": ("m", "cuore", "cuori"),
-    "diamond": ("m", "rombo", "rombi"), "ring": ("m", "anello", "anelli"),
+    "circle": ("m", "cerchio", "cerchi"),
+    "square": ("m", "quadrato", "quadrati"),
+    "triangle": ("m", "triangolo", "triangoli"),
+    "star": ("f", "stella", "stelle"),
+    "cross": ("f", "croce", "croci"),
+    "heart": ("m", "cuore", "cuori"),
+    "diamond": ("m", "rombo", "rombi"),
+    "ring": ("m", "anello", "anelli"),
 }
 NUMBER = {2: "due", 3: "tre"}
 RELATION = {"left_of": "a sinistra di", "right_of": "a destra di", "above": "sopra", "below": "sotto"}
@@ -35,8 +39,11 @@ VOWELS = "aeiouàèéìòù"
 def indefinite_article(feminine: bool, next_word: str) -> str:
     if feminine:
         return "un'" if next_word[0] in VOWELS else "una "
-    impure = (next_word[0] == "s" and next_word[1] not in VOWELS) or next_word[0] in "zxy" \
+    impure = (
+        (next_word[0] == "s" and next_word[1] not in VOWELS)
+        or next_word[0] in "zxy"
         or next_word.startswith(("gn", "ps", "pn"))
+    )
     return "uno " if impure else "un "
 
 

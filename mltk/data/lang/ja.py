@@ -13,18 +13,37 @@ from mltk.data.lang.content import CaptionContent, Item, Mention, Relation
 
 CODE, NAME, SCRIPT = "ja", "Japanese", "Han+Kana"
 
-COLOUR = {"red": "赤い", "green": "緑の", "blue": "青い", "yellow": "黄色い", "purple": "紫の",
-          "orange": "オレンジ色の", "white": "白い", "black": "黒い"}
+COLOUR = {
+    "red": "赤い",
+    "green": "緑の",
+    "blue": "青い",
+    "yellow": "黄色い",
+    "purple": "紫の",
+    "orange": "オレンジ色の",
+    "white": "白い",
+    "black": "黒い",
+}
 SIZE = {"small": "小さな", "large": "大きな"}
-SHAPE = {"circle": "円", "square": "正方形", "triangle": "三角形", "star": "星", "cross": "十字", "heart": "ハート",
-         "diamond": "ひし形", "ring": "リング"}
+SHAPE = {
+    "circle": "円",
+    "square": "正方形",
+    "triangle": "三角形",
+    "star": "星",
+    "cross": "十字",
+    "heart": "ハート",
+    "diamond": "ひし形",
+    "ring": "リング",
+}
 COUNTER = {2: "二つ", 3: "三つ"}
 SIDE = {"left_of": "左", "right_of": "右", "above": "上", "below": "下"}
 
 
 def bare_noun(mention: Mention) -> str:
-    return (SIZE[mention.size] if mention.size else "") + (COLOUR[mention.colour] if mention.colour else "") \
+    return (
+        (SIZE[mention.size] if mention.size else "")
+        + (COLOUR[mention.colour] if mention.colour else "")
         + SHAPE[mention.shape]
+    )
 
 
 def noun_phrase(mention: Mention) -> str:

@@ -14,8 +14,20 @@ from mltk.data.lang.content import CaptionContent, Item, Mention, Relation, capi
 CODE, NAME, SCRIPT = "ru", "Russian", "Cyrillic"
 
 # Adjective endings by declension type, keyed by (gender or "pl", case).
-_KEYS = (("m", "nom"), ("f", "nom"), ("n", "nom"), ("m", "gen"), ("f", "gen"), ("n", "gen"),
-         ("m", "ins"), ("f", "ins"), ("n", "ins"), ("pl", "nom"), ("pl", "gen"), ("pl", "ins"))
+_KEYS = (
+    ("m", "nom"),
+    ("f", "nom"),
+    ("n", "nom"),
+    ("m", "gen"),
+    ("f", "gen"),
+    ("n", "gen"),
+    ("m", "ins"),
+    ("f", "ins"),
+    ("n", "ins"),
+    ("pl", "nom"),
+    ("pl", "gen"),
+    ("pl", "ins"),
+)
 ADJECTIVE_ENDINGS = {
     "hard": dict(zip(_KEYS, ("ый", "ая", "ое", "ого", "ой", "ого", "ым", "ой", "ым", "ые", "ых", "ыми"))),
     "soft": dict(zip(_KEYS, ("ий", "яя", "ее", "его", "ей", "его", "им", "ей", "им", "ие", "их", "ими"))),
@@ -23,8 +35,13 @@ ADJECTIVE_ENDINGS = {
     "stressed": dict(zip(_KEYS, ("ой", "ая", "ое", "ого", "ой", "ого", "им", "ой", "им", "ие", "их", "ими"))),
 }
 COLOUR = {  # stem, declension type
-    "red": ("красн", "hard"), "green": ("зелён", "hard"), "blue": ("син", "soft"), "yellow": ("жёлт", "hard"),
-    "purple": ("фиолетов", "hard"), "orange": ("оранжев", "hard"), "white": ("бел", "hard"),
+    "red": ("красн", "hard"),
+    "green": ("зелён", "hard"),
+    "blue": ("син", "soft"),
+    "yellow": ("жёлт", "hard"),
+    "purple": ("фиолетов", "hard"),
+    "orange": ("оранжев", "hard"),
+    "white": ("бел", "hard"),
     "black": ("чёрн", "hard"),
 }
 SIZE = {"small": ("маленьк", "velar"), "large": ("больш", "stressed")}
@@ -40,12 +57,21 @@ SHAPE = {
     "ring": ("n", "кольцо", "кольца", "кольцом", "колец", "кольцами"),
 }
 NUMERAL = {  # (count, case) -> form; the nominative of 2 depends on gender
-    (2, "nom", "m"): "два", (2, "nom", "n"): "два", (2, "nom", "f"): "две",
-    (3, "nom", "m"): "три", (3, "nom", "n"): "три", (3, "nom", "f"): "три",
-    (2, "gen"): "двух", (3, "gen"): "трёх", (2, "ins"): "двумя", (3, "ins"): "тремя",
+    (2, "nom", "m"): "два",
+    (2, "nom", "n"): "два",
+    (2, "nom", "f"): "две",
+    (3, "nom", "m"): "три",
+    (3, "nom", "n"): "три",
+    (3, "nom", "f"): "три",
+    (2, "gen"): "двух",
+    (3, "gen"): "трёх",
+    (2, "ins"): "двумя",
+    (3, "ins"): "тремя",
 }
 RELATION = {  # preposition, case it governs
-    "left_of": ("слева от", "gen"), "right_of": ("справа от", "gen"), "above": ("над", "ins"),
+    "left_of": ("слева от", "gen"),
+    "right_of": ("справа от", "gen"),
+    "above": ("над", "ins"),
     "below": ("под", "ins"),
 }
 

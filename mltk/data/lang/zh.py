@@ -12,12 +12,26 @@ from mltk.data.lang.content import CaptionContent, Item, Mention, Relation, join
 
 CODE, NAME, SCRIPT = "zh", "Chinese", "Han"
 
-COLOUR = {"red": "红色", "green": "绿色", "blue": "蓝色", "yellow": "黄色", "purple": "紫色", "orange": "橙色",
-          "white": "白色", "black": "黑色"}
+COLOUR = {
+    "red": "红色",
+    "green": "绿色",
+    "blue": "蓝色",
+    "yellow": "黄色",
+    "purple": "紫色",
+    "orange": "橙色",
+    "white": "白色",
+    "black": "黑色",
+}
 SIZE = {"small": "小", "large": "大"}
 SHAPE = {  # noun, measure word
-    "circle": ("圆形", "个"), "square": ("正方形", "个"), "triangle": ("三角形", "个"), "star": ("星星", "颗"),
-    "cross": ("十字", "个"), "heart": ("桃心", "颗"), "diamond": ("菱形", "个"), "ring": ("圆环", "个"),
+    "circle": ("圆形", "个"),
+    "square": ("正方形", "个"),
+    "triangle": ("三角形", "个"),
+    "star": ("星星", "颗"),
+    "cross": ("十字", "个"),
+    "heart": ("桃心", "颗"),
+    "diamond": ("菱形", "个"),
+    "ring": ("圆环", "个"),
 }
 NUMBER = {1: "一", 2: "两", 3: "三"}
 SIDE = {"left_of": "左边", "right_of": "右边", "above": "上方", "below": "下方"}

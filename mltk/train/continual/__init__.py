@@ -25,7 +25,7 @@ Yang et al., "Embracing Language Inclusivity and Diversity in CLIP through Conti
    ``teir_reg_grad``, ``teir_reg_decay``). A method's own tensors (adapters, LoRA, prompts) train at the table's
    lr unless ``method_lr``.
 4. **Evaluation** of every language seen so far on the test split: a_{j,i} (``metric``, t2i R@1 by default),
-   AR_j and F_j (``mltk.metrics.ranks.continual_metrics``).
+   AR_j and F_j (``mltk.metrics.continual.continual_metrics``).
 
 Text only. On a text-only tower (a transformers / sentence-transformers folder such as all-MiniLM-L6-v2: no image
 tower, no image embeddings) the vocabulary grown is the tower's WordPiece (``mltk.vocab.wordpiece``), the table
@@ -79,8 +79,31 @@ from mltk.train.continual.task import (
     vocabulary_summary,
 )
 
-__all__ = ["CONTINUAL_FILE", "CURVE_PNG", "MATRIX_PNG", "CaptionRetrieval", "CllClipTask",
-           "ContinualTrainConfig", "ImageRetrieval",
-           "Corpus", "Examples", "RecallSumValidator", "TaskData", "TeirAdamW", "evaluate_languages", "final_summary",
-           "loop_config", "metric_value", "prepare_task", "read_summary", "task_data", "task_order", "task_seed",
-           "task_vocabulary", "teir_lambdas", "teir_parts", "train_continual", "vocabulary_summary"]
+__all__ = [
+    "CONTINUAL_FILE",
+    "CURVE_PNG",
+    "MATRIX_PNG",
+    "CaptionRetrieval",
+    "CllClipTask",
+    "ContinualTrainConfig",
+    "ImageRetrieval",
+    "Corpus",
+    "Examples",
+    "RecallSumValidator",
+    "TaskData",
+    "TeirAdamW",
+    "evaluate_languages",
+    "final_summary",
+    "loop_config",
+    "metric_value",
+    "prepare_task",
+    "read_summary",
+    "task_data",
+    "task_order",
+    "task_seed",
+    "task_vocabulary",
+    "teir_lambdas",
+    "teir_parts",
+    "train_continual",
+    "vocabulary_summary",
+]

@@ -33,9 +33,16 @@ class Corpus:
     the key (language index in the task order, row within that language). A text-only run has no image vectors
     (None): ``image_row`` then numbers the captions' image ids, which still group captions by image."""
 
-    def __init__(self, captions: pa.Table, split: str, languages: list[str], image_row: dict[str, int],
-                 image_vectors: torch.Tensor | None, teacher_of: Callable[[list[str], list[str]], np.ndarray],
-                 source: Path):
+    def __init__(
+        self,
+        captions: pa.Table,
+        split: str,
+        languages: list[str],
+        image_row: dict[str, int],
+        image_vectors: torch.Tensor | None,
+        teacher_of: Callable[[list[str], list[str]], np.ndarray],
+        source: Path,
+    ):
         rows = captions.filter(pc.equal(captions.column("split"), split))
         english = rows.filter(pc.equal(rows.column("lang"), NATIVE_LANG))
         english_caption = dict(zip(english.column("caption_id").to_pylist(), english.column("caption").to_pylist()))
@@ -46,21 +53,32 @@ class Corpus:
         self.caption_ids: dict[str, list[str]] = {}
         for lang in languages:
             part = rows.filter(pc.equal(rows.column("lang"), lang))
-            kept = [(cid, text, image_row[image]) for cid, text, image in zip(
-                part.column("caption_id").to_pylist(), part.column("caption").to_pylist(),
-                part.column("image_id").to_pylist()) if image in image_row and cid in english_caption]
+            kept = [
+                (cid, text, image_row[image])
+                for cid, text, image in zip(
+                    part.column("caption_id").to_pylist(),
+                    part.column("caption").to_pylist(),
+                    part.column("image_id").to_pylist(),
+                )
+                if image in image_row and cid in english_caption
+            ]
             if not kept:
-                raise ConfigError(f"no {lang} captions of split {split!r} have an image in the image embeddings "
-                                  f"and an English caption with the same caption_id (the teacher)", source)
+                raise ConfigError(
+                    f"no {lang} captions of split {split!r} have an image in the image embeddings "
+                    f"and an English caption with the same caption_id (the teacher)",
+                    source,
+                )
             self.caption_ids[lang] = [cid for cid, _, _ in kept]
             self.texts[lang] = [text for _, text, _ in kept]
             self.image_rows[lang] = np.array([row for _, _, row in kept], dtype=np.int64)
         needed = sorted({cid for ids in self.caption_ids.values() for cid in ids})
-        self.teacher = torch.from_numpy(np.array(teacher_of(needed, [english_caption[c] for c in needed]),
-                                                   dtype=np.float32))
+        self.teacher = torch.from_numpy(
+            np.array(teacher_of(needed, [english_caption[c] for c in needed]), dtype=np.float32)
+        )
         teacher_row = {cid: i for i, cid in enumerate(needed)}
-        self.teacher_rows = {lang: np.array([teacher_row[c] for c in ids], dtype=np.int64)
-                             for lang, ids in self.caption_ids.items()}
+        self.teacher_rows = {
+            lang: np.array([teacher_row[c] for c in ids], dtype=np.int64) for lang, ids in self.caption_ids.items()
+        }
 
     def size(self, lang: str) -> int:
         return len(self.texts[lang])

@@ -14,8 +14,17 @@ from mltk.core.errors import ConfigError
 from mltk.core.names import check_names
 from mltk.settings.continual import ContinualTrainConfig, temperature_range_option
 
-__all__ = ["CONTINUAL_FILE", "TEIR_PARTS", "ContinualTrainConfig", "final_summary", "metric_value",
-           "read_summary", "task_order", "teir_parts", "temperature_range_option"]
+__all__ = [
+    "CONTINUAL_FILE",
+    "TEIR_PARTS",
+    "ContinualTrainConfig",
+    "final_summary",
+    "metric_value",
+    "read_summary",
+    "task_order",
+    "teir_parts",
+    "temperature_range_option",
+]
 
 CONTINUAL_FILE = "continual.json"
 
@@ -23,8 +32,9 @@ CONTINUAL_FILE = "continual.json"
 TEIR_PARTS = ("init", "grad", "decay")
 
 
-def teir_parts(teir: bool = False, init_only: bool = False, reg_only: bool = False,
-               parts: tuple[str, ...] = ()) -> dict[str, bool]:
+def teir_parts(
+    teir: bool = False, init_only: bool = False, reg_only: bool = False, parts: tuple[str, ...] = ()
+) -> dict[str, bool]:
     """The config fields of TEIR's parts from ``--teir`` (all), ``--teir-init-only``, ``--teir-reg-only`` (gradient
     and decay scaling) or ``--teir-part`` (any of init, grad, decay): the paper's ablations, each alone or together."""
     unknown = [p for p in parts if p not in TEIR_PARTS]
@@ -34,8 +44,12 @@ def teir_parts(teir: bool = False, init_only: bool = False, reg_only: bool = Fal
         raise ConfigError("choose one of --teir, --teir-init-only, --teir-reg-only and --teir-part")
     chosen = set(TEIR_PARTS if teir else ("init",) if init_only else ("grad", "decay") if reg_only else parts)
     regularise = bool(chosen & {"grad", "decay"})
-    return {"teir_init": "init" in chosen, "teir_reg": regularise,
-            "teir_reg_grad": "grad" in chosen or not regularise, "teir_reg_decay": "decay" in chosen or not regularise}
+    return {
+        "teir_init": "init" in chosen,
+        "teir_reg": regularise,
+        "teir_reg_grad": "grad" in chosen or not regularise,
+        "teir_reg_decay": "decay" in chosen or not regularise,
+    }
 
 
 def metric_value(result: dict, lang: str, metric: str) -> float | None:
@@ -70,8 +84,9 @@ def task_order(config: ContinualTrainConfig, captions: pa.Table) -> list[str]:
     if config.languages:
         missing = [lang for lang in config.languages if lang not in available]
         if missing:
-            raise ConfigError(f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})",
-                              config.captions)
+            raise ConfigError(
+                f"no captions in language(s) {', '.join(missing)} (has {', '.join(available)})", config.captions
+            )
         return list(config.languages)
     english = [NATIVE_LANG] if NATIVE_LANG in available and not config.text_only else []
     return english + [lang for lang in available if lang != NATIVE_LANG]
