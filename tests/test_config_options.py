@@ -89,6 +89,18 @@ def test_a_generated_stage_option_shows_the_recipe_value_read_from_the_recipe():
     assert help_of("train-ccrk", "--loss").endswith("Default: the recipe's (ccrk: one-to-k).")
 
 
+def test_help_names_the_hugging_face_towers_recipe_value_where_it_differs():
+    """train-nlt on a Hugging Face tower runs real-text-minilm, whose lr is not mla-nlt's: the help says both."""
+
+    def help_of(stage, name):
+        return next(p.help for p in COMMANDS[stage].params if name in getattr(p, "opts", ()))
+
+    lr_help = help_of("train-nlt", "--lr")
+    assert "(mla-nlt: 0.0001; real-text-minilm on a Hugging Face tower: 0.002)" in lr_help
+    assert "Hugging Face" not in help_of("train-le", "--lr")  # train-le has no tower recipe
+    assert help_of("train-nlt", "--align-every").endswith("Default: the recipe's (mla-nlt: 500).")  # same value
+
+
 def test_a_flag_a_parsed_option_and_a_nested_one_give_their_fields_values():
     def options(stage, config):
         return {option.parameter: option for option in generated_options(stage, config, set())}

@@ -37,7 +37,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from mltk.recipes import FROM_RECIPE, STAGE_RECIPES, load_recipe
+from mltk.recipes import FROM_RECIPE, HF_TOWER_RECIPES, STAGE_RECIPES, load_recipe
 from mltk.settings.loop import LoopConfig
 
 SET_HELP = (
@@ -86,15 +86,27 @@ def option_name(field: dataclasses.Field) -> str:
 
 def recipe_value_words(stage: str, *path: str) -> str | None:
     """`` Default: the recipe's (mla-nlt: 0.0001).`` read from the stage's default recipe (``path``: a key, or a
-    section and its key), or None when the recipe has no such key."""
-    recipe = load_recipe(STAGE_RECIPES[stage])
-    value: Any = recipe.values()
+    section and its key), or None when the recipe has no such key. Where a Hugging Face tower runs another recipe
+    (``HF_TOWER_RECIPES``) with another value, that value follows, so the help names what either run will use."""
+    shown = _recipe_value(STAGE_RECIPES[stage], path)
+    if shown is None:
+        return None
+    words = f"{STAGE_RECIPES[stage]}: {shown}"
+    tower_recipe = HF_TOWER_RECIPES.get(stage)
+    tower_shown = _recipe_value(tower_recipe, path) if tower_recipe else None
+    if tower_shown is not None and tower_shown != shown:
+        words += f"; {tower_recipe} on a Hugging Face tower: {tower_shown}"
+    return f"Default: the recipe's ({words})."
+
+
+def _recipe_value(name: str, path: tuple[str, ...]) -> str | None:
+    """The value at ``path`` in the packaged recipe ``name``, as help shows it, or None when it has no such key."""
+    value: Any = load_recipe(name).values()
     for key in path:
         if not isinstance(value, dict) or key not in value:
             return None
         value = value[key]
-    shown = ", ".join(map(str, value)) if isinstance(value, list) else ("none" if value is None else value)
-    return f"Default: the recipe's ({recipe.name}: {shown})."
+    return ", ".join(map(str, value)) if isinstance(value, list) else ("none" if value is None else str(value))
 
 
 def with_default(help_text: str, words: str | None) -> str:
