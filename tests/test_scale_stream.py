@@ -15,7 +15,7 @@ import pytest
 from helpers_scale import write_corpus
 
 from mltk import artifacts
-from mltk.artifacts import caption_stream, key_hashes
+from mltk.artifacts import key_hashes, table_stream
 from mltk.core.errors import SchemaError
 from mltk.data.importers import common, import_dataset, merge_captions
 from mltk.data.importers import merge as merge_module
@@ -87,7 +87,7 @@ def test_import_in_small_blocks_and_row_groups_writes_the_same_rows(tmp_path, mo
     whole = _bytes(_imports(tmp_path / "whole", corpus))
     monkeypatch.setattr(common, "LINE_BLOCK_BYTES", 64)
     assert _bytes(_imports(tmp_path / "blocks", corpus)) == whole
-    monkeypatch.setattr(caption_stream, "ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr(table_stream, "ROW_GROUP_ROWS", 100)
     grouped = _imports(tmp_path / "groups", corpus)
     assert pq.ParquetFile(grouped["en"] / "captions.parquet").metadata.num_row_groups > 5
     for name in ("en", "de"):
