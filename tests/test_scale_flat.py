@@ -100,7 +100,13 @@ def test_distinct_counter_spills_to_files_and_counts_the_same(monkeypatch):
     assert not folder.exists()
     repeats = key_hashes.DistinctCounter()
     repeats.add(np.arange(1000, dtype=np.uint64))
-    assert repeats.all_distinct()
+    spilled = Path(repeats._folder.name)
+    assert repeats.all_distinct() and not spilled.exists()
+    dropped = key_hashes.DistinctCounter()
+    dropped.add(np.arange(1000, dtype=np.uint64))
+    spilled = Path(dropped._folder.name)
+    dropped.discard()  # a scan that starts again leaves no files
+    assert not spilled.exists()
 
 
 def test_check_overlap_reads_captions_a_batch_at_a_time(tmp_path, monkeypatch):

@@ -179,8 +179,14 @@ class DistinctCounter:
             del runs, parts
             return count
         finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Forget the values added (and remove their files) without counting them."""
+        self._held, self._held_values, self._runs = [], 0, []
+        if self._folder is not None:
             self._folder.cleanup()
-            self._folder, self._runs = None, []
+            self._folder = None
 
     def all_distinct(self) -> bool:
         """No value was added twice (``distinct`` against the count added)."""

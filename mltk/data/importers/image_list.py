@@ -58,6 +58,7 @@ class ImageList:
                 stems = plain_stems(names)
                 if self.namespace == FLICKR30K and not all_flickr30k(names, plain, stems):
                     if self.lines:
+                        distinct.discard()
                         return False
                     self.namespace = None  # the first block decides it: no pass to start again
                 ids = canonical_from_stems(names, plain, stems, self.namespace)
