@@ -192,13 +192,13 @@ class ParentJoin:
         parent, lines = self._parent.take(k), self._lines.take(k)
         if self.split_rows:
             parent = parent.filter(parent.column("in_split"))
-        encoded = pc.dictionary_encode(parent.column("image_id").combine_chunks())
-        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        counts = np.bincount(codes, minlength=len(encoded.dictionary))
-        found = pc.index_in(lines.column("image_id"), value_set=encoded.dictionary)
-        group = pc.fill_null(found, -1).to_numpy().astype(np.int64)
-        have = counts[np.maximum(group, 0)] if len(counts) else np.zeros(len(group), np.int64)
-        have[group < 0] = 0
+        # one dictionary for both sides, the parent's first: its images are the codes below its distinct count
+        both = pa.chunked_array(parent.column("image_id").chunks + lines.column("image_id").chunks, pa.string())
+        encoded = pc.dictionary_encode(both.combine_chunks()).indices.to_numpy(zero_copy_only=False)
+        codes, group = encoded[: parent.num_rows].astype(np.int64), encoded[parent.num_rows :].astype(np.int64)
+        counts = np.bincount(codes)  # [the parent's images]
+        group[group >= len(counts)] = -1  # an image the parent does not have
+        have = np.append(counts, 0)[group]  # group -1: the 0 appended
         occurrence, position = lines.column("occurrence").to_numpy(), lines.column("position").to_numpy()
         beyond = np.flatnonzero((occurrence >= have) & (position < limit))
         if len(beyond):
