@@ -25,6 +25,7 @@ AVX512-BF16 about 2-3x) but attention itself runs in fp32 (``mltk.models.hf_atte
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -136,14 +137,15 @@ class HFTextTower(nn.Module):
         return features[torch.argsort(order)]  # back to batch order
 
     def _packs(self) -> bool:
-        """Whether ``forward_embeddings`` packs: an encoder in eval mode (no dropout) attending by transformers'
-        SDPA, unless ``pack_rows`` is off (benchmarks compare both)."""
+        """Whether ``forward_embeddings`` packs: an encoder in eval mode (no dropout) whose layers attend through
+        transformers' attention interface by SDPA, unless ``pack_rows`` is off (benchmarks compare both)."""
         config = self.transformer.config
         return (
             self.pack_rows
             and not self.transformer.training
             and getattr(config, "_attn_implementation", None) == "sdpa"
             and not getattr(config, "is_decoder", False)
+            and hasattr(sys.modules.get(type(self.blocks[0]).__module__), "ALL_ATTENTION_FUNCTIONS")
             and register_attention()
         )
 
