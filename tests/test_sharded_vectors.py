@@ -3,6 +3,8 @@ each shard memory-mapped behind one ``ShardedVectors`` view that indexes like th
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -42,3 +44,20 @@ def test_the_default_load_and_the_lazy_load_give_the_same_rows(sharded):
     _, lazy = artifacts.load_embeddings(path, lazy=True)
     assert isinstance(whole, np.ndarray) and np.array_equal(np.asarray(lazy), whole)
     assert np.array_equal(whole, vectors)
+
+
+def test_a_lazily_loaded_single_shard_goes_to_torch_without_a_warning_and_a_write_never_reaches_the_file(tmp_path):
+    torch = pytest.importorskip("torch")
+    vectors = np.arange(12, dtype=np.float32).reshape(3, 4)
+    path = artifacts.write_embeddings(tmp_path / "e", ["a", "b", "c"], vectors)
+    before = {f.name: f.read_bytes() for f in path.iterdir()}
+    _, view = artifacts.load_embeddings(path, lazy=True)
+    array = np.asarray(view, dtype=np.float32)  # as the training stages take it: one float32 shard, not copied
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = torch.from_numpy(array)
+    tensor[0, 0] = 99.0
+    assert array[0, 0] == 99.0  # the process's own page
+    assert {f.name: f.read_bytes() for f in path.iterdir()} == before
+    _, again = artifacts.load_embeddings(path)
+    assert np.array_equal(again, vectors)

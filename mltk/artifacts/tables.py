@@ -306,9 +306,12 @@ def save_array(path: PathLike, array: np.ndarray) -> None:
 
 
 def load_array(path: PathLike, mmap: bool = False) -> np.ndarray:
-    """Load one NPY array (no pickle); a missing or damaged file is an ArtifactError naming it."""
+    """Load one NPY array (no pickle); a missing or damaged file is an ArtifactError naming it.
+
+    ``mmap``: mapped copy-on-write, so the array is writable (torch takes it without a warning) while a write
+    stays in the process's own pages and never reaches the artifact."""
     try:
-        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+        return np.load(path, allow_pickle=False, mmap_mode="c" if mmap else None)
     except FileNotFoundError:
         raise ArtifactError("missing file", path)
     except (OSError, ValueError, EOFError) as exc:
