@@ -3,13 +3,19 @@
     OMP_NUM_THREADS=2 PYTHONPATH=$PWD .venv/bin/python benchmarks/nlt_step_variants.py 4/fp32 4/bf16 16/fp32 \\
         [--steps 6] [--batch-size 64] [--threads 2] [--pairs 2048] [--data MULTI30K_TASK1_RAW]
 
-A variant is ``BUCKETS/PRECISION``: the length groups a batch runs as (``HFTextTower.forward_embeddings``'s
-``buckets``; ``train-nlt`` uses ``mltk.models.text.LENGTH_BUCKETS``) and ``fp32`` or ``bf16`` (CPU autocast, fp32
-master weights, as ``train-nlt --precision bf16``). Each step is what ``train-nlt`` runs on a Hugging Face tower:
-MLA's German acquirers after each layer plus the copied word table, MSE to the cached English teacher, backward,
-per-tensor clipping, AdamW (``mltk.train.mla.nlt_optimizer`` at the real-text-minilm recipe's rates). Every
-variant trains its own copy from the same weights on the same batches; step k of every variant runs before step
-k + 1 of any, so drifts in the machine's load hit all alike. Medians leave step 0 out.
+A variant is ``BUCKETS/PRECISION[/groups][/torchgrad][/padwords]``: the length groups a batch runs as
+(``HFTextTower.forward_embeddings``'s ``buckets``; ``train-nlt`` uses ``mltk.models.text.LENGTH_BUCKETS``), ``fp32``
+or ``bf16`` (CPU autocast, fp32 master weights, as ``train-nlt --precision bf16``), and how the frozen tower runs the
+batch: packed (the real tokens end to end, attention in the length groups; ``train-nlt``'s way), or with ``/groups``
+each length group padded to its longest row through the layers too (``HFTextTower.pack_rows`` off, the step before
+packing); ``/torchgrad``: the table's gradient built afresh each step by torch's embedding backward instead of in
+the buffer kept from step to step (``NonNativeEmbedding.table_gradient`` None); ``/padwords``: the word embeddings
+(table and projection) computed at the padded positions too (``NonNativeEmbedding`` without ``lengths``).
+``4/fp32/groups/torchgrad/padwords`` is the step before all three. Each step is what ``train-nlt`` runs on a
+Hugging Face tower: MLA's German acquirers after each layer plus the copied word table, MSE to the cached English
+teacher, backward, per-tensor clipping, AdamW (``mltk.train.mla.nlt_optimizer`` at the real-text-minilm recipe's
+rates). Every variant trains its own copy from the same weights on the same batches; step k of every variant runs
+before step k + 1 of any, so drifts in the machine's load hit all alike. Medians leave step 0 out.
 """
 
 from __future__ import annotations
@@ -46,8 +52,12 @@ class Variant:
     """One copy of the encoder and its optimizer, stepped at ``buckets`` length groups under ``precision``."""
 
     def __init__(self, name: str, encoder, tokens: torch.Tensor, teacher: torch.Tensor):
-        buckets, self.precision = name.split("/")
+        buckets, self.precision, *layout = name.split("/")
         self.buckets, self.encoder, self.tokens, self.teacher = int(buckets), copy.deepcopy(encoder), tokens, teacher
+        self.encoder.tower.pack_rows = "groups" not in layout
+        if "torchgrad" in layout:
+            self.encoder.embedding.table_gradient = None
+        self.pad_words = "padwords" in layout
         self.params = self.encoder.trainable_tensors([LANG], embedding=True)
         self.optimizer = mla.nlt_optimizer(self.params, recipe_loop(RECIPE, steps=100), RECIPE.config["embedding_lr"])
         self.seconds: list[float] = []
@@ -57,8 +67,9 @@ class Variant:
         enabled = self.precision == "bf16"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
             tokens, lengths = trim_to_lengths(self.tokens[index], self.encoder.non_native.end_token_id)
+            words = self.encoder.embedding(tokens, None if self.pad_words else lengths)
             student = self.encoder.tower.forward_embeddings(
-                self.encoder.embedding(tokens), lengths, after_block=self.encoder.acquirers[LANG], buckets=self.buckets
+                words, lengths, after_block=self.encoder.acquirers[LANG], buckets=self.buckets
             )  # [B, D]
         loss = mse_distill(student.float(), self.teacher[index])
         loss.backward()
@@ -71,7 +82,11 @@ class Variant:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("variants", nargs="+", help="BUCKETS/PRECISION, e.g. 4/fp32 4/bf16 16/fp32")
+    parser.add_argument(
+        "variants",
+        nargs="+",
+        help="BUCKETS/PRECISION[/groups][/torchgrad][/padwords], e.g. 4/fp32 4/fp32/groups/torchgrad/padwords",
+    )
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--pairs", type=int, default=2048)
@@ -88,18 +103,18 @@ def main() -> None:
         teacher = torch.cat([encoder.encode(english[i : i + 256], "en") for i in range(0, len(english), 256)])
     variants = [Variant(name, encoder, tokens, teacher) for name in args.variants]
     generator = torch.Generator().manual_seed(0)
-    losses = {v.precision + str(v.buckets): [] for v in variants}
+    losses = {name: [] for name in args.variants}
     for _ in range(args.steps):
         index = torch.randperm(len(german), generator=generator)[: args.batch_size]
-        for variant in variants:
-            losses[variant.precision + str(variant.buckets)].append(variant.step(index))
+        for name, variant in zip(args.variants, variants):
+            losses[name].append(variant.step(index))
     print(f"threads {torch.get_num_threads()}, batch {args.batch_size}, {args.steps} steps, medians of steps 1..")
     for name, variant in zip(args.variants, variants):
         print(
             f"{name:>10}: {statistics.median(variant.seconds[1:]):8.3f} s/step  (runs: "
             + " ".join(f"{s:.2f}" for s in variant.seconds)
             + ")  losses "
-            + " ".join(f"{loss:.5f}" for loss in losses[variant.precision + str(variant.buckets)])
+            + " ".join(f"{loss:.5f}" for loss in losses[name])
         )
 
 

@@ -80,9 +80,9 @@ def child(stage: str, scale: int, work: Path) -> dict:
     from mltk.data.overlap import run_check_overlap
 
     if os.environ.get("MLTK_SCALE_ROW_GROUP_ROWS"):  # --row-group-rows: the streamed writers' row group
-        from mltk.artifacts import caption_stream
+        from mltk.artifacts import table_stream
 
-        caption_stream.ROW_GROUP_ROWS = int(os.environ["MLTK_SCALE_ROW_GROUP_ROWS"])
+        table_stream.ROW_GROUP_ROWS = int(os.environ["MLTK_SCALE_ROW_GROUP_ROWS"])
     folder, runs = work / f"x{scale}", work / f"x{scale}" / "runs"
     common = {"images_root": "/images"}
     start, cpu = time.perf_counter(), cpu_seconds()
@@ -302,8 +302,8 @@ def main() -> None:
     parser.add_argument(
         "--row-group-rows",
         type=int,
-        help="rows per Parquet row group of the streamed import and merge (default pyarrow's "
-        "1,048,576: what they hold at most; a smaller one shows the bound at small scales)",
+        help="rows per Parquet row group of the streamed import and merge (default 131,072, "
+        "mltk.artifacts.table_stream: what they hold at most; a smaller one shows the bound at small scales)",
     )
     parser.add_argument("--child")
     parser.add_argument("--scale", type=int)

@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 
 import torch
-from interleave import Interleaved, synchronize  # benchmarks/, the script's folder
+from flops import counted_flops, floor_lines  # benchmarks/, the script's folder
+from interleave import Interleaved, synchronize
 
 from mltk import artifacts
 from mltk.core.runtime import resolve_runtime, seed_everything
@@ -132,6 +133,22 @@ class StraightforwardNlt:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(loss.detach())
+
+
+def step_flops(config, german: list[str], baseline: StraightforwardNlt, runtime, steps) -> tuple[float, float]:
+    """Mean counted matrix-product FLOPs of ``steps``' batches: mltk's forward and backward of the German batch
+    (the teacher is cached), and the straightforward side's whole step (teacher, student, backward)."""
+    seed_everything(config.loop.seed)
+    encoder = build_encoder(config.model, None, None, [LANG], device=runtime.device)
+    encoder.train()  # as train_nlt trains it: the frozen tower stays in eval mode
+    batches = LanguageBatches({LANG: len(german)}, config.batch_size, config.loop.steps, config.loop.seed)
+
+    def mltk_step(step: int) -> None:
+        tokens = encoder.tokenize([german[i] for i in batches.batch(step)[1]], LANG).to(runtime.device)
+        encoder.encode_tokens(tokens, LANG).float().pow(2).mean().backward()
+
+    mltk = statistics.mean(counted_flops(lambda: mltk_step(k)) for k in steps)
+    return mltk, statistics.mean(counted_flops(lambda: baseline.step(k)) for k in steps)
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -312,6 +329,10 @@ def main(argv: list[str] | None = None) -> None:
     print("losses mltk           : " + " ".join(f"{losses['mltk'][k]:.6f}" for k in shown))
     print("losses straightforward: " + " ".join(f"{losses['straightforward'][k]:.6f}" for k in shown))
     print(f"max abs loss difference over {args.steps} steps: {max(diffs):.2e}")
+    if args.device == "cpu":
+        mltk_flops, straight_flops = step_flops(config, german, baseline, runtime, timed)
+        for line in floor_lines(mltk_flops, mltk_step, straight_flops, straight_step, torch.get_num_threads()):
+            print(line)
 
 
 if __name__ == "__main__":

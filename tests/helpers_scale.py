@@ -37,6 +37,7 @@ def write_corpus(
     languages: tuple[str, ...] = ("en", "de"),
     captions_per_image: int = 2,
     flickr_names: bool = True,
+    repeat_an_image: bool = True,
 ) -> dict:
     """``folder/images.txt`` and ``folder/{lang}.{k}`` (k = 1..captions_per_image): line i of every file describes
     image i; the first language has no blank line (the others translate it). Returns the paths:
@@ -44,7 +45,7 @@ def write_corpus(
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"{1000 + 7 * i}.jpg" if flickr_names else f"photos/img_{i:05d}.JPG" for i in range(images)]
-    if images > 3:
+    if images > 3 and repeat_an_image:
         names[3] = names[1]  # an image listed twice
     image_list = folder / "images.txt"
     image_list.write_text("\n".join(names) + "\n", encoding="utf-8")

@@ -132,7 +132,57 @@ def test_after_block_identity_is_bit_identical_and_sees_every_layer(bert_dir):
         plain = tower.encode(tokens, lengths)
         hooked = tower.encode(tokens, lengths, after_block=identity)
     assert torch.equal(plain, hooked)
-    assert seen == [(0, (4, tokens.shape[1], 32)), (1, (4, tokens.shape[1], 32))]
+    packed = (1, int(lengths.sum()), 32)  # a frozen tower runs the real tokens packed end to end
+    assert seen == [(0, packed), (1, packed)]
+
+
+def _features_grads_and_shapes(tower, tokens, lengths, stack):
+    """Features, the gradients of the acquirers and of the word embeddings, and the shapes after_block saw."""
+    seen = []
+
+    def after_block(index, hidden):
+        seen.append(tuple(hidden.shape))
+        return stack(index, hidden)
+
+    stack.zero_grad()
+    words = tower.embed_tokens(tokens).detach().requires_grad_()
+    features = tower.forward_embeddings(words, lengths, after_block)
+    features.pow(2).sum().backward()
+    return features.detach(), [p.grad.clone() for p in stack.parameters()] + [words.grad], seen
+
+
+def test_a_frozen_tower_runs_only_real_tokens_and_equals_the_length_groups(bert_dir):
+    """A frozen tower packs a batch's real tokens end to end: the layers and after_block never see a padded token,
+    and the features and gradients equal those of the length groups, each padded to its longest row."""
+    from mltk.models.acquirer import AcquirerStack
+    from mltk.models.hf_text import load_hf_text_tower
+
+    tower = load_hf_text_tower(str(bert_dir))
+    tokens, lengths = tower.tokenize([" ".join(["roter kreis"] * (1 + i % 7)) + " links" * (i % 3) for i in range(16)])
+    torch.manual_seed(0)
+    stack = AcquirerStack(tower.width, tower.num_blocks, hidden=8)
+    for acquirer in stack:
+        torch.nn.init.normal_(acquirer.c_proj.weight, std=0.1)
+    packed, packed_grads, packed_seen = _features_grads_and_shapes(tower, tokens, lengths, stack)
+    tower.pack_rows = False
+    grouped, grouped_grads, grouped_seen = _features_grads_and_shapes(tower, tokens, lengths, stack)
+    real = int(lengths.sum())
+    assert packed_seen == [(1, real, 32)] * 2
+    assert len(grouped_seen) == 8 and sum(rows * length for rows, length, _ in grouped_seen) > 2 * real
+    torch.testing.assert_close(packed, grouped, atol=1e-5, rtol=0)
+    for a, b in zip(packed_grads, grouped_grads):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_a_tower_with_dropout_on_runs_length_groups(bert_dir):
+    """A training tower (a BERT student's dropout draws per position) runs its rows padded, as before packing."""
+    from mltk.models.hf_text import load_hf_text_tower
+
+    tower = load_hf_text_tower(str(bert_dir), freeze=False).train()
+    tokens, lengths = tower.tokenize(TEXTS)
+    seen = []
+    tower.encode(tokens, lengths, after_block=lambda index, hidden: seen.append(tuple(hidden.shape)) or hidden)
+    assert seen == [(4, tokens.shape[1], 32)] * 2
 
 
 def test_gradient_reaches_an_acquirer_through_after_block(bert_dir):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import random
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,9 @@ import pytest
 from helpers_scale import write_corpus
 
 from mltk import artifacts
-from mltk.artifacts import caption_stream, key_hashes
-from mltk.core.errors import SchemaError
-from mltk.data.importers import common, import_dataset, merge_captions
+from mltk.artifacts import key_hashes, table_stream
+from mltk.core.errors import ConfigError, SchemaError
+from mltk.data.importers import common, import_dataset, merge_captions, parent_join
 from mltk.data.importers import merge as merge_module
 from mltk.data.importers.common import iter_line_blocks, read_lines_array
 from mltk.data.importers.merge import merge_in_memory
@@ -87,7 +88,7 @@ def test_import_in_small_blocks_and_row_groups_writes_the_same_rows(tmp_path, mo
     whole = _bytes(_imports(tmp_path / "whole", corpus))
     monkeypatch.setattr(common, "LINE_BLOCK_BYTES", 64)
     assert _bytes(_imports(tmp_path / "blocks", corpus)) == whole
-    monkeypatch.setattr(caption_stream, "ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr(table_stream, "ROW_GROUP_ROWS", 100)
     grouped = _imports(tmp_path / "groups", corpus)
     assert pq.ParquetFile(grouped["en"] / "captions.parquet").metadata.num_row_groups > 5
     for name in ("en", "de"):
@@ -153,3 +154,98 @@ def test_merge_with_colliding_hashes_still_merges_and_refuses_exactly(tmp_path, 
     assert (merge_captions(sources, tmp_path / "colliding") / "captions.parquet").read_bytes() == expected
     with pytest.raises(SchemaError, match="is twice in it \\(duplicate row\\)"):
         merge_captions([inputs["en"], inputs["en"]], tmp_path / "twice")
+
+
+def _translations_by_hand(parent: pa.Table, files: list[list[str]], names: list[str], split: str) -> list[str]:
+    """The caption_id each line takes, one line at a time: the parent's ``occurrence``-th English caption of its
+    image (those of ``split`` when it has some there)."""
+    rows = [r for r in parent.to_pylist() if r["lang"] == "en"]
+    rows = [r for r in rows if r["split"] == split] or rows
+    seen: dict[str, int] = {}
+    out = []
+    for lines in files:
+        for name, line in zip(names, lines):
+            image = f"flickr30k:{name.split('.')[0]}"
+            occurrence = seen.get(image, 0)
+            seen[image] = occurrence + 1
+            if line.strip():
+                out.append([r for r in rows if r["image_id"] == image][occurrence]["caption_id"])
+    return out
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_translated_import_in_small_partitions_takes_the_parent_caption_ids(tmp_path, monkeypatch, repeat):
+    """Partitions of a few rows (hundreds of files, many ranges of lines) give the bytes of one partition, and
+    the caption_ids a line-by-line match gives: a parent with other languages and splits, images out of order."""
+    rng = random.Random(9)
+    names = [f"{1000 + rng.randrange(40 if repeat else 10**6)}.jpg" for _ in range(120)]
+    images = tmp_path / "images.txt"
+    images.write_text("\n".join(names) + "\n")
+    needed = {f"flickr30k:{n.split('.')[0]}": 2 * names.count(n) for n in names}
+    rows = [
+        (image, lang, f"{lang} {image} {i}", f"{split}-{image}-{lang}-{i}", split)
+        for split in ("val", "test")
+        for image, count in needed.items()
+        for i in range(count + 1)
+        for lang in ("en", "fr")
+    ]
+    rng.shuffle(rows)
+    parent = artifacts.write_captions(
+        tmp_path / "parent", pa.table(list(zip(*rows)), names=["image_id", "lang", "caption", "caption_id", "split"])
+    )
+    files = [[rng.choice(["eins", "zwei drei", "", " vier "]) for _ in names] for _ in range(2)]
+    for k, lines in enumerate(files):
+        (tmp_path / f"test.{k}.de").write_text("\n".join(lines) + "\n")
+    sources = [tmp_path / "test.0.de", tmp_path / "test.1.de"]
+    options = {"lang": "de", "image_list": images, "translation_of": "en", "parent": parent, "splits": ["test"]}
+    whole = import_dataset("lines", sources, tmp_path / "whole", **options) / "captions"
+    assert artifacts.load_captions(whole).column("caption_id").to_pylist() == _translations_by_hand(
+        artifacts.load_captions(parent), files, names, "test"
+    )
+    monkeypatch.setattr(parent_join, "PARTITION_ROWS", 7)
+    monkeypatch.setattr(common, "LINE_BLOCK_BYTES", 16)
+    small = import_dataset("lines", sources, tmp_path / "small", **options) / "captions"
+    assert (small / "captions.parquet").read_bytes() == (whole / "captions.parquet").read_bytes()
+
+
+def test_translated_import_refuses_as_the_line_by_line_match_did(tmp_path, monkeypatch):
+    """The first line past its image's captions is named, whichever partition holds it; a file refused for its
+    line count is refused for that, unless an earlier file has such a line; no scratch file is left behind."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(parent_join, "PARTITION_ROWS", 2)
+    names = [f"{1000 + i}.jpg" for i in range(12)]
+    images = tmp_path / "images.txt"
+    images.write_text("\n".join(names) + "\n")
+    counts = [2] * 12
+    counts[7] = counts[3] = 1  # the second file's lines 4 and 8 translate a second caption these images lack
+    table = pa.table(
+        {
+            "image_id": [f"flickr30k:{1000 + i}" for i in range(12) for _ in range(counts[i])],
+            "lang": ["en"] * sum(counts),
+            "caption": ["a caption"] * sum(counts),
+            "caption_id": [f"c{i}-{j}" for i in range(12) for j in range(counts[i])],
+            "split": ["test"] * sum(counts),
+        }
+    )
+    parent = artifacts.write_captions(tmp_path / "parent", table)
+    good, short = tmp_path / "a.de", tmp_path / "short.de"
+    good.write_text("eine Zeile\n" * 12)
+    short.write_text("eine Zeile\n" * 11)
+    options = {"lang": "de", "image_list": images, "translation_of": "en", "parent": parent}
+    beyond = "line 4 \\(image flickr30k:1003\\) translates caption 2 of that image in en, but .* has 1 for it"
+    cases = [
+        ([good, good], beyond, 1),
+        ([good, good, short], beyond, 1),  # the earlier file first
+        ([good, short], "has 11 lines but images.txt has 12", 1),  # the same file: its line count first
+        ([short, good], "has 11 lines but images.txt has 12", 0),
+    ]
+    for number, (sources, message, named) in enumerate(cases):
+        with pytest.raises(SchemaError, match=message) as refused:
+            import_dataset("lines", sources, tmp_path / f"out{number}", **options)
+        assert refused.value.path == str(sources[named])
+    with pytest.raises(ConfigError, match="has no captions in fr \\(--translation-of\\)"):
+        import_dataset("lines", [good], tmp_path / "fr", **{**options, "translation_of": "fr"})
+    import_dataset("lines", [good], tmp_path / "ok", **options)
+    assert list(scratch.iterdir()) == []

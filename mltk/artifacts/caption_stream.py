@@ -2,27 +2,26 @@
 
 ``write_captions_stream`` is ``write_captions`` for rows that arrive in pieces (import-data, merge-captions): the
 same checks and the same file. Each piece is checked as it comes (columns, types, language names, control
-characters replaced), rows are written a row group (``ROW_GROUP_ROWS``) at a time, and the one rule that spans
-rows (a caption_id names one image) is checked on 64-bit hashes of the ids, 16 bytes per row
-(``mltk.artifacts.key_hashes``); a hashed conflict is confirmed on the written strings, which also gives the
-message ``write_captions`` gives. Row groups have pyarrow's default size and a row group is one Arrow chunk when
-written, so the file has the same bytes as ``write_captions`` of the whole table as one chunk.
+characters replaced), rows are written a row group (``mltk.artifacts.table_stream.ROW_GROUP_ROWS``) at a time,
+and the one rule that spans rows (a caption_id names one image) is checked on 64-bit hashes of the ids
+(``mltk.artifacts.key_hashes``; counted by ``DistinctCounter``, which moves them to disk past a bound, so memory
+stays flat whatever the row count); a hashed conflict is confirmed on the written strings, which also gives the
+message ``write_captions`` gives. A row group is one Arrow chunk when written, so a file of up to a row group has
+the same bytes as ``write_captions`` of the whole table as one chunk.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mltk.artifacts import key_hashes, schema
+from mltk.artifacts import key_hashes, schema, table_stream
 from mltk.artifacts.caption_rules import CONTROL_CHARACTERS, refuse_caption_ids_on_several_images
 from mltk.artifacts.manifest import PathLike, jsonable, read_manifest
 from mltk.artifacts.tables import as_string_columns, read_table, require_columns
@@ -31,7 +30,6 @@ from mltk.core.errors import ArtifactError, SchemaError
 from mltk.core.names import check_names
 from mltk.core.runtime import log
 
-ROW_GROUP_ROWS = 1 << 20  # rows per Parquet row group (pyarrow's default): what a streamed writer holds at most
 READ_BATCH_ROWS = 1 << 16
 
 
@@ -97,20 +95,18 @@ class CaptionSink:
         checks: SinkChecks | None = None,
     ):
         self.path, self.name, self.check_caption_ids = Path(path), name, check_caption_ids
-        self.combine_chunks, self.checks = combine_chunks, checks or SinkChecks()
-        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.checks = checks or SinkChecks()
+        self._file = table_stream.RowGroupWriter(path, combine_chunks=combine_chunks)
+        self.tmp = self._file.tmp
         self.rows = 0
         self.langs: dict[str, int] = {}
         self.splits: dict[str, int] = {}
         self.replaced = 0  # captions whose control characters were replaced
         self._nulls: dict[str, int] = {}
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
         self._schema: pa.Schema | None = None
-        self._writer: pq.ParquetWriter | None = None
-        self._caption_hashes: list[np.ndarray] = []  # [rows] per piece: caption_id, and (caption_id, image_id)
-        self._pair_hashes: list[np.ndarray] = []
-        self._key_hashes: list[np.ndarray] = []  # [rows] per piece: (caption_id, lang), when ``unique_keys`` is set
+        self._caption_hashes = key_hashes.DistinctCounter()  # caption_id, and (caption_id, image_id)
+        self._pair_hashes = key_hashes.DistinctCounter()
+        self._key_hashes = key_hashes.DistinctCounter()  # (caption_id, lang), when ``unique_keys`` is set
 
     def add(self, piece: pa.Table | pa.RecordBatch) -> None:
         table = pa.Table.from_batches([piece]) if isinstance(piece, pa.RecordBatch) else piece
@@ -125,15 +121,12 @@ class CaptionSink:
             )
         if self.check_caption_ids and table.num_rows:
             caption = key_hashes.string_hashes(table.column("caption_id"))
-            self._caption_hashes.append(caption)
-            self._pair_hashes.append(key_hashes.combine(caption, key_hashes.string_hashes(table.column("image_id"))))
+            self._caption_hashes.add(caption)
+            self._pair_hashes.add(key_hashes.combine(caption, key_hashes.string_hashes(table.column("image_id"))))
             if self.checks.unique_keys is not None:
-                self._key_hashes.append(key_hashes.combine(caption, key_hashes.string_hashes(table.column("lang"))))
+                self._key_hashes.add(key_hashes.combine(caption, key_hashes.few_string_hashes(table.column("lang"))))
         self.rows += table.num_rows
-        self._pending.append(table)
-        self._pending_rows += table.num_rows
-        while self._pending_rows >= ROW_GROUP_ROWS:
-            self._write_row_group(ROW_GROUP_ROWS)
+        self._file.add(table)
 
     def _checked(self, table: pa.Table) -> pa.Table:
         """``validate_captions`` on one piece; null counts add up across pieces (refused in ``close``)."""
@@ -156,17 +149,6 @@ class CaptionSink:
         extra = [c for c in table.column_names if c not in schema.CAPTION_COLUMNS]
         return table.select(list(schema.CAPTION_COLUMNS) + extra)
 
-    def _write_row_group(self, rows: int) -> None:
-        table = pa.concat_tables(self._pending)
-        group, rest = table.slice(0, rows), table.slice(rows)
-        if self.combine_chunks:
-            group = group.combine_chunks()
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.tmp, self._schema)
-        self._writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
-        self._pending = [rest] if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-
     def close(self) -> None:
         """Write the last rows, refuse what spans pieces (nulls, language names, the importer's checks, a
         caption_id on two images) and put the file in place."""
@@ -175,17 +157,11 @@ class CaptionSink:
                 raise SchemaError(f"column {name} has {self._nulls[name]} null value(s)", self.name)
         if self._schema is None:
             raise ArtifactError("no caption rows to write", self.name)
-        if self._pending_rows or self._writer is None:
-            self._write_row_group(self._pending_rows)
-        self._writer.close()
+        self._file.finish()
         if self.checks.rows is not None:
             self.checks.rows(self)
-        if self._key_hashes:
-            keys = np.concatenate(self._key_hashes)
-            self._key_hashes = []
-            if key_hashes.distinct_sorted(keys) != len(keys):
-                del keys
-                self.checks.unique_keys(read_table(self.tmp, ["caption_id", "lang"]))
+        if self._key_hashes.total and not self._key_hashes.all_distinct():
+            self.checks.unique_keys(read_table(self.tmp, ["caption_id", "lang"]))
         if self.check_caption_ids and not self._one_image_per_caption_id():
             refuse_caption_ids_on_several_images(
                 read_table(self.tmp, ["caption_id", "image_id"]), self.checks.source or self.name
@@ -193,17 +169,11 @@ class CaptionSink:
         check_names(list(self.langs), "caption lang", self.name)
         if self.replaced:
             log(f"{self.name}: NUL or other control characters replaced with a space in {self.replaced} caption(s)")
-        os.replace(self.tmp, self.path)
+        self._file.commit()
 
     def _one_image_per_caption_id(self) -> bool:
         """As many distinct (caption_id, image_id) hashes as caption_id hashes (False may be a hash collision)."""
-        captions = np.concatenate(self._caption_hashes) if self._caption_hashes else np.zeros(0, np.uint64)
-        self._caption_hashes = []
-        distinct = key_hashes.distinct_sorted(captions)
-        del captions
-        pairs = np.concatenate(self._pair_hashes) if self._pair_hashes else np.zeros(0, np.uint64)
-        self._pair_hashes = []
-        return key_hashes.distinct_sorted(pairs) == distinct
+        return self._pair_hashes.distinct() == self._caption_hashes.distinct()
 
 
 def _count(column: pa.ChunkedArray, counts: dict[str, int]) -> None:
@@ -221,14 +191,14 @@ def captions_file(path: PathLike) -> Path:
 
 
 def iter_caption_batches(
-    path: PathLike, columns: list[str] | None = None, batch_rows: int = READ_BATCH_ROWS
+    path: PathLike, columns: list[str] | None = None, batch_rows: int | None = None
 ) -> Iterator[pa.Table]:
     """The rows of a captions artifact (or Parquet file), ``batch_rows`` at a time, as UTF-8-checked tables of the
     file's own types. What ``load_captions`` checks across rows is the caller's to check."""
     file = captions_file(path)
     try:
-        reader = pq.ParquetFile(file)
-        for batch in reader.iter_batches(batch_size=batch_rows, columns=columns):
+        reader = pq.ParquetFile(file, pre_buffer=False)  # pre-buffering reads every row group: memory of the file
+        for batch in reader.iter_batches(batch_size=batch_rows or READ_BATCH_ROWS, columns=columns):
             batch.validate(full=True)  # string columns must be valid UTF-8 (Parquet does not promise it)
             yield pa.Table.from_batches([batch])
     except (pa.ArrowInvalid, OSError) as exc:

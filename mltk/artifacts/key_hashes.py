@@ -10,13 +10,19 @@ chance of about 2**-64 per pair, so a caller that finds a repeat confirms it on 
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 _BYTE_VALUES = np.random.default_rng(0x6D6C746B).integers(0, 2**63, size=256, dtype=np.uint64) * np.uint64(2) + 1
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 _LENGTH = np.uint64(0xD6E8FEB86659FD93)
 _SLICE_BYTES = 1 << 18  # bytes hashed at once: the temporaries stay a few MB whatever the batch
+SPILL_VALUES = 1 << 18  # hashes a ``DistinctCounter`` holds in memory (2 MB) before it moves them to disk
+SPILL_BUCKETS = 256  # ranges of values (by their top 8 bits) a spilled counter sorts one at a time
 
 
 def _mix(values: np.ndarray) -> np.ndarray:
@@ -70,6 +76,16 @@ def string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return hashes
 
 
+def few_string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``string_hashes`` of a column of few distinct strings (a language): each distinct string hashed once."""
+    encoded = pc.dictionary_encode(column)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+    if encoded.null_count:
+        return string_hashes(column)
+    return string_hashes(encoded.dictionary)[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
 def _hash_slice(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     """Hashes of the strings ``data[offsets[i]:offsets[i + 1]]`` (at most ``_SLICE_BYTES`` bytes in all, or one
     string): byte j of the slice weighs the multiplier to the power j, and each string's sum is brought back to
@@ -109,3 +125,70 @@ def distinct_sorted(values: np.ndarray) -> int:
         return 0
     values.sort()
     return 1 + int(np.count_nonzero(values[1:] != values[:-1]))
+
+
+class DistinctCounter:
+    """How many distinct uint64 values arrive in pieces, in memory bounded by ``SPILL_VALUES`` values rather than by
+    their number: past that bound the values held are sorted and written to a temporary file (a run), with where
+    each of ``SPILL_BUCKETS`` ranges of values (by their top bits) starts in it; ``distinct`` then gathers one
+    range from every run at a time, memory-mapped, and sorts it alone (distinct counts add up over disjoint ranges
+    of values). On the hashes of 120 million rows that is 2 MB held while adding (and 2 KB per run of
+    ``SPILL_VALUES``, 1 MB in all) and about 4 MB per range when counting, where a single array would be 960 MB."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._held: list[np.ndarray] = []
+        self._held_values = 0
+        self._folder: tempfile.TemporaryDirectory | None = None
+        self._runs: list[tuple[str, np.ndarray]] = []  # (file, [SPILL_BUCKETS + 1] where each range starts)
+
+    def add(self, values: np.ndarray) -> None:
+        self._held.append(np.asarray(values, dtype=np.uint64))
+        self._held_values += len(values)
+        self.total += len(values)
+        if self._held_values > SPILL_VALUES:
+            self._spill()
+
+    def _take_held(self) -> np.ndarray:
+        values = np.concatenate(self._held) if self._held else np.zeros(0, np.uint64)
+        self._held, self._held_values = [], 0
+        return values
+
+    def _spill(self) -> None:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="mltk-hashes-")
+        values = self._take_held()
+        values.sort()
+        bits = int(SPILL_BUCKETS - 1).bit_length()
+        edges = np.searchsorted(values >> np.uint64(64 - bits), np.arange(SPILL_BUCKETS + 1, dtype=np.uint64))
+        file = os.path.join(self._folder.name, f"run-{len(self._runs):06d}")
+        values.tofile(file)
+        self._runs.append((file, edges))
+
+    def distinct(self) -> int:
+        """The number of distinct values added; the counter is empty afterwards (its files removed)."""
+        if self._folder is None:
+            return distinct_sorted(self._take_held())
+        self._spill()
+        try:
+            runs = [(np.memmap(file, dtype=np.uint64, mode="r"), edges) for file, edges in self._runs if edges[-1]]
+            count = 0
+            for bucket in range(SPILL_BUCKETS):
+                parts = [run[edges[bucket] : edges[bucket + 1]] for run, edges in runs]
+                count += distinct_sorted(np.concatenate(parts)) if parts else 0
+            del runs, parts
+            return count
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Forget the values added (and remove their files) without counting them."""
+        self._held, self._held_values, self._runs = [], 0, []
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+
+    def all_distinct(self) -> bool:
+        """No value was added twice (``distinct`` against the count added)."""
+        total = self.total
+        return self.distinct() == total

@@ -99,7 +99,7 @@ def fingerprint(path: PathLike) -> str:
                 digest.update(f"{child.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     elif path.is_file():
         with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
+            for block in iter(lambda: handle.read(integrity.HASH_BLOCK), b""):
                 digest.update(block)
     elif path.is_dir():
         for child in sorted(p for p in path.rglob("*") if p.is_file()):

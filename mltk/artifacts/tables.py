@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from mltk.artifacts import integrity, schema
 from mltk.artifacts.caption_rules import apply_caption_rules
 from mltk.artifacts.manifest import PathLike, jsonable, read_manifest
+from mltk.artifacts.sharded import ShardedVectors
 from mltk.artifacts.writer import ArtifactWriter
 from mltk.core.errors import ArtifactError, SchemaError
 from mltk.core.names import check_names
@@ -233,11 +234,15 @@ def write_embeddings(
     return writer.path
 
 
-def load_embeddings(path: PathLike, *, check_finite: bool = True) -> tuple[pa.Table, np.ndarray]:
+def load_embeddings(
+    path: PathLike, *, check_finite: bool = True, lazy: bool = False
+) -> tuple[pa.Table, np.ndarray | ShardedVectors]:
     """Read an embeddings artifact: ``(table, vectors)`` row-aligned; ``table`` holds ``id`` and extra columns.
 
-    A single-shard artifact is memory-mapped; several shards are concatenated in manifest order. Every reader of
-    embeddings comes here, so ids are checked once: unique, non-null, one per vector.
+    A single-shard artifact is memory-mapped; several shards are concatenated in manifest order, or with ``lazy``
+    kept memory-mapped behind one ``ShardedVectors`` view (no concatenated copy; ``np.asarray`` makes one where a
+    reader needs an array). Every reader of embeddings comes here, so ids are checked once: unique, non-null, one
+    per vector.
     """
     path = Path(path)
     manifest = read_manifest(path, "embeddings")
@@ -273,7 +278,10 @@ def load_embeddings(path: PathLike, *, check_finite: bool = True) -> tuple[pa.Ta
         raise ArtifactError(f"shards have different columns ({str(exc).splitlines()[0]})", path) from None
     table = as_string_columns(table, [schema.EMBEDDING_ID_COLUMN], path)
     _check_unique_ids(table.column(schema.EMBEDDING_ID_COLUMN), path)
-    vectors = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+    if len(arrays) == 1:
+        vectors = arrays[0]
+    else:
+        vectors = ShardedVectors(arrays) if lazy else np.concatenate(arrays)
     if check_finite:
         _check_vectors(vectors, path)
     return table, vectors
@@ -298,9 +306,12 @@ def save_array(path: PathLike, array: np.ndarray) -> None:
 
 
 def load_array(path: PathLike, mmap: bool = False) -> np.ndarray:
-    """Load one NPY array (no pickle); a missing or damaged file is an ArtifactError naming it."""
+    """Load one NPY array (no pickle); a missing or damaged file is an ArtifactError naming it.
+
+    ``mmap``: mapped copy-on-write, so the array is writable (torch takes it without a warning) while a write
+    stays in the process's own pages and never reaches the artifact."""
     try:
-        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+        return np.load(path, allow_pickle=False, mmap_mode="c" if mmap else None)
     except FileNotFoundError:
         raise ArtifactError("missing file", path)
     except (OSError, ValueError, EOFError) as exc:

@@ -23,10 +23,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from mltk import artifacts
 from mltk.artifacts import schema
+from mltk.artifacts.caption_stream import captions_file, iter_caption_batches
+from mltk.artifacts.tables import as_string_columns
 from mltk.core.errors import ArtifactError
+from mltk.core.names import check_names
 from mltk.core.runtime import log
 from mltk.data.importers.image_ids import canonical_image_id, canonical_image_ids
 
@@ -57,28 +61,76 @@ def image_ids(path: str | os.PathLike, *, training: bool = False) -> set[str]:
 
 
 def image_id_array(path: str | os.PathLike, *, training: bool = False) -> pa.Array:
-    """``image_ids`` as an Arrow array of distinct keys (``overlap_key``), computed on the column at once."""
+    """``image_ids`` as an Arrow array of distinct keys (``overlap_key``), computed on the column at once; a
+    captions or images table is read a batch at a time (``_streamed_keys``)."""
     path = Path(path)
     if path.is_file() and path.suffix == ".parquet":
-        table, kind = artifacts.read_table(path), "captions"
-    else:
-        kind = artifacts.read_manifest(path)["kind"]
-        if kind == "captions":
-            table = artifacts.load_captions(path)
-        elif kind == "images":
-            table = artifacts.read_table(path / schema.IMAGES_FILE, columns=["image_id"])
-        elif kind == "embeddings":
-            table, _ = artifacts.load_embeddings(path, check_finite=False)
-        else:
-            raise ArtifactError(f"is a {kind} artifact; check-overlap reads captions, images or embeddings", path)
+        return _streamed_keys(path, path, training, checked=False)
+    kind = artifacts.read_manifest(path)["kind"]
+    if kind == "captions":
+        return _streamed_keys(captions_file(path), path, training, checked=True)
+    if kind == "images":
+        return _streamed_keys(path / schema.IMAGES_FILE, path, training=False, checked=False)
+    if kind != "embeddings":
+        raise ArtifactError(f"is a {kind} artifact; check-overlap reads captions, images or embeddings", path)
+    table, _ = artifacts.load_embeddings(path, check_finite=False, lazy=True)  # the vectors are not read
     column = "image_id" if "image_id" in table.column_names else "id"
     if column not in table.column_names:
         raise ArtifactError("has no image_id (or id) column", path)
-    if training and kind == "captions" and "split" in table.column_names:
-        train = pc.equal(table.column("split"), "train")
-        if pc.any(train).as_py():
-            table = table.filter(train)
     return overlap_keys(pc.drop_null(table.column(column).cast(pa.string())))
+
+
+def _streamed_keys(file: Path, path: Path, training: bool, checked: bool) -> pa.Array:
+    """The distinct keys of a Parquet table's image ids (``image_id``, else ``id``), read a batch of rows at a
+    time: memory follows a batch and the distinct images, not the rows. Only the columns compared are read (and,
+    of a captions artifact, ``checked`` as ``load_captions`` checks them: strings, no nulls, language names); with
+    ``training``, only the rows of split ``train`` when there are any."""
+    try:
+        names = pq.ParquetFile(file).schema_arrow.names
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ArtifactError(f"cannot read Parquet ({str(exc).splitlines()[0]})", file) from None
+    column = "image_id" if "image_id" in names else "id"
+    if column not in names:
+        raise ArtifactError("has no image_id (or id) column", path)
+    wanted = [column] + [name for name in ("lang", "split") if name in names and (checked or name == "split")]
+    every, train = _DistinctKeys(), _DistinctKeys()
+    for batch in iter_caption_batches(file, wanted):
+        if checked:
+            batch = as_string_columns(batch, [c for c in wanted if c in schema.CAPTION_COLUMNS], path)
+            if "lang" in wanted:
+                check_names(pc.unique(batch.column("lang")).to_pylist(), "caption lang", path)
+        ids = batch.column(column).cast(pa.string())
+        if training and "split" in wanted:
+            chosen = pc.equal(batch.column("split"), "train")
+            if pc.any(chosen).as_py() or train.seen:
+                train.add(overlap_keys(pc.drop_null(ids.filter(chosen))), seen=True)
+        if not train.seen:  # keys of every row, while no training row is known
+            every.add(overlap_keys(pc.drop_null(ids)))
+    return (train if train.seen else every).array()
+
+
+class _DistinctKeys:
+    """A union of distinct key arrays, made distinct again whenever the arrays added since outgrow it (so each key
+    is sorted into the union a few times at most)."""
+
+    def __init__(self) -> None:
+        self.parts: list[pa.Array] = []
+        self.pending, self.size, self.seen = 0, 0, False
+
+    def add(self, keys: pa.Array, seen: bool = False) -> None:
+        self.seen = self.seen or seen
+        self.parts.append(keys)
+        self.pending += len(keys)
+        if self.pending > max(self.size, 1 << 16):
+            self._compact()
+
+    def _compact(self) -> None:
+        merged = _union(self.parts)
+        self.parts, self.size, self.pending = [merged], len(merged), 0
+
+    def array(self) -> pa.Array:
+        self._compact()
+        return self.parts[0]
 
 
 def overlap_key(image_id: str) -> str:
@@ -188,11 +240,15 @@ def run_check_overlap(
 ) -> tuple[OverlapReport, Path | None]:
     """``mltk check-overlap TRAIN TEST [--out M]``: the report on stderr, and with ``out`` a metrics artifact
     whose ``overlap`` section lists every shared image id."""
-    report = check_overlap([train], [test])
+    train_keys, test_keys = image_id_array(train, training=True), image_id_array(test)
+    shared = shared_ids(train_keys, test_keys)
+    report = OverlapReport(
+        [str(train)], [str(test)], len(train_keys), len(test_keys), len(shared), shared[:MAX_EXAMPLES].to_pylist()
+    )
     log(f"check-overlap: {describe(report)}")
     if out is None:
         return report, None
-    shared = shared_ids(image_id_array(train, training=True), image_id_array(test)).to_pylist()
+    shared = shared.to_pylist()
     path = artifacts.write_metrics(
         out,
         {"overlap": {**report.as_dict(), "shared_image_ids": shared}},

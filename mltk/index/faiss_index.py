@@ -75,7 +75,7 @@ def build_index(config: IndexConfig) -> Path:
     existing = artifacts.reusable(config.out, "index", stage="index build", config=config, inputs=[config.embeddings])
     if existing is not None:
         return existing
-    table, vectors = artifacts.load_embeddings(config.embeddings)
+    table, vectors = artifacts.load_embeddings(config.embeddings, lazy=True)  # one copy: float32, below
     if len(vectors) == 0:
         raise ArtifactError(
             "holds no vectors; an index of nothing would answer every query with nothing", config.embeddings
@@ -189,7 +189,7 @@ def query(index_path: Path, vectors: np.ndarray, k: int = 10) -> list[tuple[list
 
 def query_vectors_from_embeddings(path: Path, ids: Sequence[str] = ()) -> tuple[list[str], np.ndarray]:
     """Query ids and vectors from an embeddings artifact: the rows named by ``ids`` (all rows when empty)."""
-    table, vectors = artifacts.load_embeddings(path)
+    table, vectors = artifacts.load_embeddings(path, lazy=True)  # the rows asked for gathered from the shards
     all_ids = [str(i) for i in table.column(schema.EMBEDDING_ID_COLUMN).to_pylist()]
     if not ids:
         return all_ids, np.asarray(vectors)

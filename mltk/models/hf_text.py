@@ -15,18 +15,17 @@ hook the result equals the transformers model's own output: the position ids, to
 built exactly as transformers builds them from input ids (RoBERTa counts positions from ``padding_idx + 1``).
 
 Attention is bidirectional with a padding mask, so cutting a batch to its longest row changes nothing for the
-real tokens; a batch runs as groups of similar length (``LENGTH_BUCKETS``), each at its own longest row.
+real tokens: a frozen tower runs the batch's real tokens packed end to end, a training one length groups
+(``LENGTH_BUCKETS``) each at its own longest row (``HFTextTower.forward_embeddings``).
 
 Under bf16 autocast on the CPU the layers' matrix products run in bf16 (on AMX about 4x faster than fp32, on
-AVX512-BF16 about 2-3x) but attention itself runs in fp32: PyTorch's CPU flash attention is about 10x slower
-backward in bf16 than in fp32 (measured on all-MiniLM-L6-v2, batch 64 x 30 tokens), so the plain bf16 step was no
-faster than fp32.
+AVX512-BF16 about 2-3x) but attention itself runs in fp32 (``mltk.models.hf_attention``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -35,11 +34,11 @@ import torch.nn as nn
 
 from mltk.core.download import model_download
 from mltk.core.errors import ConfigError
+from mltk.models.hf_attention import FP32_SDPA, PACKED_SDPA, PackedRows, attention_named, register_attention
 from mltk.models.st_modules import load_dense, read_json, read_pooling
 from mltk.models.text import LENGTH_BUCKETS, AfterBlock
 
 POOLINGS = ("mean", "cls", "end")  # over the real tokens; at position 0; at the last real token
-FP32_SDPA = "mltk_fp32_sdpa"  # transformers' SDPA attention computed in fp32 (the name it is registered under)
 
 
 class HFTextTower(nn.Module):
@@ -49,6 +48,8 @@ class HFTextTower(nn.Module):
     when the tower pools at CLS through it (open_clip's ``cls_pooler``). ``normalizes_output`` says whether the
     model's users L2-normalise its features (sentence-transformers' ``Normalize``); ``encode`` itself never does.
     """
+
+    pack_rows = True  # a frozen tower runs a batch's real tokens packed end to end (``forward_embeddings``)
 
     def __init__(
         self,
@@ -114,12 +115,19 @@ class HFTextTower(nn.Module):
         after_block: AfterBlock | None = None,
         buckets: int = LENGTH_BUCKETS,
     ) -> torch.Tensor:
-        """Word embeddings [B, L, W] -> features [B, D]; ``after_block(i, h [b, L', W])`` after layer i's output.
+        """Word embeddings [B, L, W] -> features [B, D]; ``after_block(i, h)`` after layer i's output.
 
-        A batch of at least ``2 * buckets`` rows runs as ``buckets`` groups of similar length, each cut to its own
-        longest row: rows never see each other (padding mask, per-row pooling), so the features are the batch's,
-        for fewer padded tokens. ``after_block`` must treat rows independently (it sees one group at a time)."""
+        Rows never see each other (padding mask, per-row pooling), so a batch need not run as one padded block.
+        A frozen tower (eval mode, SDPA attention) packs the batch's real tokens end to end and runs its layers
+        on them alone (``mltk.models.hf_attention``: no padded token at all; attention in ``buckets`` length
+        groups); otherwise (a training student, whose dropout draws per padded position, or another attention
+        implementation) a batch of at least ``2 * buckets`` rows runs as ``buckets`` groups of similar length,
+        each cut to its own longest row. Either way the features are the batch's, for fewer padded tokens.
+        ``after_block`` must treat tokens independently: it sees the packed tokens ``[1, T, W]``, or one length
+        group ``[b, L', W]`` at a time."""
         lengths = lengths.to(x.device)
+        if self._packs():
+            return self._forward_packed(x, lengths, after_block, buckets)
         if buckets <= 1 or len(x) < 2 * buckets:
             return self._forward_trimmed(x, lengths, after_block)
         order = torch.argsort(lengths, stable=True)  # [B], shortest first
@@ -128,13 +136,42 @@ class HFTextTower(nn.Module):
         )
         return features[torch.argsort(order)]  # back to batch order
 
+    def _packs(self) -> bool:
+        """Whether ``forward_embeddings`` packs: an encoder in eval mode (no dropout) whose layers attend through
+        transformers' attention interface by SDPA, unless ``pack_rows`` is off (benchmarks compare both)."""
+        config = self.transformer.config
+        return (
+            self.pack_rows
+            and not self.transformer.training
+            and getattr(config, "_attn_implementation", None) == "sdpa"
+            and not getattr(config, "is_decoder", False)
+            and hasattr(sys.modules.get(type(self.blocks[0]).__module__), "ALL_ATTENTION_FUNCTIONS")
+            and register_attention()
+        )
+
+    def _forward_packed(
+        self, x: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None, buckets: int
+    ) -> torch.Tensor:
+        """``forward_embeddings`` on the real tokens packed end to end, [1, T, W]: [B, L, W] -> [B, D]."""
+        rows = PackedRows(lengths, max(buckets, 1))
+        positions = torch.arange(rows.length, device=x.device)  # [L']
+        real = positions[None, :] < lengths[:, None]  # [B, L'] True on real tokens, batch order
+        h = self._embed(rows.pack(x), rows.pack(self._position_ids(positions, real)))[None]  # [1, T, W]
+        with attention_named(self.transformer.config, PACKED_SDPA):
+            for index, layer in enumerate(self.blocks):
+                out = layer(h, rows)  # the layers hand the "mask" to packed_sdpa
+                h = out[0] if isinstance(out, tuple) else out
+                if after_block is not None:
+                    h = after_block(index, h)
+        return self.projection(self._pool(rows.unpack(h[0]), real, lengths))  # [B, D]
+
     def _forward_trimmed(self, x: torch.Tensor, lengths: torch.Tensor, after_block: AfterBlock | None) -> torch.Tensor:
         """``forward_embeddings`` of one group, cut to its longest row: [b, L, W] -> [b, D]."""
         length = int(lengths.max())
         x = x[:, :length]
         positions = torch.arange(length, device=x.device)  # [L']
         real = positions[None, :] < lengths[:, None]  # [B, L'] True on real tokens
-        h = self._embed(x, positions, real)
+        h = self._embed(x, self._position_ids(positions, real))
         with self._fp32_attention_under_cpu_autocast(x.device):
             mask = self._attention_mask(real, h)
             for index, layer in enumerate(self.blocks):
@@ -146,23 +183,19 @@ class HFTextTower(nn.Module):
 
     @contextlib.contextmanager
     def _fp32_attention_under_cpu_autocast(self, device: torch.device):
-        """While the layers run under CPU autocast, their SDPA attention is computed in fp32 (see the module's
-        docstring). The model's config names the fp32 form only for the duration, so nothing saved from it (an
-        export's config.json) ever names it; without autocast, or on CUDA, nothing changes."""
+        """While the layers run under CPU autocast, their SDPA attention is computed in fp32
+        (``mltk.models.hf_attention``); without autocast, or on CUDA, nothing changes."""
         config = self.transformer.config
         if (
             device.type != "cpu"
             or not torch.is_autocast_enabled("cpu")
             or getattr(config, "_attn_implementation", None) != "sdpa"
-            or not _register_fp32_sdpa()
+            or not register_attention()
         ):
             yield
             return
-        config._attn_implementation = FP32_SDPA
-        try:
+        with attention_named(config, FP32_SDPA):
             yield
-        finally:
-            config._attn_implementation = "sdpa"
 
     def encode(
         self, tokens: torch.Tensor, lengths: torch.Tensor | None = None, after_block: AfterBlock | None = None
@@ -179,22 +212,25 @@ class HFTextTower(nn.Module):
 
     # --- the steps transformers would take ------------------------------------------------------------------------
 
-    def _embed(self, x: torch.Tensor, positions: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-        """Word embeddings + token-type + position embeddings, then the embedding LayerNorm and dropout."""
-        embeddings = self.transformer.embeddings
+    def _position_ids(self, positions: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """Position ids [B, L'] of rows whose real tokens are ``real`` [B, L'], as transformers numbers them."""
         if self._roberta_positions:  # as create_position_ids_from_input_ids: cumsum of real tokens + padding_idx
-            position_ids = torch.where(
+            return torch.where(
                 real,
                 positions[None, :] + self._padding_idx + 1,
                 torch.full_like(real, self._padding_idx, dtype=torch.long),
             )
-        else:
-            position_ids = positions[None, :].expand(x.shape[0], -1)
+        return positions[None, :].expand(real.shape[0], -1)
+
+    def _embed(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        """Word embeddings [..., W] + token-type + position embeddings (ids [...]), then the embedding LayerNorm
+        and dropout; a padded batch [B, L', W] or packed tokens [T, W] alike."""
+        embeddings = self.transformer.embeddings
         h = x
         if getattr(embeddings, "token_type_embeddings", None) is not None:  # one sentence: token type 0
             h = h + embeddings.token_type_embeddings(torch.zeros_like(position_ids))
         h = h + embeddings.position_embeddings(position_ids)
-        return embeddings.dropout(embeddings.LayerNorm(h))  # [B, L', W]
+        return embeddings.dropout(embeddings.LayerNorm(h))
 
     def _attention_mask(self, real: torch.Tensor, h: torch.Tensor):
         """The padding mask in the form the layers' attention implementation expects (None when nothing is
@@ -215,32 +251,6 @@ class HFTextTower(nn.Module):
         if self.cls_head is not None:  # BERT's pooler reads position 0 itself
             return self.cls_head(h)
         return h[:, 0]
-
-
-def _fp32_sdpa(module, query, key, value, attention_mask, **kwargs):
-    """transformers' SDPA attention with query, key and value [B, H, L, d] in fp32 and autocast off; the output
-    returns in the query's dtype."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    with torch.autocast("cpu", enabled=False):
-        out, weights = sdpa_attention_forward(
-            module, query.float(), key.float(), value.float(), attention_mask, **kwargs
-        )
-    return out.to(query.dtype), weights
-
-
-@functools.cache
-def _register_fp32_sdpa() -> bool:
-    """Registers ``_fp32_sdpa`` (and SDPA's mask) with transformers under ``FP32_SDPA``; False on a transformers
-    without the attention registry, where the layers keep their own attention."""
-    try:
-        from transformers import AttentionInterface, AttentionMaskInterface
-        from transformers.masking_utils import sdpa_mask
-    except ImportError:
-        return False
-    AttentionInterface.register(FP32_SDPA, _fp32_sdpa)
-    AttentionMaskInterface.register(FP32_SDPA, sdpa_mask)
-    return True
 
 
 def _check_architecture(transformer: nn.Module) -> None:

@@ -134,9 +134,10 @@ class LanguageAcquisitionEncoder(nn.Module):
         self._check_lang(lang)
         tokens, lengths = trim_to_lengths(tokens, self.non_native.end_token_id)
         if self.student is not None:
-            return self.student.forward_embeddings(self.embedding(tokens), lengths)
+            return self.student.forward_embeddings(self.embedding(tokens, lengths), lengths)
         stack = self.acquirers[lang]
-        return self.tower.forward_embeddings(self.embedding(tokens), lengths, after_block=stack if len(stack) else None)
+        words = self.embedding(tokens, lengths)  # the real tokens only; zeros at padding
+        return self.tower.forward_embeddings(words, lengths, after_block=stack if len(stack) else None)
 
     def encode(self, texts: list[str], lang: str) -> torch.Tensor:
         device = self.embedding.table.weight.device

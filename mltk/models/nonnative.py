@@ -26,6 +26,7 @@ from mltk import artifacts
 from mltk.artifacts.content_check import check_content
 from mltk.core.download import require_existing_if_local
 from mltk.core.errors import ConfigError
+from mltk.models.table_gradient import TableGradient, lookup
 
 
 class NonNativeTokenizer(Protocol):
@@ -144,7 +145,8 @@ class NonNativeEmbedding(nn.Module):
     bias; the tower adds its own positions (and token types and embedding LayerNorm) after it.
 
     ``identity_proj``: the projection starts as the identity (needs ``embed_dim == width``), so a table copied from
-    the tower itself reproduces the tower's own word embeddings exactly before training."""
+    the tower itself reproduces the tower's own word embeddings exactly before training. The table's gradient is
+    kept in one buffer from step to step (``mltk.models.table_gradient``)."""
 
     def __init__(
         self, vocab_size: int, embed_dim: int, width: int, init: torch.Tensor | None = None, identity_proj: bool = False
@@ -152,6 +154,7 @@ class NonNativeEmbedding(nn.Module):
         super().__init__()
         self.table = nn.Embedding(vocab_size, embed_dim)
         self.proj = nn.Linear(embed_dim, width)
+        self.table_gradient: TableGradient | None = TableGradient()  # None: torch's own embedding backward
         if identity_proj:
             if embed_dim != width:
                 raise ConfigError(f"an identity projection needs embed_dim == width ({embed_dim} != {width})")
@@ -166,5 +169,12 @@ class NonNativeEmbedding(nn.Module):
         else:
             nn.init.normal_(self.table.weight, std=0.02)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # [B, L] -> [B, L, width]
-        return self.proj(self.table(tokens))
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Token ids [B, L] -> [B, L, width]. With ``lengths`` [B] (the real tokens of each row) only the real tokens
+        are looked up and projected, the padding left at zero: no tower reads a padded position's word embedding
+        into a real token's feature, and a batch's padding can outnumber its real tokens (its longest row sets L)."""
+        if lengths is None:
+            return self.proj(lookup(self.table, tokens, self.table_gradient))
+        real = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
+        words = self.proj(lookup(self.table, tokens[real], self.table_gradient))  # [T, width]
+        return words.new_zeros(*tokens.shape, words.shape[-1]).masked_scatter(real[..., None], words)

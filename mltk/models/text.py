@@ -23,7 +23,8 @@ from typing import Callable, Protocol
 import torch
 import torch.nn as nn
 
-# after_block(block_index, hidden [B, L, W]) -> hidden [B, L, W]
+# after_block(block_index, hidden [B, L, W]) -> hidden [B, L, W], token by token: a frozen Hugging Face tower hands it
+# the batch's real tokens packed end to end, [1, T, W] (``HFTextTower.forward_embeddings``)
 AfterBlock = Callable[[int, torch.Tensor], torch.Tensor]
 
 LENGTH_BUCKETS = 4  # a batch of at least 2 * LENGTH_BUCKETS captions runs as this many groups of similar length

@@ -140,7 +140,7 @@ def load_inputs(
         runtime, hold_out_validation(artifacts.load_captions(captions, drop_empty=True), captions, split, val_split)
     )
     if image_embeddings is not None:
-        table, vectors = artifacts.load_embeddings(image_embeddings)
+        table, vectors = artifacts.load_embeddings(image_embeddings, lazy=True)  # shards copied once, to float32
         inputs.image_table, inputs.image_vectors = table, np.asarray(vectors, dtype=np.float32)
     return inputs
 

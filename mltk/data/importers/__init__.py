@@ -34,6 +34,7 @@ from mltk import artifacts
 from mltk.artifacts.caption_rules import refuse_caption_ids_on_several_images
 from mltk.artifacts.caption_stream import CaptionSink, SinkChecks, write_captions_stream
 from mltk.artifacts.columns import first_rows, value_counts
+from mltk.artifacts.table_stream import write_images_stream
 from mltk.core.errors import ArtifactError, ConfigError, SchemaError
 from mltk.core.runtime import log
 from mltk.data.importers.cc import import_cc
@@ -217,6 +218,9 @@ def _write_streamed(
         if created and not any(out_dir.iterdir()):
             out_dir.rmdir()  # a refused import leaves no folder behind, as the whole-table path did
         raise
+    finally:
+        if imported.cleanup is not None:
+            imported.cleanup()
     return out_dir.resolve()
 
 
@@ -258,9 +262,10 @@ def _write_streamed_artifacts(
         fields=fields,
     )
     if imported.image_count():
-        artifacts.write_images(
+        streamed = imported.image_pieces is not None  # the images table a block at a time (import-data lines)
+        (write_images_stream if streamed else artifacts.write_images)(
             out_dir / IMAGES_DIR,
-            imported.images_table(),
+            imported.image_pieces() if streamed else imported.images_table(),
             stage="import-data",
             config=config,
             inputs=inputs,

@@ -9,7 +9,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,6 +113,9 @@ class Imported:
     image_table: pa.Table | None = None  # image_id, split, path: the images of an importer that works in columns
 
     caption_pieces: Iterator[pa.Table] | None = None  # rows streamed to the writer, after ``rows``; see ``column_rows``
+    image_pieces: Callable[[], Iterator[pa.Table]] | None = None  # the images table a block at a time, instead
+    image_rows: int = 0  # ... and its rows
+    cleanup: Callable[[], None] | None = None  # what the importer leaves to remove once the artifacts are written
 
     def add_columns(self, image_id: pa.Array, lang: str, caption: pa.Array, caption_id: pa.Array, split: str) -> None:
         """``add`` for whole columns (Arrow arrays of one length): captions stripped as ``str.strip`` does, empty
@@ -140,6 +143,8 @@ class Imported:
         return rows.filter(pc.invert(empty)) if dropped else rows
 
     def image_count(self) -> int:
+        if self.image_pieces is not None:
+            return self.image_rows
         return self.image_table.num_rows if self.image_table is not None else len(self.images)
 
     def add(self, image_id: str, lang: str, caption: str | None, caption_id: str, split: str, **extra: str) -> None:
@@ -200,7 +205,7 @@ def read_lines_array(path: Path) -> pa.Array:
     return pc.replace_substring_regex(lines, "\r$", "").cast(pa.string())
 
 
-LINE_BLOCK_BYTES = 1 << 24  # bytes of a caption file split into lines at once
+LINE_BLOCK_BYTES = 1 << 22  # bytes of a caption file split into lines at once (its Arrow temporaries: about 8x)
 
 
 def iter_line_blocks(path: Path, block_bytes: int | None = None) -> Iterator[pa.Array]:

@@ -76,7 +76,7 @@ def _stem(text: str) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 # A name whose id Arrow can compute: folders and a stem of letters, digits, ``_ + -``, and at most one extension.
-_PLAIN_NAME = r"^(?:[A-Za-z0-9_+-]+/)*[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9]+)?$"
+PLAIN_NAME = r"^(?:[A-Za-z0-9_+-]+/)*[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9]+)?$"
 
 
 def canonical_image_ids(names: pa.Array, namespace: str | None = None) -> pa.Array:
@@ -84,28 +84,28 @@ def canonical_image_ids(names: pa.Array, namespace: str | None = None) -> pa.Arr
     if namespace is not None and namespace not in NAMESPACES:
         raise ValueError(f"unknown image id namespace {namespace!r}; expected one of {NAMESPACES}")
     names = pc.cast(names, pa.string())
-    plain = pc.fill_null(pc.match_substring_regex(names, _PLAIN_NAME), False)
-    return _canonical(names, plain, _plain_stems(names), namespace)
+    plain = pc.fill_null(pc.match_substring_regex(names, PLAIN_NAME), False)
+    return canonical_from_stems(names, plain, plain_stems(names), namespace)
 
 
 def image_list_ids(names: pa.Array) -> tuple[pa.Array, str | None]:
     """(canonical ids, namespace) of an image list: ``flickr30k`` when every name is a Flickr photo id
     (``looks_like_flickr30k``), else None; the names' stems computed once for both."""
     names = pc.cast(names, pa.string())
-    plain = pc.fill_null(pc.match_substring_regex(names, _PLAIN_NAME), False)
-    stems = _plain_stems(names)
-    namespace = FLICKR30K if _all_flickr30k(names, plain, stems) else None
-    return _canonical(names, plain, stems, namespace), namespace
+    plain = pc.fill_null(pc.match_substring_regex(names, PLAIN_NAME), False)
+    stems = plain_stems(names)
+    namespace = FLICKR30K if all_flickr30k(names, plain, stems) else None
+    return canonical_from_stems(names, plain, stems, namespace), namespace
 
 
 def looks_like_flickr30k_array(names: pa.Array) -> bool:
     """``looks_like_flickr30k`` of a string array, vectorised."""
     names = pc.cast(names, pa.string())
-    plain = pc.fill_null(pc.match_substring_regex(names, _PLAIN_NAME), False)
-    return _all_flickr30k(names, plain, _plain_stems(names))
+    plain = pc.fill_null(pc.match_substring_regex(names, PLAIN_NAME), False)
+    return all_flickr30k(names, plain, plain_stems(names))
 
 
-def _all_flickr30k(names: pa.Array, plain: pa.Array, stems: pa.Array) -> bool:
+def all_flickr30k(names: pa.Array, plain: pa.Array, stems: pa.Array) -> bool:
     if len(names) == 0:
         return False
     photo = pc.match_substring_regex(stems, _FLICKR30K_PHOTO.pattern)
@@ -115,11 +115,11 @@ def _all_flickr30k(names: pa.Array, plain: pa.Array, stems: pa.Array) -> bool:
     return all(_FLICKR30K_PHOTO.match(_stem(name)) for name in odd)
 
 
-def _canonical(names: pa.Array, plain: pa.Array, stems: pa.Array, namespace: str | None) -> pa.Array:
+def canonical_from_stems(names: pa.Array, plain: pa.Array, stems: pa.Array, namespace: str | None) -> pa.Array:
     return _with_odd_names(_plain_ids(stems, namespace), names, plain, lambda name: canonical_image_id(name, namespace))
 
 
-def _plain_stems(names: pa.Array) -> pa.Array:
+def plain_stems(names: pa.Array) -> pa.Array:
     """The stem of each plain name (folders and the extension cut)."""
     return pc.replace_substring_regex(pc.replace_substring_regex(names, r"^.*/", ""), r"\.[A-Za-z0-9]+$", "")
 

@@ -13,6 +13,12 @@ in the parent.
 
 Image ids are canonical: COCO file names become ``coco:N``; a list whose names are all Flickr photo ids
 (digits, no leading zero, as in Multi30K's image lists) gives ``flickr30k:N``; other names keep their stem.
+
+Memory follows a block of lines, not the corpus: the caption files are read a block at a time, and so is an image
+list that names each image once (``mltk.data.importers.image_list``); one that repeats an image is held whole
+(its repeats are numbered across the list). With ``--parent`` the match is a join on disk
+(``mltk.data.importers.parent_join``): the parent and the lines are partitioned by image under ``$TMPDIR``, and
+a partition is held at a time, not the parent.
 """
 
 from __future__ import annotations
@@ -25,8 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mltk import artifacts
-from mltk.core.errors import ArtifactError, ConfigError, SchemaError
+from mltk.core.errors import ArtifactError, ConfigError, MltkError
 from mltk.core.runtime import log
 from mltk.data.importers.common import (
     Imported,
@@ -37,13 +42,15 @@ from mltk.data.importers.common import (
     require_aligned,
 )
 from mltk.data.importers.image_ids import image_list_ids
+from mltk.data.importers.image_list import IdCursor, ImageList
+from mltk.data.importers.parent_join import ParentJoin
 
 _NUMBERED = re.compile(r"\.(\d+)\.[A-Za-z_-]{2,8}(\.gz)?$|\.(\d+)(\.gz)?$")
 
 
 def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     """Every file's lines in columns (Arrow compute, no Python per line): a corpus of millions of lines costs
-    seconds."""
+    seconds, in memory for a block of lines."""
     if not request.lang:
         raise ConfigError("import-data lines needs --lang (the language of the caption files)")
     if request.image_list is None:
@@ -57,6 +64,36 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     split = request.splits[0] if request.splits else "test"
     if len(request.splits) > 1:
         raise ConfigError(f"import-data lines writes one split, got --split {', '.join(request.splits)}")
+    if not request.image_list.is_file():  # a pipe is read once, by the whole-list code
+        return _import_whole_list(files, request, lang, split)
+    listed = ImageList(request.image_list, request.images)
+    try:
+        if not listed.scan().unique:
+            listed.close()
+            return _import_whole_list(files, request, lang, split)
+        if listed.lines == 0:
+            raise ArtifactError("is empty (expected one image name per line)", request.image_list)
+        if listed.namespace:
+            log(f"import-data (lines): the image names are Flickr photo ids; image ids are {listed.first_id}, ...")
+        parent = ParentJoin(request, split, listed.lines * len(files)) if request.parent is not None else None
+    except BaseException:
+        listed.close()
+        raise
+
+    def cleanup() -> None:
+        listed.close()
+        if parent is not None:
+            parent.close()
+
+    imported = Imported(image_pieces=lambda: listed.image_pieces(split), image_rows=listed.lines, cleanup=cleanup)
+    pieces = _caption_pieces(_numbered(files), request, _StreamedLines(listed), parent, lang, split, imported)
+    imported.caption_pieces = pieces
+    return imported
+
+
+def _import_whole_list(files: list[Path], request: ImportRequest, lang: str, split: str) -> Imported:
+    """``import_lines`` for a list that names an image twice: the list held whole, each line's image numbered by
+    its first appearance and its repeats counted (which caption of the image a line is)."""
     names = read_lines_array(request.image_list)
     if len(names) == 0:
         raise ArtifactError("is empty (expected one image name per line)", request.image_list)
@@ -64,8 +101,10 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
     if namespace:
         log(f"import-data (lines): the image names are Flickr photo ids; image ids are {ids[0].as_py()}, ...")
     images = _ImageCodes(ids)
-    parent = _ParentCaptions(request, split, images) if request.parent is not None else None
-    imported = Imported(image_table=images.table(split, request.images.paths(names)))
+    parent = ParentJoin(request, split, len(names) * len(files)) if request.parent is not None else None
+    imported = Imported(
+        image_table=images.table(split, request.images.paths(names)), cleanup=parent.close if parent else None
+    )
     imported.caption_pieces = _caption_pieces(_numbered(files), request, images, parent, lang, split, imported)
     return imported
 
@@ -73,41 +112,87 @@ def import_lines(files: list[Path], request: ImportRequest) -> Imported:
 def _caption_pieces(
     numbered: list[tuple[int, Path]],
     request: ImportRequest,
-    images: _ImageCodes,
-    parent: _ParentCaptions | None,
+    images: _ImageCodes | _StreamedLines,
+    parent: ParentJoin | None,
     lang: str,
     split: str,
     imported: Imported,
 ) -> Iterator[pa.Table]:
     """The caption rows of every file, a block of lines at a time (``iter_line_blocks``): what the import holds
-    is a block of text and a few numbers per line of the image list."""
-    count = len(images.ids)
-    for number, (k, path) in enumerate(numbered):
-        blocks, start = iter_line_blocks(path), 0
-        for lines in blocks:
-            stop = start + len(lines)
-            if stop > count:
-                require_aligned(range(stop + sum(len(rest) for rest in blocks)), count, path, request.image_list)
-            rows = slice(start, stop)
-            if parent is None:
-                line_numbers = pc.cast(pa.array(np.arange(start, stop)), pa.string())
-                caption_ids = pc.binary_join_element_wise(f"{split}-", line_numbers, f"-{lang}-{k}", "")
-            else:
-                try:
-                    caption_ids = parent.caption_ids(images.occurrences(number, rows), rows, path, request)
-                except SchemaError:  # a file that is also too short is refused for that first, as before
-                    require_aligned(range(stop + sum(len(rest) for rest in blocks)), count, path, request.image_list)
-                    raise
-            yield imported.column_rows(images.ids.slice(start, stop - start), lang, lines, caption_ids, split)
-            start = stop
-        require_aligned(range(start), count, path, request.image_list)
+    is a block of text and the image ids of its lines (with ``parent``, what its join holds)."""
+    if parent is not None:
+        yield from _translated_pieces(numbered, request, images, parent, lang, split, imported)
+        return
+    for k, path in numbered:
+        for start, stop, image_ids, lines in _file_blocks(path, images, request):
+            line_numbers = pc.cast(pa.array(np.arange(start, stop)), pa.string())
+            caption_ids = pc.binary_join_element_wise(f"{split}-", line_numbers, f"-{lang}-{k}", "")
+            yield imported.column_rows(image_ids, lang, lines, caption_ids, split)
+
+
+def _translated_pieces(
+    numbered: list[tuple[int, Path]],
+    request: ImportRequest,
+    images: _ImageCodes | _StreamedLines,
+    parent: ParentJoin,
+    lang: str,
+    split: str,
+    imported: Imported,
+) -> Iterator[pa.Table]:
+    """``_caption_pieces`` with ``--parent``: every line to the join first, then the rows in their order. A file
+    refused (its line count, its bytes) is refused unless an earlier file has a line past its parent's captions,
+    as when the files were matched one after the other."""
+    refused = None
+    try:
+        for number, (_, path) in enumerate(numbered):
+            parent.start_file(path)
+            for start, stop, image_ids, lines in _file_blocks(path, images, request):
+                parent.add(image_ids, images.occurrences(number, slice(start, stop)), lines)
+    except MltkError as exc:
+        refused = exc
+    parent.join(before_file=refused is not None)
+    if refused is not None:
+        raise refused
+    for image_ids, lines, caption_ids in parent.rows():
+        yield imported.column_rows(image_ids, lang, lines, caption_ids, split)
+
+
+def _file_blocks(
+    path: Path, images: _ImageCodes | _StreamedLines, request: ImportRequest
+) -> Iterator[tuple[int, int, pa.Array, pa.Array]]:
+    """(first line, line after, image ids, text) of each block of ``path``; a file of another line count than
+    the image list is refused (at the first block past the list's end, or at the end)."""
+    count = images.lines
+    blocks, start = iter_line_blocks(path), 0
+    ids = images.ids_of_lines()
+    for lines in blocks:
+        stop = start + len(lines)
+        if stop > count:
+            require_aligned(range(stop + sum(len(rest) for rest in blocks)), count, path, request.image_list)
+        yield start, stop, ids.take(stop - start), lines
+        start = stop
+    require_aligned(range(start), count, path, request.image_list)
+
+
+class _StreamedLines:
+    """The lines of a scanned list without repeats: line i is image i, listed once."""
+
+    def __init__(self, listed: ImageList):
+        self.listed, self.lines = listed, listed.lines
+
+    def ids_of_lines(self) -> IdCursor:
+        return IdCursor(self.listed)
+
+    def occurrences(self, file_number: int, rows: slice) -> np.ndarray:
+        """Each image is listed once: the ``file_number``-th file holds its caption number ``file_number``."""
+        return np.full(rows.stop - rows.start, file_number, dtype=np.int64)
 
 
 class _ImageCodes:
     """The image of each line as a number (its first appearance in the list), and how often each is listed."""
 
     def __init__(self, ids: pa.Array):
-        self.ids = ids
+        self.ids, self.lines = ids, len(ids)
         encoded = pc.dictionary_encode(ids)
         self.codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)  # [lines]
         self.distinct = encoded.dictionary  # [images], in order of first appearance
@@ -116,6 +201,9 @@ class _ImageCodes:
         starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]])
         self.rank = np.empty(len(self.codes), dtype=np.int64)  # [lines]: earlier lines of the same image
         self.rank[order] = np.arange(len(self.codes)) - starts[self.codes[order]]
+
+    def ids_of_lines(self) -> _Slices:
+        return _Slices(self.ids)
 
     def occurrences(self, file_number: int, rows: slice) -> np.ndarray:
         """[lines of ``rows``]: which caption of its image each line of the ``file_number``-th file is (0-based):
@@ -134,43 +222,16 @@ class _ImageCodes:
         )
 
 
-class _ParentCaptions:
-    """The caption_ids of the parent's captions in the translated language, by (image, occurrence)."""
+class _Slices:
+    """Consecutive slices of an array held whole (``IdCursor``'s interface)."""
 
-    def __init__(self, request: ImportRequest, split: str, images: _ImageCodes):
-        table = artifacts.load_captions(request.parent).select(["image_id", "lang", "caption_id", "split"])
-        source_lang = normalize_lang(request.translation_of)
-        rows = table.filter(pc.equal(table.column("lang"), source_lang))
-        if rows.num_rows == 0:
-            raise ConfigError(f"has no captions in {source_lang} (--translation-of)", request.parent)
-        in_split = pc.equal(rows.column("split"), split)
-        if pc.any(in_split).as_py():
-            rows = rows.filter(in_split)
-        code = pc.index_in(rows.column("image_id"), value_set=images.distinct.cast(pa.string()))
-        known = rows.filter(pc.is_valid(code))  # captions of images the list does not name are never asked for
-        codes = pc.drop_null(code).to_numpy().astype(np.int64)
-        order = np.argsort(codes, kind="stable")
-        self.per_image = np.bincount(codes, minlength=len(images.distinct))  # [images]
-        starts = np.concatenate([[0], np.cumsum(self.per_image)[:-1]])
-        self.starts, self.images = starts, images
-        self.caption_id = known.column("caption_id").combine_chunks().take(pa.array(order))  # by (image, occurrence)
+    def __init__(self, ids: pa.Array):
+        self.ids, self.start = ids, 0
 
-    def caption_ids(self, occurrence: np.ndarray, rows: slice, path: Path, request: ImportRequest) -> pa.Array:
-        """caption_id of each line of ``rows``: the ``occurrence``-th caption of its image; a line past the parent's
-        captions of its image is refused, naming the first."""
-        codes = self.images.codes[rows]
-        have = self.per_image[codes]
-        beyond = np.flatnonzero(occurrence >= have)
-        if len(beyond):
-            line = int(beyond[0])
-            occurrence, have, line = occurrence[line:], have[line:], line + rows.start
-            raise SchemaError(
-                f"line {line + 1} (image {self.images.ids[line].as_py()}) translates caption "
-                f"{occurrence[0] + 1} of that image in {request.translation_of}, but "
-                f"{request.parent} has {have[0]} for it",
-                path,
-            )
-        return self.caption_id.take(pa.array(self.starts[codes] + occurrence))
+    def take(self, count: int) -> pa.Array:
+        part = self.ids.slice(self.start, count)
+        self.start += len(part)
+        return part
 
 
 def _numbered(files: list[Path]) -> list[tuple[int, Path]]:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from mltk import artifacts
 from mltk.artifacts import key_hashes, schema
 from mltk.artifacts.caption_rules import CONTROL_CHARACTERS
-from mltk.artifacts.caption_stream import caption_rows, captions_file, iter_caption_batches, write_captions_stream
+from mltk.artifacts.caption_stream import captions_file, iter_caption_batches, write_captions_stream
 from mltk.artifacts.columns import first_rows, key_codes, value_counts
 from mltk.core.errors import ConfigError, MltkError, SchemaError
 from mltk.core.names import check_names
@@ -31,8 +31,9 @@ def merge_captions(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     """``mltk merge-captions``: the union of several captions artifacts (a row in two of them is refused).
 
     Streamed: the inputs are read a batch at a time, twice. The first pass checks the three refusals on 64-bit
-    hashes of the key columns (8 to 16 bytes per row, ``mltk.artifacts.key_hashes``); the second writes the rows
-    a row group at a time (``write_captions_stream``). Anything the hashes or a batch cannot settle alone (a
+    hashes of the key columns (``mltk.artifacts.key_hashes``, counted by ``DistinctCounter``, on disk past a
+    bound); the second writes the rows a row group at a time (``write_captions_stream``): memory follows a batch
+    and a row group, not the rows. Anything the hashes or a batch cannot settle alone (a
     repeated key, which may be a hash collision; a null, a non-string column, a bad language name, bytes that are
     not UTF-8) sends the merge to ``merge_in_memory``, which reads the whole tables and refuses with the
     message naming the row and both inputs, or merges them when the repeat was a collision."""
@@ -66,7 +67,6 @@ def _streamed_checks(paths: list[Path]) -> tuple[list[str], dict[str, int]]:
     """(the merged columns, rows per language) when no input breaks a rule; ``_Unsettled`` otherwise."""
     columns = list(schema.CAPTION_COLUMNS)
     try:
-        total = sum(caption_rows(path) for path in paths)
         for path in paths:
             found = pq.ParquetFile(captions_file(path)).schema_arrow
             types = [found.field(c).type if c in found.names else None for c in schema.CAPTION_COLUMNS]
@@ -76,10 +76,10 @@ def _streamed_checks(paths: list[Path]) -> tuple[list[str], dict[str, int]]:
     except (MltkError, pa.ArrowInvalid, OSError):
         raise _Unsettled from None
     langs: dict[str, int] = {}
-    if not _unique(paths, total, ["caption_id", "lang"], lambda h: key_hashes.combine(h[0], h[1]), langs):
+    if not _unique(paths, ["caption_id", "lang"], lambda h: key_hashes.combine(h[0], h[1]), langs):
         raise _Unsettled
     for key, value in (("caption_id", "image_id"), ("image_id", "split")):
-        if not _one_value(paths, total, key, value):
+        if not _one_value(paths, key, value):
             raise _Unsettled
     return columns, langs
 
@@ -99,27 +99,23 @@ def _hashed_batches(paths: list[Path], names: list[str]):
             raise _Unsettled from None
 
 
-def _unique(paths: list[Path], total: int, names: list[str], key, langs: dict[str, int]) -> bool:
+def _unique(paths: list[Path], names: list[str], key, langs: dict[str, int]) -> bool:
     """No key (the hashes of ``names`` combined by ``key``) repeats across the inputs; counts rows per language."""
-    keys, start = np.empty(total, np.uint64), 0
+    keys = key_hashes.DistinctCounter()
     for batch, hashes in _hashed_batches(paths, names):
-        keys[start : start + batch.num_rows] = key(hashes)
-        start += batch.num_rows
+        keys.add(key(hashes))
         for item in pc.value_counts(batch.column("lang")).to_pylist():
             langs[item["values"]] = langs.get(item["values"], 0) + item["counts"]
-    return key_hashes.distinct_sorted(keys[:start]) == start
+    return keys.all_distinct()
 
 
-def _one_value(paths: list[Path], total: int, key: str, value: str) -> bool:
-    """Every value of column ``key`` has one value of column ``value`` across the inputs (16 bytes per row)."""
-    keys, pairs, start = np.empty(total, np.uint64), np.empty(total, np.uint64), 0
-    for batch, (key_hash, value_hash) in _hashed_batches(paths, [key, value]):
-        keys[start : start + batch.num_rows] = key_hash
-        pairs[start : start + batch.num_rows] = key_hashes.combine(key_hash, value_hash)
-        start += batch.num_rows
-    distinct = key_hashes.distinct_sorted(keys[:start])
-    del keys
-    return key_hashes.distinct_sorted(pairs[:start]) == distinct
+def _one_value(paths: list[Path], key: str, value: str) -> bool:
+    """Every value of column ``key`` has one value of column ``value`` across the inputs."""
+    keys, pairs = key_hashes.DistinctCounter(), key_hashes.DistinctCounter()
+    for _, (key_hash, value_hash) in _hashed_batches(paths, [key, value]):
+        keys.add(key_hash)
+        pairs.add(key_hashes.combine(key_hash, value_hash))
+    return pairs.distinct() == keys.distinct()
 
 
 def _merged_pieces(paths: list[Path], columns: list[str]):
