@@ -46,10 +46,10 @@ def test_bert_folder_mean_pooling_equals_transformers(bert_dir):
     assert tokens.shape == (4, int(lengths.max()))  # trimmed to the longest row
     with torch.no_grad():
         features = tower.encode(tokens, lengths)
-    batch = AutoTokenizer.from_pretrained(bert_dir)(TEXTS, padding=True, return_tensors="pt")
+    batch = AutoTokenizer.from_pretrained(bert_dir, trust_remote_code=False)(TEXTS, padding=True, return_tensors="pt")
     assert torch.equal(tokens, batch["input_ids"]) and torch.equal(lengths, batch["attention_mask"].sum(1))
     reference = mean_pooled_reference(
-        AutoModel.from_pretrained(bert_dir).eval(), batch["input_ids"], batch["attention_mask"]
+        AutoModel.from_pretrained(bert_dir, trust_remote_code=False).eval(), batch["input_ids"], batch["attention_mask"]
     )
     torch.testing.assert_close(features, reference, atol=1e-5, rtol=0)
 
@@ -74,7 +74,7 @@ def test_cls_and_end_pooling_read_their_position(bert_dir):
     tokens, lengths = loaded.tokenize(TEXTS)
     with torch.no_grad():
         hidden = (
-            AutoModel.from_pretrained(bert_dir)
+            AutoModel.from_pretrained(bert_dir, trust_remote_code=False)
             .eval()(input_ids=tokens, attention_mask=(torch.arange(tokens.shape[1]) < lengths[:, None]).long())
             .last_hidden_state
         )
@@ -304,7 +304,7 @@ def test_sentence_transformers_folder_cls_dense_normalize(tmp_path, bert_dir):
     with torch.no_grad():
         features = tower.encode(tokens, lengths)
         hidden = (
-            AutoModel.from_pretrained(bert_dir)
+            AutoModel.from_pretrained(bert_dir, trust_remote_code=False)
             .eval()(input_ids=tokens, attention_mask=(torch.arange(tokens.shape[1]) < lengths[:, None]).long())
             .last_hidden_state
         )
@@ -512,10 +512,10 @@ def test_real_minilm_english_path_equals_transformers():
     ]
     with torch.no_grad():
         features = tower.encode(*tower.tokenize(texts))
-    batch = AutoTokenizer.from_pretrained(path)(
+    batch = AutoTokenizer.from_pretrained(path, trust_remote_code=False)(
         texts, padding=True, truncation=True, max_length=256, return_tensors="pt"
     )
     reference = mean_pooled_reference(
-        AutoModel.from_pretrained(path).eval(), batch["input_ids"], batch["attention_mask"]
+        AutoModel.from_pretrained(path, trust_remote_code=False).eval(), batch["input_ids"], batch["attention_mask"]
     )
     torch.testing.assert_close(features, reference, atol=1e-5, rtol=0)
